@@ -1,0 +1,131 @@
+/* HDF5 file types for the snapshot dtypes, and attribute writers. */
+#include <string.h>
+
+#include "h5types.h"
+
+/*
+ * A 2-byte float type.  The order of calls is the one that HDF5 1.10
+ * accepts (shared/notes/hdf5.md): fields first, then size, then bias.
+ */
+static hid_t narrow_float(size_t exp_pos, size_t exp_bits, size_t man_bits, size_t bias)
+{
+    hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+    if (t < 0)
+        return t;
+    if (H5Tset_fields(t, 15, exp_pos, exp_bits, 0, man_bits) < 0 || H5Tset_size(t, 2) < 0 ||
+        H5Tset_ebias(t, bias) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
+
+hid_t ulp__h5_file_type(ulp_dtype dtype)
+{
+    switch (dtype) {
+    case ULP_DTYPE_F64:
+        return H5Tcopy(H5T_IEEE_F64LE);
+    case ULP_DTYPE_F32:
+        return H5Tcopy(H5T_IEEE_F32LE);
+    case ULP_DTYPE_F16:
+        return narrow_float(10, 5, 10, 15);
+    case ULP_DTYPE_BF16:
+        return narrow_float(7, 8, 7, 127);
+    case ULP_DTYPE_F8E4M3:
+    case ULP_DTYPE_F8E5M2:
+    case ULP_DTYPE_U8:
+        return H5Tcopy(H5T_STD_U8LE);
+    case ULP_DTYPE_I64:
+        return H5Tcopy(H5T_STD_I64LE);
+    case ULP_DTYPE_I32:
+        return H5Tcopy(H5T_STD_I32LE);
+    case ULP_DTYPE_I16:
+        return H5Tcopy(H5T_STD_I16LE);
+    case ULP_DTYPE_I8:
+        return H5Tcopy(H5T_STD_I8LE);
+    default:
+        return -1;
+    }
+}
+
+int ulp__h5_type_fits(hid_t type, ulp_dtype dtype)
+{
+    size_t want = ulp_dtype_size(dtype);
+    if (want == 0)
+        return 0;
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER)
+        return 0;
+    if (H5Tget_size(type) != want)
+        return 0;
+    if (want > 1 && H5Tget_order(type) != H5T_ORDER_LE)
+        return 0;
+    return 1;
+}
+
+static int attr_write(hid_t obj, const char *name, hid_t type, hid_t space, const void *buf)
+{
+    int rc = -1;
+    if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0)
+        return -1;
+    hid_t a = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    if (H5Awrite(a, type, buf) >= 0)
+        rc = 0;
+    H5Aclose(a);
+    return rc;
+}
+
+static int attr_write_scalar(hid_t obj, const char *name, hid_t type, const void *buf)
+{
+    hid_t space = H5Screate(H5S_SCALAR);
+    if (space < 0)
+        return -1;
+    int rc = attr_write(obj, name, type, space, buf);
+    H5Sclose(space);
+    return rc;
+}
+
+int ulp__h5_attr_write_str(hid_t obj, const char *name, const char *value)
+{
+    /* Variable-length UTF-8, the form h5py writes for a Python str. */
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0)
+        return -1;
+    int rc = -1;
+    if (H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0)
+        rc = attr_write_scalar(obj, name, t, &value);
+    H5Tclose(t);
+    return rc;
+}
+
+int ulp__h5_attr_write_i32(hid_t obj, const char *name, int32_t value)
+{
+    return attr_write_scalar(obj, name, H5T_STD_I32LE, &value);
+}
+
+int ulp__h5_attr_write_i64(hid_t obj, const char *name, int64_t value)
+{
+    return attr_write_scalar(obj, name, H5T_STD_I64LE, &value);
+}
+
+int ulp__h5_attr_write_u64(hid_t obj, const char *name, uint64_t value)
+{
+    return attr_write_scalar(obj, name, H5T_STD_U64LE, &value);
+}
+
+int ulp__h5_attr_write_i64_array(hid_t obj, const char *name, const int64_t *v, hsize_t n)
+{
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    if (space < 0)
+        return -1;
+    int rc = attr_write(obj, name, H5T_STD_I64LE, space, v);
+    H5Sclose(space);
+    return rc;
+}
+
+void ulp__h5_silence(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}

@@ -1,0 +1,156 @@
+/*
+ * ulpprof host capture API: record named tensors of a running program into a
+ * snapshot file (FORMAT.md), for comparison with `ulpprof diff`.
+ *
+ * A capture copies the caller's bytes into a bounded queue and returns at
+ * once; a background writer thread appends them to the HDF5 file and flushes
+ * after each one, so that everything written stays readable if the program
+ * is then killed.  When the queue holds its memory bound, the capturing
+ * thread waits for the writer (back-pressure); memory never grows without
+ * bound.  All functions are thread-safe.  Errors come back as a status and
+ * one line on stderr; nothing here aborts or exits the host program.
+ *
+ * Two ways to use it:
+ *   - an explicit session:  ulp_session_open() ... ulp_session_capture() ...
+ *     ulp_session_close();
+ *   - the process-wide default session: ulp_capture_host() ..., opened
+ *     explicitly by ulp_capture_open() or, at the first capture, from the
+ *     environment (ULPPROF_OUTPUT, ULPPROF_LABEL, ULPPROF_ATTR,
+ *     ULPPROF_QUEUE_MB), and closed by ulp_capture_close() or at exit.
+ *
+ * ULPPROF_OUTPUT may contain %p (pid), %r (rank, from RANK, LOCAL_RANK or
+ * OMPI_COMM_WORLD_RANK, else 0), %h (host name), %l (label) and %% (a '%').
+ * ULPPROF_ATTR is "key=value,key=value"; a backslash escapes ',', '=' or '\'.
+ */
+#ifndef ULPPROF_CAPTURE_H
+#define ULPPROF_CAPTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/dtype.h"
+#include "ulpprof/export.h"
+#include "ulpprof/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ULP_MAX_RANK 8                /* tensors have rank 0..8 (FORMAT.md)  */
+#define ULP_LAYER_NONE (-1)           /* a capture that is not a layer       */
+#define ULP_STEP_NONE INT64_MIN       /* no step: the session's current step */
+#define ULP_DEFAULT_QUEUE_BYTES ((size_t)256 << 20)
+
+typedef enum ulp_role {
+    ULP_ROLE_ACTIVATION = 0,
+    ULP_ROLE_LOGITS,
+    ULP_ROLE_KV,
+    ULP_ROLE_INPUT,
+    ULP_ROLE_WEIGHT,
+    ULP_ROLE_COUNT
+} ulp_role;
+
+/* "activation", "logits", ...; NULL for an invalid role. */
+ULP_API const char *ulp_role_name(ulp_role role);
+/* The role of a FORMAT.md name; -1 when unknown. */
+ULP_API int ulp_role_from_name(const char *name);
+
+typedef struct ulp_session ulp_session;
+
+typedef struct ulp_session_options {
+    const char *path;    /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT */
+    const char *label;   /* run label; NULL: $ULPPROF_LABEL, else "run"               */
+    const char *attrs;   /* "k=v,k=v" for /run; NULL: $ULPPROF_ATTR                   */
+    size_t queue_bytes;  /* bytes the queue may hold; 0: $ULPPROF_QUEUE_MB or 256 MiB */
+    const char *writer;  /* producer; NULL: "ulpprof-capture <version>"               */
+    int record_env;      /* 1: fill /env with host facts and numerics env vars        */
+} ulp_session_options;
+
+/* Fills `opts` with the defaults (everything from the environment). */
+ULP_API void ulp_session_options_init(ulp_session_options *opts);
+
+/*
+ * Creates the snapshot file and starts its writer thread.  On success
+ * *out owns the session; release it with ulp_session_close().  On error
+ * *out is NULL, `err` (may be NULL) says why, and one line went to stderr.
+ * ULP_EDISABLED when no path was given and ULPPROF_OUTPUT is unset.
+ */
+ULP_API ulp_status ulp_session_open(const ulp_session_options *opts, ulp_session **out,
+                                    ulp_error *err);
+
+/* The expanded path of the file being written. */
+ULP_API const char *ulp_session_path(const ulp_session *s);
+
+/* Adds or replaces a string attribute of /run or /env. */
+ULP_API ulp_status ulp_session_set_run(ulp_session *s, const char *key, const char *value);
+ULP_API ulp_status ulp_session_set_env(ulp_session *s, const char *key, const char *value);
+
+/* Sets the step recorded with later captures that give ULP_STEP_NONE. */
+ULP_API ulp_status ulp_session_set_step(ulp_session *s, int64_t step);
+
+/* One tensor to capture.  Fields after `role` are optional (zero = absent). */
+typedef struct ulp_capture_desc {
+    const char *name;       /* UTF-8, no '/', not empty                         */
+    const void *data;       /* host bytes, row-major; may be NULL if 0 elements */
+    ulp_dtype dtype;
+    int ndim;               /* 0..ULP_MAX_RANK                                  */
+    const int64_t *shape;   /* ndim extents, each >= 0; NULL if ndim == 0       */
+    int32_t layer;          /* ULP_LAYER_NONE when not a layer                  */
+    ulp_role role;
+    int64_t step;           /* ULP_STEP_NONE: the session's step, if set        */
+    int has_kernels;        /* 1: `kernels` holds [first, last) of /trace       */
+    int64_t kernels[2];
+    uint64_t device_ptr;    /* 0: not recorded                                  */
+    uint64_t stream;        /* 0: not recorded                                  */
+    int64_t time_ns;        /* 0: now                                           */
+} ulp_capture_desc;
+
+/* A descriptor with the defaults: no layer, activation, no step. */
+ULP_API void ulp_capture_desc_init(ulp_capture_desc *d);
+
+/*
+ * Copies the tensor into the queue and returns; the writer thread stores it
+ * as /captures/<name>/<occurrence> with the next `seq`.  Captures from one
+ * thread keep their order.  ULP_EINVAL for a bad descriptor, ULP_ECLOSED
+ * after close, ULP_EIO when the writer has failed (disk full, ...): later
+ * captures are refused, earlier ones stay in the file.
+ */
+ULP_API ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d);
+
+/* Waits until every capture queued so far is in the file and flushed. */
+ULP_API ulp_status ulp_session_flush(ulp_session *s);
+
+/*
+ * Writes what is queued, closes the file and frees the session.  NULL is
+ * accepted.  Returns the first error the writer met, if any.
+ */
+ULP_API ulp_status ulp_session_close(ulp_session *s);
+
+/* --- The process-wide default session ------------------------------------ */
+
+/* Opens the default session explicitly (path and label may be NULL). */
+ULP_API ulp_status ulp_capture_open(const char *path, const char *label);
+
+/*
+ * Captures into the default session, opening it from the environment at the
+ * first call.  ULP_EDISABLED (silently) when ULPPROF_OUTPUT is unset.
+ */
+ULP_API ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype,
+                                    int ndim, const int64_t *shape, int32_t layer,
+                                    ulp_role role);
+
+ULP_API ulp_status ulp_capture_set_run(const char *key, const char *value);
+ULP_API ulp_status ulp_capture_set_step(int64_t step);
+ULP_API ulp_status ulp_capture_flush(void);
+
+/* Closes the default session (also done at exit).  Returns its first error. */
+ULP_API ulp_status ulp_capture_close(void);
+
+/* The default session, or NULL when none is open. */
+ULP_API ulp_session *ulp_capture_session(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULPPROF_CAPTURE_H */

@@ -1,0 +1,124 @@
+/*
+ * ulpprof snapshot reader: opens and validates a snapshot file (FORMAT.md)
+ * and reads its tensors' raw bits in bounded chunks.
+ *
+ * Opening validates everything a comparison relies on -- `format`,
+ * `format_version`, required attributes, dtype against storage size, rank,
+ * occurrence names, unique `seq`, datasets that fit inside the file -- and
+ * refuses a file that breaks the contract with a status and a message naming
+ * the file, the capture and the problem.  Captures are listed in `seq` order.
+ *
+ * A snapshot may be read from several threads at once with
+ * ulp_snapshot_read(): contiguous datasets are read with pread(2) at their
+ * file offset, outside HDF5's global lock.
+ */
+#ifndef ULPPROF_SNAPSHOT_H
+#define ULPPROF_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/dtype.h"
+#include "ulpprof/export.h"
+#include "ulpprof/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ULP_SNAPSHOT_MAX_RANK 8
+
+typedef struct ulp_snapshot ulp_snapshot;
+
+/* One string attribute of /run or /env. */
+typedef struct ulp_kv {
+    const char *key;
+    const char *value;   /* non-string attributes are rendered as text */
+} ulp_kv;
+
+typedef struct ulp_capture_info {
+    const char *name;             /* group name under /captures              */
+    int64_t occurrence;           /* dataset name, parsed                    */
+    int64_t seq;
+    int32_t layer;                /* -1 when absent                          */
+    const char *role;             /* "activation" when absent                */
+    ulp_dtype dtype;
+    int ndim;                     /* 0..8                                    */
+    int64_t shape[ULP_SNAPSHOT_MAX_RANK];
+    uint64_t elements;            /* product of shape (1 for a scalar)       */
+    int has_step;
+    int64_t step;
+    int has_kernels;
+    int64_t kernels[2];           /* [first, last) rows of /trace/kernels    */
+    uint64_t device_ptr;          /* 0 when absent                           */
+    uint64_t stream;              /* 0 when absent                           */
+    int64_t time_ns;              /* 0 when absent                           */
+} ulp_capture_info;
+
+/* One row of /trace/kernels, with its name resolved. */
+typedef struct ulp_kernel_info {
+    uint64_t seq;
+    uint32_t correlation_id;
+    const char *name;             /* demangled; "" when name_id is out of range */
+    int32_t grid[3];
+    int32_t block[3];
+    int32_t shared_static;
+    int32_t shared_dynamic;
+    int32_t registers;
+    uint64_t stream;
+    uint32_t device;
+    uint64_t start_ns;
+    uint64_t end_ns;
+} ulp_kernel_info;
+
+/*
+ * Opens and validates a snapshot.  On success *out owns it (release with
+ * ulp_snapshot_close()).  On error *out is NULL and `err`, if not NULL,
+ * holds a one-line message naming `path` and the problem.
+ */
+ULP_API ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err);
+
+/* Closes the file and frees everything the snapshot returned.  NULL is accepted. */
+ULP_API void ulp_snapshot_close(ulp_snapshot *s);
+
+/* Root attributes (owned by the snapshot). */
+ULP_API const char *ulp_snapshot_path(const ulp_snapshot *s);
+ULP_API const char *ulp_snapshot_label(const ulp_snapshot *s);
+ULP_API const char *ulp_snapshot_writer(const ulp_snapshot *s);   /* "" when absent */
+ULP_API int32_t ulp_snapshot_format_version(const ulp_snapshot *s);
+ULP_API int64_t ulp_snapshot_created_unix_ns(const ulp_snapshot *s); /* 0 when absent */
+
+/* /run and /env attributes, sorted by key. */
+ULP_API size_t ulp_snapshot_run_count(const ulp_snapshot *s);
+ULP_API const ulp_kv *ulp_snapshot_run(const ulp_snapshot *s, size_t i);
+ULP_API size_t ulp_snapshot_env_count(const ulp_snapshot *s);
+ULP_API const ulp_kv *ulp_snapshot_env(const ulp_snapshot *s, size_t i);
+/* The value of a /run key, or NULL. */
+ULP_API const char *ulp_snapshot_run_get(const ulp_snapshot *s, const char *key);
+
+/* Captures in `seq` order. */
+ULP_API size_t ulp_snapshot_capture_count(const ulp_snapshot *s);
+ULP_API const ulp_capture_info *ulp_snapshot_capture(const ulp_snapshot *s, size_t i);
+
+/* Index of the capture with this name and occurrence, or -1. */
+ULP_API ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name,
+                                    int64_t occurrence);
+
+/*
+ * Reads `count` elements starting at element `first` (row-major) of capture
+ * `i` into `buf`, as raw bits (ulp_dtype_size() bytes each, little-endian).
+ * Thread-safe.  ULP_ERANGE when the range passes the end of the tensor,
+ * ULP_EIO / ULP_ETRUNC when the file cannot deliver the bytes.
+ */
+ULP_API ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first,
+                                     uint64_t count, void *buf, ulp_error *err);
+
+/* Kernel trace (/trace), empty when the file has none. */
+ULP_API size_t ulp_snapshot_kernel_count(const ulp_snapshot *s);
+ULP_API const ulp_kernel_info *ulp_snapshot_kernel(const ulp_snapshot *s, size_t i);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULPPROF_SNAPSHOT_H */
