@@ -1,0 +1,65 @@
+/*
+ * The `ulpprof` program: its commands and the helpers they share.
+ *
+ * Each command is `int cmd_<name>(int argc, char **argv)`, called with
+ * argv[0] = "<name>" and the arguments after it; it parses its options with
+ * getopt_long, answers --help on stdout with exit 0, and returns the exit
+ * status: CLI_EXIT_OK, CLI_EXIT_DIFFER (diff only) or CLI_EXIT_ERROR.
+ * To add a command: write cmd_<name>.c, declare it here and add one line to
+ * the table in ulpprof.c.
+ */
+#ifndef ULPPROF_CLI_H
+#define ULPPROF_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ulpprof/snapshot.h"
+
+#define CLI_EXIT_OK     0
+#define CLI_EXIT_DIFFER 1
+#define CLI_EXIT_ERROR  2
+
+/* --- Commands (one line each) ------------------------------------------------------ */
+int cmd_ls(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+int cmd_kernels(int argc, char **argv);
+
+/* --- Shared helpers (cli.c) -------------------------------------------------------- */
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLI_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define CLI_PRINTF(fmt, args)
+#endif
+
+/* Prints "ulpprof: <message>" and a newline on stderr. */
+void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+
+/*
+ * For a getopt_long failure (it returned '?' or ':' with opterr = 0):
+ * prints "ulpprof <cmd>: unknown option '...'" (or "option '...' needs a
+ * value") and "usage: <usage>" on stderr; returns CLI_EXIT_ERROR.
+ */
+int cli_bad_option(const char *cmd, const char *usage, char **argv, int c);
+
+/* Opens a snapshot; on error prints "ulpprof: <message>" and returns NULL. */
+ulp_snapshot *cli_open_snapshot(const char *path);
+
+/* Whether to colour output to `f`: a terminal, TERM not "dumb", NO_COLOR unset. */
+int cli_use_color(FILE *f);
+
+/* "512 B", "8.0 KiB", "1.5 MiB", ... (binary units, one decimal). */
+void cli_human_bytes(char *buf, size_t size, uint64_t bytes);
+
+/* A capture's shape as "[1,92160]" ("[]" for a scalar). */
+void cli_format_shape(char *buf, size_t size, const ulp_capture_info *c);
+
+/* Prints `s` with control characters escaped (\n, \t, \xNN) so that one value stays one line. */
+void cli_print_escaped(FILE *f, const char *s);
+
+/* Display width of a UTF-8 string (code points; wide characters are not special-cased). */
+size_t cli_utf8_width(const char *s);
+
+#endif /* ULPPROF_CLI_H */

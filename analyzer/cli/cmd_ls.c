@@ -1,0 +1,257 @@
+/*
+ * `ulpprof ls FILE...`: what a snapshot holds -- its run label, /run and
+ * /env, one line per capture in seq order, and a total.
+ *
+ * Every file is listed in turn; a file that cannot be opened gets one line
+ * on stderr and the others are still listed; the exit status is then 2.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+#define LS_USAGE "ulpprof ls [--json] FILE..."
+
+static void ls_help(void)
+{
+    printf("usage: " LS_USAGE "\n"
+           "\n"
+           "Lists each snapshot: its path, run label, writer, format version,\n"
+           "the /run and /env attributes, then one line per capture in seq order\n"
+           "(seq, name, occurrence, layer or '-', role, dtype, shape, size) and a\n"
+           "total of captures, elements and bytes.\n"
+           "\n"
+           "options:\n"
+           "  --json      one JSON array with an object per file\n"
+           "  -h, --help  show this help\n"
+           "\n"
+           "A file that cannot be read gets one line on stderr; the other files are\n"
+           "still listed, and the exit status is 2.  Otherwise it is 0.\n");
+}
+
+static void print_kvs(const char *title, size_t n,
+                      const ulp_kv *(*get)(const ulp_snapshot *, size_t), const ulp_snapshot *s)
+{
+    if (n == 0) {
+        printf("  %-8s (none)\n", title);
+        return;
+    }
+    printf("  %s\n", title);
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t kw = cli_utf8_width(get(s, i)->key);
+        w = kw > w ? kw : w;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const ulp_kv *kv = get(s, i);
+        printf("    ");
+        cli_print_escaped(stdout, kv->key);
+        printf("%*s = ", (int)(w - cli_utf8_width(kv->key)), "");
+        cli_print_escaped(stdout, kv->value);
+        printf("\n");
+    }
+}
+
+static uint64_t capture_bytes(const ulp_capture_info *c)
+{
+    return c->elements * ulp_dtype_size(c->dtype);
+}
+
+static void print_text(const ulp_snapshot *s, int color)
+{
+    size_t n = ulp_snapshot_capture_count(s);
+    printf("%s\n", ulp_snapshot_path(s));
+    printf("  label:   ");
+    cli_print_escaped(stdout, ulp_snapshot_label(s));
+    printf("\n  writer:  ");
+    cli_print_escaped(stdout, ulp_snapshot_writer(s));
+    printf("\n  format:  ulpprof-snapshot version %d\n", (int)ulp_snapshot_format_version(s));
+    int64_t ns = ulp_snapshot_created_unix_ns(s);
+    if (ns != 0) {
+        time_t t = (time_t)(ns / 1000000000);
+        struct tm tm;
+        char when[64];
+        if (gmtime_r(&t, &tm) != NULL && strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &tm))
+            printf("  created: %s\n", when);
+    }
+    print_kvs("run:", ulp_snapshot_run_count(s), ulp_snapshot_run, s);
+    print_kvs("env:", ulp_snapshot_env_count(s), ulp_snapshot_env, s);
+    if (ulp_snapshot_kernel_count(s) > 0)
+        printf("  trace:   %zu kernel launches\n", ulp_snapshot_kernel_count(s));
+
+    /* Column widths from the data, so the table lines up. */
+    size_t wseq = 3, wname = 4, wocc = 3, wlayer = 5, wrole = 4, wdtype = 5, wshape = 5, wsize = 4;
+    char buf[256];
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        size_t w;
+        w = (size_t)snprintf(buf, sizeof buf, "%" PRId64, c->seq);
+        wseq = w > wseq ? w : wseq;
+        w = cli_utf8_width(c->name);
+        wname = w > wname ? w : wname;
+        w = (size_t)snprintf(buf, sizeof buf, "%" PRId64, c->occurrence);
+        wocc = w > wocc ? w : wocc;
+        w = (size_t)snprintf(buf, sizeof buf, "%d", (int)c->layer);
+        wlayer = w > wlayer ? w : wlayer;
+        w = cli_utf8_width(c->role);
+        wrole = w > wrole ? w : wrole;
+        w = strlen(ulp_dtype_name(c->dtype));
+        wdtype = w > wdtype ? w : wdtype;
+        cli_format_shape(buf, sizeof buf, c);
+        w = strlen(buf);
+        wshape = w > wshape ? w : wshape;
+        cli_human_bytes(buf, sizeof buf, capture_bytes(c));
+        w = strlen(buf);
+        wsize = w > wsize ? w : wsize;
+    }
+    const char *bold = color ? "\033[1m" : "", *plain = color ? "\033[0m" : "";
+    printf("%s  %*s  %-*s  %*s  %*s  %-*s  %-*s  %-*s  %*s%s\n", bold, (int)wseq, "seq", (int)wname,
+           "name", (int)wocc, "occ", (int)wlayer, "layer", (int)wrole, "role", (int)wdtype, "dtype",
+           (int)wshape, "shape", (int)wsize, "size", plain);
+    uint64_t total_elements = 0, total_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        char layer[16], shape[256], size[32];
+        if (c->layer < 0)
+            snprintf(layer, sizeof layer, "-");
+        else
+            snprintf(layer, sizeof layer, "%d", (int)c->layer);
+        cli_format_shape(shape, sizeof shape, c);
+        cli_human_bytes(size, sizeof size, capture_bytes(c));
+        printf("  %*" PRId64 "  ", (int)wseq, c->seq);
+        cli_print_escaped(stdout, c->name);
+        printf("%*s  %*" PRId64 "  %*s  %-*s%*s  %-*s  %-*s  %*s (%" PRIu64 " B)\n",
+               (int)(wname - cli_utf8_width(c->name)), "", (int)wocc, c->occurrence, (int)wlayer,
+               layer, (int)cli_utf8_width(c->role), c->role, (int)(wrole - cli_utf8_width(c->role)),
+               "", (int)wdtype, ulp_dtype_name(c->dtype), (int)wshape, shape, (int)wsize, size,
+               capture_bytes(c));
+        total_elements += c->elements;
+        total_bytes += capture_bytes(c);
+    }
+    cli_human_bytes(buf, sizeof buf, total_bytes);
+    printf("  total: %zu capture%s, %" PRIu64 " elements, %s (%" PRIu64 " B)\n", n,
+           n == 1 ? "" : "s", total_elements, buf, total_bytes);
+}
+
+/* A JSON string; bytes that are not UTF-8 become '?' (jansson accepts only UTF-8). */
+static json_t *jstr(const char *s)
+{
+    json_t *j = json_string(s);
+    if (j != NULL)
+        return j;
+    char *copy = strdup(s);
+    if (copy == NULL)
+        return json_null();
+    for (unsigned char *p = (unsigned char *)copy; *p; p++)
+        if (*p >= 0x80)
+            *p = '?';
+    j = json_string(copy);
+    free(copy);
+    return j ? j : json_null();
+}
+
+static json_t *kvs_json(size_t n, const ulp_kv *(*get)(const ulp_snapshot *, size_t),
+                        const ulp_snapshot *s)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < n; i++)
+        json_object_set_new(o, get(s, i)->key, jstr(get(s, i)->value));
+    return o;
+}
+
+static json_t *snapshot_json(const ulp_snapshot *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "path", jstr(ulp_snapshot_path(s)));
+    json_object_set_new(o, "label", jstr(ulp_snapshot_label(s)));
+    json_object_set_new(o, "writer", jstr(ulp_snapshot_writer(s)));
+    json_object_set_new(o, "format_version", json_integer(ulp_snapshot_format_version(s)));
+    json_object_set_new(o, "created_unix_ns", json_integer(ulp_snapshot_created_unix_ns(s)));
+    json_object_set_new(o, "run", kvs_json(ulp_snapshot_run_count(s), ulp_snapshot_run, s));
+    json_object_set_new(o, "env", kvs_json(ulp_snapshot_env_count(s), ulp_snapshot_env, s));
+    json_object_set_new(o, "kernels", json_integer((json_int_t)ulp_snapshot_kernel_count(s)));
+    json_t *caps = json_array();
+    uint64_t total_elements = 0, total_bytes = 0;
+    for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        json_t *shape = json_array();
+        for (int k = 0; k < c->ndim; k++)
+            json_array_append_new(shape, json_integer(c->shape[k]));
+        json_t *r = json_object();
+        json_object_set_new(r, "seq", json_integer(c->seq));
+        json_object_set_new(r, "name", jstr(c->name));
+        json_object_set_new(r, "occurrence", json_integer(c->occurrence));
+        json_object_set_new(r, "layer", c->layer < 0 ? json_null() : json_integer(c->layer));
+        json_object_set_new(r, "role", jstr(c->role));
+        json_object_set_new(r, "dtype", jstr(ulp_dtype_name(c->dtype)));
+        json_object_set_new(r, "shape", shape);
+        json_object_set_new(r, "elements", json_integer((json_int_t)c->elements));
+        json_object_set_new(r, "bytes", json_integer((json_int_t)capture_bytes(c)));
+        json_array_append_new(caps, r);
+        total_elements += c->elements;
+        total_bytes += capture_bytes(c);
+    }
+    json_object_set_new(o, "captures", caps);
+    json_t *total = json_object();
+    json_object_set_new(total, "captures", json_integer((json_int_t)ulp_snapshot_capture_count(s)));
+    json_object_set_new(total, "elements", json_integer((json_int_t)total_elements));
+    json_object_set_new(total, "bytes", json_integer((json_int_t)total_bytes));
+    json_object_set_new(o, "total", total);
+    return o;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int json = 0, c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'j':
+            json = 1;
+            break;
+        case 'h':
+            ls_help();
+            return CLI_EXIT_OK;
+        default:
+            return cli_bad_option("ls", LS_USAGE, argv, c);
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "ulpprof ls: no snapshot given\nusage: %s\n", LS_USAGE);
+        return CLI_EXIT_ERROR;
+    }
+
+    int rc = CLI_EXIT_OK, color = !json && cli_use_color(stdout), listed = 0;
+    json_t *all = json ? json_array() : NULL;
+    for (int i = optind; i < argc; i++) {
+        ulp_snapshot *s = cli_open_snapshot(argv[i]);
+        if (s == NULL) {
+            rc = CLI_EXIT_ERROR;
+            continue;
+        }
+        if (json) {
+            json_array_append_new(all, snapshot_json(s));
+        } else {
+            if (listed++ > 0)
+                printf("\n");
+            print_text(s, color);
+            fflush(stdout);
+        }
+        ulp_snapshot_close(s);
+    }
+    if (json) {
+        json_dumpf(all, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(all);
+    }
+    return rc;
+}

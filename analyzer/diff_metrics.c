@@ -1,0 +1,559 @@
+/*
+ * Element metrics of a tensor pair, on raw bits (FORMAT.md "Pairing and
+ * comparison semantics").
+ *
+ * The floating-point formats up to 32 bits go through one block kernel,
+ * instantiated per format with its constants, that the compiler vectorizes:
+ * per block of BLOCK elements it counts differing elements, nonfinite
+ * mismatches and sign changes, sums and maxes the ordered-integer ULP
+ * distance, and maxes |a - b| computed in float32 and compared as integer
+ * bits.  It also stores each element's distance and float32 |a - b| in two
+ * small arrays that stay in L1, so that the rarer work -- histogram bins,
+ * the index of the worst element, the exact double |a - b| -- is done only
+ * for blocks that can change the running result.
+ *
+ * Why the float32 |a - b| suffices to find the double maximum: rounding is
+ * monotone, so the element whose exact difference is largest also has the
+ * largest rounded one.  A block whose float32 maximum is below the running
+ * one cannot hold the maximum; a block that reaches it is rescanned, and
+ * only its elements at that float32 value are recomputed exactly in double.
+ *
+ * f64 and the integer types take a plain scalar loop.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "diff_priv.h"
+
+#define BLOCK 1024
+
+/*
+ * Function multiversioning: the kernels are also compiled for AVX2 and
+ * AVX-512 (x86-64-v3, -v4) and the best one is picked at load time (ifunc).
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ULP_NO_CLONES)
+#define ULP__CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define ULP__CLONES
+#endif
+
+uint64_t ulp_diff_hist_lo(int k)
+{
+    if (k <= 0)
+        return 0;
+    if (k <= 2)
+        return (uint64_t)k;
+    return ((uint64_t)1 << (k - 2)) + 1;
+}
+
+uint64_t ulp_diff_hist_hi(int k)
+{
+    if (k <= 0)
+        return 0;
+    if (k >= ULP_DIFF_HIST_BINS - 1)
+        return UINT64_MAX;
+    return (uint64_t)1 << (k - 1);
+}
+
+static inline int hist_bin(uint64_t d)
+{
+    if (d <= 1)
+        return (int)d;
+    /* d in (2^(k-2), 2^(k-1)]  <=>  k = 1 + bit length of (d - 1). */
+    return 1 + (64 - __builtin_clzll(d - 1));
+}
+
+int ulp_diff_hist_bin(uint64_t d)
+{
+    return hist_bin(d);
+}
+
+void ulp__acc_init(ulp__acc *acc)
+{
+    memset(acc, 0, sizeof *acc);
+    acc->max_ulp_flat = -1;
+    acc->first_dfin = -1;
+    acc->first_nf = -1;
+    acc->max_abs_diff_flat = -1;
+}
+
+void ulp__unflatten(uint64_t flat, int ndim, const int64_t *shape, int64_t *idx)
+{
+    for (int i = ndim - 1; i >= 0; i--) {
+        uint64_t s = shape[i] > 0 ? (uint64_t)shape[i] : 1;
+        idx[i] = (int64_t)(flat % s);
+        flat /= s;
+    }
+}
+
+static int is_finite_bits(ulp_dtype dtype, uint64_t bits)
+{
+    ulp_fpclass c = ulp_dtype_classify(dtype, bits);
+    return c != ULP_FPCLASS_NAN && c != ULP_FPCLASS_INF;
+}
+
+/* Results of the first kernel over one block. */
+typedef struct blk_res {
+    uint32_t ndiff, nnf, nsign;
+    uint32_t maxd;       /* largest ULP distance over finite pairs          */
+    uint64_t sum;        /* sum of ULP distances                            */
+    uint32_t maxmag;     /* largest magnitude bits over finite elements     */
+} blk_res;
+
+/*
+ * float32 bits of the magnitude `m` (sign cleared) of a finite narrow
+ * float with MANB mantissa bits and bias BIAS.  bf16 and f32 are direct
+ * (DIRECT = 1); the others rebias normals and convert subnormals exactly
+ * through an integer -> float conversion, never touching float32
+ * subnormals (slow on some CPUs).
+ */
+#define NARROW_TO_F32(m, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, out)                               \
+    do {                                                                                         \
+        if (DIRECT) {                                                                            \
+            (out) = (m) << (SHIFT);                                                              \
+        } else {                                                                                 \
+            uint32_t nb_ = ((m) << (23 - (MANB))) + ((uint32_t)(127 - (BIAS)) << 23);            \
+            float sf_ = (float)(int32_t)(m) * (float)(SUBSCALE);                                 \
+            uint32_t sb_;                                                                        \
+            memcpy(&sb_, &sf_, 4);                                                               \
+            uint32_t nm_ = -(uint32_t)(((m) >> (MANB)) != 0);                                    \
+            (out) = (nb_ & nm_) | (sb_ & ~nm_);                                                  \
+        }                                                                                        \
+    } while (0)
+
+/*
+ * The kernels of one format.  T: storage type; W: bits; NF: smallest
+ * magnitude that is inf or NaN; L: lane type of the distances (16 bits
+ * hold every distance of the 8- and 16-bit formats); SUMT: block sum type.
+ *
+ * NAME_k1 (every block): counts, ULP distances (stored in dv), their sum
+ * and max, the largest finite magnitude.  Ordered value = (mag ^ -s) + s.
+ * NAME_k2 (dense blocks only): float32 |a - b| of finite pairs, stored in
+ * fv, and its max.  NAME_val: one element's value, for the sparse path.
+ */
+#define DEFINE_KERNELS(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT)          \
+    ULP__CLONES static void NAME##_k1(const T *restrict a, const T *restrict b, unsigned n,      \
+                                      L *restrict dv, blk_res *r)                                \
+    {                                                                                            \
+        L ndiff = 0, nnf = 0, nsign = 0, maxd = 0, maxmag = 0;                                   \
+        SUMT sum = 0;                                                                            \
+        const L MAG = (L)((((uint64_t)1 << ((W) - 1)) - 1));                                     \
+        for (unsigned i = 0; i < n; i++) {                                                       \
+            L x = a[i], y = b[i];                                                                \
+            L mx = x & MAG, my = y & MAG;                                                        \
+            L sx = (L)-(L)(x >> ((W) - 1)), sy = (L)-(L)(y >> ((W) - 1));                        \
+            L fx = (L)-(L)(mx < (NF)), fy = (L)-(L)(my < (NF));                                  \
+            L fin = fx & fy;                                                                     \
+            L ne = x != y;                                                                       \
+            ndiff += ne;                                                                         \
+            nnf += ne & (L)~fin;                                                                 \
+            SL ox = (SL)((L)((mx ^ sx) - sx));                                                   \
+            SL oy = (SL)((L)((my ^ sy) - sy));                                                   \
+            L d = ox > oy ? (L)((L)ox - (L)oy) : (L)((L)oy - (L)ox);                             \
+            d &= fin;                                                                            \
+            dv[i] = d;                                                                           \
+            sum += d;                                                                            \
+            maxd = d > maxd ? d : maxd;                                                          \
+            nsign += (L)(sx ^ sy) & (L)(d != 0);                                                 \
+            L gx = mx & fx, gy = my & fy;                                                        \
+            maxmag = gx > maxmag ? gx : maxmag;                                                  \
+            maxmag = gy > maxmag ? gy : maxmag;                                                  \
+        }                                                                                        \
+        r->ndiff = ndiff;                                                                        \
+        r->nnf = nnf;                                                                            \
+        r->nsign = nsign;                                                                        \
+        r->maxd = maxd;                                                                          \
+        r->sum = sum;                                                                            \
+        r->maxmag = maxmag;                                                                      \
+    }                                                                                            \
+    ULP__CLONES static uint32_t NAME##_k2(const T *restrict a, const T *restrict b, unsigned n,  \
+                                          uint32_t *restrict fv)                                 \
+    {                                                                                            \
+        uint32_t maxf = 0;                                                                       \
+        const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W) - 1)) - 1);                         \
+        for (unsigned i = 0; i < n; i++) {                                                       \
+            uint32_t x = a[i], y = b[i];                                                         \
+            uint32_t mx = x & MAG, my = y & MAG;                                                 \
+            uint32_t fin = -(uint32_t)((mx < (NF)) & (my < (NF)));                               \
+            uint32_t bx, by;                                                                     \
+            NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                          \
+            NARROW_TO_F32(my, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, by);                          \
+            bx |= (x >> ((W) - 1)) << 31;                                                        \
+            by |= (y >> ((W) - 1)) << 31;                                                        \
+            float vx, vy;                                                                        \
+            memcpy(&vx, &bx, 4);                                                                 \
+            memcpy(&vy, &by, 4);                                                                 \
+            float df = vx - vy;                                                                  \
+            uint32_t db;                                                                         \
+            memcpy(&db, &df, 4);                                                                 \
+            db &= 0x7fffffffu & fin;                                                             \
+            fv[i] = db;                                                                          \
+            maxf = db > maxf ? db : maxf;                                                        \
+        }                                                                                        \
+        return maxf;                                                                             \
+    }                                                                                            \
+    static inline double NAME##_val(uint32_t x)                                                  \
+    {                                                                                            \
+        uint32_t mx = x & (uint32_t)(((uint64_t)1 << ((W) - 1)) - 1), bx;                        \
+        NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                              \
+        bx |= (x >> ((W) - 1)) << 31;                                                            \
+        float v;                                                                                 \
+        memcpy(&v, &bx, 4);                                                                      \
+        return (double)v;                                                                        \
+    }
+
+/* clang-format off */
+DEFINE_KERNELS(bf16, uint16_t, 16, 7, 127, 1.0, 0x7f80u, 1, 16, uint16_t, int16_t, uint32_t)
+DEFINE_KERNELS(f32, uint32_t, 32, 23, 127, 1.0, 0x7f800000u, 1, 0, uint32_t, int32_t, uint64_t)
+DEFINE_KERNELS(f16, uint16_t, 16, 10, 15, 0x1p-24, 0x7c00u, 0, 0, uint16_t, int16_t, uint32_t)
+DEFINE_KERNELS(e4m3, uint8_t, 8, 3, 7, 0x1p-9, 0x7fu, 0, 0, uint16_t, int16_t, uint32_t)
+DEFINE_KERNELS(e5m2, uint8_t, 8, 2, 15, 0x1p-16, 0x7cu, 0, 0, uint16_t, int16_t, uint32_t)
+/* clang-format on */
+
+/* Counts of dv[i] >= lo(k) for the bins 1..K, turned into bin counts. */
+#define DEFINE_HIST(NAME, L)                                                                     \
+    ULP__CLONES static void NAME(uint64_t *hist, const L *restrict dv, unsigned n, uint32_t maxd) \
+    {                                                                                            \
+        int top = hist_bin(maxd);                                                       \
+        uint32_t prev = 0;                                                                       \
+        for (int k = top; k >= 1; k--) {                                                         \
+            L lo = (L)ulp_diff_hist_lo(k);                                                       \
+            uint32_t c = 0;                                                                      \
+            for (unsigned i = 0; i < n; i++)                                                     \
+                c += dv[i] >= lo;                                                                \
+            hist[k] += c - prev;                                                                 \
+            prev = c;                                                                            \
+        }                                                                                        \
+    }
+DEFINE_HIST(hist16, uint16_t)
+DEFINE_HIST(hist32, uint32_t)
+
+/* A block is sparse when at most one element in SPARSE_DIV differs. */
+#define SPARSE_DIV 16
+
+static void update_abs(ulp__acc *acc, double d, int64_t flat)
+{
+    if (acc->max_abs_diff_flat < 0 || d > acc->max_abs_diff) {
+        acc->max_abs_diff = d;
+        acc->max_abs_diff_flat = flat;
+        float f = (float)d;
+        uint32_t fb;
+        memcpy(&fb, &f, 4);
+        if (fb > acc->max_fdiff)
+            acc->max_fdiff = fb;
+    }
+}
+
+/*
+ * The per-block work after the first kernel (see the file comment).
+ * Sparse blocks visit their few elements with a non-zero distance through
+ * 64-bit words of dv; dense blocks run the second kernel.
+ */
+#define DEFINE_ADD(NAME, T, L, HIST)                                                             \
+    static void NAME##_add(ulp__acc *acc, ulp_dtype dtype, const T *a, const T *b, uint64_t n,   \
+                           uint64_t base)                                                        \
+    {                                                                                            \
+        L dv[BLOCK] __attribute__((aligned(64)));                                                \
+        uint32_t fv[BLOCK] __attribute__((aligned(64)));                                         \
+        for (uint64_t off = 0; off < n; off += BLOCK) {                                          \
+            unsigned m = (unsigned)(n - off < BLOCK ? n - off : BLOCK);                          \
+            const T *pa = a + off, *pb = b + off;                                                \
+            uint64_t at = base + off;                                                            \
+            blk_res r;                                                                           \
+            NAME##_k1(pa, pb, m, dv, &r);                                                        \
+            if (r.maxmag > acc->max_mag_bits)                                                    \
+                acc->max_mag_bits = r.maxmag;                                                    \
+            if (r.ndiff == 0)                                                                    \
+                continue;                                                                        \
+            acc->differing += r.ndiff;                                                           \
+            acc->nonfinite += r.nnf;                                                             \
+            acc->sign_changes += r.nsign;                                                        \
+            acc->sum_ulp += r.sum;                                                               \
+            if (r.maxd > acc->max_ulp) {                                                         \
+                for (unsigned i = 0; i < m; i++) {                                               \
+                    if (dv[i] == r.maxd) {                                                       \
+                        acc->max_ulp = r.maxd;                                                   \
+                        acc->max_ulp_flat = (int64_t)(at + i);                                   \
+                        break;                                                                   \
+                    }                                                                            \
+                }                                                                                \
+            }                                                                                    \
+            if ((acc->first_dfin < 0 && r.ndiff > r.nnf) || (acc->first_nf < 0 && r.nnf > 0))   \
+                first_diffs(acc, dtype, pa, pb, m, at, r.nnf > 0);                                          \
+            if (r.maxd == 0)                                                                     \
+                continue;                                                                        \
+            if (r.ndiff * SPARSE_DIV <= m) {                                                     \
+                /* Four 64-bit words of distances at a time; most are zero. */           \
+                unsigned per = 32 / sizeof(L), i = 0;                                            \
+                for (; i + per <= m; i += per) {                                                 \
+                    uint64_t w[4];                                                               \
+                    memcpy(w, &dv[i], 32);                                                       \
+                    if ((w[0] | w[1] | w[2] | w[3]) == 0)                                        \
+                        continue;                                                                \
+                    for (unsigned k = 0; k < 4; k++) {                                           \
+                        uint64_t x = w[k];                                                       \
+                        while (x) {                                                              \
+                            unsigned lane = (unsigned)__builtin_ctzll(x) / (8 * sizeof(L));      \
+                            unsigned q = i + k * (8 / sizeof(L)) + lane;                         \
+                            x &= ~((uint64_t)(L)~(L)0 << (lane * 8 * sizeof(L)));                \
+                            acc->hist[hist_bin(dv[q])]++;                                        \
+                            update_abs(acc, fabs(NAME##_val(pa[q]) - NAME##_val(pb[q])),         \
+                                       (int64_t)(at + q));                                       \
+                        }                                                                        \
+                    }                                                                            \
+                }                                                                                \
+                for (; i < m; i++) {                                                             \
+                    if (dv[i] == 0)                                                              \
+                        continue;                                                                \
+                    acc->hist[hist_bin(dv[i])]++;                                       \
+                    update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),                 \
+                               (int64_t)(at + i));                                               \
+                }                                                                                \
+                continue;                                                                        \
+            }                                                                                    \
+            HIST(acc->hist, dv, m, r.maxd);                                                      \
+            uint32_t maxf = NAME##_k2(pa, pb, m, fv);                                            \
+            if (maxf != 0 && maxf >= acc->max_fdiff) {                                           \
+                for (unsigned i = 0; i < m; i++)                                                 \
+                    if (fv[i] == maxf)                                                           \
+                        update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),             \
+                                   (int64_t)(at + i));                                           \
+                if (maxf > acc->max_fdiff)                                                       \
+                    acc->max_fdiff = maxf;                                                       \
+            }                                                                                    \
+        }                                                                                        \
+    }
+
+/* The first differing finite pair and the first nonfinite mismatch (rare: once per tensor). */
+static void first_diffs(ulp__acc *acc, ulp_dtype dtype, const void *a, const void *b, unsigned n,
+                        uint64_t base, int want_nf)
+{
+    size_t sz = ulp_dtype_size(dtype);
+    const unsigned char *pa = a, *pb = b;
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t x = ulp_dtype_load_bits(dtype, pa + i * sz);
+        uint64_t y = ulp_dtype_load_bits(dtype, pb + i * sz);
+        if (x == y)
+            continue;
+        if (is_finite_bits(dtype, x) && is_finite_bits(dtype, y)) {
+            if (acc->first_dfin < 0)
+                acc->first_dfin = (int64_t)(base + i);
+        } else if (acc->first_nf < 0) {
+            acc->first_nf = (int64_t)(base + i);
+        }
+        if (acc->first_dfin >= 0 && (acc->first_nf >= 0 || !want_nf))
+            break;
+    }
+}
+
+DEFINE_ADD(bf16, uint16_t, uint16_t, hist16)
+DEFINE_ADD(f16, uint16_t, uint16_t, hist16)
+DEFINE_ADD(e4m3, uint8_t, uint16_t, hist16)
+DEFINE_ADD(e5m2, uint8_t, uint16_t, hist16)
+DEFINE_ADD(f32, uint32_t, uint32_t, hist32)
+
+/* f64: scalar, with the same definitions. */
+static void add_f64(ulp__acc *acc, const void *a, const void *b, uint64_t n, uint64_t base)
+{
+    const unsigned char *pa = a, *pb = b;
+    const uint64_t mag_mask = 0x7fffffffffffffffull, nf = 0x7ff0000000000000ull;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t x, y;
+        memcpy(&x, pa + 8 * i, 8);
+        memcpy(&y, pb + 8 * i, 8);
+        uint64_t mx = x & mag_mask, my = y & mag_mask;
+        int fx = mx < nf, fy = my < nf;
+        double vx, vy;
+        memcpy(&vx, &x, 8);
+        memcpy(&vy, &y, 8);
+        if (fx && fabs(vx) > acc->max_abs)
+            acc->max_abs = fabs(vx);
+        if (fy && fabs(vy) > acc->max_abs)
+            acc->max_abs = fabs(vy);
+        if (x == y)
+            continue;
+        acc->differing++;
+        int64_t flat = (int64_t)(base + i);
+        if (!(fx && fy)) {
+            acc->nonfinite++;
+            if (acc->first_nf < 0)
+                acc->first_nf = flat;
+            continue;
+        }
+        if (acc->first_dfin < 0)
+            acc->first_dfin = flat;
+        int64_t ox = (x >> 63) ? -(int64_t)mx : (int64_t)mx;
+        int64_t oy = (y >> 63) ? -(int64_t)my : (int64_t)my;
+        uint64_t d = ox > oy ? (uint64_t)ox - (uint64_t)oy : (uint64_t)oy - (uint64_t)ox;
+        acc->sum_ulp += d;
+        acc->hist[hist_bin(d)] += d != 0;
+        if (d > acc->max_ulp) {
+            acc->max_ulp = d;
+            acc->max_ulp_flat = flat;
+        }
+        if (d != 0 && ((x ^ y) >> 63))
+            acc->sign_changes++;
+        double ad = fabs(vx - vy);
+        if (ad > 0 && (acc->max_abs_diff_flat < 0 || ad > acc->max_abs_diff)) {
+            acc->max_abs_diff = ad;
+            acc->max_abs_diff_flat = flat;
+        }
+    }
+}
+
+/* Integers: every value is finite; the "ULP" distance is |a - b|. */
+static void add_int(ulp__acc *acc, ulp_dtype dtype, const void *a, const void *b, uint64_t n,
+                    uint64_t base)
+{
+    size_t sz = ulp_dtype_size(dtype);
+    const unsigned char *pa = a, *pb = b;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t x = ulp_dtype_load_bits(dtype, pa + i * sz);
+        uint64_t y = ulp_dtype_load_bits(dtype, pb + i * sz);
+        int64_t ox = ulp_dtype_ordered(dtype, x), oy = ulp_dtype_ordered(dtype, y);
+        double ax = fabs((double)ox), ay = fabs((double)oy);
+        if (ax > acc->max_abs)
+            acc->max_abs = ax;
+        if (ay > acc->max_abs)
+            acc->max_abs = ay;
+        if (x == y)
+            continue;
+        int64_t flat = (int64_t)(base + i);
+        acc->differing++;
+        if (acc->first_dfin < 0)
+            acc->first_dfin = flat;
+        uint64_t d = ox > oy ? (uint64_t)ox - (uint64_t)oy : (uint64_t)oy - (uint64_t)ox;
+        acc->sum_ulp += d;
+        acc->hist[hist_bin(d)]++;
+        if (d > acc->max_ulp) {
+            acc->max_ulp = d;
+            acc->max_ulp_flat = flat;
+        }
+        if ((ox < 0) != (oy < 0))
+            acc->sign_changes++;
+        if ((double)d > acc->max_abs_diff) {
+            acc->max_abs_diff = (double)d;
+            acc->max_abs_diff_flat = flat;
+        }
+    }
+}
+
+void ulp__acc_add(ulp__acc *acc, ulp_dtype dtype, const void *a, const void *b, uint64_t n,
+                  uint64_t base)
+{
+    acc->elements += n;
+    switch (dtype) {
+    case ULP_DTYPE_BF16:
+        bf16_add(acc, dtype, a, b, n, base);
+        break;
+    case ULP_DTYPE_F16:
+        f16_add(acc, dtype, a, b, n, base);
+        break;
+    case ULP_DTYPE_F32:
+        f32_add(acc, dtype, a, b, n, base);
+        break;
+    case ULP_DTYPE_F8E4M3:
+        e4m3_add(acc, dtype, a, b, n, base);
+        break;
+    case ULP_DTYPE_F8E5M2:
+        e5m2_add(acc, dtype, a, b, n, base);
+        break;
+    case ULP_DTYPE_F64:
+        add_f64(acc, a, b, n, base);
+        break;
+    default:
+        add_int(acc, dtype, a, b, n, base);
+        break;
+    }
+}
+
+/* Is index `s` an earlier valid index than `d`? */
+static int earlier(int64_t s, int64_t d)
+{
+    return s >= 0 && (d < 0 || s < d);
+}
+
+void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src)
+{
+    dst->elements += src->elements;
+    dst->differing += src->differing;
+    dst->nonfinite += src->nonfinite;
+    dst->sign_changes += src->sign_changes;
+    dst->sum_ulp += src->sum_ulp;
+    if (src->max_ulp > dst->max_ulp ||
+        (src->max_ulp == dst->max_ulp && earlier(src->max_ulp_flat, dst->max_ulp_flat))) {
+        dst->max_ulp = src->max_ulp;
+        dst->max_ulp_flat = src->max_ulp_flat;
+    }
+    if (earlier(src->first_dfin, dst->first_dfin))
+        dst->first_dfin = src->first_dfin;
+    if (earlier(src->first_nf, dst->first_nf))
+        dst->first_nf = src->first_nf;
+    if (src->max_abs_diff_flat >= 0 &&
+        (dst->max_abs_diff_flat < 0 || src->max_abs_diff > dst->max_abs_diff ||
+         (src->max_abs_diff == dst->max_abs_diff &&
+          src->max_abs_diff_flat < dst->max_abs_diff_flat))) {
+        dst->max_abs_diff = src->max_abs_diff;
+        dst->max_abs_diff_flat = src->max_abs_diff_flat;
+    }
+    if (src->max_fdiff > dst->max_fdiff)
+        dst->max_fdiff = src->max_fdiff;
+    if (src->max_abs > dst->max_abs)
+        dst->max_abs = src->max_abs;
+    if (src->max_mag_bits > dst->max_mag_bits)
+        dst->max_mag_bits = src->max_mag_bits;
+    for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
+        dst->hist[k] += src->hist[k];
+}
+
+void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64_t *shape,
+                     ulp_diff_metrics *m)
+{
+    memset(m, 0, sizeof *m);
+    m->differing = acc->differing;
+    m->nonfinite_mismatch = acc->nonfinite;
+    m->max_ulp = acc->max_ulp;
+    m->sign_changes = acc->sign_changes;
+    uint64_t dfin = acc->differing - acc->nonfinite;
+    m->mean_ulp = dfin ? (double)acc->sum_ulp / (double)dfin : 0.0;
+    uint64_t rest = 0;
+    for (int k = 1; k < ULP_DIFF_HIST_BINS; k++) {
+        m->hist[k] = acc->hist[k];
+        rest += acc->hist[k];
+    }
+    m->hist[0] = acc->elements - acc->nonfinite - rest;
+    m->max_abs_diff = acc->max_abs_diff;
+    m->max_abs = acc->max_abs;
+    double mag = ulp_dtype_to_double(dtype, acc->max_mag_bits);
+    if (mag > m->max_abs)
+        m->max_abs = mag;
+    double u = ulp_dtype_ulp_at(dtype, m->max_abs);
+    m->max_abs_diff_ulps_at_max = u > 0 ? acc->max_abs_diff / u : 0.0;
+    if (acc->max_ulp > 0)
+        m->worst_flat = acc->max_ulp_flat;
+    else if (acc->first_dfin >= 0)
+        m->worst_flat = acc->first_dfin;
+    else
+        m->worst_flat = acc->first_nf;
+    if (m->worst_flat >= 0)
+        ulp__unflatten((uint64_t)m->worst_flat, ndim, shape, m->worst_index);
+    m->max_abs_diff_flat = acc->max_abs_diff_flat;
+    m->worst_a = m->worst_b = 0.0;
+}
+
+void ulp_diff_buffers(ulp_dtype dtype, const void *a, const void *b, uint64_t n, int ndim,
+                      const int64_t *shape, ulp_diff_metrics *out)
+{
+    ulp__acc acc;
+    ulp__acc_init(&acc);
+    ulp__acc_add(&acc, dtype, a, b, n, 0);
+    ulp__acc_finish(&acc, dtype, ndim, shape, out);
+    if (out->worst_flat >= 0) {
+        size_t sz = ulp_dtype_size(dtype);
+        const unsigned char *pa = a, *pb = b;
+        out->worst_bits_a = ulp_dtype_load_bits(dtype, pa + (size_t)out->worst_flat * sz);
+        out->worst_bits_b = ulp_dtype_load_bits(dtype, pb + (size_t)out->worst_flat * sz);
+        out->worst_a = ulp_dtype_to_double(dtype, out->worst_bits_a);
+        out->worst_b = ulp_dtype_to_double(dtype, out->worst_bits_b);
+    }
+}

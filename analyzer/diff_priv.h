@@ -1,0 +1,98 @@
+/*
+ * Internals of `ulpprof diff` (diff.c, diff_metrics.c, logits.c, ladder.c,
+ * report_*.c).  Not installed.
+ */
+#ifndef ULPPROF_ANALYZER_DIFF_PRIV_H
+#define ULPPROF_ANALYZER_DIFF_PRIV_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ulpprof/diff.h"
+
+/*
+ * Running element metrics of one tensor pair, over any subset of its
+ * elements.  Indices are row-major flat indices into the whole tensor, so
+ * accumulators of different chunks merge in any order.
+ */
+typedef struct ulp__acc {
+    uint64_t elements;
+    uint64_t differing;
+    uint64_t nonfinite;           /* nonfinite_mismatch                            */
+    uint64_t sign_changes;
+    unsigned __int128 sum_ulp;    /* over differing finite pairs                   */
+    uint64_t max_ulp;
+    int64_t max_ulp_flat;         /* first index with max_ulp > 0, or -1           */
+    int64_t first_dfin;           /* first differing finite pair, or -1            */
+    int64_t first_nf;             /* first nonfinite mismatch, or -1               */
+    double max_abs_diff;
+    int64_t max_abs_diff_flat;    /* -1 while no finite pair differs               */
+    uint32_t max_fdiff;           /* float32 bits of max_abs_diff's rounding: lets
+                                     a block whose float32 max is smaller be skipped */
+    double max_abs;               /* finite elements of both sides (f64, integers) */
+    uint64_t max_mag_bits;        /* the same as magnitude bits (other floats)     */
+    uint64_t hist[ULP_DIFF_HIST_BINS]; /* bins >= 1 only; bin 0 is derived       */
+} ulp__acc;
+
+void ulp__acc_init(ulp__acc *acc);
+
+/*
+ * Adds `n` elements of `dtype` that start at flat index `base` to `acc`.
+ * `a` and `b` hold raw little-endian bits.
+ */
+void ulp__acc_add(ulp__acc *acc, ulp_dtype dtype, const void *a, const void *b, uint64_t n,
+                  uint64_t base);
+
+/* Merges `src` into `dst`; the result does not depend on the merge order. */
+void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src);
+
+/*
+ * Turns an accumulator into the public metrics (derives hist[0], the mean,
+ * the ULP-at-max figure).  The worst element's bits are not filled here.
+ */
+void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64_t *shape,
+                     ulp_diff_metrics *m);
+
+/* Row-major flat index -> multi-index. */
+void ulp__unflatten(uint64_t flat, int ndim, const int64_t *shape, int64_t *idx);
+
+/* logits.c: analyses one logits pair; `lg` gets the per-row data. */
+ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
+                           const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err);
+
+/* logits.c: per-row core on doubles, exposed for the unit tests. */
+typedef struct ulp__logits_row {
+    int64_t argmax_a, argmax_b;
+    double margin_a, margin_b;
+    double max_perturbation;
+} ulp__logits_row;
+void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab,
+                           ulp__logits_row *out);
+/* Total variation and P(inverse-CDF picks differ) at temperature t.
+ * `work` holds 2 * vocab doubles. */
+void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,
+                          double *work, double *tv, double *p_differ);
+void ulp__logits_free(ulp_diff_logits *lg);
+
+/* ladder.c */
+ulp_status ulp__ladder_run(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_ladder *l,
+                           ulp_error *err);
+void ulp__ladder_free(ulp_diff_ladder *l);
+
+/* report_*.c */
+ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags);
+ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f);
+ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f);
+ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err);
+
+/* report_text.c: shared sentences of the table and Markdown reports. */
+/* Formats a double compactly ("0", "3.906e-03", "inf"). */
+void ulp__fmt_num(char *buf, size_t n, double v);
+/* "[3,1,7]"; "[]" for a scalar. */
+void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+/* The summary lines (identical / first divergence / amplification / ladder
+ * / kernels / logits), each prefixed with `bullet`. */
+void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet,
+                         const char *code);
+
+#endif /* ULPPROF_ANALYZER_DIFF_PRIV_H */

@@ -1,0 +1,44 @@
+/* ulp_report_write(): dispatches a diff result to the writer of a format. */
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+
+static const char *const format_names[] = {
+    [ULP_REPORT_TABLE] = "table",
+    [ULP_REPORT_MARKDOWN] = "markdown",
+    [ULP_REPORT_CSV] = "csv",
+    [ULP_REPORT_JSON] = "json",
+};
+
+int ulp_report_format_from_name(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof format_names / sizeof format_names[0]; i++)
+        if (strcmp(format_names[i], name) == 0)
+            return (int)i;
+    return -1;
+}
+
+ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, FILE *f,
+                            unsigned flags, ulp_error *err)
+{
+    ulp_status st;
+    switch (format) {
+    case ULP_REPORT_TABLE:
+        st = ulp__report_table(r, f, flags);
+        break;
+    case ULP_REPORT_MARKDOWN:
+        st = ulp__report_markdown(r, f);
+        break;
+    case ULP_REPORT_CSV:
+        st = ulp__report_csv(r, f);
+        break;
+    case ULP_REPORT_JSON:
+        return ulp__report_json(r, f, err);
+    default:
+        return ulp__error(err, ULP_EINVAL, "unknown report format %d", (int)format);
+    }
+    if (st != ULP_OK)
+        return ulp__error(err, st, "cannot write the report");
+    return ULP_OK;
+}

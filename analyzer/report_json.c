@@ -1,0 +1,323 @@
+/*
+ * The JSON report (FORMAT.md "JSON report"), built with jansson.
+ *
+ * The FORMAT.md keys keep their names and meanings; the extra keys are
+ * documented in the README/FORMAT.md by the project.  Conventions: a value
+ * that does not exist is null (layer absent, a row that was not compared,
+ * a non-finite double, which JSON cannot spell); counts are integers.
+ */
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *ju64(uint64_t v)
+{
+    /* json_int_t is signed 64-bit: larger counts (f64 ULP distances) become reals. */
+    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_real((double)v);
+}
+
+static json_t *jshape(int ndim, const int64_t *shape)
+{
+    json_t *a = json_array();
+    for (int k = 0; k < ndim; k++)
+        json_array_append_new(a, json_integer(shape[k]));
+    return a;
+}
+
+static json_t *jlayer(int32_t layer)
+{
+    return layer >= 0 ? json_integer(layer) : json_null();
+}
+
+static json_t *jkernels(const ulp_diff_kernel *k, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(k[i].name));
+        json_object_set_new(o, "grid", jshape(3, (const int64_t[]){k[i].grid[0], k[i].grid[1],
+                                                                   k[i].grid[2]}));
+        json_object_set_new(o, "block", jshape(3, (const int64_t[]){k[i].block[0],
+                                                                    k[i].block[1],
+                                                                    k[i].block[2]}));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+static json_t *jbits(uint64_t bits, ulp_dtype dt)
+{
+    char b[24];
+    snprintf(b, sizeof b, "0x%0*" PRIx64, (int)(2 * ulp_dtype_size(dt)), bits);
+    return json_string(b);
+}
+
+static void set_kernels(json_t *o, const ulp_diff_row *row)
+{
+    if (row->has_kernels_a)
+        json_object_set_new(o, "kernels_a", jkernels(row->kernels_a, row->n_kernels_a));
+    if (row->has_kernels_b)
+        json_object_set_new(o, "kernels_b", jkernels(row->kernels_b, row->n_kernels_b));
+}
+
+static json_t *jrow(const ulp_diff_row *row)
+{
+    json_t *o = json_object();
+    const ulp_diff_metrics *m = &row->m;
+    int side_b = row->status == ULP_DIFF_ONLY_IN_B;
+    int paired = row->seq_a >= 0 && row->seq_b >= 0;
+    int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
+
+    json_object_set_new(o, "name", json_string(row->name));
+    json_object_set_new(o, "occurrence", json_integer(row->occurrence));
+    json_object_set_new(o, "layer", jlayer(row->layer));
+    json_object_set_new(o, "role", json_string(row->role));
+    json_object_set_new(o, "dtype", json_string(ulp_dtype_name(side_b ? row->dtype_b
+                                                                       : row->dtype_a)));
+    json_object_set_new(o, "shape", side_b ? jshape(row->ndim_b, row->shape_b)
+                                           : jshape(row->ndim_a, row->shape_a));
+    json_object_set_new(o, "elements", ju64(row->elements));
+    json_object_set_new(o, "status", json_string(ulp_diff_status_name(row->status)));
+    if (compared) {
+        json_object_set_new(o, "differing", ju64(m->differing));
+        json_object_set_new(o, "max_ulp", ju64(m->max_ulp));
+        json_object_set_new(o, "max_abs_diff", jnum(m->max_abs_diff));
+        json_object_set_new(o, "nonfinite_mismatch", ju64(m->nonfinite_mismatch));
+    } else {
+        json_object_set_new(o, "differing", json_null());
+        json_object_set_new(o, "max_ulp", json_null());
+        json_object_set_new(o, "max_abs_diff", json_null());
+        json_object_set_new(o, "nonfinite_mismatch", json_null());
+    }
+    /* Extra keys. */
+    json_object_set_new(o, "seq", row->seq_a >= 0 ? json_integer(row->seq_a) : json_null());
+    json_object_set_new(o, "seq_b", row->seq_b >= 0 ? json_integer(row->seq_b) : json_null());
+    if (paired) {
+        json_object_set_new(o, "dtype_b", json_string(ulp_dtype_name(row->dtype_b)));
+        json_object_set_new(o, "shape_b", jshape(row->ndim_b, row->shape_b));
+    }
+    if (compared) {
+        json_object_set_new(o, "differing_fraction",
+                            json_real(row->elements ? (double)m->differing /
+                                                          (double)row->elements
+                                                    : 0.0));
+        json_object_set_new(o, "mean_ulp", jnum(m->mean_ulp));
+        int top = 0;
+        for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
+            if (m->hist[k])
+                top = k;
+        json_t *h = json_array();
+        for (int k = 0; k <= top; k++)
+            json_array_append_new(h, ju64(m->hist[k]));
+        json_object_set_new(o, "ulp_hist", h);
+        json_object_set_new(o, "sign_changes", ju64(m->sign_changes));
+        json_object_set_new(o, "max_abs", jnum(m->max_abs));
+        json_object_set_new(o, "max_abs_diff_ulps_at_max", jnum(m->max_abs_diff_ulps_at_max));
+        if (m->worst_flat >= 0) {
+            json_object_set_new(o, "worst_index", jshape(row->ndim_a, m->worst_index));
+            json_object_set_new(o, "worst_flat", json_integer(m->worst_flat));
+            json_object_set_new(o, "worst_a", jnum(m->worst_a));
+            json_object_set_new(o, "worst_b", jnum(m->worst_b));
+            json_object_set_new(o, "worst_bits_a", jbits(m->worst_bits_a, row->dtype_a));
+            json_object_set_new(o, "worst_bits_b", jbits(m->worst_bits_b, row->dtype_a));
+        } else {
+            json_object_set_new(o, "worst_index", json_null());
+        }
+        if (m->max_abs_diff_flat >= 0) {
+            int64_t idx[ULP_SNAPSHOT_MAX_RANK];
+            ulp__unflatten((uint64_t)m->max_abs_diff_flat, row->ndim_a, row->shape_a, idx);
+            json_object_set_new(o, "max_abs_diff_index", jshape(row->ndim_a, idx));
+        } else {
+            json_object_set_new(o, "max_abs_diff_index", json_null());
+        }
+    }
+    set_kernels(o, row);
+    return o;
+}
+
+static json_t *jdoubles(const double *v, uint64_t n)
+{
+    json_t *a = json_array();
+    for (uint64_t i = 0; i < n; i++)
+        json_array_append_new(a, jnum(v[i]));
+    return a;
+}
+
+static json_t *jlogits(const ulp_diff_logits *lg)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(lg->name));
+    json_object_set_new(o, "occurrence", json_integer(lg->occurrence));
+    json_object_set_new(o, "rows", ju64(lg->rows));
+    json_object_set_new(o, "argmax_flips", ju64(lg->argmax_flips));
+    json_t *fl = json_array();
+    for (size_t k = 0; k < lg->n_flips; k++) {
+        const ulp_diff_flip *f = &lg->flips[k];
+        json_t *x = json_object();
+        json_object_set_new(x, "row", ju64(f->row));
+        json_object_set_new(x, "argmax_a", json_integer(f->argmax_a));
+        json_object_set_new(x, "argmax_b", json_integer(f->argmax_b));
+        json_object_set_new(x, "margin_a", jnum(f->margin_a));
+        json_object_set_new(x, "margin_b", jnum(f->margin_b));
+        json_object_set_new(x, "gap_a", jnum(f->gap_a));
+        json_object_set_new(x, "gap_b", jnum(f->gap_b));
+        json_object_set_new(x, "gap_perturbation", jnum(f->gap_perturbation));
+        json_object_set_new(x, "magnitude", jnum(f->magnitude));
+        json_object_set_new(x, "gap_perturbation_ulps", jnum(f->gap_perturbation_ulps));
+        json_array_append_new(fl, x);
+    }
+    json_object_set_new(o, "flipped", fl);
+    json_object_set_new(o, "dtype", json_string(ulp_dtype_name(lg->dtype)));
+    json_object_set_new(o, "vocab", ju64(lg->vocab));
+    json_object_set_new(o, "rows_at_risk", ju64(lg->rows_at_risk));
+    json_t *risk = json_array();
+    json_t *am_a = json_array(), *am_b = json_array();
+    for (uint64_t r = 0; r < lg->rows; r++) {
+        if (lg->at_risk[r])
+            json_array_append_new(risk, ju64(r));
+        json_array_append_new(am_a, json_integer(lg->argmax_a[r]));
+        json_array_append_new(am_b, json_integer(lg->argmax_b[r]));
+    }
+    json_object_set_new(o, "at_risk", risk);
+    json_t *pr = json_object();
+    json_object_set_new(pr, "argmax_a", am_a);
+    json_object_set_new(pr, "argmax_b", am_b);
+    json_object_set_new(pr, "margin_a", jdoubles(lg->margin_a, lg->rows));
+    json_object_set_new(pr, "margin_b", jdoubles(lg->margin_b, lg->rows));
+    json_object_set_new(pr, "max_perturbation", jdoubles(lg->max_perturbation, lg->rows));
+    json_object_set_new(o, "per_row", pr);
+    json_t *sm = json_array();
+    for (int k = 0; k < lg->n_sampling; k++) {
+        const ulp_diff_sampling *s = &lg->sampling[k];
+        json_t *x = json_object();
+        json_object_set_new(x, "temperature", jnum(s->temperature));
+        json_object_set_new(x, "tv_mean", jnum(s->tv_mean));
+        json_object_set_new(x, "tv_max", jnum(s->tv_max));
+        json_object_set_new(x, "p_differ_mean", jnum(s->p_differ_mean));
+        json_object_set_new(x, "p_differ_max", jnum(s->p_differ_max));
+        json_object_set_new(x, "tv", jdoubles(s->tv, lg->rows));
+        json_object_set_new(x, "p_differ", jdoubles(s->p_differ, lg->rows));
+        json_array_append_new(sm, x);
+    }
+    json_object_set_new(o, "sampling", sm);
+    return o;
+}
+
+static json_t *jside(const char *path, const char *label)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "path", json_string(path));
+    json_object_set_new(o, "label", json_string(label));
+    return o;
+}
+
+static json_t *build(const ulp_diff_result *r)
+{
+    json_t *doc = json_object();
+    json_object_set_new(doc, "format", json_string("ulpprof-diff"));
+    json_object_set_new(doc, "format_version", json_integer(1));
+    json_object_set_new(doc, "a", jside(r->path_a, r->label_a));
+    json_object_set_new(doc, "b", jside(r->path_b, r->label_b));
+    json_object_set_new(doc, "identical", json_boolean(r->identical));
+    if (r->has_first_divergence) {
+        const ulp_diff_row *row = &r->rows[r->first_divergence];
+        json_t *fd = json_object();
+        json_object_set_new(fd, "name", json_string(row->name));
+        json_object_set_new(fd, "occurrence", json_integer(row->occurrence));
+        json_object_set_new(fd, "layer", jlayer(row->layer));
+        json_object_set_new(fd, "row", json_integer((json_int_t)r->first_divergence));
+        json_object_set_new(fd, "status", json_string(ulp_diff_status_name(row->status)));
+        set_kernels(fd, row);
+        json_object_set_new(doc, "first_divergence", fd);
+    } else {
+        json_object_set_new(doc, "first_divergence", json_null());
+    }
+    json_t *rows = json_array();
+    for (size_t i = 0; i < r->n_rows; i++)
+        json_array_append_new(rows, jrow(&r->rows[i]));
+    json_object_set_new(doc, "rows", rows);
+    json_t *lgs = json_array();
+    for (size_t i = 0; i < r->n_logits; i++)
+        json_array_append_new(lgs, jlogits(&r->logits[i]));
+    json_object_set_new(doc, "logits", lgs);
+
+    json_t *lad = json_object(), *keys = json_array(), *kv = json_array();
+    for (size_t i = 0; i < r->ladder.n_keys; i++) {
+        const ulp_diff_run_key *k = &r->ladder.keys[i];
+        json_array_append_new(keys, json_string(k->key));
+        json_t *x = json_object();
+        json_object_set_new(x, "key", json_string(k->key));
+        json_object_set_new(x, "a", k->value_a ? json_string(k->value_a) : json_null());
+        json_object_set_new(x, "b", k->value_b ? json_string(k->value_b) : json_null());
+        json_object_set_new(x, "level",
+                            k->level != ULP_DIFF_LADDER_NONE ? json_integer(k->level)
+                                                             : json_null());
+        json_array_append_new(kv, x);
+    }
+    json_object_set_new(lad, "differing_keys", keys);
+    json_object_set_new(lad, "level", r->ladder.level != ULP_DIFF_LADDER_NONE
+                                          ? json_integer(r->ladder.level)
+                                          : json_null());
+    json_object_set_new(lad, "level_name", r->ladder.level_name
+                                               ? json_string(r->ladder.level_name)
+                                               : json_null());
+    json_object_set_new(lad, "keys", kv);
+    json_object_set_new(doc, "ladder", lad);
+
+    /* Extra top-level keys. */
+    size_t ndiff = 0;
+    for (size_t i = 0; i < r->n_rows; i++)
+        ndiff += r->rows[i].status != ULP_DIFF_IDENTICAL;
+    json_t *sum = json_object();
+    json_object_set_new(sum, "rows", json_integer((json_int_t)r->n_rows));
+    json_object_set_new(sum, "shared", json_integer((json_int_t)r->n_shared));
+    json_object_set_new(sum, "only_in_a", json_integer((json_int_t)r->n_only_a));
+    json_object_set_new(sum, "only_in_b", json_integer((json_int_t)r->n_only_b));
+    json_object_set_new(sum, "not_identical", json_integer((json_int_t)ndiff));
+    json_object_set_new(sum, "no_shared_captures", json_boolean(r->n_shared == 0 &&
+                                                                r->n_rows > 0));
+    json_object_set_new(doc, "summary", sum);
+    if (r->amp.valid) {
+        const ulp_diff_amplification *a = &r->amp;
+        json_t *x = json_object();
+        json_object_set_new(x, "first", json_string(r->rows[a->first_row].name));
+        json_object_set_new(x, "first_occurrence", json_integer(r->rows[a->first_row].occurrence));
+        json_object_set_new(x, "last", json_string(r->rows[a->last_row].name));
+        json_object_set_new(x, "last_occurrence", json_integer(r->rows[a->last_row].occurrence));
+        json_object_set_new(x, "differing_fraction_first", jnum(a->frac_first));
+        json_object_set_new(x, "differing_fraction_last", jnum(a->frac_last));
+        json_object_set_new(x, "differing_fraction_factor", jnum(a->frac_factor));
+        json_object_set_new(x, "max_abs_diff_first", jnum(a->abs_first));
+        json_object_set_new(x, "max_abs_diff_last", jnum(a->abs_last));
+        json_object_set_new(x, "max_abs_diff_factor", jnum(a->abs_factor));
+        json_object_set_new(doc, "amplification", x);
+    } else {
+        json_object_set_new(doc, "amplification", json_null());
+    }
+    json_t *temps = json_array();
+    for (int k = 0; k < r->n_temperatures; k++)
+        json_array_append_new(temps, jnum(r->temperatures[k]));
+    json_object_set_new(doc, "temperatures", temps);
+    return doc;
+}
+
+ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
+{
+    json_t *doc = build(r);
+    if (doc == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory building the JSON report");
+    int rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(doc);
+    if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
+        return ulp__error(err, ULP_EIO, "cannot write the JSON report");
+    return ULP_OK;
+}

@@ -1,0 +1,157 @@
+/*
+ * The terminal report: a header, one aligned line per capture (at most 100
+ * columns; long names keep their tail), then the summary sentences.
+ * Colour (status only) when the caller asks for it, i.e. on a terminal.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "diff_priv.h"
+
+#define TABLE_WIDTH 100
+#define NAME_MIN 8
+
+static const char *short_status(ulp_diff_status s)
+{
+    switch (s) {
+    case ULP_DIFF_IDENTICAL: return "identical";
+    case ULP_DIFF_DIFFERS: return "differs";
+    case ULP_DIFF_SHAPE_MISMATCH: return "shape!=";
+    case ULP_DIFF_DTYPE_MISMATCH: return "dtype!=";
+    case ULP_DIFF_ONLY_IN_A: return "only in A";
+    case ULP_DIFF_ONLY_IN_B: return "only in B";
+    }
+    return "?";
+}
+
+static const char *status_color(ulp_diff_status s)
+{
+    switch (s) {
+    case ULP_DIFF_IDENTICAL: return "\033[32m";
+    case ULP_DIFF_DIFFERS: return "\033[31m";
+    default: return "\033[33m";
+    }
+}
+
+static void fmt_pct(char *buf, size_t n, uint64_t k, uint64_t total)
+{
+    if (k == 0 || total == 0) {
+        snprintf(buf, n, "0%%");
+        return;
+    }
+    double p = 100.0 * (double)k / (double)total;
+    if (k == total)
+        snprintf(buf, n, "100%%");
+    else if (p < 0.01)
+        snprintf(buf, n, "<0.01%%");
+    else if (p >= 99.99)
+        snprintf(buf, n, ">99.99%%");
+    else
+        snprintf(buf, n, "%.2f%%", p);
+}
+
+/* A name that fits `w` columns: the tail, behind "...". */
+static void fit_name(char *buf, size_t n, const char *s, size_t w)
+{
+    size_t len = strlen(s);
+    if (len <= w) {
+        snprintf(buf, n, "%s", s);
+        return;
+    }
+    snprintf(buf, n, "...%s", s + len - (w - 3));
+}
+
+/* Column widths after the name: layer dtype status differing % max_ulp mean_ulp max|diff| ulp@max */
+static const int colw[] = {5, 6, 9, 9, 7, 7, 8, 9, 8};
+#define NCOL (sizeof colw / sizeof colw[0])
+
+ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
+{
+    int color = (flags & ULP_REPORT_COLOR) != 0;
+    char full[320], name[320];
+    int rest = 0;
+    for (size_t c = 0; c < NCOL; c++)
+        rest += 1 + colw[c];
+    size_t wmax = (size_t)(TABLE_WIDTH - rest), wname = 7; /* "capture" */
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const ulp_diff_row *row = &r->rows[i];
+        size_t len = strlen(row->name) + (row->occurrence ? 21 : 0);
+        if (row->occurrence)
+            len = (size_t)snprintf(full, sizeof full, "%s#%" PRId64, row->name, row->occurrence);
+        wname = len > wname ? len : wname;
+    }
+    if (wname > wmax)
+        wname = wmax;
+    if (wname < NAME_MIN)
+        wname = NAME_MIN;
+
+    fprintf(f, "A: %s (%s)\nB: %s (%s)\n\n", r->path_a, r->label_a, r->path_b, r->label_b);
+    if (r->n_rows > 0) {
+        fprintf(f, "%-*s %*s %-*s %-*s %*s %*s %*s %*s %*s %*s\n", (int)wname, "capture", colw[0],
+                "layer", colw[1], "dtype", colw[2], "status", colw[3], "differing", colw[4], "%",
+                colw[5], "max_ulp", colw[6], "mean_ulp", colw[7], "max|diff|", colw[8], "ulp@max");
+    }
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const ulp_diff_row *row = &r->rows[i];
+        char layer[16], diff[24], pct[16], mu[24], mean[24], mad[24], uam[24];
+        if (row->occurrence)
+            snprintf(full, sizeof full, "%s#%" PRId64, row->name, row->occurrence);
+        else
+            snprintf(full, sizeof full, "%s", row->name);
+        fit_name(name, sizeof name, full, wname);
+        if (row->layer >= 0)
+            snprintf(layer, sizeof layer, "%d", row->layer);
+        else
+            snprintf(layer, sizeof layer, "-");
+        ulp_dtype dt = row->status == ULP_DIFF_ONLY_IN_B ? row->dtype_b : row->dtype_a;
+        int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
+        if (compared) {
+            snprintf(diff, sizeof diff, "%" PRIu64, row->m.differing);
+            fmt_pct(pct, sizeof pct, row->m.differing, row->elements);
+            ulp__fmt_num(mu, sizeof mu, (double)row->m.max_ulp);
+            snprintf(mean, sizeof mean, "%.2f", row->m.mean_ulp);
+            if (row->m.mean_ulp >= 1e5)
+                snprintf(mean, sizeof mean, "%.2g", row->m.mean_ulp);
+            ulp__fmt_num(mad, sizeof mad, row->m.max_abs_diff);
+            snprintf(uam, sizeof uam, "%.2f", row->m.max_abs_diff_ulps_at_max);
+            if (row->m.max_abs_diff_ulps_at_max >= 1e5)
+                snprintf(uam, sizeof uam, "%.2g", row->m.max_abs_diff_ulps_at_max);
+        } else {
+            strcpy(diff, "-");
+            strcpy(pct, "-");
+            strcpy(mu, "-");
+            strcpy(mean, "-");
+            strcpy(mad, "-");
+            strcpy(uam, "-");
+        }
+        fprintf(f, "%-*s %*s %-*s ", (int)wname, name, colw[0], layer, colw[1],
+                ulp_dtype_name(dt));
+        if (color)
+            fprintf(f, "%s%-*s\033[0m ", status_color(row->status), colw[2],
+                    short_status(row->status));
+        else
+            fprintf(f, "%-*s ", colw[2], short_status(row->status));
+        fprintf(f, "%*s %*s %*s %*s %*s %*s\n", colw[3], diff, colw[4], pct, colw[5], mu,
+                colw[6], mean, colw[7], mad, colw[8], uam);
+    }
+    /* Details a column cannot hold. */
+    int head = 0;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const ulp_diff_row *row = &r->rows[i];
+        if (row->m.nonfinite_mismatch == 0 && row->m.sign_changes == 0)
+            continue;
+        if (!head)
+            fputc('\n', f);
+        head = 1;
+        fprintf(f, "%s:", row->name);
+        if (row->m.nonfinite_mismatch)
+            fprintf(f, " %" PRIu64 " NaN/inf mismatches", row->m.nonfinite_mismatch);
+        if (row->m.sign_changes)
+            fprintf(f, "%s %" PRIu64 " sign changes", row->m.nonfinite_mismatch ? "," : "",
+                    row->m.sign_changes);
+        fputc('\n', f);
+    }
+    fputc('\n', f);
+    ulp__report_summary(r, f, "", "");
+    return ferror(f) ? ULP_EIO : ULP_OK;
+}

@@ -1,0 +1,264 @@
+/*
+ * What the human-readable reports (table, Markdown) say in sentences: the
+ * verdict, the first divergence, the amplification, the kernels behind the
+ * first divergence, the ladder rung and the logits.  Shared so that the
+ * terminal and the bug report never tell two stories.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+#include "diff_priv.h"
+
+void ulp__fmt_num(char *buf, size_t n, double v)
+{
+    if (isnan(v))
+        snprintf(buf, n, "nan");
+    else if (isinf(v))
+        snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    else if (v == 0)
+        snprintf(buf, n, "0");
+    else if (v == floor(v) && fabs(v) < 1e7)
+        snprintf(buf, n, "%.0f", v);
+    else
+        snprintf(buf, n, "%.3g", v);
+}
+
+void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t w = 0;
+    w += (size_t)snprintf(buf, n, "[");
+    for (int k = 0; k < ndim && w < n; k++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%" PRId64, k ? "," : "", shape[k]);
+    if (w < n)
+        snprintf(buf + w, n - w, "]");
+}
+
+/* "12 of 4096 (0.29%)" */
+static void fmt_frac(char *buf, size_t n, uint64_t k, uint64_t total)
+{
+    double pct = total ? 100.0 * (double)k / (double)total : 0.0;
+    snprintf(buf, n, "%" PRIu64 " of %" PRIu64 " (%.3g%%)", k, total, pct);
+}
+
+static void fmt_row_name(char *buf, size_t n, const ulp_diff_row *row)
+{
+    if (row->occurrence)
+        snprintf(buf, n, "%s#%" PRId64, row->name, row->occurrence);
+    else
+        snprintf(buf, n, "%s", row->name);
+}
+
+static void kernel_str(char *buf, size_t n, const ulp_diff_kernel *k)
+{
+    snprintf(buf, n, "%s grid(%d,%d,%d) block(%d,%d,%d)", k->name, k->grid[0], k->grid[1],
+             k->grid[2], k->block[0], k->block[1], k->block[2]);
+}
+
+static int same_kernel(const ulp_diff_kernel *x, const ulp_diff_kernel *y)
+{
+    return strcmp(x->name, y->name) == 0 && memcmp(x->grid, y->grid, sizeof x->grid) == 0 &&
+           memcmp(x->block, y->block, sizeof x->block) == 0;
+}
+
+static void summary_kernels(const ulp_diff_row *row, FILE *f, const char *bullet,
+                            const char *code)
+{
+    char name[300], ka[600], kb[600];
+    if (!row->has_kernels_a && !row->has_kernels_b)
+        return;
+    fmt_row_name(name, sizeof name, row);
+    size_t n = row->n_kernels_a < row->n_kernels_b ? row->n_kernels_a : row->n_kernels_b;
+    size_t k = 0;
+    while (k < n && same_kernel(&row->kernels_a[k], &row->kernels_b[k]))
+        k++;
+    const char *label = row->layer >= 0 ? "layer" : "capture";
+    char where[340];
+    if (row->layer >= 0)
+        snprintf(where, sizeof where, "%s %d", label, row->layer);
+    else
+        snprintf(where, sizeof where, "%s %s%s%s", label, code, name, code);
+    if (k == n && row->n_kernels_a == row->n_kernels_b) {
+        fprintf(f, "%skernels at %s: the same in A and B (%zu)\n", bullet, where, n);
+        return;
+    }
+    if (k < n) {
+        kernel_str(ka, sizeof ka, &row->kernels_a[k]);
+        kernel_str(kb, sizeof kb, &row->kernels_b[k]);
+        fprintf(f, "%s%s: A ran %s%s%s; B ran %s%s%s", bullet, where, code, ka, code, code, kb,
+                code);
+        if (n > 1 || row->n_kernels_a != row->n_kernels_b)
+            fprintf(f, " (kernel %zu of %zu in A, %zu in B)", k + 1, row->n_kernels_a,
+                    row->n_kernels_b);
+        fputc('\n', f);
+        return;
+    }
+    fprintf(f, "%s%s: A ran %zu kernels, B ran %zu (the first %zu are the same)\n", bullet, where,
+            row->n_kernels_a, row->n_kernels_b, n);
+}
+
+static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet,
+                           const char *code)
+{
+    const ulp_diff_ladder *l = &r->ladder;
+    char tail[400];
+    if (r->identical) {
+        snprintf(tail, sizeof tail, "holds: bitwise identical");
+    } else if (r->has_first_divergence) {
+        char name[300];
+        fmt_row_name(name, sizeof name, &r->rows[r->first_divergence]);
+        snprintf(tail, sizeof tail, "NOT invariant, first divergence at %s%s%s", code, name,
+                 code);
+    } else {
+        snprintf(tail, sizeof tail, "NOT invariant: the runs captured different tensors");
+    }
+    if (l->level == ULP_DIFF_LADDER_NONE && l->n_keys == 0) {
+        fprintf(f, "%sladder: neither run records /run conditions; pair %s\n", bullet, tail);
+        return;
+    }
+    if (l->n_keys == 0) {
+        fprintf(f, "%spair tests level 0 (repeat: same /run conditions): %s\n", bullet, tail);
+        return;
+    }
+    if (l->level == ULP_DIFF_LADDER_NONE)
+        fprintf(f, "%spair tests no ladder rung (", bullet);
+    else
+        fprintf(f, "%spair tests level %d (", bullet, l->level);
+    /* The keys with a rung first, then the others. */
+    int first = 1;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < l->n_keys; i++) {
+            const ulp_diff_run_key *k = &l->keys[i];
+            if ((pass == 0) != (k->level != ULP_DIFF_LADDER_NONE))
+                continue;
+            fprintf(f, "%s%s: %s vs %s", first ? "" : ", ", k->key,
+                    k->value_a ? k->value_a : "(unset)", k->value_b ? k->value_b : "(unset)");
+            first = 0;
+        }
+    }
+    fprintf(f, "): %s\n", tail);
+}
+
+static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet,
+                           const char *code, size_t max_flips)
+{
+    char b1[40], b2[40], b3[40], b4[40], b5[40], b6[40];
+    for (size_t i = 0; i < r->n_logits; i++) {
+        const ulp_diff_logits *lg = &r->logits[i];
+        const ulp_diff_row *row = &r->rows[lg->row_index];
+        char name[300];
+        fmt_row_name(name, sizeof name, row);
+        fprintf(f, "%slogits %s%s%s: %" PRIu64 " of %" PRIu64 " rows flip argmax", bullet, code,
+                name, code, lg->argmax_flips, lg->rows);
+        if (lg->rows_at_risk)
+            fprintf(f, ", %" PRIu64 " more at risk (margin below the row's largest perturbation)",
+                    lg->rows_at_risk);
+        fputc('\n', f);
+        for (size_t k = 0; k < lg->n_flips && k < max_flips; k++) {
+            const ulp_diff_flip *fl = &lg->flips[k];
+            ulp__fmt_num(b1, sizeof b1, fl->gap_a);
+            ulp__fmt_num(b2, sizeof b2, fl->gap_b);
+            ulp__fmt_num(b3, sizeof b3, fl->gap_perturbation);
+            ulp__fmt_num(b4, sizeof b4, fl->gap_perturbation_ulps);
+            ulp__fmt_num(b5, sizeof b5, fl->magnitude);
+            ulp__fmt_num(b6, sizeof b6, fl->margin_a);
+            fprintf(f,
+                    "%s  row %" PRIu64 ": token %" PRId64 " -> %" PRId64 "; margin %s in A; gap "
+                    "%s in A, %s in B; perturbation %s = %s ULP of %s at %s\n",
+                    bullet, fl->row, fl->argmax_a, fl->argmax_b, b6, b1, b2, b3, b4,
+                    ulp_dtype_name(lg->dtype), b5);
+        }
+        if (lg->n_flips > max_flips)
+            fprintf(f, "%s  ... and %zu more flipped rows\n", bullet, lg->n_flips - max_flips);
+        for (int k = 0; k < lg->n_sampling; k++) {
+            const ulp_diff_sampling *s = &lg->sampling[k];
+            ulp__fmt_num(b1, sizeof b1, s->temperature);
+            snprintf(b2, sizeof b2, "%.3g", s->tv_mean);
+            snprintf(b3, sizeof b3, "%.3g", s->tv_max);
+            snprintf(b4, sizeof b4, "%.3g", s->p_differ_mean);
+            snprintf(b5, sizeof b5, "%.3g", s->p_differ_max);
+            fprintf(f,
+                    "%s  T=%s: total variation mean %s, max %s; P(same-draw sample differs) "
+                    "mean %s, max %s\n",
+                    bullet, b1, b2, b3, b4, b5);
+        }
+    }
+}
+
+void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
+{
+    char b1[80], b2[80], b3[40], b4[40], name[300];
+    size_t ndiff = 0, nshape = 0, ndtype = 0;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        ndiff += r->rows[i].status == ULP_DIFF_DIFFERS;
+        nshape += r->rows[i].status == ULP_DIFF_SHAPE_MISMATCH;
+        ndtype += r->rows[i].status == ULP_DIFF_DTYPE_MISMATCH;
+    }
+    if (r->n_rows == 0) {
+        fprintf(f, "%sno captures to compare (none in either snapshot, or none selected)\n",
+                bullet);
+    } else if (r->n_shared == 0) {
+        fprintf(f,
+                "%sthe snapshots share no capture: %zu only in A, %zu only in B; nothing was "
+                "compared\n",
+                bullet, r->n_only_a, r->n_only_b);
+    } else if (r->identical) {
+        fprintf(f, "%sidentical: all %zu captures are bitwise identical\n", bullet, r->n_shared);
+    } else {
+        fprintf(f, "%sdiffers: %zu of %zu shared captures differ", bullet, ndiff, r->n_shared);
+        if (nshape)
+            fprintf(f, ", %zu shape mismatch%s", nshape, nshape > 1 ? "es" : "");
+        if (ndtype)
+            fprintf(f, ", %zu dtype mismatch%s", ndtype, ndtype > 1 ? "es" : "");
+        if (r->n_only_a)
+            fprintf(f, ", %zu only in A", r->n_only_a);
+        if (r->n_only_b)
+            fprintf(f, ", %zu only in B", r->n_only_b);
+        fputc('\n', f);
+    }
+    if (r->has_first_divergence) {
+        const ulp_diff_row *row = &r->rows[r->first_divergence];
+        fmt_row_name(name, sizeof name, row);
+        fprintf(f, "%sfirst divergence: %s%s%s", bullet, code, name, code);
+        if (row->layer >= 0)
+            fprintf(f, " (layer %d)", row->layer);
+        if (row->status == ULP_DIFF_DIFFERS) {
+            fmt_frac(b1, sizeof b1, row->m.differing, row->elements);
+            ulp__fmt_num(b3, sizeof b3, row->m.max_abs_diff);
+            fprintf(f, ": %s elements differ, max %" PRIu64 " ULP, max |diff| %s", b1,
+                    row->m.max_ulp, b3);
+            if (row->m.worst_flat >= 0) {
+                ulp__fmt_shape(b2, sizeof b2, row->ndim_a, row->m.worst_index);
+                ulp__fmt_num(b3, sizeof b3, row->m.worst_a);
+                ulp__fmt_num(b4, sizeof b4, row->m.worst_b);
+                fprintf(f, "; worst at %s: %s vs %s", b2, b3, b4);
+            }
+        } else {
+            char sa[120], sb[120];
+            ulp__fmt_shape(sa, sizeof sa, row->ndim_a, row->shape_a);
+            ulp__fmt_shape(sb, sizeof sb, row->ndim_b, row->shape_b);
+            fprintf(f, ": %s, A %s %s vs B %s %s", ulp_diff_status_name(row->status),
+                    ulp_dtype_name(row->dtype_a), sa, ulp_dtype_name(row->dtype_b), sb);
+        }
+        fputc('\n', f);
+        summary_kernels(row, f, bullet, code);
+    }
+    if (r->amp.valid && r->amp.last_row != r->amp.first_row) {
+        const ulp_diff_amplification *a = &r->amp;
+        char nl[300], f1[40], f2[40], f3[40];
+        fmt_row_name(name, sizeof name, &r->rows[a->first_row]);
+        fmt_row_name(nl, sizeof nl, &r->rows[a->last_row]);
+        ulp__fmt_num(b3, sizeof b3, a->abs_first);
+        ulp__fmt_num(b4, sizeof b4, a->abs_last);
+        snprintf(f1, sizeof f1, "%.3g%%", 100.0 * a->frac_first);
+        snprintf(f2, sizeof f2, "%.3g%%", 100.0 * a->frac_last);
+        ulp__fmt_num(f3, sizeof f3, a->frac_factor);
+        ulp__fmt_num(b1, sizeof b1, a->abs_factor);
+        fprintf(f,
+                "%samplification %s%s%s -> %s%s%s: differing %s -> %s (x%s), max |diff| %s -> %s "
+                "(x%s)\n",
+                bullet, code, name, code, code, nl, code, f1, f2, f3, b3, b4, b1);
+    }
+    summary_ladder(r, f, bullet, code);
+    summary_logits(r, f, bullet, code, 10);
+}

@@ -1,0 +1,1053 @@
+/*
+ * The snapshot reader: opening and validating a snapshot (FORMAT.md), the
+ * accessors, and raw reads of tensor bits in bounded chunks.
+ *
+ * Everything the analyzer relies on is checked once, here, at open, so that
+ * the comparison code can trust what it is given.  Contiguous datasets (the
+ * default layout, and what every ulpprof writer produces) are read with
+ * pread(2) at their file offset, outside HDF5's global lock, so several
+ * threads can stream one file; other layouts go through H5Dread under a
+ * mutex.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/h5types.h"
+#include "snapshot_priv.h"
+
+/* A tensor larger than this many elements is an absurd shape, not data. */
+#define MAX_ELEMENTS ((uint64_t)1 << 48)
+/* pread(2) at most this many bytes per call. */
+#define PREAD_MAX ((size_t)1 << 30)
+#define NO_OFFSET UINT64_MAX
+/* The most chunk cache one open dataset may use. */
+#define CHUNK_CACHE_MAX ((size_t)256 << 20)
+
+char *ulp__snap_keep(ulp_snapshot *s, char *p)
+{
+    if (p == NULL)
+        return NULL;
+    if (s->nstrs == s->cap_strs) {
+        size_t cap = s->cap_strs ? 2 * s->cap_strs : 64;
+        char **v = realloc(s->strs, cap * sizeof *v);
+        if (v == NULL) {
+            free(p);
+            return NULL;
+        }
+        s->strs = v;
+        s->cap_strs = cap;
+    }
+    s->strs[s->nstrs++] = p;
+    return p;
+}
+
+/* --- HDF5 error stack ------------------------------------------------------------ */
+
+typedef struct h5_err_info {
+    char desc[256]; /* the innermost error's description */
+    int truncated;  /* some entry says the file is truncated */
+    int locked;     /* some entry says the file is locked */
+    int seen;
+} h5_err_info;
+
+static herr_t h5_err_visit(unsigned n, const H5E_error2_t *e, void *data)
+{
+    h5_err_info *info = data;
+    (void)n;
+    if (!info->seen && e->desc != NULL) {
+        snprintf(info->desc, sizeof info->desc, "%s", e->desc);
+        info->seen = 1;
+    }
+    /* Open checks the superblock's end-of-file; a later metadata read past
+     * the end of the file (its EOF rewritten, or cut at a flush) overflows. */
+    if (e->min_num == H5E_TRUNCATED ||
+        (e->min_num == H5E_OVERFLOW && e->desc != NULL && strstr(e->desc, "addr overflow")))
+        info->truncated = 1;
+    if (e->min_num == H5E_CANTLOCKFILE)
+        info->locked = 1;
+    return 0;
+}
+
+/* What HDF5 said about its last failure on this thread. */
+static void h5_last_error(h5_err_info *info)
+{
+    memset(info, 0, sizeof *info);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, h5_err_visit, info);
+    if (!info->seen)
+        snprintf(info->desc, sizeof info->desc, "unknown HDF5 error");
+}
+
+/*
+ * Installed as HDF5's automatic error handler while a file is validated: it
+ * prints nothing, and remembers whether any failure came from reading past
+ * the end of the file, so that the message can say "truncated".
+ */
+static herr_t h5_err_note(hid_t estack, void *data)
+{
+    h5_err_info *sticky = data, now;
+    memset(&now, 0, sizeof now);
+    H5Ewalk2(estack, H5E_WALK_UPWARD, h5_err_visit, &now);
+    if (now.truncated && !sticky->truncated)
+        *sticky = now;
+    return 0;
+}
+
+/* --- Messages -------------------------------------------------------------------- */
+
+/* "'<path>': capture '<name>/<occ>': <problem>" */
+static ulp_status cap_error(const ulp_snapshot *s, ulp_error *err, ulp_status st, const char *name,
+                            const char *occ, const char *fmt, ...) ULP__PRINTF(6, 7);
+
+static ulp_status cap_error(const ulp_snapshot *s, ulp_error *err, ulp_status st, const char *name,
+                            const char *occ, const char *fmt, ...)
+{
+    char what[ULP_ERROR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return ulp__error(err, st, "'%s': capture '%s/%s': %s", s->path, name, occ, what);
+}
+
+static const char *type_class_name(hid_t type)
+{
+    switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+        return "integer";
+    case H5T_FLOAT:
+        return "float";
+    case H5T_STRING:
+        return "string";
+    case H5T_BITFIELD:
+        return "bitfield";
+    case H5T_OPAQUE:
+        return "opaque";
+    case H5T_COMPOUND:
+        return "compound";
+    case H5T_REFERENCE:
+        return "reference";
+    case H5T_ENUM:
+        return "enum";
+    case H5T_VLEN:
+        return "variable-length";
+    case H5T_ARRAY:
+        return "array";
+    default:
+        return "unknown";
+    }
+}
+
+/* --- Link listing ---------------------------------------------------------------- */
+
+typedef struct name_list {
+    char **v;
+    size_t n, cap;
+    int oom;
+} name_list;
+
+static herr_t name_visit(hid_t g, const char *name, const H5L_info_t *info, void *data)
+{
+    name_list *l = data;
+    (void)g;
+    (void)info;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->v, cap * sizeof *v);
+        if (v == NULL) {
+            l->oom = 1;
+            return -1;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    if ((l->v[l->n] = strdup(name)) == NULL) {
+        l->oom = 1;
+        return -1;
+    }
+    l->n++;
+    return 0;
+}
+
+static void name_list_free(name_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Lists the links of group `g`; 0 or -1 (then `l->oom` says whether memory ran out). */
+static int list_links(hid_t g, name_list *l)
+{
+    hsize_t idx = 0;
+    return H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, name_visit, l) < 0 ? -1 : 0;
+}
+
+/* --- Captures -------------------------------------------------------------------- */
+
+typedef struct cap_entry {
+    ulp_capture_info info;
+    ulp__capture_src src;
+} cap_entry;
+
+typedef struct cap_vec {
+    cap_entry *v;
+    size_t n, cap;
+} cap_vec;
+
+/* Occurrence names are canonical decimal integers: "0", "1", ... (no sign, no leading 0). */
+static int parse_occurrence(const char *s, int64_t *out)
+{
+    if (s[0] == '\0' || (s[0] == '0' && s[1] != '\0'))
+        return -1;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        if (v > (INT64_MAX - (*p - '0')) / 10)
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* Reads the optional attributes of a capture dataset into `c`. */
+static ulp_status read_optional_attrs(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                                      ulp_capture_info *c, ulp_error *err)
+{
+    const char *why = NULL;
+    int64_t v;
+    int rc;
+
+    c->layer = -1;
+    if ((rc = ulp__attr_read_i64(d, "layer", &v, &why)) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'layer' %s", why);
+    if (rc == 0) {
+        if (v < INT32_MIN || v > INT32_MAX)
+            return cap_error(s, err, ULP_EBADATTR, name, occ,
+                             "attribute 'layer' %" PRId64 " is out of range", v);
+        c->layer = (int32_t)v;
+    }
+
+    char *role = NULL;
+    if ((rc = ulp__attr_read_str(d, "role", &role, &why)) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'role' %s", why);
+    c->role = "activation";
+    if (rc == 0) {
+        if ((c->role = ulp__snap_keep(s, role)) == NULL)
+            return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    }
+
+    if ((rc = ulp__attr_read_i64(d, "step", &c->step, &why)) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'step' %s", why);
+    c->has_step = rc == 0;
+
+    if ((rc = ulp__attr_read_i64_array(d, "kernels", c->kernels, 2, &why)) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'kernels' %s", why);
+    c->has_kernels = rc == 0;
+    if (c->has_kernels && (c->kernels[0] < 0 || c->kernels[1] < c->kernels[0]))
+        return cap_error(s, err, ULP_EBADATTR, name, occ,
+                         "attribute 'kernels' [%" PRId64 ", %" PRId64 ") is not a range",
+                         c->kernels[0], c->kernels[1]);
+
+    if (ulp__attr_read_u64(d, "device_ptr", &c->device_ptr, &why) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'device_ptr' %s", why);
+    if (ulp__attr_read_u64(d, "stream", &c->stream, &why) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'stream' %s", why);
+    if (ulp__attr_read_i64(d, "time_ns", &c->time_ns, &why) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'time_ns' %s", why);
+    return ULP_OK;
+}
+
+/* Validates the dataset /captures/<name>/<occ> and describes it in `e`. */
+static ulp_status read_capture(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                               cap_entry *e, ulp_error *err)
+{
+    ulp_capture_info *c = &e->info;
+    const char *why = NULL;
+    ulp_status st = ULP_OK;
+    hid_t type = -1, space = -1, dcpl = -1;
+    char *dtname = NULL;
+    int rc;
+
+    memset(e, 0, sizeof *e);
+    e->src.offset = NO_OFFSET;
+    if (parse_occurrence(occ, &c->occurrence) < 0)
+        return cap_error(s, err, ULP_EFORMAT, name, occ,
+                         "occurrence name '%s' is not a non-negative integer", occ);
+
+    /* dtype, and the storage behind it. */
+    rc = ulp__attr_read_str(d, "dtype", &dtname, &why);
+    if (rc != 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "required attribute 'dtype' %s",
+                         rc > 0 ? "is missing" : why);
+    c->dtype = ulp_dtype_from_name(dtname);
+    if (c->dtype == ULP_DTYPE_INVALID) {
+        st = cap_error(s, err, ULP_EDTYPE, name, occ, "unknown dtype '%s'", dtname);
+        free(dtname);
+        return st;
+    }
+    free(dtname);
+    type = H5Dget_type(d);
+    if (type < 0) {
+        st = cap_error(s, err, ULP_EHDF5, name, occ, "its type cannot be read");
+        goto cleanup;
+    }
+    if (!ulp__h5_type_fits(type, c->dtype)) {
+        int be = H5Tget_class(type) != H5T_STRING && H5Tget_order(type) == H5T_ORDER_BE &&
+                 H5Tget_size(type) == ulp_dtype_size(c->dtype);
+        st = cap_error(s, err, ULP_EDTYPE, name, occ, "dtype '%s' stored as %s%zu-byte %s type",
+                       ulp_dtype_name(c->dtype), be ? "big-endian " : "", H5Tget_size(type),
+                       type_class_name(type));
+        goto cleanup;
+    }
+
+    /* Shape. */
+    space = H5Dget_space(d);
+    H5S_class_t scls = space >= 0 ? H5Sget_simple_extent_type(space) : H5S_NO_CLASS;
+    if (scls != H5S_SCALAR && scls != H5S_SIMPLE) {
+        st = cap_error(s, err, ULP_ESHAPE, name, occ, "has no dataspace (an empty object)");
+        goto cleanup;
+    }
+    int ndims = H5Sget_simple_extent_ndims(space);
+    if (ndims < 0 || ndims > ULP_SNAPSHOT_MAX_RANK) {
+        st = cap_error(s, err, ULP_ESHAPE, name, occ, "rank %d exceeds the maximum of %d", ndims,
+                       ULP_SNAPSHOT_MAX_RANK);
+        goto cleanup;
+    }
+    hsize_t dims[ULP_SNAPSHOT_MAX_RANK];
+    H5Sget_simple_extent_dims(space, dims, NULL);
+    c->ndim = ndims;
+    c->elements = 1;
+    int absurd = 0;
+    for (int k = 0; k < ndims; k++) {
+        c->shape[k] = (int64_t)dims[k];
+        if (dims[k] > MAX_ELEMENTS)
+            absurd = 1;
+        else if (!absurd && c->elements != 0 && dims[k] > MAX_ELEMENTS / c->elements)
+            absurd = 1;
+        else if (!absurd)
+            c->elements *= dims[k];
+    }
+    /* A zero dimension makes the product 0 whatever the others are, but an
+     * absurd dimension next to it is still absurd. */
+    if (absurd) {
+        char shape[ULP_SNAPSHOT_MAX_RANK * 24 + 4];
+        size_t len = 0;
+        for (int k = 0; k < ndims; k++)
+            len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%" PRIu64, k ? "," : "[",
+                                    (uint64_t)dims[k]);
+        snprintf(shape + len, sizeof shape - len, "]");
+        st = cap_error(s, err, ULP_ESHAPE, name, occ, "absurd shape %s: more than 2^48 elements",
+                       shape);
+        goto cleanup;
+    }
+
+    /* seq: required, unique (checked by the caller). */
+    rc = ulp__attr_read_i64(d, "seq", &c->seq, &why);
+    if (rc > 0) {
+        st = cap_error(s, err, ULP_EDUPSEQ, name, occ, "required attribute 'seq' is missing");
+        goto cleanup;
+    }
+    if (rc < 0) {
+        st = cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'seq' %s", why);
+        goto cleanup;
+    }
+    if (c->seq < 0) {
+        st = cap_error(s, err, ULP_EBADATTR, name, occ, "seq %" PRId64 " is negative", c->seq);
+        goto cleanup;
+    }
+    if ((st = read_optional_attrs(s, d, name, occ, c, err)) != ULP_OK)
+        goto cleanup;
+
+    /* Where the bytes are.  A contiguous dataset with allocated storage is read
+     * with pread(2); check here that it lies inside the file. */
+    dcpl = H5Dget_create_plist(d);
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0 &&
+        c->elements > 0) {
+        haddr_t off = H5Dget_offset(d);
+        if (off != HADDR_UNDEF) {
+            uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
+            if (off > s->file_size || bytes > s->file_size - off) {
+                st = cap_error(s, err, ULP_ETRUNC, name, occ,
+                               "file is truncated: data ends at byte %" PRIu64
+                               " but the file has %" PRIu64 " bytes",
+                               (uint64_t)off + bytes, s->file_size);
+                goto cleanup;
+            }
+            e->src.offset = off;
+        }
+    }
+    st = ULP_OK;
+cleanup:
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    return st;
+}
+
+static int cap_vec_push(cap_vec *cv)
+{
+    if (cv->n == cv->cap) {
+        size_t cap = cv->cap ? 2 * cv->cap : 64;
+        cap_entry *v = realloc(cv->v, cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        cv->v = v;
+        cv->cap = cap;
+    }
+    cv->n++;
+    return 0;
+}
+
+/* The occurrences of one capture group. */
+static ulp_status read_capture_group(ulp_snapshot *s, hid_t captures, const char *name, cap_vec *cv,
+                                     ulp_error *err)
+{
+    ulp_status st = ULP_OK;
+    name_list occs = {0};
+    hid_t g = -1;
+    char *kept_name = NULL;
+    H5O_info_t oi;
+
+    if (H5Oget_info_by_name2(captures, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/captures/%s' cannot be opened (%s)", s->path,
+                          name, "dangling or external link?");
+    if (oi.type != H5O_TYPE_GROUP)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/captures/%s' is a %s, not a capture group",
+                          s->path, name, oi.type == H5O_TYPE_DATASET ? "dataset" : "named type");
+    g = H5Gopen2(captures, name, H5P_DEFAULT);
+    if (g < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/captures/%s' cannot be opened", s->path, name);
+    if (list_links(g, &occs) < 0) {
+        st = occs.oom ? ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path)
+                      : ulp__error(err, ULP_EFORMAT, "'%s': '/captures/%s' cannot be listed",
+                                   s->path, name);
+        goto cleanup;
+    }
+    if (occs.n > 0 && (kept_name = ulp__snap_keep(s, strdup(name))) == NULL) {
+        st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+        goto cleanup;
+    }
+    for (size_t j = 0; j < occs.n; j++) {
+        const char *occ = occs.v[j];
+        if (H5Oget_info_by_name2(g, occ, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+            st = cap_error(s, err, ULP_EFORMAT, name, occ, "cannot be opened");
+            goto cleanup;
+        }
+        if (oi.type != H5O_TYPE_DATASET) {
+            st = cap_error(s, err, ULP_EFORMAT, name, occ, "is a %s, not a dataset",
+                           oi.type == H5O_TYPE_GROUP ? "group" : "named type");
+            goto cleanup;
+        }
+        hid_t d = H5Dopen2(g, occ, H5P_DEFAULT);
+        if (d < 0) {
+            st = cap_error(s, err, ULP_EHDF5, name, occ, "cannot be opened");
+            goto cleanup;
+        }
+        if (cap_vec_push(cv) < 0) {
+            H5Dclose(d);
+            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+            goto cleanup;
+        }
+        cap_entry *e = &cv->v[cv->n - 1];
+        st = read_capture(s, d, name, occ, e, err);
+        H5Dclose(d);
+        if (st != ULP_OK) {
+            cv->n--;
+            goto cleanup;
+        }
+        e->info.name = kept_name;
+        size_t plen = strlen(name) + strlen(occ) + sizeof "/captures//";
+        char *p = malloc(plen);
+        if (p != NULL)
+            snprintf(p, plen, "/captures/%s/%s", name, occ);
+        if ((e->src.h5path = ulp__snap_keep(s, p)) == NULL) {
+            cv->n--;
+            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+            goto cleanup;
+        }
+    }
+cleanup:
+    name_list_free(&occs);
+    if (g >= 0)
+        H5Gclose(g);
+    return st;
+}
+
+static int cap_seq_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const cap_entry *)a)->info.seq, y = ((const cap_entry *)b)->info.seq;
+    return (x > y) - (x < y);
+}
+
+static int cap_name_cmp(const void *a, const void *b)
+{
+    const ulp_capture_info *x = *(const ulp_capture_info *const *)a;
+    const ulp_capture_info *y = *(const ulp_capture_info *const *)b;
+    int c = strcmp(x->name, y->name);
+    if (c != 0)
+        return c;
+    return (x->occurrence > y->occurrence) - (x->occurrence < y->occurrence);
+}
+
+/* Reads every capture, checks seq, and fills s->caps, s->srcs, s->by_name. */
+static ulp_status read_captures(ulp_snapshot *s, ulp_error *err)
+{
+    ulp_status st = ULP_OK;
+    name_list names = {0};
+    cap_vec cv = {0};
+    hid_t g = -1;
+    const ulp_capture_info **order = NULL;
+    H5O_info_t oi;
+
+    htri_t ex = H5Lexists(s->file, "/captures", H5P_DEFAULT);
+    if (ex == 0)
+        return ULP_OK; /* a snapshot without captures is valid and empty */
+    if (ex < 0 || H5Oget_info_by_name2(s->file, "/captures", &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/captures' cannot be opened", s->path);
+    if (oi.type != H5O_TYPE_GROUP)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/captures' is a %s, not a group", s->path,
+                          oi.type == H5O_TYPE_DATASET ? "dataset" : "named type");
+    g = H5Gopen2(s->file, "/captures", H5P_DEFAULT);
+    if (g < 0 || list_links(g, &names) < 0) {
+        st = names.oom
+                 ? ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path)
+                 : ulp__error(err, ULP_EFORMAT, "'%s': '/captures' cannot be listed", s->path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < names.n; i++)
+        if ((st = read_capture_group(s, g, names.v[i], &cv, err)) != ULP_OK)
+            goto cleanup;
+
+    if (cv.n > 1)
+        qsort(cv.v, cv.n, sizeof *cv.v, cap_seq_cmp);
+    for (size_t i = 1; i < cv.n; i++) {
+        if (cv.v[i].info.seq == cv.v[i - 1].info.seq) {
+            st = ulp__error(err, ULP_EDUPSEQ,
+                            "'%s': captures '%s/%" PRId64 "' and '%s/%" PRId64
+                            "' both have seq %" PRId64,
+                            s->path, cv.v[i - 1].info.name, cv.v[i - 1].info.occurrence,
+                            cv.v[i].info.name, cv.v[i].info.occurrence, cv.v[i].info.seq);
+            goto cleanup;
+        }
+    }
+
+    s->ncaps = cv.n;
+    s->caps = calloc(cv.n ? cv.n : 1, sizeof *s->caps);
+    s->srcs = calloc(cv.n ? cv.n : 1, sizeof *s->srcs);
+    s->by_name = calloc(cv.n ? cv.n : 1, sizeof *s->by_name);
+    order = calloc(cv.n ? cv.n : 1, sizeof *order);
+    if (s->caps == NULL || s->srcs == NULL || s->by_name == NULL || order == NULL) {
+        s->ncaps = 0;
+        st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < cv.n; i++) {
+        s->caps[i] = cv.v[i].info;
+        s->srcs[i] = cv.v[i].src;
+        order[i] = &s->caps[i];
+    }
+    if (cv.n > 1)
+        qsort(order, cv.n, sizeof *order, cap_name_cmp);
+    for (size_t i = 0; i < cv.n; i++)
+        s->by_name[i] = (size_t)(order[i] - s->caps);
+cleanup:
+    free(order);
+    free(cv.v);
+    name_list_free(&names);
+    if (g >= 0)
+        H5Gclose(g);
+    return st;
+}
+
+/* --- Open and close ------------------------------------------------------------------ */
+
+/* The file-level checks before HDF5 looks at the file. */
+static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
+{
+    struct stat sb;
+    if (stat(s->path, &sb) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return ulp__error(err, ULP_ENOENT, "cannot open '%s': no such file", s->path);
+        return ulp__error(err, ULP_EIO, "cannot open '%s': %s", s->path, strerror(errno));
+    }
+    if (S_ISDIR(sb.st_mode))
+        return ulp__error(err, ULP_EIO, "cannot open '%s': is a directory", s->path);
+    s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0)
+        return ulp__error(err, errno == ENOENT ? ULP_ENOENT : ULP_EIO, "cannot open '%s': %s",
+                          s->path, strerror(errno));
+    if (fstat(s->fd, &sb) != 0)
+        return ulp__error(err, ULP_EIO, "cannot open '%s': %s", s->path, strerror(errno));
+    s->file_size = (uint64_t)sb.st_size;
+    if (s->file_size == 0)
+        return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file (empty file)",
+                          s->path);
+
+    htri_t is = H5Fis_hdf5(s->path);
+    if (is <= 0) {
+        h5_err_info info;
+        h5_last_error(&info);
+        if (is < 0 && info.truncated)
+            return ulp__error(err, ULP_ETRUNC, "cannot open '%s': file is truncated", s->path);
+        return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file", s->path);
+    }
+    s->file = H5Fopen(s->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (s->file < 0) {
+        h5_err_info info;
+        h5_last_error(&info);
+        const char *eof = strstr(info.desc, "stored_eof = ");
+        if (info.truncated && eof != NULL)
+            return ulp__error(err, ULP_ETRUNC,
+                              "cannot open '%s': file is truncated (%" PRIu64
+                              " bytes, HDF5 expects %s)",
+                              s->path, s->file_size, eof + strlen("stored_eof = "));
+        if (info.truncated)
+            return ulp__error(err, ULP_ETRUNC, "cannot open '%s': file is truncated (%s)", s->path,
+                              info.desc);
+        if (info.locked)
+            return ulp__error(err, ULP_EIO,
+                              "cannot open '%s': file is locked (is a writer still running?)",
+                              s->path);
+        /* A valid signature but an unreadable superblock or root: most often a
+         * file cut short while it was written. */
+        return ulp__error(err, ULP_ETRUNC,
+                          "cannot open '%s': HDF5 cannot read its metadata "
+                          "(truncated or corrupt: %s)",
+                          s->path, info.desc);
+    }
+    return ULP_OK;
+}
+
+static ulp_status read_root(ulp_snapshot *s, ulp_error *err)
+{
+    const char *why = NULL;
+    char *fmt = NULL;
+    int rc = ulp__attr_read_str(s->file, "format", &fmt, &why);
+    if (rc > 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': not an ulpprof snapshot (no 'format' attribute)",
+                          s->path);
+    if (rc < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': not an ulpprof snapshot (attribute 'format' %s)",
+                          s->path, why);
+    if (strcmp(fmt, ULP__FORMAT_NAME) != 0) {
+        ulp__error(err, ULP_EFORMAT, "'%s': not an ulpprof snapshot (format is '%.100s')", s->path,
+                   fmt);
+        free(fmt);
+        return ULP_EFORMAT;
+    }
+    free(fmt);
+
+    int64_t v = 0;
+    rc = ulp__attr_read_i64(s->file, "format_version", &v, &why);
+    if (rc != 0)
+        return ulp__error(err, ULP_EBADATTR, "'%s': required attribute 'format_version' %s",
+                          s->path, rc > 0 ? "is missing" : why);
+    if (v > ULP_FORMAT_VERSION)
+        return ulp__error(err, ULP_EVERSION,
+                          "'%s': format version %" PRId64
+                          " is not supported (this build reads version %d)",
+                          s->path, v, ULP_FORMAT_VERSION);
+    if (v < 1)
+        return ulp__error(err, ULP_EVERSION, "'%s': format version %" PRId64 " is not valid",
+                          s->path, v);
+    s->format_version = (int32_t)v;
+
+    char *str = NULL;
+    if ((rc = ulp__attr_read_str(s->file, "label", &str, &why)) < 0)
+        return ulp__error(err, ULP_EBADATTR, "'%s': attribute 'label' %s", s->path, why);
+    s->label = rc == 0 ? str : strdup("");
+    if ((rc = ulp__attr_read_str(s->file, "writer", &str, &why)) < 0)
+        return ulp__error(err, ULP_EBADATTR, "'%s': attribute 'writer' %s", s->path, why);
+    s->writer = rc == 0 ? str : strdup("");
+    if (s->label == NULL || s->writer == NULL)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    if (ulp__attr_read_i64(s->file, "created_unix_ns", &s->created_unix_ns, &why) < 0)
+        return ulp__error(err, ULP_EBADATTR, "'%s': attribute 'created_unix_ns' %s", s->path, why);
+    return ULP_OK;
+}
+
+ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err)
+{
+    ulp_status st;
+    if (out != NULL)
+        *out = NULL;
+    ulp_error_clear(err);
+    if (path == NULL || out == NULL)
+        return ulp__error(err, ULP_EINVAL, "ulp_snapshot_open: NULL argument");
+
+    ulp_snapshot *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", path);
+    s->fd = -1;
+    s->file = -1;
+    s->path = strdup(path);
+    s->h5 = calloc(1, sizeof *s->h5);
+    if (s->h5 != NULL)
+        s->h5->dset = -1;
+    if (s->path == NULL || s->h5 == NULL || pthread_mutex_init(&s->h5->lock, NULL) != 0) {
+        free(s->h5);
+        s->h5 = NULL;
+        ulp_snapshot_close(s);
+        return ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", path);
+    }
+    /* Nothing of HDF5's own may reach stderr: every failure becomes our message. */
+    ulp__h5_silence();
+    if ((st = open_file(s, err)) != ULP_OK) {
+        ulp_snapshot_close(s);
+        return st;
+    }
+    h5_err_info sticky;
+    memset(&sticky, 0, sizeof sticky);
+    H5Eset_auto2(H5E_DEFAULT, h5_err_note, &sticky);
+    if ((st = read_root(s, err)) == ULP_OK &&
+        (st = ulp__attr_read_kv(s, "/run", &s->run, &s->nrun, err)) == ULP_OK &&
+        (st = ulp__attr_read_kv(s, "/env", &s->env, &s->nenv, err)) == ULP_OK &&
+        (st = read_captures(s, err)) == ULP_OK)
+        st = ulp__snapshot_read_trace(s, err);
+    ulp__h5_silence();
+    if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && sticky.truncated) {
+        /* The problem found is a symptom; the cause is a file cut short. */
+        char what[ULP_ERROR_MSG_MAX];
+        snprintf(what, sizeof what, "%s", err != NULL ? err->msg : "");
+        st = ulp__error(err, ULP_ETRUNC, "%s (file is truncated: %s)", what, sticky.desc);
+    }
+    if (st != ULP_OK) {
+        ulp_snapshot_close(s);
+        return st;
+    }
+    *out = s;
+    return ULP_OK;
+}
+
+void ulp_snapshot_close(ulp_snapshot *s)
+{
+    if (s == NULL)
+        return;
+    ulp__h5_silence();
+    if (s->h5 != NULL) {
+        if (s->h5->dset >= 0)
+            H5Dclose(s->h5->dset);
+        pthread_mutex_destroy(&s->h5->lock);
+        free(s->h5);
+    }
+    if (s->file >= 0)
+        H5Fclose(s->file);
+    if (s->fd >= 0)
+        close(s->fd);
+    for (size_t i = 0; i < s->nstrs; i++)
+        free(s->strs[i]);
+    free(s->strs);
+    free(s->run);
+    free(s->env);
+    free(s->caps);
+    free(s->srcs);
+    free(s->by_name);
+    free(s->kernels);
+    free(s->kernel_names);
+    free(s->label);
+    free(s->writer);
+    free(s->path);
+    free(s);
+}
+
+/* --- Accessors ------------------------------------------------------------------- */
+
+const char *ulp_snapshot_path(const ulp_snapshot *s)
+{
+    return s->path;
+}
+
+const char *ulp_snapshot_label(const ulp_snapshot *s)
+{
+    return s->label;
+}
+
+const char *ulp_snapshot_writer(const ulp_snapshot *s)
+{
+    return s->writer;
+}
+
+int32_t ulp_snapshot_format_version(const ulp_snapshot *s)
+{
+    return s->format_version;
+}
+
+int64_t ulp_snapshot_created_unix_ns(const ulp_snapshot *s)
+{
+    return s->created_unix_ns;
+}
+
+size_t ulp_snapshot_run_count(const ulp_snapshot *s)
+{
+    return s->nrun;
+}
+
+const ulp_kv *ulp_snapshot_run(const ulp_snapshot *s, size_t i)
+{
+    return i < s->nrun ? &s->run[i] : NULL;
+}
+
+size_t ulp_snapshot_env_count(const ulp_snapshot *s)
+{
+    return s->nenv;
+}
+
+const ulp_kv *ulp_snapshot_env(const ulp_snapshot *s, size_t i)
+{
+    return i < s->nenv ? &s->env[i] : NULL;
+}
+
+const char *ulp_snapshot_run_get(const ulp_snapshot *s, const char *key)
+{
+    for (size_t i = 0; i < s->nrun; i++)
+        if (strcmp(s->run[i].key, key) == 0)
+            return s->run[i].value;
+    return NULL;
+}
+
+size_t ulp_snapshot_capture_count(const ulp_snapshot *s)
+{
+    return s->ncaps;
+}
+
+const ulp_capture_info *ulp_snapshot_capture(const ulp_snapshot *s, size_t i)
+{
+    return i < s->ncaps ? &s->caps[i] : NULL;
+}
+
+ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name, int64_t occurrence)
+{
+    size_t lo = 0, hi = s->ncaps;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const ulp_capture_info *c = &s->caps[s->by_name[mid]];
+        int cmp = strcmp(c->name, name);
+        if (cmp == 0)
+            cmp = (c->occurrence > occurrence) - (c->occurrence < occurrence);
+        if (cmp == 0)
+            return (ptrdiff_t)s->by_name[mid];
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+size_t ulp_snapshot_kernel_count(const ulp_snapshot *s)
+{
+    return s->nkernels;
+}
+
+const ulp_kernel_info *ulp_snapshot_kernel(const ulp_snapshot *s, size_t i)
+{
+    return i < s->nkernels ? &s->kernels[i] : NULL;
+}
+
+/* --- Reading --------------------------------------------------------------------- */
+
+/* OR-selects one box: fixed prefix coordinates below `k`, rows [r, r+n) at `k`, all above. */
+static herr_t select_box(hid_t space, int rank, const hsize_t *dims, const hsize_t *prefix, int k,
+                         hsize_t r, hsize_t n, int *first)
+{
+    hsize_t start[ULP_SNAPSHOT_MAX_RANK], count[ULP_SNAPSHOT_MAX_RANK];
+    for (int j = 0; j < rank; j++) {
+        start[j] = j < k ? prefix[j] : j == k ? r : 0;
+        count[j] = j < k ? 1 : j == k ? n : dims[j];
+    }
+    herr_t rc = H5Sselect_hyperslab(space, *first ? H5S_SELECT_SET : H5S_SELECT_OR, start, NULL,
+                                    count, NULL);
+    *first = 0;
+    return rc;
+}
+
+/*
+ * Selects the row-major elements [a, b) of the block below prefix[0..k):
+ * at most a partial leading row, a box of whole rows and a partial trailing
+ * row at each level, so at most 2 * rank boxes in all.
+ */
+static herr_t select_range(hid_t space, int rank, const hsize_t *dims, hsize_t *prefix, int k,
+                           hsize_t a, hsize_t b, int *first)
+{
+    if (k == rank - 1)
+        return select_box(space, rank, dims, prefix, k, a, b - a, first);
+    hsize_t inner = 1;
+    for (int j = k + 1; j < rank; j++)
+        inner *= dims[j];
+    hsize_t r0 = a / inner, rlast = (b - 1) / inner;
+    if (r0 == rlast && !(a % inner == 0 && b - a == inner)) {
+        prefix[k] = r0;
+        return select_range(space, rank, dims, prefix, k + 1, a - r0 * inner, b - r0 * inner,
+                            first);
+    }
+    if (a % inner != 0) {
+        prefix[k] = r0;
+        if (select_range(space, rank, dims, prefix, k + 1, a % inner, inner, first) < 0)
+            return -1;
+        r0++;
+    }
+    hsize_t rend = b / inner;
+    if (rend > r0 && select_box(space, rank, dims, prefix, k, r0, rend - r0, first) < 0)
+        return -1;
+    if (b % inner != 0) {
+        prefix[k] = rend;
+        return select_range(space, rank, dims, prefix, k + 1, 0, b % inner, first);
+    }
+    return 0;
+}
+
+/*
+ * Opens a dataset with a chunk cache that holds a few of its chunks: HDF5's
+ * default of 1 MiB makes slab reads of larger compressed chunks re-inflate
+ * the chunk for every slab (notes/hdf5.md: 29 s instead of 0.6 s).
+ */
+static hid_t open_for_reading(hid_t file, const char *path)
+{
+    hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
+    if (d < 0)
+        return d;
+    hid_t dcpl = H5Dget_create_plist(d);
+    hid_t type = H5Dget_type(d);
+    hsize_t cdims[H5S_MAX_RANK];
+    int nd = dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CHUNKED
+                 ? H5Pget_chunk(dcpl, H5S_MAX_RANK, cdims)
+                 : -1;
+    size_t chunk_bytes = type >= 0 ? H5Tget_size(type) : 0;
+    for (int k = 0; k < nd; k++)
+        chunk_bytes = cdims[k] > ((size_t)1 << 40) / (chunk_bytes ? chunk_bytes : 1)
+                          ? ((size_t)1 << 40)
+                          : chunk_bytes * cdims[k];
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (type >= 0)
+        H5Tclose(type);
+    if (nd <= 0 || chunk_bytes * 4 <= ((size_t)1 << 20))
+        return d;
+    size_t cache = chunk_bytes * 4 > CHUNK_CACHE_MAX ? CHUNK_CACHE_MAX : chunk_bytes * 4;
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    if (dapl < 0 || H5Pset_chunk_cache(dapl, 521, cache, 1.0) < 0) {
+        if (dapl >= 0)
+            H5Pclose(dapl);
+        return d;
+    }
+    hid_t d2 = H5Dopen2(file, path, dapl);
+    H5Pclose(dapl);
+    if (d2 < 0)
+        return d;
+    H5Dclose(d);
+    return d2;
+}
+
+static ulp_status read_h5(const ulp_snapshot *s, size_t i, uint64_t first, uint64_t count,
+                          void *buf, ulp_error *err)
+{
+    const ulp_capture_info *c = &s->caps[i];
+    ulp_status st = ULP_OK;
+    hid_t d = -1, type = -1, fspace = -1, mspace = -1;
+
+    pthread_mutex_lock(&s->h5->lock);
+    ulp__h5_silence(); /* HDF5's error printing is per thread */
+    if (s->h5->dset >= 0 && s->h5->idx != i) {
+        H5Dclose(s->h5->dset);
+        s->h5->dset = -1;
+    }
+    if (s->h5->dset < 0) {
+        s->h5->dset = open_for_reading(s->file, s->srcs[i].h5path);
+        s->h5->idx = i;
+    }
+    d = s->h5->dset;
+    type = d >= 0 ? H5Dget_type(d) : -1;
+    fspace = d >= 0 ? H5Dget_space(d) : -1;
+    hsize_t n = count;
+    mspace = H5Screate_simple(1, &n, NULL);
+    if (type < 0 || fspace < 0 || mspace < 0)
+        goto fail;
+    if (c->ndim == 0) {
+        if (H5Sselect_all(fspace) < 0)
+            goto fail;
+    } else {
+        hsize_t dims[ULP_SNAPSHOT_MAX_RANK], prefix[ULP_SNAPSHOT_MAX_RANK] = {0};
+        int firstbox = 1;
+        for (int k = 0; k < c->ndim; k++)
+            dims[k] = (hsize_t)c->shape[k];
+        if (select_range(fspace, c->ndim, dims, prefix, 0, first, first + count, &firstbox) < 0)
+            goto fail;
+    }
+    if (H5Sget_select_npoints(fspace) != (hssize_t)count)
+        goto fail;
+    /* Memory type = file type: HDF5 moves the bits and converts nothing.  The
+     * memory space has the slab's size (never H5S_ALL, see notes/hdf5.md). */
+    if (H5Dread(d, type, mspace, fspace, H5P_DEFAULT, buf) < 0)
+        goto fail;
+    goto cleanup;
+fail : {
+    h5_err_info info;
+    h5_last_error(&info);
+    st = ulp__error(err, ULP_EIO,
+                    "'%s': capture '%s/%" PRId64 "': cannot read elements [%" PRIu64 ", %" PRIu64
+                    ") (%s)",
+                    s->path, c->name, c->occurrence, first, first + count, info.desc);
+}
+cleanup:
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    if (type >= 0)
+        H5Tclose(type);
+    pthread_mutex_unlock(&s->h5->lock);
+    return st;
+}
+
+ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, uint64_t count,
+                             void *buf, ulp_error *err)
+{
+    if (s == NULL || i >= s->ncaps || (count > 0 && buf == NULL))
+        return ulp__error(err, ULP_EINVAL, "ulp_snapshot_read: invalid argument");
+    const ulp_capture_info *c = &s->caps[i];
+    if (first > c->elements || count > c->elements - first)
+        return ulp__error(err, ULP_ERANGE,
+                          "'%s': capture '%s/%" PRId64 "': elements [%" PRIu64 ", +%" PRIu64
+                          ") pass its end (%" PRIu64 " elements)",
+                          s->path, c->name, c->occurrence, first, count, c->elements);
+    if (count == 0)
+        return ULP_OK;
+    if (s->srcs[i].offset == NO_OFFSET)
+        return read_h5(s, i, first, count, buf, err);
+
+    size_t esize = ulp_dtype_size(c->dtype);
+    uint64_t off = s->srcs[i].offset + first * esize;
+    uint64_t left = count * esize;
+    char *p = buf;
+    while (left > 0) {
+        size_t want = left > PREAD_MAX ? PREAD_MAX : (size_t)left;
+        ssize_t got = pread(s->fd, p, want, (off_t)off);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return ulp__error(err, ULP_EIO, "'%s': capture '%s/%" PRId64 "': read failed: %s",
+                              s->path, c->name, c->occurrence, strerror(errno));
+        if (got == 0)
+            return ulp__error(err, ULP_ETRUNC,
+                              "'%s': capture '%s/%" PRId64 "': file is truncated at byte %" PRIu64,
+                              s->path, c->name, c->occurrence, off);
+        p += got;
+        off += (uint64_t)got;
+        left -= (uint64_t)got;
+    }
+    return ULP_OK;
+}

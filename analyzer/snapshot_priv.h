@@ -1,0 +1,86 @@
+/*
+ * Internals of the snapshot reader (snapshot.c, snapshot_attr.c,
+ * snapshot_trace.c).  Not installed.
+ */
+#ifndef ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
+#define ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
+
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ulpprof/snapshot.h"
+
+/* Where the bytes of one capture live. */
+typedef struct ulp__capture_src {
+    char *h5path;    /* "/captures/<name>/<occurrence>"                     */
+    uint64_t offset; /* contiguous: file offset of element 0; else UINT64_MAX */
+} ulp__capture_src;
+
+/*
+ * The H5Dread path's state, behind a pointer so that the const snapshot of
+ * ulp_snapshot_read() can lock it: the dataset last read stays open, with a
+ * chunk cache that holds its chunks, so that reading a compressed tensor in
+ * slabs does not inflate each chunk again for every slab.
+ */
+typedef struct ulp__h5_reader {
+    pthread_mutex_t lock;
+    hid_t dset; /* open dataset of capture `idx`, or -1            */
+    size_t idx;
+} ulp__h5_reader;
+
+struct ulp_snapshot {
+    char *path;
+    hid_t file;
+    int fd;             /* for pread(2) of contiguous datasets    */
+    ulp__h5_reader *h5; /* serializes the H5Dread path            */
+    uint64_t file_size; /* bytes, at open                         */
+
+    char *label;
+    char *writer;
+    int32_t format_version;
+    int64_t created_unix_ns;
+
+    ulp_kv *run;
+    size_t nrun;
+    ulp_kv *env;
+    size_t nenv;
+
+    ulp_capture_info *caps; /* in seq order                           */
+    ulp__capture_src *srcs; /* parallel to caps                       */
+    size_t *by_name;        /* capture indices sorted by (name, occ)  */
+    size_t ncaps;
+
+    ulp_kernel_info *kernels;
+    size_t nkernels;
+    char **kernel_names;
+    size_t nkernel_names;
+
+    char **strs; /* every string the snapshot owns         */
+    size_t nstrs, cap_strs;
+};
+
+/* Keeps `p` (malloc'd) for freeing at close; returns it, or NULL (and frees p) on OOM. */
+char *ulp__snap_keep(ulp_snapshot *s, char *p);
+
+/*
+ * Attribute readers.  Each returns 1 when the attribute is absent, 0 on
+ * success, -1 when it exists but has a type or shape the reader cannot
+ * accept (then `why` names the problem).  Strings come back malloc'd.
+ */
+int ulp__attr_read_str(hid_t obj, const char *name, char **out, const char **why);
+int ulp__attr_read_i64(hid_t obj, const char *name, int64_t *out, const char **why);
+int ulp__attr_read_u64(hid_t obj, const char *name, uint64_t *out, const char **why);
+int ulp__attr_read_i64_array(hid_t obj, const char *name, int64_t *out, size_t n, const char **why);
+
+/*
+ * Reads every attribute of the group at `gpath` (absent: zero entries) into
+ * a key-sorted array; non-string values are rendered as text.
+ */
+ulp_status ulp__attr_read_kv(ulp_snapshot *s, const char *gpath, ulp_kv **out, size_t *n,
+                             ulp_error *err);
+
+/* Reads /trace (absent: zero kernels). */
+ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
+
+#endif /* ULPPROF_ANALYZER_SNAPSHOT_PRIV_H */

@@ -1,0 +1,266 @@
+/*
+ * Reading /trace (FORMAT.md): the kernel names and the per-launch compound
+ * rows.  Fields are matched by name through a memory compound type, so a
+ * writer may add fields or order them differently; absent fields read as 0.
+ */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "snapshot_priv.h"
+
+typedef struct raw_kernel {
+    uint64_t seq;
+    uint32_t correlation_id;
+    uint32_t name_id;
+    int32_t grid[3];
+    int32_t block[3];
+    int32_t shared_static;
+    int32_t shared_dynamic;
+    int32_t registers;
+    uint64_t stream;
+    uint32_t device;
+    uint64_t start_ns;
+    uint64_t end_ns;
+} raw_kernel;
+
+typedef enum field_kind { F_U64, F_U32, F_I32, F_I32X3 } field_kind;
+
+static const struct {
+    const char *name;
+    size_t offset;
+    field_kind kind;
+} fields[] = {
+    {"seq", offsetof(raw_kernel, seq), F_U64},
+    {"correlation_id", offsetof(raw_kernel, correlation_id), F_U32},
+    {"name_id", offsetof(raw_kernel, name_id), F_U32},
+    {"grid", offsetof(raw_kernel, grid), F_I32X3},
+    {"block", offsetof(raw_kernel, block), F_I32X3},
+    {"shared_static", offsetof(raw_kernel, shared_static), F_I32},
+    {"shared_dynamic", offsetof(raw_kernel, shared_dynamic), F_I32},
+    {"registers", offsetof(raw_kernel, registers), F_I32},
+    {"stream", offsetof(raw_kernel, stream), F_U64},
+    {"device", offsetof(raw_kernel, device), F_U32},
+    {"start_ns", offsetof(raw_kernel, start_ns), F_U64},
+    {"end_ns", offsetof(raw_kernel, end_ns), F_U64},
+};
+
+/* Opens dataset `path` if it exists: 1 absent, 0 opened, -1 not a dataset. */
+static int open_dataset(hid_t file, const char *path, hid_t *d)
+{
+    if (H5Lexists(file, path, H5P_DEFAULT) <= 0)
+        return 1;
+    H5O_info_t oi;
+    if (H5Oget_info_by_name2(file, path, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        oi.type != H5O_TYPE_DATASET)
+        return -1;
+    *d = H5Dopen2(file, path, H5P_DEFAULT);
+    return *d < 0 ? -1 : 0;
+}
+
+/* The length of a 1-D dataset, or -1. */
+static hssize_t length_1d(hid_t d)
+{
+    hid_t space = H5Dget_space(d);
+    if (space < 0)
+        return -1;
+    hssize_t n = H5Sget_simple_extent_ndims(space) == 1 ? H5Sget_simple_extent_npoints(space) : -1;
+    H5Sclose(space);
+    return n;
+}
+
+static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
+{
+    hid_t d = -1, type = -1, mt = -1;
+    char **v = NULL;
+    char *fixed = NULL;
+    ulp_status st = ULP_OK;
+    int rc = open_dataset(s->file, "/trace/names", &d);
+    if (rc > 0)
+        return ULP_OK;
+    if (rc < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' is not a dataset", s->path);
+    hssize_t n = length_1d(d);
+    type = H5Dget_type(d);
+    if (n < 0 || type < 0 || H5Tget_class(type) != H5T_STRING) {
+        st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' is not a 1-D array of strings",
+                        s->path);
+        goto cleanup;
+    }
+    s->kernel_names = calloc(n ? (size_t)n : 1, sizeof *s->kernel_names);
+    if (s->kernel_names == NULL)
+        goto oom;
+    if (n == 0)
+        goto cleanup;
+    if (H5Tis_variable_str(type) > 0) {
+        v = calloc((size_t)n, sizeof *v);
+        mt = H5Tcopy(H5T_C_S1);
+        if (v == NULL || mt < 0)
+            goto oom;
+        if (H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Tset_cset(mt, H5Tget_cset(type)) < 0 ||
+            H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) {
+            st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' cannot be read", s->path);
+            goto cleanup;
+        }
+        for (hssize_t i = 0; i < n; i++) {
+            char *p = ulp__snap_keep(s, strdup(v[i] ? v[i] : ""));
+            H5free_memory(v[i]);
+            v[i] = NULL;
+            if (p == NULL) {
+                for (hssize_t j = i + 1; j < n; j++)
+                    H5free_memory(v[j]);
+                goto oom;
+            }
+            s->kernel_names[i] = p;
+            s->nkernel_names++;
+        }
+    } else {
+        size_t w = H5Tget_size(type);
+        fixed = calloc((size_t)n, w);
+        mt = H5Tcopy(type);
+        if (fixed == NULL || mt < 0)
+            goto oom;
+        if (H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, fixed) < 0) {
+            st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' cannot be read", s->path);
+            goto cleanup;
+        }
+        for (hssize_t i = 0; i < n; i++) {
+            char *p = ulp__snap_keep(s, strndup(fixed + (size_t)i * w, w));
+            if (p == NULL)
+                goto oom;
+            s->kernel_names[i] = p;
+            s->nkernel_names++;
+        }
+    }
+    goto cleanup;
+oom:
+    st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory reading '/trace/names'", s->path);
+cleanup:
+    free(v);
+    free(fixed);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (type >= 0)
+        H5Tclose(type);
+    if (d >= 0)
+        H5Dclose(d);
+    return st;
+}
+
+/* Whether member type `t` can hold a field of kind `k`. */
+static int field_fits(hid_t t, field_kind k)
+{
+    if (k != F_I32X3)
+        return H5Tget_class(t) == H5T_INTEGER;
+    if (H5Tget_class(t) != H5T_ARRAY || H5Tget_array_ndims(t) != 1)
+        return 0;
+    hsize_t n = 0;
+    H5Tget_array_dims2(t, &n);
+    hid_t base = H5Tget_super(t);
+    int ok = n == 3 && base >= 0 && H5Tget_class(base) == H5T_INTEGER;
+    if (base >= 0)
+        H5Tclose(base);
+    return ok;
+}
+
+static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
+{
+    hid_t d = -1, type = -1, mt = -1, i32x3 = -1;
+    raw_kernel *raw = NULL;
+    ulp_status st = ULP_OK;
+    int rc = open_dataset(s->file, "/trace/kernels", &d);
+    if (rc > 0)
+        return ULP_OK;
+    if (rc < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' is not a dataset", s->path);
+    hssize_t n = length_1d(d);
+    type = H5Dget_type(d);
+    if (n < 0 || type < 0 || H5Tget_class(type) != H5T_COMPOUND) {
+        st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' is not a 1-D compound dataset",
+                        s->path);
+        goto cleanup;
+    }
+    hsize_t three = 3;
+    mt = H5Tcreate(H5T_COMPOUND, sizeof(raw_kernel));
+    i32x3 = H5Tarray_create2(H5T_NATIVE_INT32, 1, &three);
+    if (mt < 0 || i32x3 < 0)
+        goto hdf5_fail;
+    int nmembers = 0;
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        int idx = H5Tget_member_index(type, fields[f].name);
+        if (idx < 0)
+            continue; /* optional: stays 0 */
+        hid_t ft = H5Tget_member_type(type, (unsigned)idx);
+        int ok = ft >= 0 && field_fits(ft, fields[f].kind);
+        if (ft >= 0)
+            H5Tclose(ft);
+        if (!ok) {
+            st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' field '%s' is not %s",
+                            s->path, fields[f].name,
+                            fields[f].kind == F_I32X3 ? "an array of 3 integers" : "an integer");
+            goto cleanup;
+        }
+        hid_t memt = fields[f].kind == F_U64   ? H5T_NATIVE_UINT64
+                     : fields[f].kind == F_U32 ? H5T_NATIVE_UINT32
+                     : fields[f].kind == F_I32 ? H5T_NATIVE_INT32
+                                               : i32x3;
+        if (H5Tinsert(mt, fields[f].name, fields[f].offset, memt) < 0)
+            goto hdf5_fail;
+        nmembers++;
+    }
+    raw = calloc(n ? (size_t)n : 1, sizeof *raw);
+    s->kernels = calloc(n ? (size_t)n : 1, sizeof *s->kernels);
+    if (raw == NULL || s->kernels == NULL) {
+        st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory reading '/trace/kernels'", s->path);
+        goto cleanup;
+    }
+    if (n > 0 && nmembers > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
+        goto hdf5_fail;
+    for (hssize_t i = 0; i < n; i++) {
+        const raw_kernel *r = &raw[i];
+        ulp_kernel_info *k = &s->kernels[i];
+        k->seq = r->seq;
+        k->correlation_id = r->correlation_id;
+        k->name = r->name_id < s->nkernel_names ? s->kernel_names[r->name_id] : "";
+        memcpy(k->grid, r->grid, sizeof k->grid);
+        memcpy(k->block, r->block, sizeof k->block);
+        k->shared_static = r->shared_static;
+        k->shared_dynamic = r->shared_dynamic;
+        k->registers = r->registers;
+        k->stream = r->stream;
+        k->device = r->device;
+        k->start_ns = r->start_ns;
+        k->end_ns = r->end_ns;
+    }
+    s->nkernels = (size_t)n;
+    goto cleanup;
+hdf5_fail:
+    st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' cannot be read", s->path);
+cleanup:
+    free(raw);
+    if (i32x3 >= 0)
+        H5Tclose(i32x3);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (type >= 0)
+        H5Tclose(type);
+    if (d >= 0)
+        H5Dclose(d);
+    return st;
+}
+
+ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err)
+{
+    htri_t ex = H5Lexists(s->file, "/trace", H5P_DEFAULT);
+    if (ex == 0)
+        return ULP_OK;
+    H5O_info_t oi;
+    if (ex < 0 || H5Oget_info_by_name2(s->file, "/trace", &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
+        oi.type != H5O_TYPE_GROUP)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '/trace' is not a group", s->path);
+    ulp_status st = read_names(s, err);
+    if (st == ULP_OK)
+        st = read_kernels(s, err);
+    return st;
+}

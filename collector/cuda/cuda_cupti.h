@@ -1,0 +1,38 @@
+/*
+ * CUPTI, bound at run time (dlopen of libcupti.so.13): the kernel activity
+ * trace, the correlation id of the collector's own copies, and tracking of
+ * CUDA-graph stream captures.  Process-wide: there is one CUPTI.
+ */
+#ifndef ULPPROF_CUDA_CUPTI_H
+#define ULPPROF_CUDA_CUPTI_H
+
+#include <stdint.h>
+
+#include "cuda_ops.h"
+#include "cuda_trace.h"
+#include "ulpprof/status.h"
+
+/*
+ * Loads CUPTI, subscribes and enables the kernel trace into `trace`.  Call
+ * it from InitializeInjection (inside the first cuInit).  On failure
+ * (library missing, another subscriber such as Nsight or torch.profiler)
+ * nothing stays enabled and `err` says why; the caller warns once.
+ */
+ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err);
+
+/* 1 once ulp__cupti_start() succeeded. */
+int ulp__cupti_active(void);
+
+/* The hooks for cuda_devcap.c (all NULL when CUPTI is not active). */
+void ulp__cupti_hooks(ulp__cuda_hooks *out);
+
+/* Delivers buffered kernel records: forced (incomplete buffers too) or not. */
+void ulp__cupti_flush(int forced);
+
+/* Records CUPTI reported as dropped (buffers full), so far. */
+uint64_t ulp__cupti_dropped(void);
+
+/* CUPTI's API version (cuptiGetVersion); 0 when unknown. */
+uint32_t ulp__cupti_version(void);
+
+#endif /* ULPPROF_CUDA_CUPTI_H */

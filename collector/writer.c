@@ -1,0 +1,633 @@
+/* The HDF5 snapshot writer (FORMAT.md), single-threaded. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "common/h5types.h"
+#include "strmap.h"
+#include "writer.h"
+
+/* Rows per chunk of the extendible /trace datasets: 80 KiB of kernel rows. */
+#define TRACE_CHUNK_ROWS 1024
+
+struct ulp__writer {
+    char *path;
+    hid_t file;
+    hid_t groups[2];                     /* /run, /env                         */
+    hid_t captures;                      /* /captures                          */
+    hid_t lcpl;                          /* links named in UTF-8               */
+    hid_t dcpl;                          /* contiguous, never filled           */
+    hid_t types[ULP_DTYPE_COUNT];        /* file (= memory) type per dtype     */
+    int64_t next_seq;
+    ulp__strmap occurrences;             /* capture name -> next occurrence    */
+
+    /* /trace, created at the first kernel batch. */
+    hid_t trace, names_ds, kernels_ds, str_type, row_mtype, row_ftype;
+    ulp__strmap name_ids;                /* kernel name -> row of /trace/names */
+    uint64_t name_count;
+    uint64_t kernel_count;
+    int trace_broken;                    /* a batch failed half-way            */
+};
+
+/* --- HDF5 error handling ----------------------------------------------------- */
+
+typedef struct quiet {
+    H5E_auto2_t fn;
+    void *data;
+} quiet;
+
+static void quiet_begin(quiet *q)
+{
+    if (H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data) < 0) {
+        q->fn = NULL;
+        q->data = NULL;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+static void quiet_end(const quiet *q)
+{
+    H5Eset_auto2(H5E_DEFAULT, q->fn, q->data);
+}
+
+static herr_t walk_innermost(unsigned n, const H5E_error2_t *e, void *data)
+{
+    char *buf = data;
+    if (n == 0 && e->desc != NULL)
+        snprintf(buf, 256, "%s", e->desc);
+    return 0;
+}
+
+/*
+ * The innermost message of this thread's HDF5 error stack, shortened to the
+ * system's "error message = '...'" when it carries one (the low-level
+ * drivers report errno that way).  Call right after the failing HDF5 call:
+ * the next API call clears the stack.
+ */
+static void h5_detail(char *out, size_t size)
+{
+    char buf[256] = "";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_innermost, buf);
+    const char *key = "error message = '";
+    const char *p = strstr(buf, key);
+    if (p != NULL) {
+        p += strlen(key);
+        const char *end = strchr(p, '\'');
+        int len = end != NULL ? (int)(end - p) : (int)strlen(p);
+        snprintf(out, size, "%.*s", len, p);
+    } else if (buf[0] != '\0') {
+        snprintf(out, size, "%s", buf);
+    } else {
+        snprintf(out, size, "HDF5 error");
+    }
+}
+
+static ulp_status h5_fail(ulp_error *err, const ulp__writer *w, const char *what)
+{
+    char detail[256];
+    h5_detail(detail, sizeof(detail));
+    return ulp__error(err, ULP_EIO, "cannot %s in '%s': %s", what, w->path, detail);
+}
+
+static int64_t now_unix_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void close_id(hid_t *id, herr_t (*fn)(hid_t))
+{
+    if (*id >= 0)
+        fn(*id);
+    *id = H5I_INVALID_HID;
+}
+
+/* --- names -------------------------------------------------------------------- */
+
+int ulp__capture_name_ok(const char *name)
+{
+    if (name == NULL || name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+        return 0;
+    const unsigned char *p = (const unsigned char *)name;
+    while (*p) {
+        unsigned c = *p;
+        if (c == '/' || c < 0x20 || c == 0x7f)
+            return 0;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        /* A UTF-8 sequence: lead byte, continuation bytes, no overlongs,
+         * no surrogates, nothing above U+10FFFF. */
+        int n;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        for (int i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (p[i] & 0x3fu);
+        }
+        if ((n == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (n == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        p += n + 1;
+    }
+    return 1;
+}
+
+/* --- create / close ------------------------------------------------------------- */
+
+static void writer_free(ulp__writer *w)
+{
+    close_id(&w->names_ds, H5Dclose);
+    close_id(&w->kernels_ds, H5Dclose);
+    close_id(&w->trace, H5Gclose);
+    close_id(&w->str_type, H5Tclose);
+    close_id(&w->row_mtype, H5Tclose);
+    close_id(&w->row_ftype, H5Tclose);
+    for (int i = 0; i < ULP_DTYPE_COUNT; i++)
+        close_id(&w->types[i], H5Tclose);
+    close_id(&w->groups[0], H5Gclose);
+    close_id(&w->groups[1], H5Gclose);
+    close_id(&w->captures, H5Gclose);
+    close_id(&w->lcpl, H5Pclose);
+    close_id(&w->dcpl, H5Pclose);
+    ulp__strmap_release(&w->occurrences);
+    ulp__strmap_release(&w->name_ids);
+    free(w->path);
+    free(w);
+}
+
+ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
+                              int64_t created_unix_ns, ulp__writer **out, ulp_error *err)
+{
+    if (out == NULL)
+        return ulp__error(err, ULP_EINVAL, "writer: no output pointer");
+    *out = NULL;
+    if (path == NULL || path[0] == '\0')
+        return ulp__error(err, ULP_EINVAL, "writer: empty path");
+    ulp__writer *w = calloc(1, sizeof(*w));
+    if (w == NULL || (w->path = strdup(path)) == NULL) {
+        free(w);
+        return ulp__error(err, ULP_ENOMEM, "cannot create '%s': out of memory", path);
+    }
+    w->file = w->captures = w->lcpl = w->dcpl = H5I_INVALID_HID;
+    w->groups[0] = w->groups[1] = H5I_INVALID_HID;
+    w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
+    w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
+    for (int i = 0; i < ULP_DTYPE_COUNT; i++)
+        w->types[i] = H5I_INVALID_HID;
+    ulp__strmap_init(&w->occurrences);
+    ulp__strmap_init(&w->name_ids);
+
+    ulp_status st = ULP_OK;
+    quiet q;
+    quiet_begin(&q);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    /* Close every object with the file, so that a leaked id can never keep
+     * the file open behind a successful close. */
+    if (fapl >= 0)
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG);
+    /* The default (earliest) file format: after a kill it opens without
+     * h5clear, unlike the latest format (shared/notes/hdf5.md). */
+    w->file = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (w->file < 0) {
+        char detail[256];
+        h5_detail(detail, sizeof(detail));
+        st = ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, detail);
+        goto cleanup;
+    }
+    /* A kill before the first flush leaves a file that cannot be opened. */
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        st = h5_fail(err, w, "flush the new file");
+        goto cleanup;
+    }
+    w->lcpl = H5Pcreate(H5P_LINK_CREATE);
+    w->dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (w->lcpl < 0 || w->dcpl < 0 || H5Pset_char_encoding(w->lcpl, H5T_CSET_UTF8) < 0 ||
+        H5Pset_layout(w->dcpl, H5D_CONTIGUOUS) < 0 ||
+        H5Pset_fill_time(w->dcpl, H5D_FILL_TIME_NEVER) < 0) {
+        st = h5_fail(err, w, "set up property lists");
+        goto cleanup;
+    }
+    for (int i = 0; i < ULP_DTYPE_COUNT; i++) {
+        w->types[i] = ulp__h5_file_type((ulp_dtype)i);
+        if (w->types[i] < 0) {
+            st = h5_fail(err, w, "build the file types");
+            goto cleanup;
+        }
+    }
+    if (ulp__h5_attr_write_str(w->file, "format", ULP__FORMAT_NAME) < 0 ||
+        ulp__h5_attr_write_i32(w->file, "format_version", ULP_FORMAT_VERSION) < 0 ||
+        ulp__h5_attr_write_str(w->file, "label", label != NULL ? label : "") < 0 ||
+        ulp__h5_attr_write_str(w->file, "writer", writer_name != NULL ? writer_name : "") < 0 ||
+        ulp__h5_attr_write_i64(w->file, "created_unix_ns",
+                               created_unix_ns != 0 ? created_unix_ns : now_unix_ns()) < 0) {
+        st = h5_fail(err, w, "write the root attributes");
+        goto cleanup;
+    }
+    w->groups[ULP__WRITER_RUN] = H5Gcreate2(w->file, "run", w->lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    w->groups[ULP__WRITER_ENV] = H5Gcreate2(w->file, "env", w->lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    w->captures = H5Gcreate2(w->file, "captures", w->lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->groups[0] < 0 || w->groups[1] < 0 || w->captures < 0) {
+        st = h5_fail(err, w, "create the groups");
+        goto cleanup;
+    }
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        st = h5_fail(err, w, "flush");
+        goto cleanup;
+    }
+
+cleanup:
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (st != ULP_OK) {
+        hid_t file = w->file;
+        w->file = H5I_INVALID_HID;
+        writer_free(w);
+        if (file >= 0)
+            H5Fclose(file);
+    } else {
+        *out = w;
+    }
+    quiet_end(&q);
+    return st;
+}
+
+ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
+{
+    if (w == NULL)
+        return ULP_OK;
+    ulp_status st = ULP_OK;
+    quiet q;
+    quiet_begin(&q);
+    hid_t file = w->file;
+    w->file = H5I_INVALID_HID;
+    char *path = w->path;
+    w->path = NULL;
+    writer_free(w);
+    if (file >= 0 && H5Fclose(file) < 0) {
+        char detail[256];
+        h5_detail(detail, sizeof(detail));
+        st = ulp__error(err, ULP_EIO, "cannot close '%s': %s", path, detail);
+    }
+    free(path);
+    quiet_end(&q);
+    return st;
+}
+
+ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err)
+{
+    quiet q;
+    quiet_begin(&q);
+    ulp_status st = ULP_OK;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = h5_fail(err, w, "flush");
+    quiet_end(&q);
+    return st;
+}
+
+ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
+                                const char *value, ulp_error *err)
+{
+    if ((group != ULP__WRITER_RUN && group != ULP__WRITER_ENV) || key == NULL ||
+        key[0] == '\0' || value == NULL)
+        return ulp__error(err, ULP_EINVAL, "writer: invalid attribute");
+    quiet q;
+    quiet_begin(&q);
+    ulp_status st = ULP_OK;
+    if (ulp__h5_attr_write_str(w->groups[group], key, value) < 0)
+        st = h5_fail(err, w, group == ULP__WRITER_RUN ? "write a /run attribute"
+                                                       : "write an /env attribute");
+    else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = h5_fail(err, w, "flush");
+    quiet_end(&q);
+    return st;
+}
+
+int64_t ulp__writer_capture_count(const ulp__writer *w)
+{
+    return w->next_seq;
+}
+
+uint64_t ulp__writer_kernel_count(const ulp__writer *w)
+{
+    return w->kernel_count;
+}
+
+/* --- captures --------------------------------------------------------------------- */
+
+/* The dataset attributes of FORMAT.md; 0 on success. */
+static int write_capture_attrs(hid_t ds, const ulp_capture_desc *d, int64_t seq)
+{
+    const char *role = ulp_role_name(d->role);
+    if (ulp__h5_attr_write_str(ds, "dtype", ulp_dtype_name(d->dtype)) < 0 ||
+        ulp__h5_attr_write_i64(ds, "seq", seq) < 0 ||
+        ulp__h5_attr_write_str(ds, "role", role != NULL ? role : "activation") < 0 ||
+        ulp__h5_attr_write_i64(ds, "time_ns", d->time_ns != 0 ? d->time_ns : now_unix_ns()) < 0)
+        return -1;
+    if (d->layer != ULP_LAYER_NONE && ulp__h5_attr_write_i32(ds, "layer", d->layer) < 0)
+        return -1;
+    if (d->step != ULP_STEP_NONE && ulp__h5_attr_write_i64(ds, "step", d->step) < 0)
+        return -1;
+    if (d->has_kernels && ulp__h5_attr_write_i64_array(ds, "kernels", d->kernels, 2) < 0)
+        return -1;
+    if (d->device_ptr != 0 && ulp__h5_attr_write_u64(ds, "device_ptr", d->device_ptr) < 0)
+        return -1;
+    if (d->stream != 0 && ulp__h5_attr_write_u64(ds, "stream", d->stream) < 0)
+        return -1;
+    return 0;
+}
+
+ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
+                           size_t nbytes, int64_t *seq, ulp_error *err)
+{
+    if (d == NULL || !ulp__capture_name_ok(d->name))
+        return ulp__error(err, ULP_EINVAL, "writer: invalid capture name");
+    size_t esize = ulp_dtype_size(d->dtype);
+    if (esize == 0)
+        return ulp__error(err, ULP_EINVAL, "capture '%s': unknown dtype %d", d->name,
+                          (int)d->dtype);
+    if (d->ndim < 0 || d->ndim > ULP_MAX_RANK || (d->ndim > 0 && d->shape == NULL))
+        return ulp__error(err, ULP_EINVAL, "capture '%s': invalid rank %d", d->name, d->ndim);
+    hsize_t dims[ULP_MAX_RANK];
+    uint64_t elements = 1;
+    for (int i = 0; i < d->ndim; i++) {
+        if (d->shape[i] < 0)
+            return ulp__error(err, ULP_EINVAL, "capture '%s': negative extent", d->name);
+        dims[i] = (hsize_t)d->shape[i];
+        if (dims[i] != 0 && elements > UINT64_MAX / dims[i])
+            return ulp__error(err, ULP_EINVAL, "capture '%s': shape overflows", d->name);
+        elements *= dims[i];
+    }
+    if (elements > SIZE_MAX / esize || elements * esize != nbytes)
+        return ulp__error(err, ULP_EINVAL, "capture '%s': %zu bytes for %" PRIu64 " elements",
+                          d->name, nbytes, elements);
+    if (nbytes > 0 && data == NULL)
+        return ulp__error(err, ULP_EINVAL, "capture '%s': no data", d->name);
+
+    int inserted = 0;
+    int64_t *occ = ulp__strmap_upsert(&w->occurrences, d->name, 0, &inserted);
+    if (occ == NULL)
+        return ulp__error(err, ULP_ENOMEM, "capture '%s': out of memory", d->name);
+
+    ulp_status st = ULP_OK;
+    hid_t g = H5I_INVALID_HID, space = H5I_INVALID_HID, ds = H5I_INVALID_HID;
+    hid_t type = w->types[d->dtype];
+    char dsname[32];
+    int linked = 0;
+    quiet q;
+    quiet_begin(&q);
+
+    /* A negative counter marks a name whose group could not be created. */
+    if (inserted || *occ < 0) {
+        g = H5Gcreate2(w->captures, d->name, w->lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0) {
+            *occ = -1;
+            st = h5_fail(err, w, "create a capture group");
+            goto cleanup;
+        }
+        *occ = 0;
+    } else {
+        g = H5Gopen2(w->captures, d->name, H5P_DEFAULT);
+        if (g < 0) {
+            st = h5_fail(err, w, "open a capture group");
+            goto cleanup;
+        }
+    }
+    snprintf(dsname, sizeof(dsname), "%" PRId64, *occ);
+    space = d->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(d->ndim, dims, NULL);
+    if (space < 0) {
+        st = h5_fail(err, w, "create a dataspace");
+        goto cleanup;
+    }
+    ds = H5Dcreate2(g, dsname, type, space, w->lcpl, w->dcpl, H5P_DEFAULT);
+    if (ds < 0) {
+        st = h5_fail(err, w, "create a dataset");
+        goto cleanup;
+    }
+    linked = 1;
+    /* Memory type = file type: HDF5 copies the bits and converts nothing. */
+    if (nbytes > 0 && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
+        st = h5_fail(err, w, "write a dataset");
+        goto cleanup;
+    }
+    if (write_capture_attrs(ds, d, w->next_seq) < 0) {
+        st = h5_fail(err, w, "write dataset attributes");
+        goto cleanup;
+    }
+    if (H5Dclose(ds) < 0) {
+        ds = H5I_INVALID_HID;
+        st = h5_fail(err, w, "close a dataset");
+        goto cleanup;
+    }
+    ds = H5I_INVALID_HID;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        st = h5_fail(err, w, "flush");
+        goto cleanup;
+    }
+    if (seq != NULL)
+        *seq = w->next_seq;
+    w->next_seq++;
+    (*occ)++;
+
+cleanup:
+    if (ds >= 0)
+        H5Dclose(ds);
+    /* A dataset whose bytes or attributes did not make it must not stay
+     * named in the file: readers would take it for a capture. */
+    if (st != ULP_OK && linked && H5Lexists(g, dsname, H5P_DEFAULT) > 0)
+        H5Ldelete(g, dsname, H5P_DEFAULT);
+    if (space >= 0)
+        H5Sclose(space);
+    if (g >= 0)
+        H5Gclose(g);
+    quiet_end(&q);
+    return st;
+}
+
+/* --- kernel trace -------------------------------------------------------------------- */
+
+/* The row layout as a compound: `mem` for ulp__kernel_row, `file` packed LE. */
+static hid_t row_type(int file)
+{
+    hsize_t three = 3;
+    hid_t i32 = file ? H5T_STD_I32LE : H5T_NATIVE_INT32;
+    hid_t u32 = file ? H5T_STD_U32LE : H5T_NATIVE_UINT32;
+    hid_t u64 = file ? H5T_STD_U64LE : H5T_NATIVE_UINT64;
+    hid_t i32x3 = H5Tarray_create2(i32, 1, &three);
+    if (i32x3 < 0)
+        return -1;
+    struct field {
+        const char *name;
+        hid_t type;
+        size_t mem_offset;
+    } fields[] = {
+        {"seq", u64, offsetof(ulp__kernel_row, seq)},
+        {"correlation_id", u32, offsetof(ulp__kernel_row, correlation_id)},
+        {"name_id", u32, offsetof(ulp__kernel_row, name_id)},
+        {"grid", i32x3, offsetof(ulp__kernel_row, grid)},
+        {"block", i32x3, offsetof(ulp__kernel_row, block)},
+        {"shared_static", i32, offsetof(ulp__kernel_row, shared_static)},
+        {"shared_dynamic", i32, offsetof(ulp__kernel_row, shared_dynamic)},
+        {"registers", i32, offsetof(ulp__kernel_row, registers)},
+        {"stream", u64, offsetof(ulp__kernel_row, stream)},
+        {"device", u32, offsetof(ulp__kernel_row, device)},
+        {"start_ns", u64, offsetof(ulp__kernel_row, start_ns)},
+        {"end_ns", u64, offsetof(ulp__kernel_row, end_ns)},
+    };
+    size_t n = sizeof(fields) / sizeof(fields[0]);
+    size_t size = 0;
+    for (size_t i = 0; i < n; i++)
+        size += H5Tget_size(fields[i].type);
+    hid_t t = H5Tcreate(H5T_COMPOUND, file ? size : sizeof(ulp__kernel_row));
+    size_t off = 0;
+    for (size_t i = 0; t >= 0 && i < n; i++) {
+        if (H5Tinsert(t, fields[i].name, file ? off : fields[i].mem_offset, fields[i].type) < 0) {
+            H5Tclose(t);
+            t = -1;
+        }
+        off += H5Tget_size(fields[i].type);
+    }
+    H5Tclose(i32x3);
+    return t;
+}
+
+static hid_t extendible_1d(hid_t loc, const char *name, hid_t type, hid_t lcpl, hsize_t chunk)
+{
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED;
+    hid_t space = H5Screate_simple(1, &zero, &unlimited);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t ds = -1;
+    if (space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0)
+        ds = H5Dcreate2(loc, name, type, space, lcpl, dcpl, H5P_DEFAULT);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return ds;
+}
+
+static int trace_open(ulp__writer *w)
+{
+    w->str_type = H5Tcopy(H5T_C_S1);
+    if (w->str_type < 0 || H5Tset_size(w->str_type, H5T_VARIABLE) < 0 ||
+        H5Tset_cset(w->str_type, H5T_CSET_UTF8) < 0)
+        return -1;
+    w->row_mtype = row_type(0);
+    w->row_ftype = row_type(1);
+    if (w->row_mtype < 0 || w->row_ftype < 0)
+        return -1;
+    w->trace = H5Gcreate2(w->file, "trace", w->lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->trace < 0)
+        return -1;
+    w->names_ds = extendible_1d(w->trace, "names", w->str_type, w->lcpl, 256);
+    if (w->names_ds < 0)
+        return -1;
+    w->kernels_ds = extendible_1d(w->trace, "kernels", w->row_ftype, w->lcpl, TRACE_CHUNK_ROWS);
+    return w->kernels_ds < 0 ? -1 : 0;
+}
+
+/* Appends `n` elements at row `at` of a 1-D extendible dataset. */
+static int append_rows(hid_t ds, hid_t mtype, hsize_t at, hsize_t n, const void *buf)
+{
+    hsize_t size = at + n;
+    if (H5Dset_extent(ds, &size) < 0)
+        return -1;
+    hid_t fspace = H5Dget_space(ds);
+    /* The memory space has the slab's size: H5S_ALL here would read the
+     * buffer at the slab's file offset (shared/notes/hdf5.md). */
+    hid_t mspace = H5Screate_simple(1, &n, NULL);
+    int rc = -1;
+    if (fspace >= 0 && mspace >= 0 &&
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &at, NULL, &n, NULL) >= 0 &&
+        H5Dwrite(ds, mtype, mspace, fspace, H5P_DEFAULT, buf) >= 0)
+        rc = 0;
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    return rc;
+}
+
+ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *rows,
+                                      const char *const *names, size_t n, ulp_error *err)
+{
+    if (n == 0)
+        return ULP_OK;
+    if (rows == NULL || names == NULL)
+        return ulp__error(err, ULP_EINVAL, "writer: no kernel rows");
+    if (w->trace_broken)
+        return ulp__error(err, ULP_EIO, "cannot append to /trace in '%s': an earlier batch failed",
+                          w->path);
+
+    ulp_status st = ULP_OK;
+    ulp__kernel_row *copy = malloc(n * sizeof(*copy));
+    const char **fresh = malloc(n * sizeof(*fresh));
+    quiet q;
+    quiet_begin(&q);
+    if (copy == NULL || fresh == NULL) {
+        st = ulp__error(err, ULP_ENOMEM, "kernel trace: out of memory");
+        goto cleanup;
+    }
+    if (w->trace < 0 && trace_open(w) < 0) {
+        st = h5_fail(err, w, "create /trace");
+        w->trace_broken = 1;
+        goto cleanup;
+    }
+    /* Intern the names: new ones get the next rows of /trace/names. */
+    size_t nfresh = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = names[i] != NULL ? names[i] : "";
+        int inserted = 0;
+        int64_t *id = ulp__strmap_upsert(&w->name_ids, name, 0, &inserted);
+        if (id == NULL) {
+            st = ulp__error(err, ULP_ENOMEM, "kernel trace: out of memory");
+            w->trace_broken = 1;
+            goto cleanup;
+        }
+        if (inserted) {
+            *id = (int64_t)(w->name_count + nfresh);
+            fresh[nfresh++] = name;
+        }
+        copy[i] = rows[i];
+        copy[i].name_id = (uint32_t)*id;
+    }
+    /* Names first: a kill between the two writes leaves unused names, never
+     * rows pointing past /trace/names. */
+    if (nfresh > 0 && append_rows(w->names_ds, w->str_type, w->name_count, nfresh, fresh) < 0) {
+        st = h5_fail(err, w, "append to /trace/names");
+        w->trace_broken = 1;
+        goto cleanup;
+    }
+    w->name_count += nfresh;
+    if (append_rows(w->kernels_ds, w->row_mtype, w->kernel_count, n, copy) < 0) {
+        st = h5_fail(err, w, "append to /trace/kernels");
+        w->trace_broken = 1;
+        goto cleanup;
+    }
+    w->kernel_count += n;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = h5_fail(err, w, "flush");
+
+cleanup:
+    quiet_end(&q);
+    free(copy);
+    free(fresh);
+    return st;
+}

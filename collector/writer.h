@@ -1,0 +1,107 @@
+/*
+ * The snapshot writer: one HDF5 file in the format of FORMAT.md, written by
+ * one thread at a time (the session's writer thread, or a test).
+ *
+ * Crash safety (shared/notes/hdf5.md): the file uses HDF5's earliest file
+ * format and is flushed with H5Fflush(H5F_SCOPE_GLOBAL) right after it is
+ * created and after every dataset, attribute set and trace batch, so that a
+ * process killed with SIGKILL leaves a file that opens with plain HDF5 calls
+ * and holds everything written before the last flush.
+ *
+ * Tensors are contiguous and uncompressed, written with memory type = file
+ * type, so the bytes in the file are exactly the producer's bits and the
+ * analyzer can pread() them at H5Dget_offset().
+ *
+ * Internal to the collector.  Every entry point saves and restores the
+ * calling thread's HDF5 error printing, so a host program that uses HDF5
+ * itself keeps its own settings.
+ */
+#ifndef ULPPROF_COLLECTOR_WRITER_H
+#define ULPPROF_COLLECTOR_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/capture.h"
+
+typedef struct ulp__writer ulp__writer;
+
+/*
+ * One row of /trace/kernels (FORMAT.md), as the CUDA collector records a
+ * kernel launch.  The file stores these fields under these names in a packed
+ * little-endian compound; `name_id` is filled in by the writer.
+ */
+typedef struct ulp__kernel_row {
+    uint64_t seq;             /* launch order, 0, 1, 2, ... in the process      */
+    uint32_t correlation_id;  /* CUPTI correlation id                           */
+    uint32_t name_id;         /* row of /trace/names; set by the writer         */
+    int32_t grid[3];          /* blocks                                         */
+    int32_t block[3];         /* threads per block                              */
+    int32_t shared_static;    /* bytes                                          */
+    int32_t shared_dynamic;   /* bytes                                          */
+    int32_t registers;        /* per thread                                     */
+    uint32_t device;          /* device ordinal                                 */
+    uint64_t stream;          /* stream id or handle                            */
+    uint64_t start_ns;        /* GPU timestamps, ns                             */
+    uint64_t end_ns;
+} ulp__kernel_row;
+
+/* Which attribute-only group ulp__writer_set_attr() writes to. */
+typedef enum ulp__writer_group {
+    ULP__WRITER_RUN = 0,      /* /run */
+    ULP__WRITER_ENV = 1       /* /env */
+} ulp__writer_group;
+
+/*
+ * Creates (truncates) `path` with the root attributes (format,
+ * format_version, label, writer, created_unix_ns) and the groups /run, /env
+ * and /captures, and flushes it.  On success *out owns the writer (release
+ * with ulp__writer_close()); on error *out is NULL and `err` says why.
+ */
+ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
+                              int64_t created_unix_ns, ulp__writer **out, ulp_error *err);
+
+/* Adds or replaces a string attribute of /run or /env, then flushes. */
+ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
+                                const char *value, ulp_error *err);
+
+/*
+ * Stores one tensor as /captures/<d->name>/<occurrence> with the next seq
+ * (returned in *seq, may be NULL) and flushes.  `data` holds `nbytes` =
+ * elements * ulp_dtype_size(d->dtype) bytes (d->data is ignored); it may be
+ * NULL when nbytes is 0.  d->step == ULP_STEP_NONE writes no `step`; the
+ * other optional attributes are written when present (layer != -1,
+ * has_kernels, device_ptr != 0, stream != 0); role and time_ns always.
+ * On an HDF5 failure the partial dataset is unlinked, so that the file
+ * never names a tensor whose bytes were not written.
+ */
+ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
+                           size_t nbytes, int64_t *seq, ulp_error *err);
+
+/*
+ * Appends `n` kernel rows to /trace/kernels (created at the first call),
+ * interning names[i] (NULL: "") into /trace/names, and flushes.  `names`
+ * may be NULL only when n == 0.  The rows are not modified.
+ */
+ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *rows,
+                                      const char *const *names, size_t n, ulp_error *err);
+
+/* Number of /trace/kernels rows written so far. */
+uint64_t ulp__writer_kernel_count(const ulp__writer *w);
+
+/* Number of captures written so far (the next seq). */
+int64_t ulp__writer_capture_count(const ulp__writer *w);
+
+/* H5Fflush(H5F_SCOPE_GLOBAL). */
+ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err);
+
+/* Closes the file and frees the writer.  NULL is accepted. */
+ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err);
+
+/*
+ * Whether `name` can be a capture name: not empty, no '/', not "." or "..",
+ * valid UTF-8 without control characters below 0x20.
+ */
+int ulp__capture_name_ok(const char *name);
+
+#endif /* ULPPROF_COLLECTOR_WRITER_H */

@@ -1,0 +1,57 @@
+/* Internals of the plots (plots/).  Not installed. */
+#ifndef ULPPROF_PLOT_PRIV_H
+#define ULPPROF_PLOT_PRIV_H
+
+#include <stdio.h>
+
+#include "ulpprof/plot.h"
+
+#define ULP__PLOT_MAX_SERIES 8   /* curves drawn; the data file holds every series */
+
+/* Activation rows grouped into series ("model.layers.*.out"), x = layer. */
+typedef struct ulp__plot_series {
+    char key[256];              /* the name with the layer number replaced by '*'   */
+    size_t n;
+    size_t *rows;               /* indices into result->rows, by increasing x        */
+    double *x;
+} ulp__plot_series;
+
+typedef struct ulp__plot_model {
+    const ulp_diff_result *r;
+    int by_layer;               /* 1: x is the layer; 0: x is the row's seq position */
+    size_t n_series;
+    ulp__plot_series *series;
+    double x_min, x_max;        /* over the series                                   */
+    double x_logits;            /* where the logits point sits (x_max + 1)           */
+    int any_differs;            /* some plotted activation or logits row differs     */
+    double x_first;             /* x of the first divergence, when it is plotted     */
+    int has_first;
+    int max_bin;                /* highest non-empty ULP histogram bin (>= 1)        */
+} ulp__plot_model;
+
+ulp_status ulp__plot_model_build(const ulp_diff_result *r, ulp__plot_model *m, ulp_error *err);
+void ulp__plot_model_release(ulp__plot_model *m);
+
+/* Data files (plot_data.c); `path` is the file to create. */
+ulp_status ulp__plot_write_amplification_dat(const ulp__plot_model *m, const char *path,
+                                             ulp_error *err);
+ulp_status ulp__plot_write_hist_dat(const ulp__plot_model *m, const char *path, ulp_error *err);
+ulp_status ulp__plot_write_logits_dat(const ulp__plot_model *m, size_t li, const char *path,
+                                      ulp_error *err);
+
+/* Scripts (plot_scripts.c); `base` is the file name without extension. */
+ulp_status ulp__plot_write_amplification_gp(const ulp__plot_model *m, const char *dir,
+                                            const char *base, ulp_error *err);
+ulp_status ulp__plot_write_hist_gp(const ulp__plot_model *m, const char *dir, const char *base,
+                                   ulp_error *err);
+ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const char *dir,
+                                     const char *base, ulp_error *err);
+
+/* Writes `s` as a gnuplot single-quoted string literal (no substitutions inside). */
+void ulp__plot_gp_string(FILE *f, const char *s);
+/* Writes `s` with every character that would break a data column replaced by '_'. */
+void ulp__plot_dat_word(FILE *f, const char *s);
+/* Writes a double that gnuplot and Python read back exactly ("NaN" when not finite). */
+void ulp__plot_dat_num(FILE *f, double v);
+
+#endif /* ULPPROF_PLOT_PRIV_H */

@@ -1,0 +1,1348 @@
+/*
+ * The host capture API (collector/session.c, default_session.c) checked with
+ * plain HDF5 reads: bit-exact round trips of every dtype (all 65,536 16-bit
+ * and all 256 8-bit patterns), attributes, occurrence numbering, the
+ * environment, concurrency, back-pressure, the CUDA collector's hooks
+ * (deferred captures, kernel trace), error paths, a writer failing half-way
+ * (file size limit), and crash safety under SIGKILL.
+ *
+ * Scenarios that need a fresh process-wide default session, or that end in
+ * a signal or a resource limit, run in a forked child; the parent checks
+ * the child's file.  Run as `test_capture --fixture` the program instead
+ * writes the file that tests/python/test_capture_h5py.py checks with h5py.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "capture_testutil.h"
+#include "collector/session.h"
+#include "ulpprof/capture.h"
+
+/* A check inside a forked child: no cmocka there, just an exit status. */
+#define CHILD_CHECK(cond)                                                               \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "child check failed at line %d: %s\n", __LINE__, #cond);    \
+            _exit(100);                                                                 \
+        }                                                                               \
+    } while (0)
+
+/*
+ * Runs fn(arg) in a child and returns its exit status (or 128 + signal).
+ * The parent has no HDF5 file open and no extra thread at this point.
+ */
+static int run_child(void (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        fn(arg);
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+}
+
+static ulp_session *open_session(const char *path, size_t bound)
+{
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = path;
+    o.label = "test";
+    o.attrs = "";
+    o.queue_bytes = bound;
+    ulp_session *s = NULL;
+    ulp_error err;
+    ulp_status st = ulp_session_open(&o, &s, &err);
+    if (st != ULP_OK)
+        fprintf(stderr, "open: %s\n", err.msg);
+    assert_int_equal(st, ULP_OK);
+    assert_non_null(s);
+    return s;
+}
+
+/* --- bit-exact round trips ---------------------------------------------------------- */
+
+/* Elements per dtype: every pattern for 8 and 16 bits, 64 Ki for the wide ones. */
+static size_t rt_count(ulp_dtype dt)
+{
+    size_t size = ulp_dtype_size(dt);
+    return size == 1 ? 256 : 65536;
+}
+
+static void rt_shape(ulp_dtype dt, int64_t shape[2])
+{
+    size_t n = rt_count(dt);
+    shape[0] = (int64_t)(n / 256);
+    shape[1] = 256;
+}
+
+/* Checks every "rt.<dtype>" dataset of `path` (occurrence 0) bit by bit. */
+static void rt_verify(const char *path)
+{
+    hid_t f = tu_open(path);
+    assert_true(f >= 0);
+    static char want[65536 * 8];
+    for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
+        char name[64], s[32];
+        snprintf(name, sizeof(name), "/captures/rt.%s/0", ulp_dtype_name((ulp_dtype)dt));
+        size_t n = rt_count((ulp_dtype)dt), nbytes = 0;
+        void *got = tu_read_raw(f, name, &nbytes);
+        assert_non_null(got);
+        assert_int_equal(nbytes, n * ulp_dtype_size((ulp_dtype)dt));
+        tu_fill((ulp_dtype)dt, want, n);
+        assert_memory_equal(got, want, nbytes);
+        free(got);
+        hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+        assert_int_equal(tu_attr_str(ds, "dtype", s, sizeof(s)), 0);
+        assert_string_equal(s, ulp_dtype_name((ulp_dtype)dt));
+        H5Dclose(ds);
+    }
+    H5Fclose(f);
+}
+
+static void test_capture__roundtrip_session(void **state)
+{
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/rt.h5", tu_tmpdir("capture-rt"));
+    ulp_session *s = open_session(path, 0);
+    static char buf[65536 * 8];
+    for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
+        int64_t shape[2];
+        rt_shape((ulp_dtype)dt, shape);
+        tu_fill((ulp_dtype)dt, buf, rt_count((ulp_dtype)dt));
+        char name[64];
+        snprintf(name, sizeof(name), "rt.%s", ulp_dtype_name((ulp_dtype)dt));
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = name;
+        d.data = buf;
+        d.dtype = (ulp_dtype)dt;
+        d.ndim = 2;
+        d.shape = shape;
+        assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
+        /* The capture copied the bytes: scribbling on them now changes nothing. */
+        memset(buf, 0xa5, sizeof(buf));
+    }
+    assert_string_equal(ulp_session_path(s), path);
+    assert_int_equal(ulp_session_close(s), ULP_OK);
+    rt_verify(path);
+    tu_done();
+}
+
+static void child_roundtrip_host(void *arg)
+{
+    const char *dir = arg;
+    char pattern[1200];
+    snprintf(pattern, sizeof(pattern), "%s/host-%%p.h5", dir);
+    setenv("ULPPROF_OUTPUT", pattern, 1);
+    static char buf[65536 * 8];
+    for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
+        int64_t shape[2];
+        rt_shape((ulp_dtype)dt, shape);
+        tu_fill((ulp_dtype)dt, buf, rt_count((ulp_dtype)dt));
+        char name[64];
+        snprintf(name, sizeof(name), "rt.%s", ulp_dtype_name((ulp_dtype)dt));
+        CHILD_CHECK(ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt,
+                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+        memset(buf, 0x5a, sizeof(buf));
+    }
+    /* No close: the exit handler closes the default session. */
+    exit(0);
+}
+
+static void test_capture__roundtrip_host_api(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir("capture-host");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        child_roundtrip_host(dir);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/host-%ld.h5", dir, (long)pid);
+    rt_verify(path);
+    tu_done();
+}
+
+/* --- the default session and the environment ------------------------------------------- */
+
+static void child_env(void *arg)
+{
+    const char *dir = arg;
+    char pattern[1200];
+    snprintf(pattern, sizeof(pattern), "%s/out-%%p-r%%r-%%l-%%%%.h5", dir);
+    setenv("ULPPROF_OUTPUT", pattern, 1);
+    setenv("ULPPROF_LABEL", "hit", 1);
+    setenv("ULPPROF_ATTR", "cache=hit, batch_size=8,prompt=a\\,b\\=c,,", 1);
+    setenv("ULPPROF_QUEUE_MB", "1", 1);
+    setenv("LOCAL_RANK", "9", 1);
+    setenv("RANK", "3", 1);
+    setenv("OMP_NUM_THREADS", "5", 1);
+    unsetenv("OPENBLAS_NUM_THREADS");
+    CHILD_CHECK(ulp_capture_session() == NULL);
+    float v[4] = {1.0f, -2.0f, 3.5f, 0.0f};
+    int64_t shape[2] = {2, 2};
+    CHILD_CHECK(ulp_capture_host("h", v, ULP_DTYPE_F32, 2, shape, 0, ULP_ROLE_ACTIVATION) ==
+                ULP_OK);
+    ulp_session *s = ulp_capture_session();
+    CHILD_CHECK(s != NULL);
+    CHILD_CHECK(ulp__session_queue_bound(s) == ((size_t)1 << 20));
+    CHILD_CHECK(ulp_capture_set_step(7) == ULP_OK);
+    CHILD_CHECK(ulp_capture_host("h", v, ULP_DTYPE_F32, 2, shape, 1, ULP_ROLE_ACTIVATION) ==
+                ULP_OK);
+    CHILD_CHECK(ulp_capture_host("logits", v, ULP_DTYPE_F32, 2, shape, ULP_LAYER_NONE,
+                                 ULP_ROLE_LOGITS) == ULP_OK);
+    CHILD_CHECK(ulp_capture_set_run("model", "tiny") == ULP_OK);
+    CHILD_CHECK(ulp_capture_set_run("cache", "hit2") == ULP_OK);
+    CHILD_CHECK(ulp_capture_set_step(ULP_STEP_NONE) == ULP_OK);
+    CHILD_CHECK(ulp_capture_host("h", v, ULP_DTYPE_F32, 2, shape, 2, ULP_ROLE_KV) == ULP_OK);
+    CHILD_CHECK(ulp_capture_flush() == ULP_OK);
+    /* A second explicit open while one is open is refused. */
+    CHILD_CHECK(ulp_capture_open(pattern, NULL) == ULP_EINVAL);
+    CHILD_CHECK(ulp_capture_close() == ULP_OK);
+    /* Closed: captures do not reopen (and truncate) the file. */
+    CHILD_CHECK(ulp_capture_host("h", v, ULP_DTYPE_F32, 2, shape, 3, ULP_ROLE_ACTIVATION) ==
+                ULP_ECLOSED);
+    CHILD_CHECK(ulp_capture_session() == NULL);
+    /* An explicit open starts a new file. */
+    char second[1200];
+    snprintf(second, sizeof(second), "%s/second.h5", dir);
+    CHILD_CHECK(ulp_capture_open(second, "two") == ULP_OK);
+    CHILD_CHECK(ulp_capture_host("z", v, ULP_DTYPE_F32, 1, shape, 0, ULP_ROLE_INPUT) == ULP_OK);
+    CHILD_CHECK(ulp_capture_close() == ULP_OK);
+    CHILD_CHECK(ulp_capture_close() == ULP_OK);
+}
+
+static void check_kv(hid_t f, const char *group, const char *key, const char *want)
+{
+    hid_t g = H5Gopen2(f, group, H5P_DEFAULT);
+    assert_true(g >= 0);
+    char s[512];
+    if (tu_attr_str(g, key, s, sizeof(s)) != 0)
+        fail_msg("%s has no attribute '%s'", group, key);
+    assert_string_equal(s, want);
+    H5Gclose(g);
+}
+
+static void test_capture__default_session_env(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir("capture-env");
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        child_env(dir);
+        _exit(0);
+    }
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    char path[1200], s[256], pidtext[32];
+    snprintf(pidtext, sizeof(pidtext), "%ld", (long)pid);
+    snprintf(path, sizeof(path), "%s/out-%ld-r3-hit-%%.h5", dir, (long)pid);
+    hid_t f = tu_open(path);
+    if (f < 0)
+        fail_msg("no file '%s'", path);
+    assert_int_equal(tu_attr_str(f, "label", s, sizeof(s)), 0);
+    assert_string_equal(s, "hit");
+    assert_int_equal(tu_attr_str(f, "writer", s, sizeof(s)), 0);
+    assert_string_equal(s, "ulpprof-capture " ULP_VERSION_STRING);
+    check_kv(f, "/run", "cache", "hit2");
+    check_kv(f, "/run", "batch_size", "8");
+    check_kv(f, "/run", "prompt", "a,b=c");
+    check_kv(f, "/run", "model", "tiny");
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    check_kv(f, "/env", "hostname", host);
+    check_kv(f, "/env", "pid", pidtext);
+    check_kv(f, "/env", "rank", "3");
+    check_kv(f, "/env", "env:OMP_NUM_THREADS", "5");
+    hid_t env = H5Gopen2(f, "/env", H5P_DEFAULT);
+    assert_false(tu_attr_exists(env, "env:OPENBLAS_NUM_THREADS"));
+    H5Gclose(env);
+
+    /* h/0 layer 0 no step; h/1 layer 1 step 7; logits/0 step 7; h/2 kv no step. */
+    struct {
+        const char *path;
+        int64_t seq, layer, step;
+        const char *role;
+    } want[] = {
+        {"/captures/h/0", 0, 0, -1, "activation"},
+        {"/captures/h/1", 1, 1, 7, "activation"},
+        {"/captures/logits/0", 2, -1, 7, "logits"},
+        {"/captures/h/2", 3, 2, -1, "kv"},
+    };
+    assert_int_equal(tu_group_count(f, "/captures/h"), 3);
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        hid_t ds = H5Dopen2(f, want[i].path, H5P_DEFAULT);
+        assert_true(ds >= 0);
+        int64_t v;
+        assert_int_equal(tu_attr_i64(ds, "seq", &v), 0);
+        assert_int_equal(v, want[i].seq);
+        if (want[i].layer >= 0) {
+            assert_int_equal(tu_attr_i64(ds, "layer", &v), 0);
+            assert_int_equal(v, want[i].layer);
+        } else {
+            assert_false(tu_attr_exists(ds, "layer"));
+        }
+        if (want[i].step >= 0) {
+            assert_int_equal(tu_attr_i64(ds, "step", &v), 0);
+            assert_int_equal(v, want[i].step);
+        } else {
+            assert_false(tu_attr_exists(ds, "step"));
+        }
+        assert_int_equal(tu_attr_str(ds, "role", s, sizeof(s)), 0);
+        assert_string_equal(s, want[i].role);
+        H5Dclose(ds);
+    }
+    size_t nbytes;
+    float *got = tu_read_raw(f, "/captures/h/2", &nbytes);
+    float v[4] = {1.0f, -2.0f, 3.5f, 0.0f};
+    assert_int_equal(nbytes, sizeof(v));
+    assert_memory_equal(got, v, sizeof(v));
+    free(got);
+    H5Fclose(f);
+
+    snprintf(path, sizeof(path), "%s/second.h5", dir);
+    f = tu_open(path);
+    assert_true(f >= 0);
+    assert_int_equal(tu_attr_str(f, "label", s, sizeof(s)), 0);
+    assert_string_equal(s, "two");
+    assert_int_equal(tu_group_count(f, "/captures/z"), 1);
+    H5Fclose(f);
+    tu_done();
+}
+
+static void child_disabled(void *arg)
+{
+    const char *dir = arg;
+    unsetenv("ULPPROF_OUTPUT");
+    tu_stderr cap;
+    tu_stderr_begin(&cap, dir);
+    float v = 1.0f;
+    CHILD_CHECK(ulp_capture_host("x", &v, ULP_DTYPE_F32, 0, NULL, 0, ULP_ROLE_ACTIVATION) ==
+                ULP_EDISABLED);
+    CHILD_CHECK(ulp_capture_host("x", &v, ULP_DTYPE_F32, 0, NULL, 0, ULP_ROLE_ACTIVATION) ==
+                ULP_EDISABLED);
+    CHILD_CHECK(ulp_capture_set_run("a", "b") == ULP_EDISABLED);
+    CHILD_CHECK(ulp_capture_flush() == ULP_EDISABLED);
+    CHILD_CHECK(ulp_capture_session() == NULL);
+    CHILD_CHECK(ulp_capture_close() == ULP_OK);
+    ulp_session *s = (ulp_session *)&v;
+    CHILD_CHECK(ulp_session_open(NULL, &s, NULL) == ULP_EDISABLED && s == NULL);
+    const char *text = tu_stderr_end(&cap);
+    CHILD_CHECK(text[0] == '\0'); /* silent */
+    exit(0);
+}
+
+static void test_capture__disabled_without_output(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir("capture-off");
+    assert_int_equal(run_child(child_disabled, dir), 0);
+    tu_done();
+}
+
+typedef struct bad_env_case {
+    const char *dir;
+    const char *output, *queue_mb, *attr;
+    ulp_status want;
+    const char *needle;
+} bad_env_case;
+
+static void child_bad_env(void *arg)
+{
+    const bad_env_case *c = arg;
+    setenv("ULPPROF_OUTPUT", c->output, 1);
+    if (c->queue_mb != NULL)
+        setenv("ULPPROF_QUEUE_MB", c->queue_mb, 1);
+    else
+        unsetenv("ULPPROF_QUEUE_MB");
+    if (c->attr != NULL)
+        setenv("ULPPROF_ATTR", c->attr, 1);
+    else
+        unsetenv("ULPPROF_ATTR");
+    tu_stderr cap;
+    tu_stderr_begin(&cap, c->dir);
+    float v = 1.0f;
+    /* The first capture reports, later ones return the same status quietly. */
+    CHILD_CHECK(ulp_capture_host("x", &v, ULP_DTYPE_F32, 0, NULL, 0, ULP_ROLE_ACTIVATION) ==
+                c->want);
+    CHILD_CHECK(ulp_capture_host("x", &v, ULP_DTYPE_F32, 0, NULL, 0, ULP_ROLE_ACTIVATION) ==
+                c->want);
+    CHILD_CHECK(ulp_capture_session() == NULL);
+    const char *text = tu_stderr_end(&cap);
+    CHILD_CHECK(tu_lines(text) == 1);
+    CHILD_CHECK(strncmp(text, "ulpprof: ", 9) == 0);
+    CHILD_CHECK(strstr(text, c->needle) != NULL);
+    exit(0);
+}
+
+static void test_capture__bad_environment(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-badenv");
+    char missing[1200], ok[1200];
+    snprintf(missing, sizeof(missing), "%s/missing/dir/x.h5", dir);
+    snprintf(ok, sizeof(ok), "%s/ok.h5", dir);
+    bad_env_case cases[] = {
+        {dir, "/tmp/x%q.h5", NULL, NULL, ULP_EINVAL, "%q"},
+        {dir, missing, NULL, NULL, ULP_EIO, "No such file or directory"},
+        {dir, ok, "lots", NULL, ULP_EINVAL, "ULPPROF_QUEUE_MB"},
+        {dir, ok, "0", NULL, ULP_EINVAL, "ULPPROF_QUEUE_MB"},
+        {dir, ok, NULL, "a=1,nokey", ULP_EINVAL, "nokey"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_int_equal(run_child(child_bad_env, &cases[i]), 0);
+    assert_int_equal(access(missing, F_OK), -1);
+    tu_done();
+}
+
+/* --- concurrency ----------------------------------------------------------------------- */
+
+enum { THREADS = 8, PER_THREAD = 400, WORDS = 1000 };
+
+typedef struct worker {
+    ulp_session *s;
+    int id;
+    int failures;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    int32_t data[WORDS];
+    int64_t shape[1] = {WORDS};
+    char own[32];
+    snprintf(own, sizeof(own), "thread.%d", w->id);
+    for (int i = 0; i < PER_THREAD; i++) {
+        for (int k = 0; k < WORDS; k++)
+            data[k] = w->id * 1000003 + i * 7 + k;
+        data[0] = w->id;
+        data[1] = i;
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = (i % 3 == 0) ? "shared" : own;
+        d.data = data;
+        d.dtype = ULP_DTYPE_I32;
+        d.ndim = 1;
+        d.shape = shape;
+        d.layer = i;
+        if (ulp_session_capture(w->s, &d) != ULP_OK)
+            w->failures++;
+    }
+    return NULL;
+}
+
+static void test_capture__concurrent_threads(void **state)
+{
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/mt.h5", tu_tmpdir("capture-mt"));
+    /* A bound of 64 KiB holds about 15 captures: the threads feel back-pressure. */
+    ulp_session *s = open_session(path, 64 << 10);
+    pthread_t t[THREADS];
+    worker w[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){s, i, 0};
+        assert_int_equal(pthread_create(&t[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(w[i].failures, 0);
+    }
+    assert_int_equal(ulp_session_close(s), ULP_OK);
+
+    hid_t f = tu_open(path);
+    assert_true(f >= 0);
+    /* seq of (thread, i), filled from the file. */
+    static int64_t seq_of[THREADS][PER_THREAD];
+    static unsigned char seen_seq[THREADS * PER_THREAD];
+    memset(seq_of, 0xff, sizeof(seq_of));
+    memset(seen_seq, 0, sizeof(seen_seq));
+    int shared_per_thread = (PER_THREAD + 2) / 3;
+    long nshared = tu_group_count(f, "/captures/shared");
+    assert_int_equal(nshared, THREADS * shared_per_thread);
+    int32_t want[WORDS];
+    for (int th = -1; th < THREADS; th++) {
+        char group[64];
+        if (th < 0)
+            snprintf(group, sizeof(group), "/captures/shared");
+        else
+            snprintf(group, sizeof(group), "/captures/thread.%d", th);
+        long n = tu_group_count(f, group);
+        assert_int_equal(n, th < 0 ? nshared : PER_THREAD - shared_per_thread);
+        int last_i[THREADS];
+        int64_t last_seq = -1;
+        for (int k = 0; k < THREADS; k++)
+            last_i[k] = -1;
+        for (long occ = 0; occ < n; occ++) {
+            char dpath[96];
+            snprintf(dpath, sizeof(dpath), "%s/%ld", group, occ);
+            size_t nbytes;
+            int32_t *got = tu_read_raw(f, dpath, &nbytes);
+            assert_non_null(got);
+            assert_int_equal(nbytes, sizeof(want));
+            int id = got[0], i = got[1];
+            assert_in_range(id, 0, THREADS - 1);
+            assert_in_range(i, 0, PER_THREAD - 1);
+            if (th >= 0)
+                assert_int_equal(id, th);
+            for (int k = 0; k < WORDS; k++)
+                want[k] = id * 1000003 + i * 7 + k;
+            want[0] = id;
+            want[1] = i;
+            assert_memory_equal(got, want, sizeof(want));
+            free(got);
+            /* Per-thread order: occurrences of one thread's captures follow
+             * its own order, and seq grows with occurrence. */
+            assert_true(i > last_i[id]);
+            last_i[id] = i;
+            hid_t ds = H5Dopen2(f, dpath, H5P_DEFAULT);
+            int64_t seq, layer;
+            assert_int_equal(tu_attr_i64(ds, "seq", &seq), 0);
+            assert_int_equal(tu_attr_i64(ds, "layer", &layer), 0);
+            H5Dclose(ds);
+            assert_int_equal(layer, i);
+            assert_true(seq > last_seq);
+            last_seq = seq;
+            assert_in_range(seq, 0, THREADS * PER_THREAD - 1);
+            assert_int_equal(seen_seq[seq], 0);
+            seen_seq[seq] = 1;
+            assert_int_equal(seq_of[id][i], -1);
+            seq_of[id][i] = seq;
+        }
+    }
+    /* Nothing lost, seq dense, and each thread's seqs in its call order. */
+    for (int th = 0; th < THREADS; th++)
+        for (int i = 0; i < PER_THREAD; i++) {
+            assert_true(seq_of[th][i] >= 0);
+            if (i > 0)
+                assert_true(seq_of[th][i] > seq_of[th][i - 1]);
+        }
+    H5Fclose(f);
+    tu_done();
+}
+
+/* --- back-pressure and the deferred hook ------------------------------------------------ */
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+    int ready_calls, release_calls;
+    pthread_t ready_thread;
+    int fail;                 /* ready() returns this */
+    void *released;
+} gate;
+
+static gate *gate_new(void)
+{
+    gate *g = calloc(1, sizeof(*g));
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    return g;
+}
+
+static void gate_free(gate *g)
+{
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g);
+}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* ready(): blocks until the gate opens, like cudaEventSynchronize. */
+static int gate_ready(void *ctx)
+{
+    gate *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    g->ready_calls++;
+    g->ready_thread = pthread_self();
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    int fail = g->fail;
+    pthread_mutex_unlock(&g->mu);
+    return fail;
+}
+
+static void gate_release(void *ctx, void *buf)
+{
+    gate *g = ctx;
+    pthread_mutex_lock(&g->mu);
+    g->release_calls++;
+    g->released = buf;
+    pthread_mutex_unlock(&g->mu);
+}
+
+typedef struct producer {
+    ulp_session *s;
+    int total;
+    int done;               /* captures returned so far, under mu */
+    pthread_mutex_t mu;
+} producer;
+
+static void *producer_main(void *arg)
+{
+    producer *p = arg;
+    static uint8_t data[100 << 10];
+    int64_t shape[1] = {sizeof(data)};
+    for (int i = 0; i < p->total; i++) {
+        data[0] = (uint8_t)i;
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = "bulk";
+        d.data = data;
+        d.dtype = ULP_DTYPE_U8;
+        d.ndim = 1;
+        d.shape = shape;
+        ulp_status st = ulp_session_capture(p->s, &d);
+        pthread_mutex_lock(&p->mu);
+        p->done += st == ULP_OK;
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void test_capture__backpressure(void **state)
+{
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/bp.h5", tu_tmpdir("capture-bp"));
+    size_t bound = 1 << 20;
+    ulp_session *s = open_session(path, bound);
+    assert_int_equal(ulp__session_queue_bound(s), bound);
+
+    /* A deferred capture whose bytes are not ready holds the writer. */
+    gate *g = gate_new();
+    static uint32_t staged[256];
+    for (int i = 0; i < 256; i++)
+        staged[i] = 0xc0de0000u + (uint32_t)i;
+    int64_t shape[1] = {256};
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = "deferred";
+    d.dtype = ULP_DTYPE_I32;
+    d.ndim = 1;
+    d.shape = shape;
+    d.device_ptr = 0x7000;
+    assert_int_equal(ulp__session_capture_deferred(s, &d, staged, sizeof(staged), gate_ready,
+                                                   gate_release, g),
+                     ULP_OK);
+
+    /* 40 captures of 100 KiB = 4 MiB through a 1 MiB queue: the producer
+     * must stall with the queue full and never above its bound. */
+    producer p = {s, 40, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, producer_main, &p), 0);
+    int stalled_at = -1;
+    for (int tries = 0; tries < 200; tries++) {
+        sleep_ms(10);
+        pthread_mutex_lock(&p.mu);
+        int done = p.done;
+        pthread_mutex_unlock(&p.mu);
+        if (done == stalled_at && tries > 20)
+            break;
+        stalled_at = done;
+    }
+    size_t held = ulp__session_queued_bytes(s);
+    assert_true(held <= bound);
+    assert_true(held > bound / 2);
+    /* 1 MiB holds 9 captures of 100 KiB next to the deferred one. */
+    assert_in_range(stalled_at, 5, 10);
+    pthread_mutex_lock(&g->mu);
+    assert_int_equal(g->release_calls, 0);
+    pthread_mutex_unlock(&g->mu);
+
+    gate_open(g);
+    pthread_join(t, NULL);
+    assert_int_equal(p.done, 40);
+    /* One capture larger than the whole bound goes through alone. */
+    size_t big_n = 3 << 20;
+    uint8_t *big = malloc(big_n);
+    for (size_t i = 0; i < big_n; i++)
+        big[i] = (uint8_t)(i * 31 + 7);
+    int64_t big_shape[1] = {(int64_t)big_n};
+    ulp_capture_desc b;
+    ulp_capture_desc_init(&b);
+    b.name = "big";
+    b.data = big;
+    b.dtype = ULP_DTYPE_U8;
+    b.ndim = 1;
+    b.shape = big_shape;
+    assert_int_equal(ulp_session_capture(s, &b), ULP_OK);
+    assert_int_equal(ulp_session_capture(s, &b), ULP_OK);
+    assert_int_equal(ulp_session_flush(s), ULP_OK);
+    assert_int_equal(ulp__session_queued_bytes(s), 0);
+    assert_int_equal(ulp_session_close(s), ULP_OK);
+
+    assert_int_equal(g->ready_calls, 1);
+    assert_int_equal(g->release_calls, 1);
+    assert_ptr_equal(g->released, staged);
+    assert_false(pthread_equal(g->ready_thread, pthread_self()));
+    gate_free(g);
+
+    hid_t f = tu_open(path);
+    size_t nbytes;
+    void *got = tu_read_raw(f, "/captures/deferred/0", &nbytes);
+    assert_int_equal(nbytes, sizeof(staged));
+    assert_memory_equal(got, staged, sizeof(staged));
+    free(got);
+    hid_t ds = H5Dopen2(f, "/captures/deferred/0", H5P_DEFAULT);
+    int64_t seq;
+    assert_int_equal(tu_attr_i64(ds, "seq", &seq), 0);
+    assert_int_equal(seq, 0);
+    assert_true(tu_attr_exists(ds, "device_ptr"));
+    H5Dclose(ds);
+    assert_int_equal(tu_group_count(f, "/captures/bulk"), 40);
+    for (int i = 0; i < 40; i += 13) {
+        char dp[64];
+        snprintf(dp, sizeof(dp), "/captures/bulk/%d", i);
+        uint8_t *bulk = tu_read_raw(f, dp, &nbytes);
+        assert_int_equal(bulk[0], i);
+        free(bulk);
+    }
+    got = tu_read_raw(f, "/captures/big/1", &nbytes);
+    assert_int_equal(nbytes, big_n);
+    assert_memory_equal(got, big, big_n);
+    free(got);
+    free(big);
+    H5Fclose(f);
+    tu_done();
+}
+
+static void test_capture__deferred_failures(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-deferred");
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/d.h5", dir);
+    ulp_session *s = open_session(path, 0);
+    int64_t shape[1] = {4};
+    static float a[4] = {1, 2, 3, 4};
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = "d";
+    d.dtype = ULP_DTYPE_F32;
+    d.ndim = 1;
+    d.shape = shape;
+
+    /* A bad request: both callbacks still run once, on this thread. */
+    gate *g = gate_new();
+    gate_open(g);
+    tu_stderr cap;
+    tu_stderr_begin(&cap, dir);
+    assert_int_equal(
+        ulp__session_capture_deferred(s, &d, a, 3 * sizeof(float), gate_ready, gate_release, g),
+        ULP_EINVAL);
+    const char *text = tu_stderr_end(&cap);
+    assert_int_equal(tu_lines(text), 1);
+    assert_int_equal(g->ready_calls, 1);
+    assert_int_equal(g->release_calls, 1);
+    assert_true(pthread_equal(g->ready_thread, pthread_self()));
+
+    /* ready() failing drops that capture only; seq stays dense. */
+    gate *bad = gate_new();
+    bad->fail = -1;
+    gate_open(bad);
+    gate *good = gate_new();
+    gate_open(good);
+    tu_stderr_begin(&cap, dir);
+    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready,
+                                                   gate_release, bad),
+                     ULP_OK);
+    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready,
+                                                   gate_release, bad),
+                     ULP_OK);
+    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), NULL, gate_release,
+                                                   good),
+                     ULP_OK);
+    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready, NULL, good),
+                     ULP_OK);
+    assert_int_equal(ulp_session_flush(s), ULP_EIO);
+    text = tu_stderr_end(&cap);
+    assert_int_equal(tu_lines(text), 1); /* one line for the first drop only */
+    assert_non_null(strstr(text, "ulpprof: capture to '"));
+    assert_non_null(strstr(text, "dropped"));
+    assert_false(ulp__session_failed(s)); /* the session keeps running */
+    d.data = a;
+    assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
+    assert_int_equal(ulp_session_close(s), ULP_EIO); /* the first error */
+    assert_int_equal(bad->ready_calls, 2);
+    assert_int_equal(bad->release_calls, 2);
+    assert_int_equal(good->ready_calls, 1);
+    assert_int_equal(good->release_calls, 1);
+
+    hid_t f = tu_open(path);
+    assert_int_equal(tu_group_count(f, "/captures/d"), 3);
+    for (int occ = 0; occ < 3; occ++) {
+        char dp[64];
+        snprintf(dp, sizeof(dp), "/captures/d/%d", occ);
+        hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
+        int64_t seq;
+        assert_int_equal(tu_attr_i64(ds, "seq", &seq), 0);
+        assert_int_equal(seq, occ);
+        H5Dclose(ds);
+    }
+    H5Fclose(f);
+    gate_free(g);
+    gate_free(bad);
+    gate_free(good);
+    tu_done();
+}
+
+/* --- kernel trace through the session ---------------------------------------------------- */
+
+static void test_capture__trace_kernels(void **state)
+{
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/t.h5", tu_tmpdir("capture-trace"));
+    ulp_session *s = open_session(path, 0);
+    ulp__kernel_row rows[3];
+    memset(rows, 0, sizeof(rows));
+    const char *names[3] = {"gemm", "norm", "gemm"};
+    for (int i = 0; i < 3; i++) {
+        rows[i].seq = (uint64_t)i;
+        rows[i].correlation_id = 77u + (uint32_t)i;
+        rows[i].grid[0] = 128;
+        rows[i].block[0] = 256;
+        rows[i].start_ns = 1000u * (uint64_t)i;
+        rows[i].end_ns = 1000u * (uint64_t)i + 500;
+    }
+    int16_t x[2] = {1, 2};
+    int64_t shape[1] = {2};
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = "after_gemm";
+    d.data = x;
+    d.dtype = ULP_DTYPE_BF16;
+    d.ndim = 1;
+    d.shape = shape;
+    d.has_kernels = 1;
+    d.kernels[0] = 0;
+    d.kernels[1] = 3;
+    assert_int_equal(ulp__session_trace_kernels(s, rows, names, 3), ULP_OK);
+    /* The rows were copied: changing them now does not reach the file. */
+    rows[0].correlation_id = 0;
+    names[0] = "changed";
+    assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
+    assert_int_equal(ulp__session_trace_kernels(s, rows, names, 2), ULP_OK);
+    assert_int_equal(ulp__session_trace_kernels(s, rows, names, 0), ULP_OK);
+    assert_int_equal(ulp__session_trace_kernels(s, NULL, NULL, 1), ULP_EINVAL);
+    assert_int_equal(ulp_session_set_env(s, "device_name", "none (test)"), ULP_OK);
+    assert_int_equal(ulp_session_close(s), ULP_OK);
+
+    hid_t f = tu_open(path);
+    hid_t kds = H5Dopen2(f, "/trace/kernels", H5P_DEFAULT);
+    assert_true(kds >= 0);
+    hid_t sp = H5Dget_space(kds);
+    assert_int_equal(H5Sget_simple_extent_npoints(sp), 5);
+    H5Sclose(sp);
+    struct {
+        uint32_t corr, name_id;
+    } got[5];
+    hid_t mt = H5Tcreate(H5T_COMPOUND, sizeof(got[0]));
+    H5Tinsert(mt, "correlation_id", 0, H5T_NATIVE_UINT32);
+    H5Tinsert(mt, "name_id", 4, H5T_NATIVE_UINT32);
+    assert_true(H5Dread(kds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, got) >= 0);
+    H5Tclose(mt);
+    H5Dclose(kds);
+    uint32_t want_corr[5] = {77, 78, 79, 0, 78};
+    uint32_t want_name[5] = {0, 1, 0, 2, 1};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(got[i].corr, want_corr[i]);
+        assert_int_equal(got[i].name_id, want_name[i]);
+    }
+    hid_t nds = H5Dopen2(f, "/trace/names", H5P_DEFAULT);
+    sp = H5Dget_space(nds);
+    assert_int_equal(H5Sget_simple_extent_npoints(sp), 3);
+    char *nm[3];
+    hid_t st = H5Tcopy(H5T_C_S1);
+    H5Tset_size(st, H5T_VARIABLE);
+    assert_true(H5Dread(nds, st, H5S_ALL, H5S_ALL, H5P_DEFAULT, nm) >= 0);
+    assert_string_equal(nm[0], "gemm");
+    assert_string_equal(nm[1], "norm");
+    assert_string_equal(nm[2], "changed");
+    H5Dvlen_reclaim(st, sp, H5P_DEFAULT, nm);
+    H5Tclose(st);
+    H5Sclose(sp);
+    H5Dclose(nds);
+    check_kv(f, "/env", "device_name", "none (test)");
+    H5Fclose(f);
+    tu_done();
+}
+
+/* --- error paths -------------------------------------------------------------------------- */
+
+static void test_capture__error_paths(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-errors");
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/e.h5", dir);
+    ulp_session *s = open_session(path, 0);
+    float v[2] = {1, 2};
+    int64_t shape9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
+    int64_t shape1[1] = {2};
+    int64_t neg[1] = {-2};
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = "x";
+    d.data = v;
+    d.dtype = ULP_DTYPE_F32;
+    d.ndim = 1;
+    d.shape = shape1;
+
+    struct {
+        const char *what;
+        ulp_capture_desc d;
+    } bad[12];
+    int n = 0;
+    bad[n].what = "unknown dtype";
+    bad[n].d = d;
+    bad[n++].d.dtype = ULP_DTYPE_COUNT;
+    bad[n].what = "invalid dtype";
+    bad[n].d = d;
+    bad[n++].d.dtype = ULP_DTYPE_INVALID;
+    bad[n].what = "rank 9";
+    bad[n].d = d;
+    bad[n].d.ndim = 9;
+    bad[n++].d.shape = shape9;
+    bad[n].what = "rank -1";
+    bad[n].d = d;
+    bad[n++].d.ndim = -1;
+    bad[n].what = "NULL shape";
+    bad[n].d = d;
+    bad[n++].d.shape = NULL;
+    bad[n].what = "negative extent";
+    bad[n].d = d;
+    bad[n++].d.shape = neg;
+    bad[n].what = "NULL data";
+    bad[n].d = d;
+    bad[n++].d.data = NULL;
+    bad[n].what = "NULL name";
+    bad[n].d = d;
+    bad[n++].d.name = NULL;
+    bad[n].what = "empty name";
+    bad[n].d = d;
+    bad[n++].d.name = "";
+    bad[n].what = "slash";
+    bad[n].d = d;
+    bad[n++].d.name = "a/b";
+    bad[n].what = "role";
+    bad[n].d = d;
+    bad[n++].d.role = ULP_ROLE_COUNT;
+    tu_stderr cap;
+    for (int i = 0; i < n; i++) {
+        tu_stderr_begin(&cap, dir);
+        ulp_status st = ulp_session_capture(s, &bad[i].d);
+        const char *text = tu_stderr_end(&cap);
+        if (st != ULP_EINVAL)
+            fail_msg("%s: got %s", bad[i].what, ulp_status_name(st));
+        if (tu_lines(text) != 1 || strncmp(text, "ulpprof: ", 9) != 0)
+            fail_msg("%s: stderr was '%s'", bad[i].what, text);
+    }
+    tu_stderr_begin(&cap, dir);
+    assert_int_equal(ulp_session_capture(s, NULL), ULP_EINVAL);
+    assert_int_equal(ulp_session_capture(NULL, &d), ULP_EINVAL);
+    assert_int_equal(ulp_session_set_run(s, NULL, "v"), ULP_EINVAL);
+    assert_int_equal(ulp_session_set_run(s, "k", NULL), ULP_EINVAL);
+    assert_int_equal(ulp_session_set_run(NULL, "k", "v"), ULP_EINVAL);
+    assert_int_equal(tu_lines(tu_stderr_end(&cap)), 5);
+    assert_int_equal(ulp_session_flush(NULL), ULP_EINVAL);
+    assert_int_equal(ulp_session_set_step(NULL, 1), ULP_EINVAL);
+
+    /* 0 elements with NULL data are fine; so is a scalar. */
+    int64_t zero[2] = {3, 0};
+    ulp_capture_desc e = d;
+    e.data = NULL;
+    e.ndim = 2;
+    e.shape = zero;
+    assert_int_equal(ulp_session_capture(s, &e), ULP_OK);
+    e.ndim = 0;
+    e.shape = NULL;
+    e.data = v;
+    assert_int_equal(ulp_session_capture(s, &e), ULP_OK);
+    assert_int_equal(ulp_session_close(s), ULP_OK);
+    assert_int_equal(ulp_session_close(NULL), ULP_OK);
+
+    hid_t f = tu_open(path);
+    assert_int_equal(tu_group_count(f, "/captures"), 1);
+    assert_int_equal(tu_group_count(f, "/captures/x"), 2);
+    H5Fclose(f);
+
+    /* Unwritable path: error, NULL session, one line naming the file. */
+    char bad_path[1200];
+    snprintf(bad_path, sizeof(bad_path), "%s/nope/x.h5", dir);
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    assert_int_equal(o.record_env, 1);
+    o.path = bad_path;
+    ulp_session *none = (ulp_session *)&o;
+    ulp_error err;
+    tu_stderr_begin(&cap, dir);
+    assert_int_equal(ulp_session_open(&o, &none, &err), ULP_EIO);
+    const char *text = tu_stderr_end(&cap);
+    assert_null(none);
+    assert_int_equal(tu_lines(text), 1);
+    assert_non_null(strstr(text, bad_path));
+    assert_non_null(strstr(err.msg, bad_path));
+    /* Bad pattern and bad attributes through the options. */
+    o.path = "x%y";
+    assert_int_equal(ulp_session_open(&o, &none, NULL), ULP_EINVAL);
+    o.path = path;
+    o.attrs = "novalue";
+    assert_int_equal(ulp_session_open(&o, &none, NULL), ULP_EINVAL);
+    assert_int_equal(ulp_session_open(&o, NULL, NULL), ULP_EINVAL);
+
+    /* Roles. */
+    assert_string_equal(ulp_role_name(ULP_ROLE_LOGITS), "logits");
+    assert_null(ulp_role_name(ULP_ROLE_COUNT));
+    assert_null(ulp_role_name((ulp_role)-1));
+    for (int r = 0; r < ULP_ROLE_COUNT; r++)
+        assert_int_equal(ulp_role_from_name(ulp_role_name((ulp_role)r)), r);
+    assert_int_equal(ulp_role_from_name("Logits"), -1);
+    assert_int_equal(ulp_role_from_name(NULL), -1);
+    ulp_capture_desc_init(&d);
+    assert_int_equal(d.layer, ULP_LAYER_NONE);
+    assert_int_equal(d.role, ULP_ROLE_ACTIVATION);
+    assert_true(d.step == ULP_STEP_NONE);
+    tu_done();
+}
+
+/* --- a writer that fails half-way ----------------------------------------------------------- */
+
+typedef struct fsize_case {
+    const char *path;
+    const char *dir;
+    int pipe_fd;
+} fsize_case;
+
+/* The child writes 64 KiB captures under a 1 MiB file size limit. */
+static void child_fsize(void *arg)
+{
+    const fsize_case *c = arg;
+    signal(SIGXFSZ, SIG_IGN); /* writes past the limit fail with EFBIG */
+    struct rlimit rl = {1 << 20, 1 << 20};
+    CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = c->path;
+    o.record_env = 0;
+    ulp_session *s = NULL;
+    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    tu_stderr cap;
+    tu_stderr_begin(&cap, c->dir);
+    static uint8_t data[64 << 10];
+    int64_t shape[1] = {sizeof(data)};
+    int flushed = 0;
+    ulp_status st = ULP_OK;
+    for (int i = 0; i < 64 && st == ULP_OK; i++) {
+        memset(data, i, sizeof(data));
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = "chunk";
+        d.data = data;
+        d.dtype = ULP_DTYPE_U8;
+        d.ndim = 1;
+        d.shape = shape;
+        st = ulp_session_capture(s, &d);
+        if (st == ULP_OK) {
+            st = ulp_session_flush(s);
+            if (st == ULP_OK)
+                flushed = i + 1;
+        }
+    }
+    CHILD_CHECK(st == ULP_EIO);
+    CHILD_CHECK(ulp__session_failed(s));
+    CHILD_CHECK(ulp_session_capture(s, NULL) == ULP_EINVAL);
+    uint8_t one = 1;
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = "late";
+    d.data = &one;
+    d.dtype = ULP_DTYPE_U8;
+    CHILD_CHECK(ulp_session_capture(s, &d) == ULP_EIO);
+    CHILD_CHECK(ulp_session_close(s) == ULP_EIO);
+    const char *text = tu_stderr_end(&cap);
+    /* One line says why; the refused NULL descriptor adds its own. */
+    char want[1400];
+    snprintf(want, sizeof(want), "ulpprof: capture to '%s' failed: ", c->path);
+    CHILD_CHECK(strstr(text, want) != NULL);
+    CHILD_CHECK(strstr(strstr(text, want) + 1, want) == NULL);
+    CHILD_CHECK(strstr(text, "File too large") != NULL);
+    CHILD_CHECK(write(c->pipe_fd, &flushed, sizeof(flushed)) == (ssize_t)sizeof(flushed));
+    _exit(0);
+}
+
+static void test_capture__write_failure(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-fsize");
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/f.h5", dir);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fsize_case c = {path, dir, fds[1]};
+    assert_int_equal(run_child(child_fsize, &c), 0);
+    int flushed = -1;
+    assert_int_equal(read(fds[0], &flushed, sizeof(flushed)), sizeof(flushed));
+    close(fds[0]);
+    close(fds[1]);
+    /* About 15 captures of 64 KiB fit in 1 MiB. */
+    assert_in_range(flushed, 8, 15);
+
+    /* Everything flushed before the failure is readable and intact. */
+    hid_t f = tu_open(path);
+    assert_true(f >= 0);
+    long n = tu_group_count(f, "/captures/chunk");
+    assert_true(n >= flushed);
+    for (int i = 0; i < flushed; i++) {
+        char dp[64];
+        snprintf(dp, sizeof(dp), "/captures/chunk/%d", i);
+        size_t nbytes;
+        uint8_t *got = tu_read_raw(f, dp, &nbytes);
+        assert_non_null(got);
+        assert_int_equal(nbytes, 64 << 10);
+        for (size_t k = 0; k < nbytes; k++)
+            if (got[k] != (uint8_t)i)
+                fail_msg("chunk %d byte %zu is %d", i, k, got[k]);
+        free(got);
+    }
+    H5Fclose(f);
+    tu_done();
+}
+
+/* --- crash safety ----------------------------------------------------------------------------- */
+
+enum { KILL_WORDS = 64 << 10 }; /* 256 KiB per capture */
+
+static void kill_fill(int32_t *w, int i)
+{
+    for (int k = 0; k < KILL_WORDS; k++)
+        w[k] = i * 65599 + k;
+}
+
+/*
+ * The child captures `flushed` tensors, flushes, tells the parent, then
+ * keeps capturing (unflushed) until it is killed.
+ */
+typedef struct kill_case {
+    const char *path;
+    int flushed;
+    int pipe_fd;
+} kill_case;
+
+static void child_kill(void *arg)
+{
+    const kill_case *c = arg;
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = c->path;
+    ulp_session *s = NULL;
+    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    CHILD_CHECK(ulp_session_set_run(s, "phase", "before-kill") == ULP_OK);
+    static int32_t w[KILL_WORDS];
+    int64_t shape[2] = {256, KILL_WORDS / 256};
+    for (int i = 0;; i++) {
+        if (i == c->flushed) {
+            CHILD_CHECK(ulp_session_flush(s) == ULP_OK);
+            CHILD_CHECK(write(c->pipe_fd, &i, sizeof(i)) == (ssize_t)sizeof(i));
+        }
+        kill_fill(w, i);
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = "t";
+        d.data = w;
+        d.dtype = ULP_DTYPE_I32;
+        d.ndim = 2;
+        d.shape = shape;
+        d.layer = i;
+        CHILD_CHECK(ulp_session_capture(s, &d) == ULP_OK);
+    }
+}
+
+static void test_capture__sigkill_leaves_readable_file(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-kill");
+    static int32_t want[KILL_WORDS];
+    /* Kill points: right after open, after a few, after many; and random
+     * delays after the flush, so the kill lands inside later writes. */
+    int points[] = {0, 1, 5, 20, 3, 3, 3, 3, 3, 3};
+    for (size_t p = 0; p < sizeof(points) / sizeof(points[0]); p++) {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/k%zu.h5", dir, p);
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        kill_case c = {path, points[p], fds[1]};
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(fds[0]);
+            child_kill(&c);
+            _exit(0);
+        }
+        close(fds[1]);
+        int got_flushed = -1;
+        assert_int_equal(read(fds[0], &got_flushed, sizeof(got_flushed)), sizeof(got_flushed));
+        close(fds[0]);
+        assert_int_equal(got_flushed, points[p]);
+        if (p >= 4)
+            sleep_ms((int)(p - 3) * 3);
+        kill(pid, SIGKILL);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+
+        /* A plain open, no h5clear: the flushed captures are all there. */
+        hid_t f = tu_open(path);
+        if (f < 0)
+            fail_msg("kill point %zu: '%s' does not open", p, path);
+        char s[64];
+        assert_int_equal(tu_attr_str(f, "format", s, sizeof(s)), 0);
+        assert_string_equal(s, "ulpprof-snapshot");
+        check_kv(f, "/run", "phase", "before-kill");
+        long n = points[p] == 0 ? (long)(tu_group_count(f, "/captures/t") < 0
+                                             ? 0
+                                             : tu_group_count(f, "/captures/t"))
+                                : tu_group_count(f, "/captures/t");
+        assert_true(n >= points[p]);
+        /* Every dataset the file names holds its bytes and attributes
+         * (the unflushed tail may or may not have made it). */
+        int checked = 0;
+        for (long i = 0; i < n; i++) {
+            char dp[64];
+            snprintf(dp, sizeof(dp), "/captures/t/%ld", i);
+            hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
+            int64_t seq;
+            int complete = ds >= 0 && tu_attr_i64(ds, "seq", &seq) == 0;
+            if (ds >= 0)
+                H5Dclose(ds);
+            if (i < points[p])
+                assert_true(complete);
+            if (!complete)
+                continue;
+            assert_int_equal(seq, i);
+            size_t nbytes;
+            int32_t *got = tu_read_raw(f, dp, &nbytes);
+            assert_non_null(got);
+            kill_fill(want, (int)i);
+            assert_int_equal(nbytes, sizeof(want));
+            assert_memory_equal(got, want, sizeof(want));
+            free(got);
+            checked++;
+        }
+        assert_true(checked >= points[p]);
+        H5Fclose(f);
+    }
+    tu_done();
+}
+
+/* --- fixture for the h5py test ------------------------------------------------------------------ */
+
+/*
+ * Writes, through the default session opened from the environment
+ * (ULPPROF_OUTPUT, ULPPROF_LABEL, ULPPROF_ATTR set by the Python test):
+ *   all.<dtype>   every 8/16-bit pattern, wider types tu_pattern(i); layer = dtype index
+ *   logits        f32 [2, 5], role logits
+ *   scalar        f64 rank 0
+ *   empty         bf16 [0, 4]
+ *   repeat        i32 [3] = {occ, 10 occ, 100 occ}, three times, step = occ
+ * and /run model=fixture; exits without closing (the exit handler closes).
+ */
+static int write_fixture(void)
+{
+    static char buf[65536 * 8];
+    for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
+        int64_t shape[2];
+        rt_shape((ulp_dtype)dt, shape);
+        tu_fill((ulp_dtype)dt, buf, rt_count((ulp_dtype)dt));
+        char name[64];
+        snprintf(name, sizeof(name), "all.%s", ulp_dtype_name((ulp_dtype)dt));
+        if (ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt, ULP_ROLE_ACTIVATION) !=
+            ULP_OK)
+            return 1;
+    }
+    float logits[10] = {0.5f, 2.0f, -1.0f, 2.0f, 0.0f, 3.0f, 1.0f, 2.5f, -3.0f, 0.25f};
+    int64_t lshape[2] = {2, 5};
+    double pi = 3.141592653589793;
+    int64_t eshape[2] = {0, 4};
+    if (ulp_capture_host("logits", logits, ULP_DTYPE_F32, 2, lshape, ULP_LAYER_NONE,
+                         ULP_ROLE_LOGITS) != ULP_OK ||
+        ulp_capture_host("scalar", &pi, ULP_DTYPE_F64, 0, NULL, ULP_LAYER_NONE,
+                         ULP_ROLE_INPUT) != ULP_OK ||
+        ulp_capture_host("empty", NULL, ULP_DTYPE_BF16, 2, eshape, 5, ULP_ROLE_KV) != ULP_OK)
+        return 1;
+    for (int occ = 0; occ < 3; occ++) {
+        int32_t r[3] = {occ, 10 * occ, 100 * occ};
+        int64_t rshape[1] = {3};
+        if (ulp_capture_set_step(occ) != ULP_OK ||
+            ulp_capture_host("repeat", r, ULP_DTYPE_I32, 1, rshape, 7, ULP_ROLE_ACTIVATION) !=
+                ULP_OK)
+            return 1;
+    }
+    if (ulp_capture_set_run("model", "fixture") != ULP_OK)
+        return 1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 2 && strcmp(argv[1], "--fixture") == 0)
+        return write_fixture();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capture__roundtrip_session),
+        cmocka_unit_test(test_capture__roundtrip_host_api),
+        cmocka_unit_test(test_capture__default_session_env),
+        cmocka_unit_test(test_capture__disabled_without_output),
+        cmocka_unit_test(test_capture__bad_environment),
+        cmocka_unit_test(test_capture__concurrent_threads),
+        cmocka_unit_test(test_capture__backpressure),
+        cmocka_unit_test(test_capture__deferred_failures),
+        cmocka_unit_test(test_capture__trace_kernels),
+        cmocka_unit_test(test_capture__error_paths),
+        cmocka_unit_test(test_capture__write_failure),
+        cmocka_unit_test(test_capture__sigkill_leaves_readable_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
