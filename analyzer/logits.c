@@ -45,7 +45,7 @@ static void top2(const double *z, uint64_t n, int64_t *arg, double *margin)
     }
     *arg = best;
     if (best < 0)
-        *margin = NAN;
+        *margin = (double)NAN;
     else if (!has2)
         *margin = HUGE_VAL;
     else
@@ -158,8 +158,8 @@ static void explain(const ulp_diff_logits *lg, const double *za, const double *z
     f->margin_a = lg->margin_a[row];
     f->margin_b = lg->margin_b[row];
     if (f->argmax_a < 0 || f->argmax_b < 0) {
-        f->gap_a = f->gap_b = f->gap_perturbation = f->magnitude = NAN;
-        f->gap_perturbation_ulps = NAN;
+        f->gap_a = f->gap_b = f->gap_perturbation = f->magnitude = (double)NAN;
+        f->gap_perturbation_ulps = (double)NAN;
         return;
     }
     double a1 = za[f->argmax_a], a2 = za[f->argmax_b];

@@ -8,7 +8,11 @@
  */
 #include <inttypes.h>
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -19,10 +23,26 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* A magnitude that overflowed double (f64 |a - b|) saturates: JSON has no inf. */
+static json_t *jmag(double v)
+{
+    return isinf(v) && v > 0 ? json_real(DBL_MAX) : jnum(v);
+}
+
+/*
+ * json_int_t is signed 64-bit; an f64 ULP distance may reach 2^64 - 2.
+ * Such a count goes in as a marked string and is turned back into its
+ * digits after dumping (see write_doc()), so the JSON number stays exact.
+ */
+static char u64_mark[48];
+
 static json_t *ju64(uint64_t v)
 {
-    /* json_int_t is signed 64-bit: larger counts (f64 ULP distances) become reals. */
-    return v <= (uint64_t)INT64_MAX ? json_integer((json_int_t)v) : json_real((double)v);
+    if (v <= (uint64_t)INT64_MAX)
+        return json_integer((json_int_t)v);
+    char b[96];
+    snprintf(b, sizeof b, "%s%" PRIu64, u64_mark, v);
+    return json_string(b);
 }
 
 static json_t *jshape(int ndim, const int64_t *shape)
@@ -90,7 +110,7 @@ static json_t *jrow(const ulp_diff_row *row)
     if (compared) {
         json_object_set_new(o, "differing", ju64(m->differing));
         json_object_set_new(o, "max_ulp", ju64(m->max_ulp));
-        json_object_set_new(o, "max_abs_diff", jnum(m->max_abs_diff));
+        json_object_set_new(o, "max_abs_diff", jmag(m->max_abs_diff));
         json_object_set_new(o, "nonfinite_mismatch", ju64(m->nonfinite_mismatch));
     } else {
         json_object_set_new(o, "differing", json_null());
@@ -121,7 +141,7 @@ static json_t *jrow(const ulp_diff_row *row)
         json_object_set_new(o, "ulp_hist", h);
         json_object_set_new(o, "sign_changes", ju64(m->sign_changes));
         json_object_set_new(o, "max_abs", jnum(m->max_abs));
-        json_object_set_new(o, "max_abs_diff_ulps_at_max", jnum(m->max_abs_diff_ulps_at_max));
+        json_object_set_new(o, "max_abs_diff_ulps_at_max", jmag(m->max_abs_diff_ulps_at_max));
         if (m->worst_flat >= 0) {
             json_object_set_new(o, "worst_index", jshape(row->ndim_a, m->worst_index));
             json_object_set_new(o, "worst_flat", json_integer(m->worst_flat));
@@ -310,14 +330,46 @@ static json_t *build(const ulp_diff_result *r)
     return doc;
 }
 
+/* Writes the dumped text, turning each marked u64 string back into a bare number. */
+static int write_doc(const char *text, FILE *f)
+{
+    char pat[64];
+    /* The control character in the mark is escaped by the dumper as \u0001. */
+    snprintf(pat, sizeof pat, "\"\\u0001%s", u64_mark + 1);
+    size_t plen = strlen(pat);
+    const char *p = text;
+    for (;;) {
+        const char *hit = strstr(p, pat);
+        if (hit == NULL)
+            break;
+        fwrite(p, 1, (size_t)(hit - p), f);
+        const char *digits = hit + plen, *end = digits;
+        while (*end >= '0' && *end <= '9')
+            end++;
+        fwrite(digits, 1, (size_t)(end - digits), f);
+        p = *end == '"' ? end + 1 : end;
+    }
+    fputs(p, f);
+    return fputc('\n', f) == EOF || ferror(f) ? -1 : 0;
+}
+
 ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
 {
+    /* A mark no capture name will contain by chance. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(u64_mark, sizeof u64_mark, "\001ulpprof-u64-%lx-%lx:", (unsigned long)ts.tv_nsec,
+             (unsigned long)getpid());
     json_t *doc = build(r);
     if (doc == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory building the JSON report");
-    int rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(doc);
-    if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
+    if (text == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
+    int rc = write_doc(text, f);
+    free(text);
+    if (rc != 0)
         return ulp__error(err, ULP_EIO, "cannot write the JSON report");
     return ULP_OK;
 }

@@ -4,6 +4,7 @@
  * Colour (status only) when the caller asks for it, i.e. on a terminal.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diff_priv.h"
@@ -59,6 +60,37 @@ static void fit_name(char *buf, size_t n, const char *s, size_t w)
         return;
     }
     snprintf(buf, n, "...%s", s + len - (w - 3));
+}
+
+/*
+ * Prints `text` with every line folded at spaces to at most `width`
+ * columns; continuation lines are indented four more than their line.
+ */
+static void wrap(FILE *f, const char *text, size_t width)
+{
+    const char *line = text;
+    while (*line) {
+        const char *nl = strchr(line, '\n');
+        size_t n = nl ? (size_t)(nl - line) : strlen(line);
+        size_t indent = strspn(line, " ");
+        size_t pad = 0; /* indent of the current output line */
+        const char *p = line, *end = line + n;
+        while ((size_t)(end - p) + pad > width) {
+            /* The last space that keeps the piece within the width, past the indent. */
+            const char *cut = NULL;
+            for (const char *q = p + indent + 1; q < end && (size_t)(q - p) + pad <= width; q++)
+                if (*q == ' ')
+                    cut = q;
+            if (cut == NULL)
+                break; /* one long word: leave it */
+            fprintf(f, "%*s%.*s\n", (int)pad, "", (int)(cut - p), p);
+            p = cut + 1;
+            pad = indent + 4;
+            indent = 0;
+        }
+        fprintf(f, "%*s%.*s\n", (int)pad, "", (int)(end - p), p);
+        line = nl ? nl + 1 : end;
+    }
 }
 
 /* Column widths after the name: layer dtype status differing % max_ulp mean_ulp max|diff| ulp@max */
@@ -143,15 +175,31 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
         if (!head)
             fputc('\n', f);
         head = 1;
-        fprintf(f, "%s:", row->name);
+        if (row->occurrence)
+            snprintf(full, sizeof full, "%s#%" PRId64, row->name, row->occurrence);
+        else
+            snprintf(full, sizeof full, "%s", row->name);
+        fprintf(f, "%s:", full);
         if (row->m.nonfinite_mismatch)
-            fprintf(f, " %" PRIu64 " NaN/inf mismatches", row->m.nonfinite_mismatch);
+            fprintf(f, " %" PRIu64 " NaN/inf mismatch%s", row->m.nonfinite_mismatch,
+                    row->m.nonfinite_mismatch == 1 ? "" : "es");
         if (row->m.sign_changes)
-            fprintf(f, "%s %" PRIu64 " sign changes", row->m.nonfinite_mismatch ? "," : "",
-                    row->m.sign_changes);
+            fprintf(f, "%s %" PRIu64 " sign change%s", row->m.nonfinite_mismatch ? "," : "",
+                    row->m.sign_changes, row->m.sign_changes == 1 ? "" : "s");
         fputc('\n', f);
     }
     fputc('\n', f);
-    ulp__report_summary(r, f, "", "");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL)
+        return ULP_ENOMEM;
+    ulp__report_summary(r, mem, "", "");
+    if (fclose(mem) != 0) {
+        free(text);
+        return ULP_ENOMEM;
+    }
+    wrap(f, text, TABLE_WIDTH);
+    free(text);
     return ferror(f) ? ULP_EIO : ULP_OK;
 }

@@ -143,6 +143,8 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
                            const char *code, size_t max_flips)
 {
     char b1[40], b2[40], b3[40], b4[40], b5[40], b6[40];
+    /* Sub-items: a nested list item in Markdown, an indent on the terminal. */
+    const char *sub = bullet[0] ? "  - " : "  ";
     for (size_t i = 0; i < r->n_logits; i++) {
         const ulp_diff_logits *lg = &r->logits[i];
         const ulp_diff_row *row = &r->rows[lg->row_index];
@@ -163,13 +165,13 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
             ulp__fmt_num(b5, sizeof b5, fl->magnitude);
             ulp__fmt_num(b6, sizeof b6, fl->margin_a);
             fprintf(f,
-                    "%s  row %" PRIu64 ": token %" PRId64 " -> %" PRId64 "; margin %s in A; gap "
+                    "%srow %" PRIu64 ": token %" PRId64 " -> %" PRId64 "; margin %s in A; gap "
                     "%s in A, %s in B; perturbation %s = %s ULP of %s at %s\n",
-                    bullet, fl->row, fl->argmax_a, fl->argmax_b, b6, b1, b2, b3, b4,
+                    sub, fl->row, fl->argmax_a, fl->argmax_b, b6, b1, b2, b3, b4,
                     ulp_dtype_name(lg->dtype), b5);
         }
         if (lg->n_flips > max_flips)
-            fprintf(f, "%s  ... and %zu more flipped rows\n", bullet, lg->n_flips - max_flips);
+            fprintf(f, "%s... and %zu more flipped rows\n", sub, lg->n_flips - max_flips);
         for (int k = 0; k < lg->n_sampling; k++) {
             const ulp_diff_sampling *s = &lg->sampling[k];
             ulp__fmt_num(b1, sizeof b1, s->temperature);
@@ -178,9 +180,9 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
             snprintf(b4, sizeof b4, "%.3g", s->p_differ_mean);
             snprintf(b5, sizeof b5, "%.3g", s->p_differ_max);
             fprintf(f,
-                    "%s  T=%s: total variation mean %s, max %s; P(same-draw sample differs) "
+                    "%sT=%s: total variation mean %s, max %s; P(same-draw sample differs) "
                     "mean %s, max %s\n",
-                    bullet, b1, b2, b3, b4, b5);
+                    sub, b1, b2, b3, b4, b5);
         }
     }
 }

@@ -25,6 +25,8 @@ int cmd_ls(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 /* --- Shared helpers (cli.c) -------------------------------------------------------- */
 

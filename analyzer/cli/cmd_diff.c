@@ -170,11 +170,12 @@ int cmd_diff(int argc, char **argv)
         goto cleanup;
     }
     if (out_path) {
-        out = fopen(out_path, "w");
-        if (out == NULL) {
+        FILE *o = fopen(out_path, "w");
+        if (o == NULL) {
             cli_error("cannot open '%s' for writing: %s", out_path, strerror(errno));
             goto cleanup;
         }
+        out = o;
     }
     unsigned flags = 0;
     if (format == ULP_REPORT_TABLE &&

@@ -172,8 +172,7 @@ static int script_push(script *s, op kind, size_t a, size_t b)
  * the steps (offset by ao, bo) to `out` in order.  Returns 0, 1 when the
  * distance exceeds MAX_EDITS (nothing appended), -1 when out of memory.
  */
-static int myers(const int *a, size_t n, const int *b, size_t m, size_t ao, size_t bo,
-                 script *out)
+static int myers(const int *a, size_t n, const int *b, size_t m, size_t ao, size_t bo, script *out)
 {
     long N = (long)n, M = (long)m, max = N + M;
     if (max > MAX_EDITS)
@@ -273,8 +272,8 @@ static void print_kernel(char tag, const char *side, size_t i, const ulp_kernel_
 {
     printf("%c %s #%zu  ", tag, side, i);
     cli_print_escaped(stdout, k->name);
-    printf("  grid=(%d,%d,%d) block=(%d,%d,%d)\n", k->grid[0], k->grid[1], k->grid[2],
-           k->block[0], k->block[1], k->block[2]);
+    printf("  grid=(%d,%d,%d) block=(%d,%d,%d)\n", k->grid[0], k->grid[1], k->grid[2], k->block[0],
+           k->block[1], k->block[2]);
 }
 
 static void print_where(const char *side, const ulp_snapshot *s, size_t r)
@@ -283,8 +282,8 @@ static void print_where(const char *side, const ulp_snapshot *s, size_t r)
     const ulp_capture_info *c = capture_of(s, r, &inside);
     if (c == NULL)
         return;
-    printf("  %s #%zu %s capture %s/%" PRId64, side, r, inside ? "belongs to" : "precedes",
-           c->name, c->occurrence);
+    printf("  %s #%zu %s capture %s/%" PRId64, side, r, inside ? "belongs to" : "precedes", c->name,
+           c->occurrence);
     if (c->layer >= 0)
         printf(" (layer %d)", c->layer);
     printf("\n");
@@ -293,8 +292,8 @@ static void print_where(const char *side, const ulp_snapshot *s, size_t r)
 static json_t *kernel_json(size_t i, const ulp_kernel_info *k)
 {
     return json_pack("{s:I, s:s, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name", k->name,
-                     "grid", k->grid[0], k->grid[1], k->grid[2], "block", k->block[0],
-                     k->block[1], k->block[2]);
+                     "grid", k->grid[0], k->grid[1], k->grid[2], "block", k->block[0], k->block[1],
+                     k->block[2]);
 }
 
 int cmd_kernels(int argc, char **argv)
@@ -361,7 +360,8 @@ int cmd_kernels(int argc, char **argv)
         const ulp_snapshot *s = i ? B : A;
         if (ulp_snapshot_kernel_count(s) == 0)
             cli_error("kernels: '%s' has no kernel trace (record a CUDA program with "
-                      "'ulpprof record')", ulp_snapshot_path(s));
+                      "'ulpprof record')",
+                      ulp_snapshot_path(s));
     }
 
     size_t pre = 0;
@@ -396,12 +396,12 @@ int cmd_kernels(int argc, char **argv)
     }
 
     if (as_json) {
-        json_t *o = json_pack("{s:s, s:i, s:{s:s, s:s, s:I}, s:{s:s, s:s, s:I}, s:b, s:b}",
-                              "format", "ulpprof-kernels", "format_version", 1, "a", "path",
-                              ulp_snapshot_path(A), "label", ulp_snapshot_label(A), "launches",
-                              (json_int_t)na, "b", "path", ulp_snapshot_path(B), "label",
-                              ulp_snapshot_label(B), "launches", (json_int_t)nb, "identical",
-                              identical, "aligned", aligned);
+        json_t *o =
+            json_pack("{s:s, s:i, s:{s:s, s:s, s:I}, s:{s:s, s:s, s:I}, s:b, s:b}", "format",
+                      "ulpprof-kernels", "format_version", 1, "a", "path", ulp_snapshot_path(A),
+                      "label", ulp_snapshot_label(A), "launches", (json_int_t)na, "b", "path",
+                      ulp_snapshot_path(B), "label", ulp_snapshot_label(B), "launches",
+                      (json_int_t)nb, "identical", identical, "aligned", aligned);
         if (o == NULL)
             goto oom;
         if (aligned) {
@@ -415,10 +415,10 @@ int cmd_kernels(int argc, char **argv)
             json_t *fd = json_object();
             json_object_set_new(fd, "a_index", json_integer((json_int_t)pre));
             json_object_set_new(fd, "b_index", json_integer((json_int_t)pre));
-            json_object_set_new(fd, "a", pre < na ? kernel_json(pre, ulp_snapshot_kernel(A, pre))
-                                                  : json_null());
-            json_object_set_new(fd, "b", pre < nb ? kernel_json(pre, ulp_snapshot_kernel(B, pre))
-                                                  : json_null());
+            json_object_set_new(
+                fd, "a", pre < na ? kernel_json(pre, ulp_snapshot_kernel(A, pre)) : json_null());
+            json_object_set_new(
+                fd, "b", pre < nb ? kernel_json(pre, ulp_snapshot_kernel(B, pre)) : json_null());
             json_object_set_new(o, "first_divergence", fd);
         }
         if (aligned && !identical) {
@@ -484,8 +484,7 @@ int cmd_kernels(int argc, char **argv)
             if (max_hunks > 0 && hunks == max_hunks) {
                 size_t left = 0;
                 for (size_t j = i; j < sc.n; j++)
-                    left += sc.v[j].kind != OP_SAME &&
-                            (j == 0 || sc.v[j - 1].kind == OP_SAME);
+                    left += sc.v[j].kind != OP_SAME && (j == 0 || sc.v[j - 1].kind == OP_SAME);
                 printf("... %zu more differing stretch%s (--max-hunks 0 shows all)\n", left,
                        left == 1 ? "" : "es");
                 break;

@@ -20,7 +20,8 @@
 
 #include "cli.h"
 
-#define RECORD_USAGE "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] -- CMD [ARGS...]"
+#define RECORD_USAGE                                                                               \
+    "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] -- CMD [ARGS...]"
 #define CUDA_LIB_NAME "libulpprof_cuda.so"
 
 static void record_help(void)
@@ -90,11 +91,11 @@ static int find_cuda_library(char *out, size_t size)
         return -1;
     *slash = '\0';
     static const char *const rel[] = {
-        "",                             /* beside the program                 */
-        "/../lib",                      /* installed: PREFIX/bin, PREFIX/lib  */
+        "",        /* beside the program                 */
+        "/../lib", /* installed: PREFIX/bin, PREFIX/lib  */
         "/../lib64",
         "/../lib/x86_64-linux-gnu",
-        "/../../collector/cuda",        /* build tree: analyzer/cli/ulpprof   */
+        "/../../collector/cuda", /* build tree: analyzer/cli/ulpprof   */
     };
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
         char cand[PATH_MAX + 64];
@@ -163,12 +164,9 @@ static int run_child(char **argv)
 int cmd_record(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"label", required_argument, NULL, 'l'},
-        {"attr", required_argument, NULL, 'a'},
-        {"no-cuda", no_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'}, {"label", required_argument, NULL, 'l'},
+        {"attr", required_argument, NULL, 'a'},   {"no-cuda", no_argument, NULL, 'N'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     const char *output = NULL, *label = NULL;
     int no_cuda = 0;
@@ -247,8 +245,7 @@ int cmd_record(int argc, char **argv)
             cli_error("record: cannot get the current directory: %s", strerror(errno));
             goto cleanup;
         }
-        if ((size_t)snprintf(abs_out, sizeof(abs_out), "%s/%s", cwd, output) >=
-            sizeof(abs_out)) {
+        if ((size_t)snprintf(abs_out, sizeof(abs_out), "%s/%s", cwd, output) >= sizeof(abs_out)) {
             cli_error("record: output path '%s' is too long", output);
             goto cleanup;
         }
@@ -273,7 +270,8 @@ int cmd_record(int argc, char **argv)
             }
         } else {
             cli_error("record: %s not found (set ULPPROF_CUDA_LIBRARY); recording host "
-                      "captures only", CUDA_LIB_NAME);
+                      "captures only",
+                      CUDA_LIB_NAME);
         }
     }
 

@@ -19,13 +19,14 @@
 #include "common/error.h"
 #include "cuda_cupti.h"
 
-#define BUFFER_BYTES ((size_t)1 << 20)
+#define BUFFER_BYTES    ((size_t)1 << 20)
 #define FLUSH_PERIOD_MS 1000
 
 #define FN(name) __typeof__(name) *name
 static struct {
     void *lib;
     FN(cuptiSubscribe);
+    FN(cuptiUnsubscribe);
     FN(cuptiEnableCallback);
     FN(cuptiActivityRegisterCallbacks);
     FN(cuptiActivityEnable);
@@ -78,6 +79,7 @@ static int bind_cupti(void *h)
         void *slot;
     } t[] = {
         {"cuptiSubscribe", &api.cuptiSubscribe},
+        {"cuptiUnsubscribe", &api.cuptiUnsubscribe},
         {"cuptiEnableCallback", &api.cuptiEnableCallback},
         {"cuptiActivityRegisterCallbacks", &api.cuptiActivityRegisterCallbacks},
         {"cuptiActivityEnable", &api.cuptiActivityEnable},
@@ -154,8 +156,8 @@ static void count_capture(atomic_int *counter, int begin, int ok)
         ;
 }
 
-static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain,
-                                 CUpti_CallbackId cbid, const void *cbdata)
+static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const void *cbdata)
 {
     (void)userdata;
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
@@ -251,8 +253,7 @@ ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
     api.lib = h;
     CUptiResult r = api.cuptiSubscribe(&g_sub, on_callback, NULL);
     if (r != CUPTI_SUCCESS)
-        return ulp__error(err, ULP_EUNSUPPORTED, "cannot subscribe to CUPTI: %s%s",
-                          result_str(r),
+        return ulp__error(err, ULP_EUNSUPPORTED, "cannot subscribe to CUPTI: %s%s", result_str(r),
                           r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
                               ? " (another profiler owns it)"
                               : "");
@@ -271,6 +272,8 @@ ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
         r = api.cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (r != CUPTI_SUCCESS) {
         g_trace = NULL;
+        /* Leave CUPTI to whoever else wants it (torch.profiler, Nsight). */
+        api.cuptiUnsubscribe(g_sub);
         return ulp__error(err, ULP_EUNSUPPORTED, "cannot enable the CUPTI kernel trace: %s",
                           result_str(r));
     }

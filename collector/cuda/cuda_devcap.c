@@ -20,16 +20,16 @@ typedef struct job {
     ulp_capture_desc d;
     char *name;
     int64_t shape[ULP_MAX_RANK];
-    staging *buf;         /* NULL when nbytes == 0 */
+    staging *buf; /* NULL when nbytes == 0 */
     size_t nbytes;
     CUcontext ctx;
-    CUevent ev;           /* NULL: the copy was synchronous */
-    int any_stream;       /* attribute the kernels of every stream */
+    CUevent ev;     /* NULL: the copy was synchronous */
+    int any_stream; /* attribute the kernels of every stream */
     int has_stream_id;
     uint32_t stream_id;
-    uint32_t corr;        /* 0: no attribution */
-    int done;             /* the copy has finished */
-    int bad;              /* the wait failed: drop */
+    uint32_t corr; /* 0: no attribution */
+    int done;      /* the copy has finished */
+    int bad;       /* the wait failed: drop */
 } job;
 
 typedef struct event_slot {
@@ -40,14 +40,14 @@ typedef struct event_slot {
 struct ulp__devcap {
     ulp__devcap_config cfg;
     pthread_mutex_t lock;
-    pthread_cond_t cond;        /* queue, pool and flush changes */
+    pthread_cond_t cond; /* queue, pool and flush changes */
     job *head, *tail;
-    uint64_t in_flight;         /* queued or being handed over */
+    uint64_t in_flight; /* queued or being handed over */
     int thread_started, stopping, closed;
     pthread_t thread;
     staging *free_bufs;
-    size_t pool_used;           /* bytes allocated, free or out */
-    uint64_t bufs_out;          /* buffers held by jobs or the sink */
+    size_t pool_used;  /* bytes allocated, free or out */
+    uint64_t bufs_out; /* buffers held by jobs or the sink */
     event_slot *free_events;
     ulp__devcap_stats stats;
 };
@@ -389,8 +389,7 @@ static void deliver(ulp__devcap *dc, job *j)
 {
     if (j->corr != 0 && dc->cfg.trace != NULL) {
         int64_t range[2];
-        if (ulp__cuda_trace_attribute(dc->cfg.trace, j->any_stream, j->stream_id, j->corr,
-                                      range)) {
+        if (ulp__cuda_trace_attribute(dc->cfg.trace, j->any_stream, j->stream_id, j->corr, range)) {
             j->d.has_kernels = 1;
             j->d.kernels[0] = range[0];
             j->d.kernels[1] = range[1];

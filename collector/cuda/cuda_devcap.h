@@ -39,19 +39,19 @@ typedef struct ulp__devcap_sink {
 } ulp__devcap_sink;
 
 typedef struct ulp__devcap_config {
-    const ulp__cuda_ops *ops;   /* required, must outlive the devcap      */
-    ulp__cuda_hooks hooks;      /* optional CUPTI hooks                   */
-    ulp__devcap_sink sink;      /* required                               */
-    ulp__cuda_trace *trace;     /* NULL: captures carry no `kernels`      */
-    size_t pool_bytes;          /* bound on pinned staging memory, bytes  */
+    const ulp__cuda_ops *ops; /* required, must outlive the devcap */
+    ulp__cuda_hooks hooks;    /* optional CUPTI hooks */
+    ulp__devcap_sink sink;    /* required */
+    ulp__cuda_trace *trace;   /* NULL: captures carry no `kernels` */
+    size_t pool_bytes;        /* bound on pinned staging memory, bytes */
 } ulp__devcap_config;
 
 typedef struct ulp__devcap_stats {
-    uint64_t captured;          /* handed to the sink                     */
-    uint64_t skipped_graph;     /* a CUDA graph capture was in progress   */
-    uint64_t synced;            /* unknown stream: context synchronized   */
-    uint64_t too_large;         /* larger than the whole staging pool     */
-    uint64_t failed;            /* a driver call failed                   */
+    uint64_t captured;      /* handed to the sink */
+    uint64_t skipped_graph; /* a CUDA graph capture was in progress */
+    uint64_t synced;        /* unknown stream: context synchronized */
+    uint64_t too_large;     /* larger than the whole staging pool */
+    uint64_t failed;        /* a driver call failed */
 } ulp__devcap_stats;
 
 ulp_status ulp__devcap_create(const ulp__devcap_config *cfg, ulp__devcap **out);

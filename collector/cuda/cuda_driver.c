@@ -14,7 +14,10 @@ typedef struct sym {
     int required;
 } sym;
 
-#define OP(field, name, req) {name, offsetof(ulp__cuda_ops, field), req}
+#define OP(field, name, req)                                                                       \
+    {                                                                                              \
+        name, offsetof(ulp__cuda_ops, field), req                                                  \
+    }
 
 static const sym syms[] = {
     OP(ctx_get_current, "cuCtxGetCurrent", 1),

@@ -87,12 +87,22 @@ static void set_env_version(const char *key, int v)
 }
 
 /* Variables that change CUDA numerics, beyond the session's own list. */
-static const char *const cuda_env_vars[] = {
-    "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUBLASLT_WORKSPACE_SIZE",
-    "CUBLAS_EMULATE_SINGLE_PRECISION", "CUBLAS_EMULATION_STRATEGY", "CUBLASLT_LOG_LEVEL",
-    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "TORCH_BLAS_PREFER_CUBLASLT", "CUDA_LAUNCH_BLOCKING",
-    "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_MODULE_LOADING",
-    "NCCL_ALGO", "NCCL_PROTO", "VLLM_BATCH_INVARIANT", NULL};
+static const char *const cuda_env_vars[] = {"CUBLAS_WORKSPACE_CONFIG",
+                                            "NVIDIA_TF32_OVERRIDE",
+                                            "CUBLASLT_WORKSPACE_SIZE",
+                                            "CUBLAS_EMULATE_SINGLE_PRECISION",
+                                            "CUBLAS_EMULATION_STRATEGY",
+                                            "CUBLASLT_LOG_LEVEL",
+                                            "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
+                                            "TORCH_BLAS_PREFER_CUBLASLT",
+                                            "CUDA_LAUNCH_BLOCKING",
+                                            "CUDA_VISIBLE_DEVICES",
+                                            "CUDA_DEVICE_MAX_CONNECTIONS",
+                                            "CUDA_MODULE_LOADING",
+                                            "NCCL_ALGO",
+                                            "NCCL_PROTO",
+                                            "VLLM_BATCH_INVARIANT",
+                                            NULL};
 
 static void *noload(const char *const *names)
 {
@@ -107,10 +117,10 @@ static void *noload(const char *const *names)
 /* Versions of the libraries the program loaded (never loads them). */
 static void record_lib_versions(void)
 {
-    static const char *const cudart[] = {"libcudart.so.13", "libcudart.so.12",
-                                         "libcudart.so.11.0", NULL};
-    static const char *const cublas[] = {"libcublas.so.13", "libcublas.so.12",
-                                         "libcublas.so.11", NULL};
+    static const char *const cudart[] = {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+                                         NULL};
+    static const char *const cublas[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so.11",
+                                         NULL};
     void *h = noload(cudart);
     void *sym = dlsym(h != NULL ? h : RTLD_DEFAULT, "cudaRuntimeGetVersion");
     if (sym != NULL) {
@@ -324,9 +334,18 @@ ULP_API int InitializeInjection(void)
     trace_create_locked();
     ulp_error err;
     ulp_error_clear(&err);
-    if (g_trace != NULL && !ulp__cupti_active() && ulp__cupti_start(g_trace, &err) != ULP_OK)
-        warn("%s; recording captures without the kernel trace", err.msg);
+    int traced = ulp__cupti_active();
+    if (g_trace != NULL && !traced) {
+        traced = ulp__cupti_start(g_trace, &err) == ULP_OK;
+        if (!traced)
+            warn("%s; recording captures without the kernel trace", err.msg);
+    }
     pthread_mutex_unlock(&g_init);
+    /* With a trace, open the snapshot now (no CUDA work involved): the exit
+     * handler registered with it flushes CUPTI, so a program that captures
+     * nothing still gets its kernel trace. */
+    if (traced && session_acquire() != NULL)
+        session_release();
     return 1;
 }
 
@@ -473,8 +492,7 @@ void ulp__inject_mark(const char *msg)
         return;
     }
     d.stream = m.has_stream ? m.stream : 0;
-    capture_device(&d, m.ptr, (size_t)m.nbytes, m.has_stream,
-                   (CUstream)(uintptr_t)m.stream);
+    capture_device(&d, m.ptr, (size_t)m.nbytes, m.has_stream, (CUstream)(uintptr_t)m.stream);
 }
 
 /* --- the C API --------------------------------------------------------- */
@@ -505,9 +523,8 @@ ulp_status ulp_capture_device_desc(const ulp_capture_desc *d, void *stream)
                           has_stream ? (CUstream)stream : NULL);
 }
 
-ulp_status ulp_capture_device(const char *name, const void *device_ptr, ulp_dtype dtype,
-                              int ndim, const int64_t *shape, int32_t layer, ulp_role role,
-                              void *stream)
+ulp_status ulp_capture_device(const char *name, const void *device_ptr, ulp_dtype dtype, int ndim,
+                              const int64_t *shape, int32_t layer, ulp_role role, void *stream)
 {
     ulp_capture_desc d;
     ulp_capture_desc_init(&d);

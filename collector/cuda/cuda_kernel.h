@@ -14,19 +14,19 @@
 #include "ulpprof/status.h"
 
 typedef struct ulp__cuda_kernel {
-    uint32_t correlation_id; /* of the API call that launched it           */
-    char *name;              /* demangled (or as given); owned, malloc'd    */
+    uint32_t correlation_id; /* of the API call that launched it */
+    char *name;              /* demangled (or as given); owned, malloc'd */
     int32_t grid[3];
     int32_t block[3];
-    int32_t shared_static;   /* bytes                                       */
-    int32_t shared_dynamic;  /* bytes                                       */
-    int32_t registers;       /* per thread                                  */
-    uint32_t stream_id;      /* CUPTI stream id (not a CUstream value)      */
+    int32_t shared_static;  /* bytes */
+    int32_t shared_dynamic; /* bytes */
+    int32_t registers;      /* per thread */
+    uint32_t stream_id;     /* CUPTI stream id (not a CUstream value) */
     uint32_t device;
     uint32_t context_id;
-    uint64_t start_ns;       /* CUPTI timestamps; 0 when CUPTI had none     */
+    uint64_t start_ns; /* CUPTI timestamps; 0 when CUPTI had none */
     uint64_t end_ns;
-    uint64_t graph_node_id;  /* 0 outside CUDA graphs                       */
+    uint64_t graph_node_id; /* 0 outside CUDA graphs */
 } ulp__cuda_kernel;
 
 /*

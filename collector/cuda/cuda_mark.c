@@ -41,10 +41,9 @@ typedef struct key_def {
 } key_def;
 
 static const key_def keys[] = {
-    {"ev", SEEN_EV},         {"name", SEEN_NAME},     {"ptr", SEEN_PTR},
-    {"dtype", SEEN_DTYPE},   {"shape", SEEN_SHAPE},   {"stride", SEEN_STRIDE},
-    {"dev", SEEN_DEV},       {"stream", SEEN_STREAM}, {"layer", SEEN_LAYER},
-    {"role", SEEN_ROLE},     {"step", SEEN_STEP},     {"bytes", SEEN_BYTES},
+    {"ev", SEEN_EV},       {"name", SEEN_NAME},     {"ptr", SEEN_PTR},   {"dtype", SEEN_DTYPE},
+    {"shape", SEEN_SHAPE}, {"stride", SEEN_STRIDE}, {"dev", SEEN_DEV},   {"stream", SEEN_STREAM},
+    {"layer", SEEN_LAYER}, {"role", SEEN_ROLE},     {"step", SEEN_STEP}, {"bytes", SEEN_BYTES},
 };
 
 /* Strict unsigned parse: decimal or 0x-hex, the whole string, no sign. */

@@ -13,38 +13,38 @@
 #include "ulpprof/dtype.h"
 #include "ulpprof/status.h"
 
-#define ULP__MARK_PREFIX "ulp1|"
-#define ULP__MARK_MAX_LEN 8192  /* longer messages are malformed           */
+#define ULP__MARK_PREFIX   "ulp1|"
+#define ULP__MARK_MAX_LEN  8192 /* longer messages are malformed */
 #define ULP__MARK_NAME_MAX 1024 /* bytes of a capture name, '\0' included */
 
 typedef enum ulp__mark_kind {
     ULP__MARK_NOT_OURS = 0, /* not an ulpprof mark: ignore it silently */
-    ULP__MARK_CAPTURE,      /* ev=capture: copy a tensor               */
-    ULP__MARK_STEP          /* ev=step: set the session's step         */
+    ULP__MARK_CAPTURE,      /* ev=capture: copy a tensor */
+    ULP__MARK_STEP          /* ev=step: set the session's step */
 } ulp__mark_kind;
 
 typedef enum ulp__mark_mem {
     ULP__MARK_MEM_CUDA = 0, /* ptr is a device address (dev=cuda[:N]) */
-    ULP__MARK_MEM_HOST      /* ptr is a host address (dev=host|cpu)    */
+    ULP__MARK_MEM_HOST      /* ptr is a host address (dev=host|cpu) */
 } ulp__mark_mem;
 
 typedef struct ulp__mark {
     ulp__mark_kind kind;
     char name[ULP__MARK_NAME_MAX];
-    uint64_t ptr;                  /* 0 only for an empty tensor             */
+    uint64_t ptr; /* 0 only for an empty tensor */
     ulp_dtype dtype;
-    int ndim;                      /* 0..ULP_MAX_RANK                        */
-    int64_t shape[ULP_MAX_RANK];   /* elements per axis, row-major           */
-    uint64_t elements;             /* product of shape (1 for rank 0)        */
-    uint64_t nbytes;               /* elements * dtype size                  */
+    int ndim;                    /* 0..ULP_MAX_RANK */
+    int64_t shape[ULP_MAX_RANK]; /* elements per axis, row-major */
+    uint64_t elements;           /* product of shape (1 for rank 0) */
+    uint64_t nbytes;             /* elements * dtype size */
     ulp__mark_mem mem;
-    int device;                    /* CUDA ordinal, -1 when not given        */
-    int has_stream;                /* 0: stream unknown, sync the context    */
-    uint64_t stream;               /* CUstream value; 0 = legacy default     */
-    int32_t layer;                 /* ULP_LAYER_NONE when absent             */
+    int device;      /* CUDA ordinal, -1 when not given */
+    int has_stream;  /* 0: stream unknown, sync the context */
+    uint64_t stream; /* CUstream value; 0 = legacy default */
+    int32_t layer;   /* ULP_LAYER_NONE when absent */
     ulp_role role;
-    int64_t step;                  /* ULP_STEP_NONE when absent              */
-    unsigned unknown_keys;         /* keys ignored for forward compatibility */
+    int64_t step;          /* ULP_STEP_NONE when absent */
+    unsigned unknown_keys; /* keys ignored for forward compatibility */
 } ulp__mark;
 
 /*

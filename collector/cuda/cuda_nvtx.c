@@ -29,8 +29,8 @@ static void NVTX_API on_domain_mark_ex(nvtxDomainHandle_t domain, const nvtxEven
 }
 
 /* Sets slot `cbid` of `module`'s table, when the table has it. */
-static void install(const NvtxExportTableCallbacks *cb, NvtxCallbackModule module,
-                    unsigned cbid, NvtxFunctionPointer fn)
+static void install(const NvtxExportTableCallbacks *cb, NvtxCallbackModule module, unsigned cbid,
+                    NvtxFunctionPointer fn)
 {
     NvtxFunctionTable table = NULL;
     unsigned int last = 0;

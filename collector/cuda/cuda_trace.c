@@ -156,8 +156,8 @@ static void take_below(stream_pending *s, uint32_t corr, uint64_t *lo, uint64_t 
     s->n = keep;
 }
 
-int ulp__cuda_trace_attribute(ulp__cuda_trace *t, int any_stream, uint32_t stream_id,
-                              uint32_t corr, int64_t range[2])
+int ulp__cuda_trace_attribute(ulp__cuda_trace *t, int any_stream, uint32_t stream_id, uint32_t corr,
+                              int64_t range[2])
 {
     pthread_mutex_lock(&t->lock);
     int ok = !t->stopped;

@@ -52,8 +52,8 @@ ulp_status ulp__cuda_trace_add(ulp__cuda_trace *t, ulp__cuda_kernel *k, size_t n
  * rows.  An empty range is [rows, rows).  Returns 1 with `range` set, or 0
  * when the trace has stopped.
  */
-int ulp__cuda_trace_attribute(ulp__cuda_trace *t, int any_stream, uint32_t stream_id,
-                              uint32_t corr, int64_t range[2]);
+int ulp__cuda_trace_attribute(ulp__cuda_trace *t, int any_stream, uint32_t stream_id, uint32_t corr,
+                              int64_t range[2]);
 
 /* Rows numbered so far. */
 uint64_t ulp__cuda_trace_rows(ulp__cuda_trace *t);

@@ -45,8 +45,8 @@ extern "C" {
  * (ULPPROF_PINNED_MB, default 1024), ULP_EINVAL for bad arguments.
  */
 ULP_API ulp_status ulp_capture_device(const char *name, const void *device_ptr, ulp_dtype dtype,
-                                      int ndim, const int64_t *shape, int32_t layer,
-                                      ulp_role role, void *stream);
+                                      int ndim, const int64_t *shape, int32_t layer, ulp_role role,
+                                      void *stream);
 
 /*
  * The same with a full descriptor: d->data is the device address; the

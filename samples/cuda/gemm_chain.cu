@@ -122,7 +122,7 @@ static void announce(const char *name, const void *ptr, int64_t cols, int layer,
                                                                        : ULP_ROLE_ACTIVATION,
                                            (void *)stream);
         if (st != ULP_OK && st != ULP_EDISABLED)
-            fprintf(stderr, "gemm_chain: capture of %s: %s\n", name, ulp_status_str(st));
+            fprintf(stderr, "gemm_chain: capture of %s: ulp_status %d\n", name, (int)st);
         return;
     }
     char msg[512];

@@ -13,8 +13,14 @@
  *
  * Options: --layers N (default 4), --malformed N (emit N malformed marks),
  * --exit CODE (exit status), --steps (emit an ev=step mark per pass),
- * --passes N (forward passes, default 1).
+ * --passes N (forward passes, default 1), --device-marks (also announce two
+ * "device" tensors, which a machine without a GPU must drop cleanly),
+ * --driver-init (load libcuda.so.1, call cuInit, then call
+ * InitializeInjection of $CUDA_INJECTION64_PATH as a real driver would: on
+ * a machine with only the toolkit's stub libcuda, this exercises the
+ * collector's CUPTI failure path).
  */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,9 +42,31 @@ static uint16_t to_bf16(float f)
     return (uint16_t)(u >> 16);
 }
 
+/* What libcuda does at cuInit with CUDA_INJECTION64_PATH, done by hand. */
+static void driver_init(void)
+{
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    if (cuda == NULL) {
+        fprintf(stderr, "nvtx_host_marks: no libcuda.so.1: %s\n", dlerror());
+        return;
+    }
+    void *sym = dlsym(cuda, "cuInit");
+    int (*cu_init)(unsigned) = NULL;
+    memcpy(&cu_init, &sym, sizeof(sym));
+    if (cu_init != NULL)
+        fprintf(stderr, "nvtx_host_marks: cuInit -> %d\n", cu_init(0));
+    const char *inj = getenv("CUDA_INJECTION64_PATH");
+    void *lib = inj != NULL ? dlopen(inj, RTLD_NOW | RTLD_LOCAL) : NULL;
+    sym = lib != NULL ? dlsym(lib, "InitializeInjection") : NULL;
+    int (*init)(void) = NULL;
+    memcpy(&init, &sym, sizeof(sym));
+    if (init != NULL)
+        fprintf(stderr, "nvtx_host_marks: InitializeInjection -> %d\n", init());
+}
+
 int main(int argc, char **argv)
 {
-    int layers = 4, malformed = 0, code = 0, steps = 0, passes = 1;
+    int layers = 4, malformed = 0, code = 0, steps = 0, passes = 1, device_marks = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
             layers = atoi(argv[++i]);
@@ -50,9 +78,15 @@ int main(int argc, char **argv)
             passes = atoi(argv[++i]);
         else if (strcmp(argv[i], "--steps") == 0)
             steps = 1;
+        else if (strcmp(argv[i], "--device-marks") == 0)
+            device_marks = 1;
+        else if (strcmp(argv[i], "--driver-init") == 0)
+            driver_init();
         else {
-            fprintf(stderr, "usage: %s [--layers N] [--malformed N] [--exit CODE] "
-                            "[--passes N] [--steps]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--layers N] [--malformed N] [--exit CODE] "
+                    "[--passes N] [--steps] [--device-marks] [--driver-init]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -91,6 +125,11 @@ int main(int argc, char **argv)
                  "ulp1|name=logits|ptr=%" PRIuPTR "|dtype=bf16|shape=2,5|role=logits|dev=cpu",
                  (uintptr_t)logits);
         nvtxMarkA(msg);
+    }
+    if (device_marks) {
+        /* A device address on a known stream, and one on an unknown stream. */
+        nvtxMarkA("ulp1|name=dev.a|ptr=0x7f0000000000|dtype=f32|shape=4|stream=0x0");
+        nvtxMarkA("ulp1|name=dev.b|ptr=0x7f0000000000|dtype=f32|shape=4");
     }
     for (int i = 0; i < malformed; i++)
         nvtxMarkA("ulp1|name=broken|dtype=f32|shape=2,x|dev=host");

@@ -6,6 +6,8 @@ tests/perf/bench_diff.sh).
 Nothing here uses ulpprof code: the decoders follow FORMAT.md's format table
 (IEEE binary16/32/64, bfloat16, OCP fp8 e4m3fn and e5m2).
 """
+import math
+
 import h5py
 import numpy as np
 
@@ -58,7 +60,7 @@ def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_n
         caps = f.create_group("captures")
         for i, c in enumerate(captures):
             grp = caps.require_group(c["name"])
-            bits = np.ascontiguousarray(c["bits"]).astype(STORAGE[c["dtype"]][0], copy=False)
+            bits = np.array(c["bits"], dtype=STORAGE[c["dtype"]][0], order="C")  # keeps 0-d
             tid = h5_file_type(c["dtype"])
             space = h5py.h5s.create_simple(bits.shape) if bits.ndim else h5py.h5s.create(
                 h5py.h5s.SCALAR)
@@ -103,7 +105,8 @@ def decode(dtype, bits):
     if dtype == "f64":
         return bits.astype(np.uint64).view(np.float64).copy()
     if dtype == "f32":
-        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            return bits.astype(np.uint32).view(np.float32).astype(np.float64)
     e_bits, m_bits, bias, has_inf = FLOATS[dtype]
     b = bits.astype(np.int64)
     width = 1 + e_bits + m_bits
@@ -135,10 +138,6 @@ def ulp_spacing(dtype, x):
     elif np.isinf(ax):
         e = emax
     else:
-        e = int(np.floor(np.log2(ax)))
-        if 2.0 ** e > ax:
-            e -= 1
-        elif 2.0 ** (e + 1) <= ax:
-            e += 1
+        e = math.frexp(ax)[1] - 1        # ax in [2^e, 2^(e+1))
         e = min(max(e, emin), emax)
-    return 2.0 ** (e - m_bits)
+    return math.ldexp(1.0, e - m_bits)

@@ -382,9 +382,9 @@ static void test_cuda_devcap__failures(void **state)
     /* Larger than the whole pool. */
     ulp__devcap_free(dc);
     dc = make(64 << 10, NULL, NULL);
-    assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, (64 << 10) + 1, 1,
-                                         STREAM),
-                     ULP_ERANGE);
+    assert_int_equal(
+        ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, (64 << 10) + 1, 1, STREAM),
+        ULP_ERANGE);
     ulp__devcap_get_stats(dc, &st);
     assert_true(st.too_large == 1);
     ulp__devcap_free(dc);
@@ -543,9 +543,9 @@ static void capture_on(ulp__devcap *dc, const char *name, int has_stream, uintpt
     int64_t shape[1] = {1};
     ulp_capture_desc d = desc(name, ULP_DTYPE_F32, 1, shape);
     next_copy_corr = corr;
-    assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, 4, has_stream,
-                                         (CUstream)stream),
-                     ULP_OK);
+    assert_int_equal(
+        ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, 4, has_stream, (CUstream)stream),
+        ULP_OK);
     ulp__devcap_flush(dc);
 }
 
@@ -554,8 +554,8 @@ static void expect_range(int i, int64_t first, int64_t last)
     assert_int_equal(gots[i].d.has_kernels, 1);
     if (gots[i].d.kernels[0] != first || gots[i].d.kernels[1] != last)
         fail_msg("%s: kernels [%lld, %lld), expected [%lld, %lld)", gots[i].name,
-                 (long long)gots[i].d.kernels[0], (long long)gots[i].d.kernels[1],
-                 (long long)first, (long long)last);
+                 (long long)gots[i].d.kernels[0], (long long)gots[i].d.kernels[1], (long long)first,
+                 (long long)last);
 }
 
 static void test_cuda_devcap__attribution(void **state)
@@ -684,9 +684,9 @@ static void test_cuda_devcap__session_file(void **state)
     ulp_capture_desc d = desc("model.layers.0.out", ULP_DTYPE_BF16, 2, shape);
     d.layer = 0;
     next_copy_corr = 3;
-    assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)bf, sizeof(bf), 1,
-                                         (CUstream)(uintptr_t)7),
-                     ULP_OK);
+    assert_int_equal(
+        ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)bf, sizeof(bf), 1, (CUstream)(uintptr_t)7),
+        ULP_OK);
     ulp__devcap_flush(dc);
     ulp__devcap_free(dc);
     assert_int_equal(ulp_session_close(real_session), ULP_OK);

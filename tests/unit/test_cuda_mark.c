@@ -30,8 +30,15 @@ static void test_cuda_mark__not_ours(void **state)
 {
     (void)state;
     ulp__mark m;
-    const char *foreign[] = {NULL, "", "hello", "ulp", "ulpx|name=a", "ULP1|name=a",
-                             "ulp1 name=a", "ulp|name=a", "{'Module': 'top'}"};
+    const char *foreign[] = {NULL,
+                             "",
+                             "hello",
+                             "ulp",
+                             "ulpx|name=a",
+                             "ULP1|name=a",
+                             "ulp1 name=a",
+                             "ulp|name=a",
+                             "{'Module': 'top'}"};
     for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
         assert_int_equal(parse(foreign[i], &m), ULP_OK);
         assert_int_equal(m.kind, ULP__MARK_NOT_OURS);
@@ -105,8 +112,7 @@ static void test_cuda_mark__defaults_and_order(void **state)
     assert_int_equal(parse("ulp1|name=e|dtype=f64|shape=0,5", &m), ULP_OK);
     assert_true(m.elements == 0 && m.nbytes == 0);
     /* Trailing and doubled separators are tolerated; unknown keys counted. */
-    assert_int_equal(parse("ulp1|name=x||ptr=1|dtype=i8|shape=2|idx=0|future_key=1|", &m),
-                     ULP_OK);
+    assert_int_equal(parse("ulp1|name=x||ptr=1|dtype=i8|shape=2|idx=0|future_key=1|", &m), ULP_OK);
     assert_int_equal(m.unknown_keys, 2);
     /* layer=-1 is "not a layer". */
     assert_int_equal(parse("ulp1|name=x|ptr=1|dtype=i8|shape=2|layer=-1", &m), ULP_OK);
@@ -140,35 +146,35 @@ static void test_cuda_mark__refusals(void **state)
     (void)state;
     ulp__mark m;
     const char *bad[] = {
-        "ulp1|ptr=1|dtype=f32|shape=1",                       /* no name          */
-        "ulp1|name=x|ptr=1|shape=1",                          /* no dtype         */
-        "ulp1|name=x|ptr=1|dtype=f32",                        /* no shape         */
-        "ulp1|name=x|dtype=f32|shape=1",                      /* no ptr           */
-        "ulp1|name=x|ptr=0|dtype=f32|shape=1",                /* null ptr         */
-        "ulp1|name=x|ptr=1|dtype=float32|shape=1",            /* torch name       */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1|bytes=5",        /* wrong bytes      */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=-1",               /* negative extent  */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1,,2",             /* empty extent     */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1,2,3,4,5,6,7,8,9", /* rank 9          */
+        "ulp1|ptr=1|dtype=f32|shape=1",                            /* no name          */
+        "ulp1|name=x|ptr=1|shape=1",                               /* no dtype         */
+        "ulp1|name=x|ptr=1|dtype=f32",                             /* no shape         */
+        "ulp1|name=x|dtype=f32|shape=1",                           /* no ptr           */
+        "ulp1|name=x|ptr=0|dtype=f32|shape=1",                     /* null ptr         */
+        "ulp1|name=x|ptr=1|dtype=float32|shape=1",                 /* torch name       */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1|bytes=5",             /* wrong bytes      */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=-1",                    /* negative extent  */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1,,2",                  /* empty extent     */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1,2,3,4,5,6,7,8,9",     /* rank 9          */
         "ulp1|name=x|ptr=1|dtype=f32|shape=4294967296,4294967296", /* overflow    */
-        "ulp1|name=a/b|ptr=1|dtype=f32|shape=1",              /* '/' in name      */
-        "ulp1|name=.|ptr=1|dtype=f32|shape=1",                /* HDF5 "."         */
-        "ulp1|name=|ptr=1|dtype=f32|shape=1",                 /* empty name       */
-        "ulp1|name=x|name=y|ptr=1|dtype=f32|shape=1",         /* duplicate        */
-        "ulp1|name=x|ptr=0xz1|dtype=f32|shape=1",             /* bad hex          */
-        "ulp1|name=x|ptr=-1|dtype=f32|shape=1",               /* signed pointer   */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1|dev=gpu",        /* unknown device   */
+        "ulp1|name=a/b|ptr=1|dtype=f32|shape=1",                   /* '/' in name      */
+        "ulp1|name=.|ptr=1|dtype=f32|shape=1",                     /* HDF5 "."         */
+        "ulp1|name=|ptr=1|dtype=f32|shape=1",                      /* empty name       */
+        "ulp1|name=x|name=y|ptr=1|dtype=f32|shape=1",              /* duplicate        */
+        "ulp1|name=x|ptr=0xz1|dtype=f32|shape=1",                  /* bad hex          */
+        "ulp1|name=x|ptr=-1|dtype=f32|shape=1",                    /* signed pointer   */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1|dev=gpu",             /* unknown device   */
         "ulp1|name=x|ptr=1|dtype=f32|shape=1|dev=cuda:x",
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1|role=hidden",    /* unknown role     */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1|role=hidden", /* unknown role     */
         "ulp1|name=x|ptr=1|dtype=f32|shape=1|layer=-2",
         "ulp1|name=x|ptr=1|dtype=f32|shape=1|layer=3000000000",
         "ulp1|name=x|ptr=1|dtype=f32|shape=1|step=1.5",
         "ulp1|name=x|ptr=1|dtype=f32|shape=1|stream=abc",
-        "ulp1|ev=replay|key=3",                               /* unknown ev       */
-        "ulp1|ev=step",                                       /* step without step */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1|novalue",        /* no '='           */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1|=v",             /* empty key        */
-        "ulp1|name=x|ptr=1|dtype=f32|shape=1|Bad-Key=1",      /* key charset      */
+        "ulp1|ev=replay|key=3",                                   /* unknown ev       */
+        "ulp1|ev=step",                                           /* step without step */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1|novalue",            /* no '='           */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1|=v",                 /* empty key        */
+        "ulp1|name=x|ptr=1|dtype=f32|shape=1|Bad-Key=1",          /* key charset      */
         "ulp1|name=x|ptr=18446744073709551615|dtype=f32|shape=1", /* wraps        */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

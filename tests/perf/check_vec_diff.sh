@@ -1,0 +1,23 @@
+#!/bin/bash
+# Checks that gcc vectorizes the per-dtype comparison kernels of
+# analyzer/diff_metrics.c at the flags the build uses for that file (-O2 -g
+# plus the per-file -O3), in each target_clones variant.  Prints one line per
+# kernel; exits 1 if one is not vectorized.  Usage: check_vec_diff.sh [CC]
+set -u
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+CC=${1:-gcc}
+out=$("$CC" -std=gnu11 -O2 -g -O3 -I"$SRC" -I"$SRC/include" -I"$SRC/analyzer" \
+    -c "$SRC/analyzer/diff_metrics.c" -o /dev/null -fopt-info-vec-optimized 2>&1)
+rc=0
+for k in bf16 f16 f32 e4m3 e5m2; do
+    line=$(grep -n "^DEFINE_KERNELS($k," "$SRC/analyzer/diff_metrics.c" | cut -d: -f1)
+    widths=$(echo "$out" | grep "diff_metrics.c:$line:.*loop vectorized using" |
+        sed 's/.*using \([0-9]*\) byte vectors/\1/' | sort -un | tr '\n' ' ')
+    if [ -z "$widths" ]; then
+        echo "NOT vectorized: $k kernels (line $line)"
+        rc=1
+    else
+        echo "vectorized: $k kernels, vector bytes: $widths"
+    fi
+done
+exit $rc

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Disk full (issue #6, item 1): when the snapshot cannot grow, the capture
+library prints ONE clear stderr line, refuses later captures with an error
+status, keeps every capture flushed before intact and readable by `ulpprof ls`
+and `ulpprof diff`, and the host program runs on to its end.
+
+Two ways to fill the disk:
+  - a file-size limit (setrlimit RLIMIT_FSIZE), once with SIGXFSZ left at its
+    default (which kills a process whose write passes the limit, unless the
+    library keeps the signal away from the host) and once ignored;
+  - a 1 MiB tmpfs (only as root; skipped loudly otherwise).
+"""
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "reliability"))
+import relcheck as rc  # noqa: E402
+from relcheck import check  # noqa: E402
+
+NAMES, ELEMENTS, COUNT = 4, 10000, 120
+
+
+def limited(nbytes):
+    def pre():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+        # Python ignores SIGXFSZ; give the child the default disposition back.
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    return pre
+
+
+def full_run(tmp):
+    full = os.path.join(tmp, "full.h5")
+    r = rc.run([rc.LOOP, "--out", full, "--count", str(COUNT), "--elements", str(ELEMENTS),
+                "--names", str(NAMES)])
+    check(r.returncode == 0 and r.stderr == "", "full run: %d %r" % (r.returncode, r.stderr))
+    return full
+
+
+def one_case(path, full, tag, errno_text, extra=(), preexec=None):
+    args = [rc.LOOP, "--out", path, "--count", str(COUNT), "--elements", str(ELEMENTS),
+            "--names", str(NAMES), "--flush-each", "--report", "--keep-going"] + list(extra)
+    p = subprocess.run(args, capture_output=True, text=True, preexec_fn=preexec, timeout=300)
+    check(p.returncode == 0, "%s: host exit %d (signal if negative); stderr %r"
+          % (tag, p.returncode, p.stderr))
+    out = p.stdout.splitlines()
+    flushed = [ln for ln in out if ln.startswith("flushed ")]
+    done = out[-1] if out else ""
+    check(done.startswith("done ") and done.endswith(" close=ULP_EIO") and " refused=0 " not in done,
+          "%s: last line %r" % (tag, done))
+    err = p.stderr.splitlines()
+    check(len(err) == 1, "%s: %d stderr lines: %r" % (tag, len(err), p.stderr))
+    if err:
+        check(err[0].startswith("ulpprof: capture to '%s' failed: " % path) and errno_text in err[0],
+              "%s: stderr %r" % (tag, err[0]))
+        check("HDF5-DIAG" not in p.stderr, "%s: HDF5 noise" % tag)
+    check(0 < len(flushed) < COUNT, "%s: %d captures flushed before the disk was full"
+          % (tag, len(flushed)))
+    n = rc.check_loop_file(path, ELEMENTS, "bf16", NAMES, tag, len(flushed), len(flushed) + 1)
+    if n >= 0:
+        j = rc.ls_json(path, tag)
+        check(j is not None and len(j["captures"]) == n, "%s: ls" % tag)
+        rc.check_prefix_diff(path, full, n, tag)
+    print("%s: %d captures flushed, %d readable; %s" % (tag, len(flushed), n,
+                                                        err[0] if err else "no message"),
+          flush=True)
+
+
+def try_mount(d):
+    if os.geteuid() != 0:
+        return "not root"
+    r = rc.run(["mount", "-t", "tmpfs", "-o", "size=1m", "ulpprof-test", d])
+    return None if r.returncode == 0 else "mount failed: " + r.stderr.strip()
+
+
+def main():
+    tmp = rc.tmpdir("diskfull")
+    full = full_run(tmp)
+    for limit in (65536, 300000, 1 << 20):
+        for ign in (False, True):
+            tag = "RLIMIT_FSIZE %d, SIGXFSZ %s" % (limit, "ignored" if ign else "default")
+            one_case(os.path.join(tmp, "fsize_%d_%d.h5" % (limit, ign)), full, tag,
+                     "File too large", ["--ignore-sigxfsz"] if ign else [], limited(limit))
+    mnt = os.path.join(tmp, "tmpfs")
+    os.mkdir(mnt)
+    why = try_mount(mnt)
+    if why is not None:
+        print("SKIP tmpfs disk-full case: %s" % why)
+    else:
+        try:
+            path = os.path.join(mnt, "x.h5")
+            one_case(path, full, "1 MiB tmpfs", "No space left on device")
+        finally:
+            rc.run(["umount", mnt])
+    if not rc.failures:
+        import shutil
+        shutil.rmtree(tmp)
+    return rc.finish("disk full gave one error line, kept the captures, and the host ran on")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+/*
+ * capture_loop: a host program that captures N tensors in a loop through the
+ * public capture API, for the crash, disk-full and long/large tests
+ * (tests/cli/test_crash_*.sh, tests/perf/bench_long.sh).
+ *
+ *   capture_loop --out FILE [--count N] [--elements E] [--dtype NAME]
+ *                [--names K] [--flush-each] [--report] [--queue-mb MB]
+ *                [--flip-from S] [--keep-going] [--ignore-sigxfsz]
+ *                [--rss-every N]
+ *
+ * Capture i is named "t.<i mod K>" (so names repeat and occurrences grow),
+ * has shape [E] and holds the bits of make_snapshots.py's formula
+ *     element j of the capture with seq i = (j * 0x9E3779B1 + i * 0x85EBCA77
+ *                                            + 0x1234567) mod 2^64, low bits,
+ * so a reader can check every element without this program.  --flip-from S
+ * flips bit 0 of element (i mod E) in every capture i >= S (a pair that
+ * differs in a known way).
+ *
+ * --report prints one line per capture on stdout, flushed at once:
+ * "flushed i" after ulp_session_flush() returned (with --flush-each: the
+ * capture is in the file), else "queued i".  A test kills the program at a
+ * known point with that.  At the end: "done ok=<accepted> refused=<refused>
+ * close=<status name>"; with --keep-going the loop goes on after a failed
+ * capture (the host keeps running), else it stops at the first one.
+ * --rss-every N prints "rss i <KiB>" (VmRSS) every N captures on stderr.
+ * Exit status: 0 when the program ran to its end (whatever the captures
+ * did), 2 on a usage error or when the session cannot be opened.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ulpprof/capture.h"
+
+static void fill(void *buf, size_t size, uint64_t n, uint64_t seq, uint64_t flip)
+{
+    uint64_t base = seq * 0x85EBCA77u + 0x1234567u;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t v = j * 0x9E3779B1u + base;
+        if (j == flip)
+            v ^= 1;
+        switch (size) {
+        case 1: ((uint8_t *)buf)[j] = (uint8_t)v; break;
+        case 2: ((uint16_t *)buf)[j] = (uint16_t)v; break;
+        case 4: ((uint32_t *)buf)[j] = (uint32_t)v; break;
+        default: ((uint64_t *)buf)[j] = v; break;
+        }
+    }
+}
+
+static long rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (s[0] < '0' || s[0] > '9')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"out", required_argument, NULL, 'o'},     {"count", required_argument, NULL, 'n'},
+        {"elements", required_argument, NULL, 'e'}, {"dtype", required_argument, NULL, 'd'},
+        {"names", required_argument, NULL, 'k'},   {"flush-each", no_argument, NULL, 'F'},
+        {"report", no_argument, NULL, 'r'},        {"queue-mb", required_argument, NULL, 'q'},
+        {"flip-from", required_argument, NULL, 'f'}, {"keep-going", no_argument, NULL, 'g'},
+        {"ignore-sigxfsz", no_argument, NULL, 'x'}, {"rss-every", required_argument, NULL, 'R'},
+        {"label", required_argument, NULL, 'l'},   {NULL, 0, NULL, 0}};
+    const char *out = NULL, *label = "loop";
+    uint64_t count = 10, elements = 1024, names = 8, queue_mb = 0, flip_from = UINT64_MAX;
+    uint64_t rss_every = 0;
+    int flush_each = 0, report = 0, keep_going = 0, c;
+    ulp_dtype dtype = ULP_DTYPE_BF16;
+
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'l': label = optarg; break;
+        case 'n': bad = parse_u64(optarg, &count); break;
+        case 'e': bad = parse_u64(optarg, &elements); break;
+        case 'k': bad = parse_u64(optarg, &names) || names == 0; break;
+        case 'q': bad = parse_u64(optarg, &queue_mb); break;
+        case 'f': bad = parse_u64(optarg, &flip_from); break;
+        case 'R': bad = parse_u64(optarg, &rss_every); break;
+        case 'd':
+            dtype = ulp_dtype_from_name(optarg);
+            bad = dtype == ULP_DTYPE_INVALID;
+            break;
+        case 'F': flush_each = 1; break;
+        case 'r': report = 1; break;
+        case 'g': keep_going = 1; break;
+        case 'x': signal(SIGXFSZ, SIG_IGN); break;
+        default: bad = 1; break;
+        }
+        if (bad) {
+            fprintf(stderr, "capture_loop: bad option (see the comment at the top of "
+                            "capture_loop.c)\n");
+            return 2;
+        }
+    }
+    if (out == NULL || optind != argc) {
+        fprintf(stderr, "capture_loop: --out FILE is required\n");
+        return 2;
+    }
+
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = out;
+    o.label = label;
+    o.queue_bytes = (size_t)queue_mb << 20;
+    o.writer = "capture_loop";
+    ulp_session *s = NULL;
+    ulp_error err;
+    if (ulp_session_open(&o, &s, &err) != ULP_OK)
+        return 2;
+
+    size_t size = ulp_dtype_size(dtype);
+    void *buf = malloc(elements ? elements * size : 1);
+    if (buf == NULL) {
+        fprintf(stderr, "capture_loop: out of memory\n");
+        ulp_session_close(s);
+        return 2;
+    }
+    uint64_t ok = 0, refused = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "t.%" PRIu64, i % names);
+        fill(buf, size, elements, i, i >= flip_from && elements ? i % elements : UINT64_MAX);
+        int64_t shape[1] = {(int64_t)elements};
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = name;
+        d.data = buf;
+        d.dtype = dtype;
+        d.ndim = 1;
+        d.shape = shape;
+        d.layer = (int32_t)(i % names);
+        d.step = (int64_t)i;
+        d.time_ns = 1; /* a fixed time: two runs give the same attributes */
+        ulp_status st = ulp_session_capture(s, &d);
+        if (st == ULP_OK && flush_each)
+            st = ulp_session_flush(s);
+        if (st == ULP_OK) {
+            ok++;
+            if (report) {
+                printf("%s %" PRIu64 "\n", flush_each ? "flushed" : "queued", i);
+                fflush(stdout);
+            }
+        } else {
+            refused++;
+            if (!keep_going)
+                break;
+        }
+        if (rss_every && (i + 1) % rss_every == 0)
+            fprintf(stderr, "rss %" PRIu64 " %ld\n", i + 1, rss_kib());
+    }
+    free(buf);
+    ulp_status cst = ulp_session_close(s);
+    printf("done ok=%" PRIu64 " refused=%" PRIu64 " close=%s\n", ok, refused,
+           ulp_status_name(cst));
+    return 0;
+}

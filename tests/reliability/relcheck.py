@@ -1,0 +1,147 @@
+"""Shared helpers of the reliability tests (test_crash.py, test_diskfull.py,
+test_hostile.py in tests/python): where the programs are, running them, and
+checks of a capture_loop file made with h5py and numpy alone.
+
+The expected bits come from tests/python/make_snapshots.py's formula
+(pattern_bits), which is written independently of the C writer.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+
+import make_snapshots  # noqa: E402
+
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "analyzer", "cli", "ulpprof")
+LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
+REFMODEL = os.path.join(BUILD, "samples", "refmodel", "ulpprof-refmodel")
+SIZES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1,
+         "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1}
+UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+    return cond
+
+
+def finish(what):
+    if failures:
+        print("%d failures" % len(failures))
+        return 1
+    print("ok:", what)
+    return 0
+
+
+def tmpdir(tag):
+    base = os.path.join(BUILD, "tests", "tmp") if BUILD else tempfile.gettempdir()
+    os.makedirs(base, exist_ok=True)
+    return tempfile.mkdtemp(prefix=tag + ".", dir=base)
+
+
+def run(args, cwd=None, timeout=300, **kw):
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def ulpprof(args, cwd=None, timeout=300):
+    return run([ULPPROF] + list(args), cwd=cwd, timeout=timeout)
+
+
+def raw_bits(d):
+    """A dataset's bits as unsigned integers, read with memory type = file type."""
+    size = d.id.get_type().get_size()
+    out = np.empty(d.shape, dtype=UINT[size])
+    if out.size:
+        d.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out, mtype=d.id.get_type())
+    return out
+
+
+def h5_captures(path):
+    """[(seq, name, occurrence, dtype, shape)] in seq order, read by h5py alone."""
+    caps = []
+    with h5py.File(path, "r") as f:
+        for name in f.get("captures", {}):
+            for occ in f["captures"][name]:
+                d = f["captures"][name][occ]
+                dt = d.attrs["dtype"]
+                dt = dt.decode() if isinstance(dt, bytes) else str(dt)
+                caps.append((int(d.attrs["seq"]), name, int(occ), dt, tuple(d.shape)))
+    return sorted(caps)
+
+
+def loop_expected(seq, elements, dtype, flip_from=None):
+    """What capture_loop stored for capture `seq` (make_snapshots' formula)."""
+    bits = make_snapshots.pattern_bits(seq, elements, SIZES[dtype])
+    if flip_from is not None and seq >= flip_from and elements:
+        bits[seq % elements] ^= 1
+    return bits
+
+
+def check_loop_file(path, elements, dtype, names, tag, n_min=0, n_max=None):
+    """Checks with h5py that `path` holds captures 0..n-1 of capture_loop, each
+    bit-exact, n_min <= n <= n_max.  Returns n (or -1 when it cannot read)."""
+    try:
+        caps = h5_captures(path)
+    except Exception as e:  # noqa: BLE001 - any h5py failure is the finding
+        check(False, "%s: h5py cannot read %s: %s" % (tag, path, e))
+        return -1
+    n = len(caps)
+    check(n >= n_min, "%s: %d captures, at least %d were flushed" % (tag, n, n_min))
+    if n_max is not None:
+        check(n <= n_max, "%s: %d captures, at most %d were made" % (tag, n, n_max))
+    with h5py.File(path, "r") as f:
+        for i, (seq, name, occ, dt, shape) in enumerate(caps):
+            if not check(seq == i and name == "t.%d" % (i % names) and occ == i // names
+                         and dt == dtype and shape == (elements,),
+                         "%s: capture %d is %r" % (tag, i, (seq, name, occ, dt, shape))):
+                continue
+            got = raw_bits(f["captures"][name][str(occ)])
+            check(np.array_equal(got, loop_expected(seq, elements, dtype)),
+                  "%s: capture %d bits differ from the formula" % (tag, i))
+    return n
+
+
+def ls_json(path, tag):
+    r = ulpprof(["ls", "--json", path])
+    if not check(r.returncode == 0 and r.stderr == "",
+                 "%s: ls exit %d, stderr %r" % (tag, r.returncode, r.stderr)):
+        return None
+    return json.loads(r.stdout)[0]
+
+
+def diff_json(a, b, tag, want_rc=None):
+    r = ulpprof(["diff", "--format", "json", a, b])
+    if want_rc is not None:
+        check(r.returncode == want_rc, "%s: diff exit %d, want %d (stderr %r)"
+              % (tag, r.returncode, want_rc, r.stderr))
+    if r.returncode not in (0, 1):
+        check(False, "%s: diff exit %d: %r" % (tag, r.returncode, r.stderr))
+        return None
+    check(r.stderr == "", "%s: diff stderr %r" % (tag, r.stderr))
+    return json.loads(r.stdout)
+
+
+def check_prefix_diff(part, full, n, tag):
+    """`ulpprof diff` of a file holding the first n captures of `full`, both ways:
+    the n shared captures identical, the rest only in the full file."""
+    total = len(h5_captures(full))
+    for a, b, only in ((part, full, "only_in_b"), (full, part, "only_in_a")):
+        j = diff_json(a, b, tag, want_rc=0 if n == total else 1)
+        if j is None:
+            continue
+        st = [row["status"] for row in j["rows"]]
+        check(len(st) == total, "%s: diff has %d rows, want %d" % (tag, len(st), total))
+        check(st.count("identical") == n, "%s: %d identical rows, want %d" % (tag, st.count("identical"), n))
+        check(st.count(only) == total - n, "%s: %d %s rows, want %d" % (tag, st.count(only), only, total - n))
