@@ -2,23 +2,30 @@
  * Element metrics of a tensor pair, on raw bits (FORMAT.md "Pairing and
  * comparison semantics").
  *
- * The floating-point formats up to 32 bits go through one block kernel,
- * instantiated per format with its constants, that the compiler vectorizes:
- * per block of BLOCK elements it counts differing elements, nonfinite
- * mismatches and sign changes, sums and maxes the ordered-integer ULP
- * distance, and maxes |a - b| computed in float32 and compared as integer
- * bits.  It also stores each element's distance and float32 |a - b| in two
- * small arrays that stay in L1, so that the rarer work -- histogram bins,
- * the index of the worst element, the exact double |a - b| -- is done only
- * for blocks that can change the running result.
+ * The floating-point formats up to 32 bits go through kernels instantiated
+ * per format with its constants, which gcc vectorizes (this file is built
+ * with -O3 and AVX2 / AVX-512 clones; tests/perf/check_vec_diff.sh checks):
  *
- * Why the float32 |a - b| suffices to find the double maximum: rounding is
- * monotone, so the element whose exact difference is largest also has the
- * largest rounded one.  A block whose float32 maximum is below the running
- * one cannot hold the maximum; a block that reaches it is rescanned, and
- * only its elements at that float32 value are recomputed exactly in double.
+ *  - k1, every block of BLOCK elements: differing elements, nonfinite
+ *    mismatches, sign changes, the ordered-integer ULP distance (sum, max,
+ *    and stored per element in a small array that stays in L1), the largest
+ *    finite magnitude.  For the 8- and 16-bit formats all of it runs in
+ *    16-bit lanes.
+ *  - sparse blocks (at most 1 in SPARSE_DIV elements differ, the common case
+ *    of a first diverging layer): the few non-zero distances are found by
+ *    scanning 64-bit words of that array; each gets its histogram bin and
+ *    its exact |a - b| in double.
+ *  - dense blocks: histogram bins by counting distances above each bin edge
+ *    (vectorized), and k2, |a - b| in float32 compared as integer bits.
+ *    Rounding is monotone, so the element whose exact difference is largest
+ *    also has the largest float32 one: a block whose float32 maximum is
+ *    below the running one cannot hold the maximum, and in a block that
+ *    reaches it only the elements at that float32 value are recomputed
+ *    exactly in double.
  *
- * f64 and the integer types take a plain scalar loop.
+ * Rarer work -- the index of the worst element, the first differing pair --
+ * is done only for blocks that can change the running result.  f64 and the
+ * integer types take a plain scalar loop.
  */
 #include <math.h>
 #include <string.h>

@@ -25,6 +25,14 @@
 
 /* A tensor larger than this many elements is an absurd shape, not data. */
 #define MAX_ELEMENTS ((uint64_t)1 << 48)
+/*
+ * A tensor that declares more than this many times the file's size (plus
+ * MAX_DECLARED_SLACK) is an absurd shape too: no layout (deflate tops out
+ * near 1032:1) stores that much, and a diff would stream terabytes of fill
+ * value out of a few kilobytes of unallocated or sparse storage.
+ */
+#define MAX_EXPANSION ((uint64_t)4096)
+#define MAX_DECLARED_SLACK ((uint64_t)64 << 20)
 /* pread(2) at most this many bytes per call. */
 #define PREAD_MAX ((size_t)1 << 30)
 #define NO_OFFSET UINT64_MAX
@@ -340,15 +348,23 @@ static ulp_status read_capture(ulp_snapshot *s, hid_t d, const char *name, const
     }
     /* A zero dimension makes the product 0 whatever the others are, but an
      * absurd dimension next to it is still absurd. */
-    if (absurd) {
+    uint64_t declared = c->elements * ulp_dtype_size(c->dtype);
+    if (absurd || (declared > MAX_DECLARED_SLACK &&
+                   declared / MAX_EXPANSION > s->file_size)) {
         char shape[ULP_SNAPSHOT_MAX_RANK * 24 + 4];
         size_t len = 0;
         for (int k = 0; k < ndims; k++)
             len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%" PRIu64, k ? "," : "[",
                                     (uint64_t)dims[k]);
-        snprintf(shape + len, sizeof shape - len, "]");
-        st = cap_error(s, err, ULP_ESHAPE, name, occ, "absurd shape %s: more than 2^48 elements",
-                       shape);
+        snprintf(shape + len, sizeof shape - len, "%s]", ndims ? "" : "[");
+        if (absurd)
+            st = cap_error(s, err, ULP_ESHAPE, name, occ,
+                           "absurd shape %s: more than 2^48 elements", shape);
+        else
+            st = cap_error(s, err, ULP_ESHAPE, name, occ,
+                           "absurd shape %s: %" PRIu64 " bytes declared in a file of %" PRIu64
+                           " bytes",
+                           shape, declared, s->file_size);
         goto cleanup;
     }
 
@@ -372,8 +388,14 @@ static ulp_status read_capture(ulp_snapshot *s, hid_t d, const char *name, const
     /* Where the bytes are.  A contiguous dataset with allocated storage is read
      * with pread(2); check here that it lies inside the file. */
     dcpl = H5Dget_create_plist(d);
-    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && H5Pget_external_count(dcpl) == 0 &&
-        c->elements > 0) {
+    /* Raw data in another file: reading it would show that file's bytes as
+     * the tensor (any file the reader may open, named by the snapshot). */
+    if (dcpl >= 0 && H5Pget_external_count(dcpl) != 0) {
+        st = cap_error(s, err, ULP_EFORMAT, name, occ,
+                       "its data live in an external file, not in the snapshot");
+        goto cleanup;
+    }
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && c->elements > 0) {
         haddr_t off = H5Dget_offset(d);
         if (off != HADDR_UNDEF) {
             uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
@@ -412,6 +434,19 @@ static int cap_vec_push(cap_vec *cv)
     return 0;
 }
 
+/*
+ * Whether link `name` of `g` stays in this file (hard or soft).  An external
+ * link would make the reader take another file's dataset offsets for offsets
+ * in this one.
+ */
+static int local_link(hid_t g, const char *name)
+{
+    H5L_info_t li;
+    if (H5Lget_info(g, name, &li, H5P_DEFAULT) < 0)
+        return 1; /* let the open that follows report it */
+    return li.type == H5L_TYPE_HARD || li.type == H5L_TYPE_SOFT;
+}
+
 /* The occurrences of one capture group. */
 static ulp_status read_capture_group(ulp_snapshot *s, hid_t captures, const char *name, cap_vec *cv,
                                      ulp_error *err)
@@ -422,9 +457,13 @@ static ulp_status read_capture_group(ulp_snapshot *s, hid_t captures, const char
     char *kept_name = NULL;
     H5O_info_t oi;
 
+    if (!local_link(captures, name))
+        return ulp__error(err, ULP_EFORMAT,
+                          "'%s': '/captures/%s' is an external link (captures must be in the file)",
+                          s->path, name);
     if (H5Oget_info_by_name2(captures, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
         return ulp__error(err, ULP_EFORMAT, "'%s': '/captures/%s' cannot be opened (%s)", s->path,
-                          name, "dangling or external link?");
+                          name, "dangling link?");
     if (oi.type != H5O_TYPE_GROUP)
         return ulp__error(err, ULP_EFORMAT, "'%s': '/captures/%s' is a %s, not a capture group",
                           s->path, name, oi.type == H5O_TYPE_DATASET ? "dataset" : "named type");
@@ -443,6 +482,11 @@ static ulp_status read_capture_group(ulp_snapshot *s, hid_t captures, const char
     }
     for (size_t j = 0; j < occs.n; j++) {
         const char *occ = occs.v[j];
+        if (!local_link(g, occ)) {
+            st = cap_error(s, err, ULP_EFORMAT, name, occ,
+                           "is an external link (captures must be in the file)");
+            goto cleanup;
+        }
         if (H5Oget_info_by_name2(g, occ, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
             st = cap_error(s, err, ULP_EFORMAT, name, occ, "cannot be opened");
             goto cleanup;

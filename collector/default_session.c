@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "session.h"
 
@@ -27,6 +28,24 @@ static ulp_session *g_session;
 static ulp_status g_status = ULP_OK;
 static pthread_once_t g_atexit_once = PTHREAD_ONCE_INIT;
 
+/*
+ * In a fork child the default session is the parent's (session.c turns the
+ * child's copy into a dead one).  Captures there return ULP_EDISABLED: a
+ * child reopening from the environment could truncate the parent's file
+ * when ULPPROF_OUTPUT has no %p.  ulp_capture_open() works in the child.
+ * The lock may have been held by a thread that does not exist in the child.
+ */
+static void atfork_child(void)
+{
+    static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
+    memcpy(&g_lock, &fresh, sizeof(g_lock));
+    if (g_state == STATE_OPEN) {
+        g_session = NULL;
+        g_state = STATE_OFF;
+        g_status = ULP_EDISABLED;
+    }
+}
+
 static void close_at_exit(void)
 {
     ulp_capture_close();
@@ -41,6 +60,7 @@ static void register_atexit(void)
      * queue into the file.
      */
     H5open();
+    pthread_atfork(NULL, NULL, atfork_child);
     if (atexit(close_at_exit) != 0)
         fprintf(stderr, "ulpprof: cannot register the exit handler: the default session "
                         "must be closed with ulp_capture_close()\n");

@@ -1,5 +1,7 @@
 /* ulp_session: a bounded FIFO of capture requests and the thread that writes them. */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -117,7 +119,84 @@ struct ulp_session {
     item *spares;                       /* staging blocks kept for reuse     */
     size_t spare_bytes;
     unsigned spare_count;
+
+    /* Fork handling (g_registry_mu). */
+    struct ulp_session *registry_next;
+    int fd;                             /* HDF5's descriptor of the file     */
+    int forked;                         /* this is a fork child's dead copy  */
 };
+
+/* --- fork --------------------------------------------------------------------------
+ *
+ * A child forked from a capturing process inherits the session without its
+ * writer thread (closing it would join a thread that does not exist: the
+ * child would hang at exit), possibly with locks held by threads that do
+ * not exist in it, and with HDF5's handle of the parent's file, which
+ * HDF5's own exit handler closes, writing out the child's copy of its
+ * metadata.  So:
+ *   - prepare: no thread of ours is inside HDF5 at the fork (g_h5_mu is
+ *     held around every HDF5 call the sessions make), so the child's copy
+ *     of HDF5's state is consistent and clean;
+ *   - child: each session becomes a dead copy (every call returns at once,
+ *     nothing is freed or joined), and HDF5's descriptor of the file is
+ *     pointed at an anonymous temporary file, so that nothing the child's
+ *     HDF5 writes can reach the parent's file.
+ */
+static pthread_mutex_t g_h5_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static ulp_session *g_registry;
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&g_registry_mu);
+    pthread_mutex_lock(&g_h5_mu);
+}
+
+static void atfork_parent(void)
+{
+    pthread_mutex_unlock(&g_h5_mu);
+    pthread_mutex_unlock(&g_registry_mu);
+}
+
+static void atfork_child(void)
+{
+    for (ulp_session *s = g_registry; s != NULL; s = s->registry_next) {
+        s->forked = 1;
+        if (s->fd < 0)
+            continue;
+        int t = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (t < 0)
+            t = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (t >= 0) {
+            dup2(t, s->fd);
+            close(t);
+        }
+    }
+    g_registry = NULL;
+    /* The forking thread held both in atfork_prepare; it is this thread now. */
+    pthread_mutex_unlock(&g_h5_mu);
+    pthread_mutex_unlock(&g_registry_mu);
+}
+
+static void atfork_register(void)
+{
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static ulp_status writer_close_registered(ulp_session *s, ulp_error *err);
+
+/* A session used in a fork child: say so once, then answer ECLOSED. */
+static ulp_status forked_refusal(void)
+{
+    static int said;
+    if (!said) {
+        said = 1;
+        fprintf(stderr, "ulpprof: capture is off in process %ld, forked from a capturing "
+                        "process: open a new session there\n", (long)getpid());
+    }
+    return ULP_ECLOSED;
+}
 
 /*
  * Staging blocks of at least POOL_MIN bytes are kept for reuse after they
@@ -241,6 +320,8 @@ static ulp_status enqueue(ulp_session *s, size_t charge, size_t size, item_build
                           void *arg)
 {
     item *evict = NULL, *it = NULL;
+    if (s->forked)
+        return forked_refusal();
     pthread_mutex_lock(&s->mu);
     ulp_status st = admit(s, charge);
     if (st == ULP_OK)
@@ -301,15 +382,7 @@ static ulp_status item_write(ulp_session *s, item *it, ulp_error *err, int *fata
     case ITEM_CAPTURE:
         return ulp__writer_add(s->writer, &it->desc, it->data, it->nbytes, NULL, err);
     case ITEM_DEFERRED:
-        if (it->ready != NULL && it->ready(it->ctx) != 0) {
-            /* The producer could not deliver the bytes: drop this capture,
-             * keep the file and the session. */
-            it->ready = NULL;
-            *fatal = 0;
-            return ulp__error(err, ULP_EIO, "capture '%s' dropped: its bytes never became ready",
-                              it->desc.name);
-        }
-        it->ready = NULL;
+        /* ready() ran before, outside the HDF5 lock (it may block long). */
         return ulp__writer_add(s->writer, &it->desc, it->buf, it->nbytes, NULL, err);
     case ITEM_ATTR:
         return ulp__writer_set_attr(s->writer, it->group, it->key, it->value, err);
@@ -342,7 +415,20 @@ static void *writer_main(void *arg)
         ulp_status st = ULP_OK;
         int fatal = 0;
         if (!failed) {
-            st = item_write(s, it, &err, &fatal);
+            if (it->kind == ITEM_DEFERRED && it->ready != NULL &&
+                it->ready(it->ctx) != 0) {
+                /* The producer could not deliver the bytes: drop this
+                 * capture, keep the file and the session. */
+                it->ready = NULL;
+                st = ulp__error(&err, ULP_EIO,
+                                "capture '%s' dropped: its bytes never became ready",
+                                it->desc.name);
+            } else {
+                it->ready = NULL;
+                pthread_mutex_lock(&g_h5_mu);
+                st = item_write(s, it, &err, &fatal);
+                pthread_mutex_unlock(&g_h5_mu);
+            }
         } else if (it->kind == ITEM_DEFERRED && it->ready != NULL) {
             /* Dropped, but the producer's copy must be finished before its
              * buffer is released. */
@@ -458,6 +544,7 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     ulp__kvlist_init(&env);
     ulp__writer *w = NULL;
     ulp_session *s = NULL;
+    int registered = 0;
     if ((st = ulp__attr_parse(attrs, &run, err)) != ULP_OK)
         goto cleanup;
     if (opts->record_env &&
@@ -467,25 +554,42 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     }
     char writer_name[64];
     snprintf(writer_name, sizeof(writer_name), "ulpprof-capture %s", ULP_VERSION_STRING);
-    st = ulp__writer_create(path, label, opts->writer != NULL ? opts->writer : writer_name,
-                            now_unix_ns(), &w, err);
-    if (st != ULP_OK)
-        goto cleanup;
-    if ((st = write_groups(w, &run, &env, err)) != ULP_OK)
-        goto cleanup;
-
     s = calloc(1, sizeof(*s));
     if (s == NULL || (s->path = strdup(path)) == NULL) {
         st = ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", path);
         goto cleanup;
     }
     s->bound = bound;
-    s->writer = w;
+    s->fd = -1;
     if (pthread_mutex_init(&s->mu, NULL) != 0 || pthread_cond_init(&s->room, NULL) != 0 ||
         pthread_cond_init(&s->work, NULL) != 0 || pthread_cond_init(&s->done, NULL) != 0) {
         st = ulp__error(err, ULP_ETHREAD, "cannot open '%s': cannot create a mutex", path);
         goto cleanup;
     }
+    pthread_once(&g_atfork_once, atfork_register);
+    /* The file is created and registered for the fork handler in one step:
+     * no fork can see it open but unregistered. */
+    pthread_mutex_lock(&g_registry_mu);
+    pthread_mutex_lock(&g_h5_mu);
+    st = ulp__writer_create(path, label, opts->writer != NULL ? opts->writer : writer_name,
+                            now_unix_ns(), &w, err);
+    if (st == ULP_OK)
+        st = write_groups(w, &run, &env, err);
+    if (st == ULP_OK) {
+        s->writer = w;
+        s->fd = ulp__writer_fd(w);
+        s->registry_next = g_registry;
+        g_registry = s;
+        registered = 1;
+    } else if (w != NULL) {
+        ulp__writer_close(w, NULL);
+    }
+    w = NULL;
+    pthread_mutex_unlock(&g_h5_mu);
+    pthread_mutex_unlock(&g_registry_mu);
+    if (st != ULP_OK)
+        goto cleanup;
+
     /* The writer thread takes no signals: they belong to the host's threads. */
     sigset_t all, old;
     sigfillset(&all);
@@ -499,16 +603,15 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     }
     *out = s;
     s = NULL;
-    w = NULL;
 
 cleanup:
     if (s != NULL) {
+        if (registered)
+            writer_close_registered(s, NULL);
         /* Mutexes that failed to initialize are zeroed memory; destroying
          * them is harmless in glibc, and this path is out of memory anyway. */
         session_free(s);
     }
-    if (w != NULL)
-        ulp__writer_close(w, NULL);
     ulp__kvlist_release(&run);
     ulp__kvlist_release(&env);
     return st;
@@ -533,9 +636,34 @@ ulp_status ulp_session_open(const ulp_session_options *opts, ulp_session **out, 
     return st;
 }
 
+/*
+ * Closes the file and takes the session out of the fork registry in one
+ * step (same lock order as the fork handler: registry, then HDF5).
+ */
+static ulp_status writer_close_registered(ulp_session *s, ulp_error *err)
+{
+    pthread_mutex_lock(&g_registry_mu);
+    pthread_mutex_lock(&g_h5_mu);
+    ulp_status st = ulp__writer_close(s->writer, err);
+    s->writer = NULL;
+    s->fd = -1;
+    for (ulp_session **pp = &g_registry; *pp != NULL; pp = &(*pp)->registry_next) {
+        if (*pp == s) {
+            *pp = s->registry_next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_h5_mu);
+    pthread_mutex_unlock(&g_registry_mu);
+    return st;
+}
+
 ulp_status ulp_session_close(ulp_session *s)
 {
     if (s == NULL)
+        return ULP_OK;
+    /* A fork child's copy: its thread and file belong to the parent. */
+    if (s->forked)
         return ULP_OK;
     pthread_mutex_lock(&s->mu);
     s->closing = 1;
@@ -547,7 +675,7 @@ ulp_status ulp_session_close(ulp_session *s)
     ulp_status st = s->first_error;
     ulp_error err;
     ulp_error_clear(&err);
-    ulp_status cst = ulp__writer_close(s->writer, &err);
+    ulp_status cst = writer_close_registered(s, &err);
     if (cst != ULP_OK) {
         fprintf(stderr, "ulpprof: %s\n", err.msg);
         if (st == ULP_OK)
@@ -569,6 +697,8 @@ size_t ulp__session_queue_bound(const ulp_session *s)
 
 size_t ulp__session_queued_bytes(ulp_session *s)
 {
+    if (s->forked)
+        return 0;
     pthread_mutex_lock(&s->mu);
     size_t held = s->held;
     pthread_mutex_unlock(&s->mu);
@@ -577,6 +707,8 @@ size_t ulp__session_queued_bytes(ulp_session *s)
 
 int ulp__session_failed(ulp_session *s)
 {
+    if (s->forked)
+        return 1;
     pthread_mutex_lock(&s->mu);
     int failed = s->failed;
     pthread_mutex_unlock(&s->mu);
@@ -587,6 +719,8 @@ ulp_status ulp_session_flush(ulp_session *s)
 {
     if (s == NULL)
         return ULP_EINVAL;
+    if (s->forked)
+        return forked_refusal();
     pthread_mutex_lock(&s->mu);
     /* Everything appended so far; the writer flushes after each item. */
     uint64_t target = s->appended;
@@ -601,6 +735,8 @@ ulp_status ulp_session_set_step(ulp_session *s, int64_t step)
 {
     if (s == NULL)
         return ULP_EINVAL;
+    if (s->forked)
+        return forked_refusal();
     pthread_mutex_lock(&s->mu);
     s->step = step;
     s->has_step = step != ULP_STEP_NONE;
@@ -631,7 +767,7 @@ static ulp_status refuse(ulp_status st, const char *fmt, ...)
 static ulp_status refused_by_queue(const ulp_session *s, ulp_status st, const char *what,
                                    const char *name)
 {
-    if (st == ULP_OK || st == ULP_EIO)
+    if (st == ULP_OK || st == ULP_EIO || s->forked)
         return st;
     return refuse(st, "%s '%.200s' refused by '%s'", what, name, s->path);
 }

@@ -320,6 +320,18 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
     return st;
 }
 
+int ulp__writer_fd(const ulp__writer *w)
+{
+    quiet q;
+    quiet_begin(&q);
+    int *handle = NULL;
+    int fd = -1;
+    if (H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&handle) >= 0 && handle != NULL)
+        fd = *handle;
+    quiet_end(&q);
+    return fd;
+}
+
 int64_t ulp__writer_capture_count(const ulp__writer *w)
 {
     return w->next_seq;

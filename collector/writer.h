@@ -92,6 +92,12 @@ uint64_t ulp__writer_kernel_count(const ulp__writer *w);
 /* Number of captures written so far (the next seq). */
 int64_t ulp__writer_capture_count(const ulp__writer *w);
 
+/*
+ * The file descriptor HDF5 writes through (sec2 driver), or -1.  Used by the
+ * session's fork handler to keep a forked child from writing to the file.
+ */
+int ulp__writer_fd(const ulp__writer *w);
+
 /* H5Fflush(H5F_SCOPE_GLOBAL). */
 ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err);
 

@@ -281,7 +281,7 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
 
     /* Rows drawable on log axes: both coordinates finite and positive. */
     uint64_t drawable = 0, identical = 0;
-    double lo = INFINITY, hi = 0;
+    double lo = HUGE_VAL, hi = 0;
     for (uint64_t i = 0; i < lg->rows; i++) {
         double ma = lg->margin_a[i], mb = lg->margin_b[i], p = lg->max_perturbation[i];
         double mn = isnan(ma) ? mb : isnan(mb) ? ma : (ma < mb ? ma : mb);

@@ -63,7 +63,10 @@ typedef struct ulp_diff_options {
     double temperatures[ULP_DIFF_MAX_TEMPERATURES]; /* > 0, for logits sampling    */
     int n_temperatures;
     int threads;              /* worker threads; 0: 2                              */
-    uint64_t chunk_elements;  /* elements per read; 0: 1 Mi                        */
+    uint64_t chunk_elements;  /* read size, in 2-byte elements (a buffer holds
+                                 2 * chunk_elements bytes; 4-byte types read half
+                                 as many elements); 0: 1 Mi.  Memory is 2 buffers
+                                 per thread whatever the tensor sizes            */
     int progress;             /* 1: progress on stderr                             */
 } ulp_diff_options;
 
@@ -89,7 +92,8 @@ typedef struct ulp_diff_metrics {
     uint64_t sign_changes;        /* finite pairs whose sign bits differ and whose
                                      ULP distance is not 0 (so +0/-0 is not one)        */
     double max_abs_diff;          /* max |a - b| over finite pairs, in double; 0 when
-                                     no finite pair differs (f64 may overflow to inf) */
+                                     no finite pair differs (f64 may overflow to inf;
+                                     the JSON report then writes DBL_MAX)             */
     double max_abs;               /* largest |value| over finite elements of A and B  */
     double max_abs_diff_ulps_at_max; /* max_abs_diff / ulp_dtype_ulp_at(dtype, max_abs) */
     int64_t worst_flat;           /* row-major index of the first element with

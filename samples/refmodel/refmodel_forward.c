@@ -12,7 +12,8 @@
  * as bf16 (rounded with ulp_f32_to_bf16, RNE); GEMMs, norms and softmax
  * compute in fp32.  Every operation other than a GEMM is row-local and the
  * same code for every M, so two runs can differ only through the GEMM
- * backend's choices.
+ * backend's choices.  exp() is taken in double and rounded to float, so
+ * that the bits depend as little as possible on the libm's expf.
  */
 #include <math.h>
 #include <stdlib.h>

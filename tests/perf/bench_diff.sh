@@ -38,8 +38,15 @@ best() {
     done
     echo "$b"
 }
+"$SRC/tests/perf/check_vec_diff.sh" "${CC:-gcc}" || true
 t_cat=$(best 5 sh -c "cat '$A' '$B' >/dev/null")
 t_ulp=$(best 5 "$ULPPROF" diff "$A" "$B")
+# A binary that links OpenBLAS starts its thread pool at load time, which
+# competes for the cores; show the difference when it does.
+if ldd "$ULPPROF" 2>/dev/null | grep -q openblas; then
+    t_ob=$(OPENBLAS_NUM_THREADS=1 best 5 "$ULPPROF" diff "$A" "$B")
+    echo "note: $ULPPROF links OpenBLAS; with OPENBLAS_NUM_THREADS=1: $t_ob s"
+fi
 rss_kb=$( { /usr/bin/time -v "$ULPPROF" diff "$A" "$B" >/dev/null; } 2>&1 | awk '/Maximum resident/ { print $6 }')
 t_np=$(best 1 "$PY" "$SRC/tests/perf/diff_numpy.py" "$A" "$B")
 if [ -z "${BENCH_NO_H5DIFF:-}" ]; then

@@ -153,7 +153,7 @@ def add_bad(corpus, bad):
     def dangling(f):
         ms.root(f)
         f.require_group("captures").require_group("x")["0"] = h5py.SoftLink("/nowhere")
-    B("dangling_link.h5", "captures/x", dangling)
+    B("dangling_link.h5", "x/0", dangling)
 
     def cycle(f):
         ms.root(f)
@@ -165,7 +165,7 @@ def add_bad(corpus, bad):
         ms.root(f)
         g = f.require_group("captures").require_group("x")
         g["0"] = h5py.ExternalLink(GOOD_PARTNER, "/captures/embed/0")
-    B("external_link.h5", "captures/x", external)
+    B("external_link.h5", "external link", external)
 
     def external_raw(f):
         ms.root(f)

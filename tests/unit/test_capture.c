@@ -422,6 +422,110 @@ static void test_capture__bad_environment(void **state)
     tu_done();
 }
 
+/* --- fork ------------------------------------------------------------------------------- */
+
+static void child_forking_host(void *arg)
+{
+    const char *dir = arg;
+    alarm(60); /* a hang in the grandchild must fail the test, not block it */
+    char path[1200], own[1200];
+    snprintf(path, sizeof(path), "%s/parent.h5", dir);
+    snprintf(own, sizeof(own), "%s/grandchild.h5", dir);
+    static float a[1 << 16];
+    for (int i = 0; i < (1 << 16); i++)
+        a[i] = (float)i;
+    int64_t shape[1] = {1 << 16};
+    CHILD_CHECK(ulp_capture_open(path, "parent") == ULP_OK);
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    char side[1200];
+    snprintf(side, sizeof(side), "%s/side.h5", dir);
+    o.path = side;
+    ulp_session *s = NULL;
+    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, 0, ULP_ROLE_ACTIVATION) ==
+                ULP_OK);
+    CHILD_CHECK(ulp_capture_flush() == ULP_OK);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHILD_CHECK(pid >= 0);
+    if (pid == 0) {
+        /* The grandchild: the inherited sessions are dead copies. */
+        tu_stderr cap;
+        tu_stderr_begin(&cap, dir);
+        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, 9, ULP_ROLE_ACTIVATION) ==
+                    ULP_EDISABLED);
+        CHILD_CHECK(ulp_capture_session() == NULL);
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = "y";
+        d.data = a;
+        d.dtype = ULP_DTYPE_F32;
+        CHILD_CHECK(ulp_session_capture(s, &d) == ULP_ECLOSED);
+        CHILD_CHECK(ulp_session_capture(s, &d) == ULP_ECLOSED);
+        CHILD_CHECK(ulp_session_flush(s) == ULP_ECLOSED);
+        CHILD_CHECK(ulp_session_close(s) == ULP_OK);
+        const char *text = tu_stderr_end(&cap);
+        CHILD_CHECK(tu_lines(text) == 1 && strstr(text, "forked") != NULL);
+        /* A session of its own works. */
+        CHILD_CHECK(ulp_capture_open(own, "grandchild") == ULP_OK);
+        CHILD_CHECK(ulp_capture_host("g", a, ULP_DTYPE_F32, 1, shape, 0,
+                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+        usleep(100000);
+        exit(0); /* exit handlers run: they must neither hang nor touch parent.h5 */
+    }
+    for (int i = 1; i < 6; i++)
+        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, i,
+                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+    CHILD_CHECK(ulp_capture_flush() == ULP_OK);
+    int status;
+    CHILD_CHECK(waitpid(pid, &status, 0) == pid);
+    CHILD_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 6; i < 8; i++)
+        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, i,
+                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+    CHILD_CHECK(ulp_session_close(s) == ULP_OK);
+    CHILD_CHECK(ulp_capture_close() == ULP_OK);
+    exit(0);
+}
+
+static void test_capture__fork_child(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir("capture-fork");
+    assert_int_equal(run_child(child_forking_host, dir), 0);
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/parent.h5", dir);
+    hid_t f = tu_open(path);
+    assert_true(f >= 0);
+    assert_int_equal(tu_group_count(f, "/captures"), 1);
+    assert_int_equal(tu_group_count(f, "/captures/x"), 8);
+    static float want[1 << 16];
+    for (int i = 0; i < (1 << 16); i++)
+        want[i] = (float)i;
+    for (int i = 0; i < 8; i++) {
+        char dp[64];
+        snprintf(dp, sizeof(dp), "/captures/x/%d", i);
+        size_t nbytes;
+        float *got = tu_read_raw(f, dp, &nbytes);
+        assert_int_equal(nbytes, sizeof(want));
+        assert_memory_equal(got, want, sizeof(want));
+        free(got);
+        hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
+        int64_t layer;
+        assert_int_equal(tu_attr_i64(ds, "layer", &layer), 0);
+        assert_int_equal(layer, i);
+        H5Dclose(ds);
+    }
+    H5Fclose(f);
+    snprintf(path, sizeof(path), "%s/grandchild.h5", dir);
+    f = tu_open(path);
+    assert_true(f >= 0);
+    assert_int_equal(tu_group_count(f, "/captures/g"), 1);
+    H5Fclose(f);
+    tu_done();
+}
+
 /* --- concurrency ----------------------------------------------------------------------- */
 
 enum { THREADS = 8, PER_THREAD = 400, WORDS = 1000 };
@@ -1336,6 +1440,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_capture__default_session_env),
         cmocka_unit_test(test_capture__disabled_without_output),
         cmocka_unit_test(test_capture__bad_environment),
+        cmocka_unit_test(test_capture__fork_child),
         cmocka_unit_test(test_capture__concurrent_threads),
         cmocka_unit_test(test_capture__backpressure),
         cmocka_unit_test(test_capture__deferred_failures),

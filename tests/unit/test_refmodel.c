@@ -159,7 +159,7 @@ static size_t rows_differing(ulp_refmodel_gemm g, int m_big, int off, int s, int
     for (size_t i = 0; i < (size_t)(s * n); i++) {
         d += memcmp(&c1[(size_t)off * (size_t)n + i], &c2[i], 4) != 0;
         /* Whatever the order, the two results are close. */
-        double x = c1[(size_t)off * (size_t)n + i], y = c2[i];
+        double x = (double)c1[(size_t)off * (size_t)n + i], y = (double)c2[i];
         assert_true(x - y < 1e-4 && y - x < 1e-4);
     }
     free(a), free(b), free(c1), free(c2);

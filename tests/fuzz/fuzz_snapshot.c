@@ -1,0 +1,120 @@
+/*
+ * libFuzzer target: snapshot validation, ulp_snapshot_open() and
+ * ulp_snapshot_read() (analyzer/snapshot*.c) on arbitrary file bytes.
+ *
+ * The input is written to a file (in $ULP_FUZZ_DIR, else /dev/shm, else
+ * /tmp) and opened as a snapshot.  A refusal must carry a status and a
+ * one-line message that names the file.  An accepted snapshot must keep the
+ * reader's promises -- captures in strictly increasing seq, rank 0..8,
+ * `elements` the product of the shape, a known dtype, ulp_snapshot_find()
+ * giving each capture back, strings that are not NULL -- and every capture
+ * must read (up to a bound per input) without a sanitizer report; a read may
+ * fail only with ULP_EIO, ULP_ETRUNC or ULP_EHDF5.  Broken promises abort.
+ *
+ * HDF5 itself is not instrumented: a crash inside libhdf5 shows up as a
+ * SEGV with HDF5 frames on the stack.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ulpprof/snapshot.h"
+
+#define CHECK(c)                                                                                 \
+    do {                                                                                         \
+        if (!(c))                                                                                \
+            abort();                                                                             \
+    } while (0)
+
+/* Elements read per input, at most, and per read call. */
+#define READ_BUDGET ((uint64_t)1 << 20)
+#define READ_CHUNK ((uint64_t)4099)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char path[512];
+
+static int write_input(const uint8_t *data, size_t size)
+{
+    if (path[0] == '\0') {
+        const char *dir = getenv("ULP_FUZZ_DIR");
+        if (dir == NULL || access(dir, W_OK) != 0)
+            dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(path, sizeof path, "%s/ulpfuzz-%ld.h5", dir, (long)getpid());
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    size_t off = 0;
+    while (off < size) {
+        ssize_t n = write(fd, data + off, size - off);
+        if (n <= 0) {
+            close(fd);
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    close(fd);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (write_input(data, size) != 0)
+        return 0;
+    ulp_snapshot *s = NULL;
+    ulp_error err;
+    ulp_status st = ulp_snapshot_open(path, &s, &err);
+    if (st != ULP_OK) {
+        CHECK(s == NULL && st < 0 && err.status == st);
+        CHECK(strnlen(err.msg, sizeof err.msg) < sizeof err.msg);
+        CHECK(strchr(err.msg, '\n') == NULL);
+        CHECK(strstr(err.msg, path) != NULL);
+        return 0;
+    }
+
+    CHECK(ulp_snapshot_label(s) != NULL && ulp_snapshot_writer(s) != NULL);
+    CHECK(ulp_snapshot_format_version(s) == 1);
+    for (size_t i = 0; i < ulp_snapshot_run_count(s); i++)
+        CHECK(ulp_snapshot_run(s, i)->key != NULL && ulp_snapshot_run(s, i)->value != NULL);
+    for (size_t i = 0; i < ulp_snapshot_env_count(s); i++)
+        CHECK(ulp_snapshot_env(s, i)->key != NULL && ulp_snapshot_env(s, i)->value != NULL);
+    for (size_t i = 0; i < ulp_snapshot_kernel_count(s); i++)
+        CHECK(ulp_snapshot_kernel(s, i)->name != NULL);
+
+    uint64_t budget = READ_BUDGET;
+    void *buf = malloc(READ_CHUNK * 8);
+    size_t n = ulp_snapshot_capture_count(s);
+    for (size_t i = 0; i < n && buf != NULL; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        CHECK(c != NULL && c->name != NULL && c->role != NULL);
+        CHECK(i == 0 || c->seq > ulp_snapshot_capture(s, i - 1)->seq);
+        CHECK(c->ndim >= 0 && c->ndim <= ULP_SNAPSHOT_MAX_RANK);
+        CHECK(ulp_dtype_size(c->dtype) > 0);
+        uint64_t e = 1;
+        for (int k = 0; k < c->ndim; k++) {
+            CHECK(c->shape[k] >= 0);
+            e *= (uint64_t)c->shape[k];
+        }
+        CHECK(e == c->elements);
+        CHECK(ulp_snapshot_find(s, c->name, c->occurrence) == (ptrdiff_t)i);
+        uint64_t want = c->elements < budget ? c->elements : budget;
+        for (uint64_t first = 0; first < want; first += READ_CHUNK) {
+            uint64_t cnt = want - first < READ_CHUNK ? want - first : READ_CHUNK;
+            ulp_status rs = ulp_snapshot_read(s, i, first, cnt, buf, &err);
+            if (rs != ULP_OK) {
+                CHECK(rs == ULP_EIO || rs == ULP_ETRUNC || rs == ULP_EHDF5);
+                break;
+            }
+        }
+        budget -= want;
+        /* Past the end is refused, not read. */
+        CHECK(ulp_snapshot_read(s, i, c->elements, 1, buf, NULL) == ULP_ERANGE);
+    }
+    free(buf);
+    ulp_snapshot_close(s);
+    return 0;
+}
