@@ -93,9 +93,11 @@ ulp_status ulp__output_expand(const char *pattern, const ulp__expand_vars *v, ch
             case 'l': s = v != NULL ? v->label : NULL; break;
             case '%': s = "%"; break;
             case '\0':
+                out[0] = '\0'; /* no partial path on error, as for ULP_ERANGE */
                 return ulp__error(err, ULP_EINVAL, "output path '%s' ends with a lone '%%'",
                                   pattern);
             default:
+                out[0] = '\0';
                 return ulp__error(err, ULP_EINVAL,
                                   "output path '%s': unknown expansion '%%%c' (use %%p %%r %%h "
                                   "%%l or %%%%)",

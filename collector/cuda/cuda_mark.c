@@ -313,9 +313,11 @@ static ulp_status finish_capture(ulp__mark *m, const fields *f, unsigned seen, u
             return bad(err, "stride rank does not match shape", f->stride);
         /* Only row-major contiguous tensors are captured; an axis of extent
          * 1 may carry any stride (PyTorch leaves them arbitrary). */
+        /* An empty tensor has no layout to check, and its other extents may
+         * be huge: multiplying them would overflow. */
         int64_t want = 1;
-        for (int i = nd - 1; i >= 0; i--) {
-            if (m->shape[i] != 1 && strides[i] != want && elements != 0)
+        for (int i = nd - 1; i >= 0 && elements != 0; i--) {
+            if (m->shape[i] != 1 && strides[i] != want)
                 return bad(err, "tensor is not contiguous", f->stride);
             want *= m->shape[i] > 0 ? m->shape[i] : 1;
         }
