@@ -27,6 +27,7 @@ static state g_state = STATE_UNTRIED;
 static ulp_session *g_session;
 static ulp_status g_status = ULP_OK;
 static pthread_once_t g_atexit_once = PTHREAD_ONCE_INIT;
+static ulp_session *g_forked;  /* a fork child's dead copy, kept reachable */
 
 /*
  * In a fork child the default session is the parent's (session.c turns the
@@ -40,6 +41,7 @@ static void atfork_child(void)
     static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
     memcpy(&g_lock, &fresh, sizeof(g_lock));
     if (g_state == STATE_OPEN) {
+        g_forked = g_session;
         g_session = NULL;
         g_state = STATE_OFF;
         g_status = ULP_EDISABLED;

@@ -161,7 +161,11 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+    /* The dead copies stay in the registry: nothing frees them, and they
+     * stay reachable (leak checkers), marked so that a later fork skips them. */
     for (ulp_session *s = g_registry; s != NULL; s = s->registry_next) {
+        if (s->forked)
+            continue;
         s->forked = 1;
         if (s->fd < 0)
             continue;
@@ -172,8 +176,8 @@ static void atfork_child(void)
             dup2(t, s->fd);
             close(t);
         }
+        s->fd = -1;
     }
-    g_registry = NULL;
     /* The forking thread held both in atfork_prepare; it is this thread now. */
     pthread_mutex_unlock(&g_h5_mu);
     pthread_mutex_unlock(&g_registry_mu);

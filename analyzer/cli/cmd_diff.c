@@ -11,10 +11,12 @@
 
 #include "cli.h"
 #include "ulpprof/diff.h"
+#include "ulpprof/plot.h"
 
 #define DIFF_USAGE                                                                               \
     "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"             \
-    "                    [--role ROLE] [--temperature T]... [--threads N] A.h5 B.h5"
+    "                    [--role ROLE] [--temperature T]... [--threads N] [--plot DIR]\n"       \
+    "                    A.h5 B.h5"
 
 static void diff_help(void)
 {
@@ -38,6 +40,8 @@ static void diff_help(void)
            "  -j, --threads N        worker threads (default 2)\n"
            "      --chunk-elements N elements per read and thread (default 1048576)\n"
            "      --color WHEN       auto (default), always or never\n"
+           "      --plot DIR         also draw the gnuplot plots (amplification curve,\n"
+           "                         ULP heatmap, logits margins) into DIR\n"
            "  -h, --help             show this help\n"
            "\n"
            "exit status: 0 identical, 1 the snapshots differ, 2 error\n",
@@ -57,7 +61,7 @@ static int parse_u64(const char *s, uint64_t *out)
 
 int cmd_diff(int argc, char **argv)
 {
-    enum { OPT_CHUNK = 256, OPT_COLOR };
+    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
         {"out", required_argument, NULL, 'o'},
@@ -67,12 +71,13 @@ int cmd_diff(int argc, char **argv)
         {"threads", required_argument, NULL, 'j'},
         {"chunk-elements", required_argument, NULL, OPT_CHUNK},
         {"color", required_argument, NULL, OPT_COLOR},
+        {"plot", required_argument, NULL, OPT_PLOT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     ulp_diff_options opts;
     ulp_report_format format = ULP_REPORT_TABLE;
-    const char *out_path = NULL, *color = "auto";
+    const char *out_path = NULL, *color = "auto", *plot_dir = NULL;
     int c;
 
     ulp_diff_options_init(&opts);
@@ -139,6 +144,9 @@ int cmd_diff(int argc, char **argv)
             }
             color = optarg;
             break;
+        case OPT_PLOT:
+            plot_dir = optarg;
+            break;
         case 'h':
             diff_help();
             return CLI_EXIT_OK;
@@ -190,6 +198,19 @@ int cmd_diff(int argc, char **argv)
         out = stdout;
         if (fclose(o) != 0) {
             cli_error("cannot write '%s': %s", out_path, strerror(errno));
+            goto cleanup;
+        }
+    }
+    if (plot_dir) {
+        ulp_plot_options po;
+        ulp_plot_options_init(&po);
+        po.dir = plot_dir;
+        ulp_status ps = ulp_plot_write(res, &po, NULL, &err);
+        /* Without gnuplot the report above still stands: say so, keep its exit status. */
+        if (ps == ULP_EUNSUPPORTED) {
+            fprintf(stderr, "ulpprof: %s\n", err.msg);
+        } else if (ps != ULP_OK) {
+            cli_error("%s", err.msg);
             goto cleanup;
         }
     }

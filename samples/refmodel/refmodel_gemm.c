@@ -27,15 +27,21 @@
  * once: no choice depends on M, so every output element is the same
  * function of its row of A and column of B in every call (batch-invariant).
  *
- * BLAS is the system OpenBLAS, unmodified.
+ * BLAS is the system OpenBLAS, unmodified.  It is loaded with dlopen() the
+ * first time the backend is used, not linked: OpenBLAS starts its thread pool
+ * when it is loaded, and the `ulpprof` program, which carries this model for
+ * `ulpprof demo`, must not pay for (or compete with) those threads in `diff`.
  *
  * This file is compiled with -ffp-contract=off so that no compiler fuses a
  * multiply and an add behind our back: the TILED and EXACT results are the
  * same bits on every x86-64 and arm64 machine.
  */
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "refmodel_priv.h"
 
 #ifdef ULP_REFMODEL_HAVE_OPENBLAS
@@ -147,6 +153,49 @@ static void gemm_exact(int m, int n, int k, const float *a, int lda, const float
     }
 }
 
+/* OpenBLAS, resolved at run time (see the top of this file). */
+static struct {
+    pthread_once_t once;
+    void *handle;
+    void (*sgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint,
+                  blasint, float, const float *, blasint, const float *, blasint, float, float *,
+                  blasint);
+    void (*set_num_threads)(int);
+    char *(*get_config)(void);
+    char *(*get_corename)(void);
+} blas = {.once = PTHREAD_ONCE_INIT};
+
+static void blas_load(void)
+{
+    static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && blas.handle == NULL; i++)
+        blas.handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (blas.handle == NULL)
+        return;
+    /* POSIX allows converting dlsym's void * to a function pointer this way. */
+    *(void **)&blas.sgemm = dlsym(blas.handle, "cblas_sgemm");
+    *(void **)&blas.set_num_threads = dlsym(blas.handle, "openblas_set_num_threads");
+    *(void **)&blas.get_config = dlsym(blas.handle, "openblas_get_config");
+    *(void **)&blas.get_corename = dlsym(blas.handle, "openblas_get_corename");
+    if (blas.sgemm == NULL || blas.set_num_threads == NULL) {
+        dlclose(blas.handle);
+        blas.handle = NULL;
+    }
+}
+
+ulp_status ulp__rm_blas_load(ulp_error *err)
+{
+#ifdef ULP_REFMODEL_HAVE_OPENBLAS
+    pthread_once(&blas.once, blas_load);
+    if (blas.handle != NULL)
+        return ULP_OK;
+    return ulp__error(err, ULP_EUNSUPPORTED,
+                      "cannot load OpenBLAS (libopenblas.so.0): use --gemm tiled");
+#else
+    return ulp__error(err, ULP_EUNSUPPORTED, "this build has no OpenBLAS: use --gemm tiled");
+#endif
+}
+
 void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int lda,
                   const float *b, int ldb, float *c, int ldc)
 {
@@ -155,12 +204,13 @@ void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int 
     switch (g) {
     case ULP_REFMODEL_GEMM_BLAS:
 #ifdef ULP_REFMODEL_HAVE_OPENBLAS
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
-                    0.0f, c, ldc);
-        return;
-#else
-        break; /* refused earlier by ulp_refmodel_run(); fall back to be safe */
+        if (blas.sgemm != NULL) {
+            blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb,
+                       0.0f, c, ldc);
+            return;
+        }
 #endif
+        break; /* refused earlier by ulp__rm_blas_load(); fall back to be safe */
     case ULP_REFMODEL_GEMM_EXACT:
         gemm_exact(m, n, k, a, lda, b, ldb, c, ldc);
         return;
@@ -172,19 +222,17 @@ void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int 
 
 void ulp__rm_blas_threads(int threads)
 {
-#ifdef ULP_REFMODEL_HAVE_OPENBLAS
-    openblas_set_num_threads(threads > 0 ? threads : 1);
-#else
-    (void)threads;
-#endif
+    if (blas.set_num_threads != NULL)
+        blas.set_num_threads(threads > 0 ? threads : 1);
 }
 
 const char *ulp_refmodel_blas_info(void)
 {
-#ifdef ULP_REFMODEL_HAVE_OPENBLAS
+    if (ulp__rm_blas_load(NULL) != ULP_OK)
+        return "none";
     static _Thread_local char buf[256];
-    const char *cfg = openblas_get_config();
-    const char *core = openblas_get_corename();
+    const char *cfg = blas.get_config ? blas.get_config() : NULL;
+    const char *core = blas.get_corename ? blas.get_corename() : NULL;
     /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> keep the version. */
     char ver[64] = "OpenBLAS";
     if (cfg && strncmp(cfg, "OpenBLAS ", 9) == 0) {
@@ -197,7 +245,4 @@ const char *ulp_refmodel_blas_info(void)
     }
     snprintf(buf, sizeof buf, "%s (core %s)", ver, core ? core : "unknown");
     return buf;
-#else
-    return "none";
-#endif
 }

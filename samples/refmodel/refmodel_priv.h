@@ -29,6 +29,8 @@ void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int 
 
 /* Pins OpenBLAS to `threads` threads (no-op for other backends). */
 void ulp__rm_blas_threads(int threads);
+/* Loads OpenBLAS on first use; ULP_EUNSUPPORTED when it cannot be loaded. */
+ulp_status ulp__rm_blas_load(ulp_error *err);
 
 /* --- Weights (refmodel_weights.c) ----------------------------------------- */
 

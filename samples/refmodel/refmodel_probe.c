@@ -51,10 +51,11 @@ ulp_status ulp_refmodel_probe(const ulp_refmodel_options *o, FILE *out, ulp_erro
     if (n < 2 || cached % bs || cached <= 0 || cached >= n)
         return ulp__error(err, ULP_EINVAL, "cached prefix of %d tokens must be a positive multiple "
                           "of %d below the prompt length %d", cached, bs, n);
-#ifndef ULP_REFMODEL_HAVE_OPENBLAS
-    if (o->gemm == ULP_REFMODEL_GEMM_BLAS)
-        return ulp__error(err, ULP_EUNSUPPORTED, "this build has no OpenBLAS: use --gemm tiled");
-#endif
+    if (o->gemm == ULP_REFMODEL_GEMM_BLAS) {
+        ulp_status blas_st = ulp__rm_blas_load(err);
+        if (blas_st != ULP_OK)
+            return blas_st;
+    }
     ulp__rm_blas_threads(o->threads);
     int s = n - cached, qd = d->heads * d->head_dim, kvd = d->kv_heads * d->head_dim;
     /* The batch mode's layout: prompts of N+3, N+6, N+9 tokens, then this one. */

@@ -213,10 +213,11 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     int batch = o->mode == ULP_REFMODEL_BATCH ? o->batch : 1;
     if (batch < 1)
         return ulp__error(err, ULP_EINVAL, "batch size %d must be at least 1", batch);
-#ifndef ULP_REFMODEL_HAVE_OPENBLAS
-    if (o->gemm == ULP_REFMODEL_GEMM_BLAS)
-        return ulp__error(err, ULP_EUNSUPPORTED, "this build has no OpenBLAS: use --gemm tiled");
-#endif
+    if (o->gemm == ULP_REFMODEL_GEMM_BLAS) {
+        ulp_status blas_st = ulp__rm_blas_load(err);
+        if (blas_st != ULP_OK)
+            return blas_st;
+    }
     int threads = o->threads > 0 ? o->threads : 1;
     ulp__rm_blas_threads(threads);
 
