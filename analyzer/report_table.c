@@ -94,7 +94,7 @@ static void wrap(FILE *f, const char *text, size_t width)
 }
 
 /* Column widths after the name: layer dtype status differing % max_ulp mean_ulp max|diff| ulp@max */
-static const int colw[] = {5, 6, 9, 9, 7, 7, 8, 9, 8};
+static const int colw[] = {5, 6, 9, 8, 6, 7, 7, 9, 7};
 #define NCOL (sizeof colw / sizeof colw[0])
 
 ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
@@ -166,11 +166,24 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
         fprintf(f, "%*s %*s %*s %*s %*s %*s\n", colw[3], diff, colw[4], pct, colw[5], mu,
                 colw[6], mean, colw[7], mad, colw[8], uam);
     }
-    /* Details a column cannot hold. */
+    /*
+     * Details a column cannot hold: NaN/inf mismatches row by row (each one
+     * matters), sign changes row by row only while they are few -- past
+     * that, one line says how many captures have them and where the most are.
+     */
+    size_t n_sign = 0, worst_sign = 0;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        if (r->rows[i].m.sign_changes == 0)
+            continue;
+        if (n_sign++ == 0 || r->rows[i].m.sign_changes > r->rows[worst_sign].m.sign_changes)
+            worst_sign = i;
+    }
+    int list_signs = n_sign <= 4;
     int head = 0;
     for (size_t i = 0; i < r->n_rows; i++) {
         const ulp_diff_row *row = &r->rows[i];
-        if (row->m.nonfinite_mismatch == 0 && row->m.sign_changes == 0)
+        int signs = list_signs && row->m.sign_changes != 0;
+        if (row->m.nonfinite_mismatch == 0 && !signs)
             continue;
         if (!head)
             fputc('\n', f);
@@ -183,10 +196,19 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
         if (row->m.nonfinite_mismatch)
             fprintf(f, " %" PRIu64 " NaN/inf mismatch%s", row->m.nonfinite_mismatch,
                     row->m.nonfinite_mismatch == 1 ? "" : "es");
-        if (row->m.sign_changes)
+        if (signs)
             fprintf(f, "%s %" PRIu64 " sign change%s", row->m.nonfinite_mismatch ? "," : "",
                     row->m.sign_changes, row->m.sign_changes == 1 ? "" : "s");
         fputc('\n', f);
+    }
+    if (!list_signs) {
+        const ulp_diff_row *w = &r->rows[worst_sign];
+        if (w->occurrence)
+            snprintf(full, sizeof full, "%s#%" PRId64, w->name, w->occurrence);
+        else
+            snprintf(full, sizeof full, "%s", w->name);
+        fprintf(f, "%ssign changes in %zu captures, most in %s (%" PRIu64 ")\n", head ? "" : "\n",
+                n_sign, full, w->m.sign_changes);
     }
     fputc('\n', f);
     char *text = NULL;

@@ -424,6 +424,20 @@ static void test_capture__bad_environment(void **state)
 
 /* --- fork ------------------------------------------------------------------------------- */
 
+/*
+ * Sanitizer runtimes do not support everything after a multi-threaded
+ * fork: ThreadSanitizer dies when the child starts a thread whose id the
+ * parent's writer thread had, and LeakSanitizer reports HDF5's per-thread
+ * state of that thread, which no longer exists in the child.  Under them
+ * the grandchild opens no session of its own and leaves with _exit() after
+ * calling what the exit handler would.
+ */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define FORK_FULL 0
+#else
+#define FORK_FULL 1
+#endif
+
 static void child_forking_host(void *arg)
 {
     const char *dir = arg;
@@ -467,6 +481,10 @@ static void child_forking_host(void *arg)
         CHILD_CHECK(ulp_session_close(s) == ULP_OK);
         const char *text = tu_stderr_end(&cap);
         CHILD_CHECK(tu_lines(text) == 1 && strstr(text, "forked") != NULL);
+        if (!FORK_FULL) {
+            CHILD_CHECK(ulp_capture_close() == ULP_OK);
+            _exit(0);
+        }
         /* A session of its own works. */
         CHILD_CHECK(ulp_capture_open(own, "grandchild") == ULP_OK);
         CHILD_CHECK(ulp_capture_host("g", a, ULP_DTYPE_F32, 1, shape, 0,
@@ -518,11 +536,13 @@ static void test_capture__fork_child(void **state)
         H5Dclose(ds);
     }
     H5Fclose(f);
-    snprintf(path, sizeof(path), "%s/grandchild.h5", dir);
-    f = tu_open(path);
-    assert_true(f >= 0);
-    assert_int_equal(tu_group_count(f, "/captures/g"), 1);
-    H5Fclose(f);
+    if (FORK_FULL) {
+        snprintf(path, sizeof(path), "%s/grandchild.h5", dir);
+        f = tu_open(path);
+        assert_true(f >= 0);
+        assert_int_equal(tu_group_count(f, "/captures/g"), 1);
+        H5Fclose(f);
+    }
     tu_done();
 }
 
