@@ -127,14 +127,17 @@ static void *worker(void *arg)
         job_row *jr = find_jrow(j, t);
         uint64_t first = (t - jr->first_task) * jr->chunk;
         uint64_t n = jr->elements - first < jr->chunk ? jr->elements - first : jr->chunk;
-        if (ulp_snapshot_read(j->a, jr->ia, first, n, ba, &e) != ULP_OK ||
-            ulp_snapshot_read(j->b, jr->ib, first, n, bb, &e) != ULP_OK) {
+        const void *va, *vb;
+        if (ulp_snapshot_view(j->a, jr->ia, first, n, ba, &va, &e) != ULP_OK ||
+            ulp_snapshot_view(j->b, jr->ib, first, n, bb, &vb, &e) != ULP_OK) {
             job_fail(j, &e);
             break;
         }
         ulp__acc acc;
         ulp__acc_init(&acc);
-        ulp__acc_add(&acc, jr->dtype, ba, bb, n, first);
+        ulp__acc_add(&acc, jr->dtype, va, vb, n, first);
+        ulp_snapshot_view_release(j->a, va, n * ulp_dtype_size(jr->dtype));
+        ulp_snapshot_view_release(j->b, vb, n * ulp_dtype_size(jr->dtype));
         pthread_mutex_lock(&j->lock);
         ulp__acc_merge(&jr->acc, &acc);
         pthread_mutex_unlock(&j->lock);

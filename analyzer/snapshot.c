@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -640,6 +641,15 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
     if (s->file_size == 0)
         return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file (empty file)",
                           s->path);
+    /*
+     * A read-only mapping lets ulp_snapshot_view() hand out contiguous
+     * datasets without copying them (the comparison reads the page cache
+     * directly).  Without one, views fall back to pread(2).
+     */
+    if ((uint64_t)(size_t)s->file_size == s->file_size) {
+        void *m = mmap(NULL, (size_t)s->file_size, PROT_READ, MAP_SHARED, s->fd, 0);
+        s->map = m == MAP_FAILED ? NULL : m;
+    }
 
     htri_t is = H5Fis_hdf5(s->path);
     if (is <= 0) {
@@ -790,6 +800,8 @@ void ulp_snapshot_close(ulp_snapshot *s)
     }
     if (s->file >= 0)
         H5Fclose(s->file);
+    if (s->map != NULL)
+        munmap((void *)(uintptr_t)s->map, (size_t)s->file_size);
     if (s->fd >= 0)
         close(s->fd);
     for (size_t i = 0; i < s->nstrs; i++)
@@ -1094,4 +1106,55 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
         left -= (uint64_t)got;
     }
     return ULP_OK;
+}
+
+ulp_status ulp_snapshot_view(const ulp_snapshot *s, size_t i, uint64_t first, uint64_t count,
+                             void *buf, const void **out, ulp_error *err)
+{
+    if (out == NULL)
+        return ulp__error(err, ULP_EINVAL, "ulp_snapshot_view: invalid argument");
+    *out = buf;
+    if (s != NULL && s->map != NULL && i < s->ncaps && s->srcs[i].offset != NO_OFFSET) {
+        const ulp_capture_info *c = &s->caps[i];
+        uint64_t esize = ulp_dtype_size(c->dtype);
+        uint64_t off = s->srcs[i].offset + first * esize;
+        struct stat sb;
+        /*
+         * Open checked that the dataset lies inside the file.  A file cut
+         * since then would turn a mapped read into SIGBUS: look again, and
+         * let pread(2) report the truncation.
+         */
+        if (first <= c->elements && count <= c->elements - first &&
+            fstat(s->fd, &sb) == 0 && (uint64_t)sb.st_size >= off + count * esize) {
+            *out = s->map + off;
+#ifdef MADV_POPULATE_READ
+            /* One call maps the range's pages, instead of a fault every few pages. */
+            uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+            uintptr_t lo = (uintptr_t)(s->map + off) & ~(page - 1);
+            uintptr_t hi = (uintptr_t)(s->map + off + count * esize);
+            madvise((void *)lo, hi - lo, MADV_POPULATE_READ);
+#endif
+            return ULP_OK;
+        }
+    }
+    return ulp_snapshot_read(s, i, first, count, buf, err);
+}
+
+void ulp_snapshot_view_release(const ulp_snapshot *s, const void *p, uint64_t bytes)
+{
+    if (s == NULL || s->map == NULL || p == NULL)
+        return;
+    const unsigned char *q = p;
+    if (q < s->map || q >= s->map + s->file_size)
+        return; /* a caller's buffer, not the mapping */
+    /*
+     * Drop the pages from this process (not from the page cache) so that
+     * the resident set stays bounded by the chunks in flight, whatever the
+     * file size.  Only whole pages inside the range: neighbours may be in use.
+     */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)q + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)q + (uintptr_t)bytes) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

@@ -113,6 +113,18 @@ ULP_API ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name,
 ULP_API ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first,
                                      uint64_t count, void *buf, ulp_error *err);
 
+/*
+ * Like ulp_snapshot_read(), without the copy where it can: *out points into
+ * a read-only mapping of the file (contiguous datasets) or, otherwise, to
+ * `buf`, which must hold `count` elements and is then filled.  A mapped view
+ * stays valid until the snapshot is closed; pass it to
+ * ulp_snapshot_view_release() once done so that the process's resident
+ * memory stays bounded.  Thread-safe.
+ */
+ULP_API ulp_status ulp_snapshot_view(const ulp_snapshot *s, size_t i, uint64_t first,
+                                     uint64_t count, void *buf, const void **out, ulp_error *err);
+ULP_API void ulp_snapshot_view_release(const ulp_snapshot *s, const void *p, uint64_t bytes);
+
 /* Kernel trace (/trace), empty when the file has none. */
 ULP_API size_t ulp_snapshot_kernel_count(const ulp_snapshot *s);
 ULP_API const ulp_kernel_info *ulp_snapshot_kernel(const ulp_snapshot *s, size_t i);
