@@ -396,6 +396,46 @@ static void test_snapshot__read_big(void **state)
     ulp_snapshot_close(s);
 }
 
+/*
+ * Zero-copy views: the same bits as a read, for contiguous (mapped) and
+ * chunked+compressed (copied into the caller's buffer) datasets, and a
+ * release of each view -- mapped or not -- leaves later views intact.
+ */
+static void test_snapshot__view(void **state)
+{
+    (void)state;
+    ulp_snapshot *s = open_ok("big.h5");
+    ulp_error err;
+    int mapped = 0, copied = 0;
+    for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        uint64_t chunk = 65537;
+        uint16_t *buf = malloc(chunk * 2);
+        for (int pass = 0; pass < 2; pass++) {
+            for (uint64_t first = 0; first < c->elements; first += chunk) {
+                uint64_t n = c->elements - first < chunk ? c->elements - first : chunk;
+                const void *v = NULL;
+                assert_int_equal(ulp_snapshot_view(s, i, first, n, buf, &v, &err), ULP_OK);
+                assert_non_null(v);
+                if (v == buf)
+                    copied++;
+                else
+                    mapped++;
+                check_pattern(c, v, first, n);
+                ulp_snapshot_view_release(s, v, n * 2);
+            }
+        }
+        const void *v = NULL;
+        assert_int_equal(ulp_snapshot_view(s, i, c->elements, 1, buf, &v, &err), ULP_ERANGE);
+        free(buf);
+    }
+    assert_true(mapped > 0); /* big.h5 has a contiguous dataset */
+    assert_true(copied > 0); /* and chunked ones */
+    assert_int_equal(ulp_snapshot_view(s, 0, 0, 1, NULL, NULL, &err), ULP_EINVAL);
+    ulp_snapshot_view_release(NULL, NULL, 0);
+    ulp_snapshot_close(s);
+}
+
 typedef struct reader_arg {
     const ulp_snapshot *s;
     size_t capture;
@@ -517,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_snapshot__read_all),
         cmocka_unit_test(test_snapshot__read_errors),
         cmocka_unit_test(test_snapshot__read_big),
+        cmocka_unit_test(test_snapshot__view),
         cmocka_unit_test(test_snapshot__read_threads),
         cmocka_unit_test(test_snapshot__bad_files),
     };
