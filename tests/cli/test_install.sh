@@ -1,0 +1,37 @@
+#!/bin/bash
+# `cmake --install` gives a prefix from which another project finds ulpprof
+# with find_package(ulpprof), links ulpprof::capture and ulpprof::capture_static,
+# and writes a snapshot that the installed `ulpprof ls` reads and h5py agrees with.
+set -eu
+: "${ULPPROF_BUILD_DIR:?}" "${ULPPROF_SOURCE_DIR:?}"
+PY=${ULP_PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+cmake --install "$ULPPROF_BUILD_DIR" --prefix "$tmp/prefix" >/dev/null
+for f in bin/ulpprof include/ulpprof/capture.h include/ulpprof/snapshot.h \
+         lib/libulpprof_capture.so lib/libulpprof_capture.a lib/cmake/ulpprof/ulpprofConfig.cmake; do
+    [ -e "$tmp/prefix/$f" ] || fail "not installed: $f"
+done
+cmake -S "$ULPPROF_SOURCE_DIR/tests/cli/install_consumer" -B "$tmp/build" \
+    -DCMAKE_PREFIX_PATH="$tmp/prefix" >"$tmp/cfg.log" 2>&1 || { cat "$tmp/cfg.log"; fail "configure"; }
+cmake --build "$tmp/build" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fail "build"; }
+
+LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/build/c" "$tmp/shared.h5" | grep -qx success || fail "shared"
+"$tmp/build/cs" "$tmp/static.h5" | grep -qx success || fail "static"
+ldd "$tmp/build/cs" | grep -q libulpprof_capture && fail "static consumer needs the shared library"
+
+for f in shared static; do
+    "$tmp/prefix/bin/ulpprof" ls "$tmp/$f.h5" >"$tmp/$f.ls" || fail "installed ulpprof ls $f"
+    grep -q "installed" "$tmp/$f.ls" || fail "label missing in ls $f"
+    "$PY" - "$tmp/$f.h5" <<'PYEOF' || fail "h5py $f"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as h:
+    assert h.attrs["format"] in (b"ulpprof-snapshot", "ulpprof-snapshot")
+    d = h["captures/x/0"]
+    assert d.attrs["dtype"] in (b"f32", "f32")
+    assert np.array_equal(d[()], np.array([1.0, 2.0, -3.5, 4.25], dtype=np.float32))
+PYEOF
+done
+echo "ok: install + find_package(ulpprof), shared and static"
