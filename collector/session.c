@@ -120,6 +120,13 @@ struct ulp_session {
     size_t spare_bytes;
     unsigned spare_count;
 
+    /* Opening and closing, done by the writer thread (see writer_main). */
+    const struct open_args *open;       /* set while ulp_session_open waits  */
+    int opened;                         /* the thread finished opening       */
+    ulp_status open_status;
+    ulp_status close_status;
+    char close_msg[ULP_ERROR_MSG_MAX];
+
     /* Fork handling (g_registry_mu). */
     struct ulp_session *registry_next;
     int fd;                             /* HDF5's descriptor of the file     */
@@ -396,9 +403,77 @@ static ulp_status item_write(ulp_session *s, item *it, ulp_error *err, int *fata
     return ULP_EINVAL;
 }
 
+/* What the writer thread needs to create the file. */
+typedef struct open_args {
+    const char *label, *writer_name;
+    const ulp__kvlist *run, *env;
+    ulp_error *err;
+} open_args;
+
+static ulp_status write_groups(ulp__writer *w, const ulp__kvlist *run, const ulp__kvlist *env,
+                               ulp_error *err);
+
+/*
+ * Creates the file, fills /run and /env, and registers the session for the
+ * fork handler in one step (no fork sees the file open but unregistered).
+ */
+static ulp_status open_file(ulp_session *s, const open_args *a)
+{
+    ulp__writer *w = NULL;
+    pthread_mutex_lock(&g_registry_mu);
+    pthread_mutex_lock(&g_h5_mu);
+    ulp_status st = ulp__writer_create(s->path, a->label, a->writer_name, now_unix_ns(), &w,
+                                       a->err);
+    if (st == ULP_OK)
+        st = write_groups(w, a->run, a->env, a->err);
+    if (st == ULP_OK) {
+        s->writer = w;
+        s->fd = ulp__writer_fd(w);
+        s->registry_next = g_registry;
+        g_registry = s;
+    } else if (w != NULL) {
+        ulp__writer_close(w, NULL);
+    }
+    pthread_mutex_unlock(&g_h5_mu);
+    pthread_mutex_unlock(&g_registry_mu);
+    return st;
+}
+
+static void drain(ulp_session *s);
+
+/*
+ * The writer thread owns every write to the file: it creates it, drains
+ * the queue, and closes it.  It runs with every signal blocked, so the
+ * signals a write can raise (SIGXFSZ past a file-size limit) stay away from
+ * the host's threads, whose default action would kill the program.
+ */
 static void *writer_main(void *arg)
 {
     ulp_session *s = arg;
+    ulp_status st = open_file(s, s->open);
+    pthread_mutex_lock(&s->mu);
+    s->open_status = st;
+    s->opened = 1;
+    pthread_cond_broadcast(&s->done);
+    pthread_mutex_unlock(&s->mu);
+    if (st != ULP_OK)
+        return NULL;
+
+    drain(s);
+
+    ulp_error err;
+    ulp_error_clear(&err);
+    st = writer_close_registered(s, &err);
+    pthread_mutex_lock(&s->mu);
+    s->close_status = st;
+    memcpy(s->close_msg, err.msg, sizeof(s->close_msg));
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Writes queued items until the session closes and the queue is empty. */
+static void drain(ulp_session *s)
+{
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (s->head == NULL && !(s->closing && s->pending == 0))
@@ -465,7 +540,6 @@ static void *writer_main(void *arg)
         if (!kept)
             free(it);
     }
-    return NULL;
 }
 
 /* --- open / close ------------------------------------------------------------------ */
@@ -546,9 +620,7 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     ulp__kvlist run, env;
     ulp__kvlist_init(&run);
     ulp__kvlist_init(&env);
-    ulp__writer *w = NULL;
     ulp_session *s = NULL;
-    int registered = 0;
     if ((st = ulp__attr_parse(attrs, &run, err)) != ULP_OK)
         goto cleanup;
     if (opts->record_env &&
@@ -571,28 +643,8 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
         goto cleanup;
     }
     pthread_once(&g_atfork_once, atfork_register);
-    /* The file is created and registered for the fork handler in one step:
-     * no fork can see it open but unregistered. */
-    pthread_mutex_lock(&g_registry_mu);
-    pthread_mutex_lock(&g_h5_mu);
-    st = ulp__writer_create(path, label, opts->writer != NULL ? opts->writer : writer_name,
-                            now_unix_ns(), &w, err);
-    if (st == ULP_OK)
-        st = write_groups(w, &run, &env, err);
-    if (st == ULP_OK) {
-        s->writer = w;
-        s->fd = ulp__writer_fd(w);
-        s->registry_next = g_registry;
-        g_registry = s;
-        registered = 1;
-    } else if (w != NULL) {
-        ulp__writer_close(w, NULL);
-    }
-    w = NULL;
-    pthread_mutex_unlock(&g_h5_mu);
-    pthread_mutex_unlock(&g_registry_mu);
-    if (st != ULP_OK)
-        goto cleanup;
+    open_args args = {label, opts->writer != NULL ? opts->writer : writer_name, &run, &env, err};
+    s->open = &args;
 
     /* The writer thread takes no signals: they belong to the host's threads. */
     sigset_t all, old;
@@ -605,13 +657,21 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
                         path, strerror(rc));
         goto cleanup;
     }
+    pthread_mutex_lock(&s->mu);
+    while (!s->opened)
+        pthread_cond_wait(&s->done, &s->mu);
+    st = s->open_status;
+    s->open = NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (st != ULP_OK) {
+        pthread_join(s->thread, NULL);
+        goto cleanup;
+    }
     *out = s;
     s = NULL;
 
 cleanup:
     if (s != NULL) {
-        if (registered)
-            writer_close_registered(s, NULL);
         /* Mutexes that failed to initialize are zeroed memory; destroying
          * them is harmless in glibc, and this path is out of memory anyway. */
         session_free(s);
@@ -677,13 +737,12 @@ ulp_status ulp_session_close(ulp_session *s)
     pthread_join(s->thread, NULL);
 
     ulp_status st = s->first_error;
-    ulp_error err;
-    ulp_error_clear(&err);
-    ulp_status cst = writer_close_registered(s, &err);
-    if (cst != ULP_OK) {
-        fprintf(stderr, "ulpprof: %s\n", err.msg);
+    if (s->close_status != ULP_OK) {
+        /* A failed session said why once already; one line is enough. */
+        if (!s->failed)
+            fprintf(stderr, "ulpprof: %s\n", s->close_msg);
         if (st == ULP_OK)
-            st = cst;
+            st = s->close_status;
     }
     session_free(s);
     return st;

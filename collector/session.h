@@ -14,6 +14,13 @@
  * whole bound is admitted alone, once the queue is empty, so nothing can
  * deadlock.  The capturing thread waits (back-pressure) until then.
  *
+ * Every write to the file -- creating it, captures, closing it -- happens
+ * on the writer thread, which runs with all signals blocked (so SIGXFSZ
+ * past a file-size limit never reaches the host).  In a child forked from
+ * a capturing process the inherited sessions are dead copies: calls return
+ * ULP_ECLOSED (one stderr line), close returns ULP_OK, nothing reaches the
+ * parent's file.
+ *
  * After a write error (disk full, file too large, ...) the session fails:
  * one stderr line `ulpprof: capture to 'PATH' failed: ...`, later requests
  * return ULP_EIO, queued ones are dropped (their release callbacks still

@@ -6,7 +6,8 @@
  * format and is flushed with H5Fflush(H5F_SCOPE_GLOBAL) right after it is
  * created and after every dataset, attribute set and trace batch, so that a
  * process killed with SIGKILL leaves a file that opens with plain HDF5 calls
- * and holds everything written before the last flush.
+ * and holds everything written before the last flush (and each capture
+ * either complete or not named at all, see ulp__writer_add()).
  *
  * Tensors are contiguous and uncompressed, written with memory type = file
  * type, so the bytes in the file are exactly the producer's bits and the
@@ -72,8 +73,11 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
  * NULL when nbytes is 0.  d->step == ULP_STEP_NONE writes no `step`; the
  * other optional attributes are written when present (layer != -1,
  * has_kernels, device_ptr != 0, stream != 0); role and time_ns always.
- * On an HDF5 failure the partial dataset is unlinked, so that the file
- * never names a tensor whose bytes were not written.
+ * The capture appears atomically: the dataset is written and flushed while
+ * anonymous, then linked and flushed, so a file killed at any instant
+ * never names a tensor whose bytes or attributes are not on disk.  Two
+ * flushes per capture (three for a new name).  On an HDF5 failure nothing
+ * new stays named.
  */
 ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
                            size_t nbytes, int64_t *seq, ulp_error *err);

@@ -10,12 +10,16 @@ complete before the kill (issue #6, item 1).
   B. Mid-write: 8 MiB tensors, killed right after capture k was queued (the
      writer thread is then busy writing) and at points spread over the run by
      the file's growth.  Every capture present is bit-exact, seq has no hole.
-  C. The reference workload (ulpprof-refmodel), killed when its file reaches
-     5%..95% of the size of a complete run: the killed file holds a seq-prefix
-     of the complete run's captures, bit-identical to them (ulpprof diff and
-     h5py both say so).
+  C. The reference workload (ulpprof-refmodel), killed at fixed points of its
+     run (the k-th pwrite(2) of the file, through the killwrite.so shim, plain
+     and torn): the killed file holds a seq-prefix of the complete run's
+     captures, bit-identical to them (ulpprof diff and h5py both say so).
+  D. Every write: capture_loop killed at EACH pwrite(2) it makes, plain and
+     torn (half the bytes written).  Once it printed "opened", the file must
+     open, with at least the captures it printed as flushed.
 No repair step is run anywhere: no h5clear, no copy.
 """
+import json
 import os
 import signal
 import subprocess
@@ -127,41 +131,104 @@ def part_b(tmp):
     check(len(seen) >= 3, "B: the kills landed at only %d distinct points %r" % (len(seen), seen))
 
 
+KILLWRITE = os.path.join(rc.BUILD, "tests", "reliability", "killwrite.so")
+
+
+def killwrite_env(k=None, torn=False, count_file=None):
+    env = dict(os.environ, LD_PRELOAD=KILLWRITE)
+    # The shim is not sanitized; an ASan build must accept it ahead of its runtime.
+    env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
+    if k is not None:
+        env["ULP_KILL_AT"] = str(k)
+        env["ULP_KILL_TORN"] = "1" if torn else "0"
+    if count_file:
+        env["ULP_WRITE_COUNT"] = count_file
+    return env
+
+
+def count_writes(args, tmp):
+    cnt = os.path.join(tmp, "writes.txt")
+    r = subprocess.run(args, env=killwrite_env(count_file=cnt), capture_output=True, text=True)
+    check(r.returncode == 0, "counting run %r: exit %d %r" % (args[0], r.returncode, r.stderr))
+    with open(cnt) as fh:
+        return int(fh.read())
+
+
 def part_c(tmp):
-    if not os.path.exists(rc.REFMODEL):
-        print("SKIP C: %s not built" % rc.REFMODEL)
+    if not os.path.exists(rc.REFMODEL) or not os.path.exists(KILLWRITE):
+        print("SKIP C: %s or %s not built" % (rc.REFMODEL, KILLWRITE))
         return
-    args = [rc.REFMODEL, "--mode", "miss"]
     full = os.path.join(tmp, "ref_full.h5")
-    r = rc.run(args + ["--out", full], timeout=600)
-    if not check(r.returncode == 0, "refmodel full run: %r" % r.stderr):
-        return
+    args = [rc.REFMODEL, "--mode", "miss", "--out", full]
+    nw = count_writes(args, tmp)
     want = rc.h5_captures(full)
-    size = os.path.getsize(full)
-    seen = set()
     with h5py.File(full, "r") as f:
         ref_bits = {(c[1], c[2]): rc.raw_bits(f["captures"][c[1]][str(c[2])]) for c in want}
-    for frac in (0.05, 0.2, 0.35, 0.5, 0.65, 0.8, 0.95):
-        path = os.path.join(tmp, "ref_kill%02d.h5" % int(frac * 100))
-        tag = "C refmodel killed at %d%% of the file" % int(frac * 100)
-        killed = kill_at_size(args + ["--out", path], path, int(size * frac), tag)
-        got = rc.h5_captures(path)
-        n = len(got)
-        seen.add(n)
-        check(got == want[:n], "%s: captures are not a prefix of the full run's" % tag)
-        with h5py.File(path, "r") as f:
-            for c in got:
-                check(np.array_equal(rc.raw_bits(f["captures"][c[1]][str(c[2])]),
-                                     ref_bits[(c[1], c[2])]),
-                      "%s: %s/%d differs from the full run" % (tag, c[1], c[2]))
-        j = rc.ls_json(path, tag)
-        if j is not None:
+    seen = set()
+    for frac in (0.1, 0.3, 0.5, 0.7, 0.9, 0.99):
+        for torn in (False, True):
+            k = max(1, int(nw * frac))
+            path = os.path.join(tmp, "ref_kill%d_%d.h5" % (k, torn))
+            tag = "C refmodel killed at write %d of %d%s" % (k, nw, " (torn)" if torn else "")
+            r = subprocess.run([rc.REFMODEL, "--mode", "miss", "--out", path],
+                               env=killwrite_env(k, torn), capture_output=True, text=True)
+            check(r.returncode == -signal.SIGKILL, "%s: exit %d" % (tag, r.returncode))
+            j = rc.ls_json(path, tag)
+            if j is None:
+                continue
+            got = rc.h5_captures(path)
+            n = len(got)
+            seen.add(n)
+            check(got == want[:n], "%s: captures are not a prefix of the full run's" % tag)
+            with h5py.File(path, "r") as f:
+                for c in got:
+                    check(np.array_equal(rc.raw_bits(f["captures"][c[1]][str(c[2])]),
+                                         ref_bits[(c[1], c[2])]),
+                          "%s: %s/%d differs from the full run" % (tag, c[1], c[2]))
             check(len(j["captures"]) == n, "%s: ls lists %d captures, h5py %d"
                   % (tag, len(j["captures"]), n))
-        rc.check_prefix_diff(path, full, n, tag)
-        print("%s: %s, %d of %d captures readable" % (tag, "killed" if killed else "finished",
-                                                     n, len(want)), flush=True)
+            rc.check_prefix_diff(path, full, n, tag)
+            print("%s: %d of %d captures readable" % (tag, n, len(want)), flush=True)
     check(len(seen) >= 3, "C: the kills landed at only %d distinct points %r" % (len(seen), seen))
+
+
+def part_d(tmp):
+    if not os.path.exists(KILLWRITE):
+        print("SKIP D: %s not built" % KILLWRITE)
+        return
+    names, elements, count = 3, 100, 6
+    base = [rc.LOOP, "--count", str(count), "--elements", str(elements), "--names", str(names),
+            "--flush-each", "--report"]
+    nw = count_writes(base + ["--out", os.path.join(tmp, "d_count.h5")], tmp)
+    bad = []
+    for torn in (False, True):
+        for k in range(1, nw + 1):
+            path = os.path.join(tmp, "d_%d_%d.h5" % (k, torn))
+            r = subprocess.run(base + ["--out", path], env=killwrite_env(k, torn),
+                               capture_output=True, text=True)
+            lines = r.stdout.split()
+            if r.returncode != -signal.SIGKILL or "opened" not in lines:
+                if os.path.exists(path):
+                    os.remove(path)
+                continue    # killed while the file was being created: nothing promised
+            flushed = r.stdout.count("flushed ")
+            ls = rc.ulpprof(["ls", "--json", path])
+            if ls.returncode != 0:
+                bad.append("write %d%s (%d flushed): %s" % (k, " torn" if torn else "", flushed,
+                                                         ls.stderr.strip()))
+            else:
+                n = rc.check_loop_file(path, elements, "bf16", names,
+                                       "D write %d%s" % (k, " torn" if torn else ""),
+                                       flushed, count)
+                check(len(json.loads(ls.stdout)[0]["captures"]) == n, "D write %d: ls" % k)
+            os.remove(path)
+    print("D: killed at each of %d writes, plain and torn: %d unreadable" % (nw, len(bad)),
+          flush=True)
+    for b in bad[:12]:
+        print("   ", b)
+    check(not bad, "D: %d of %d kill points left a snapshot that ulpprof cannot open, "
+          "with captures flushed before the kill (writer crash safety; see above)"
+          % (len(bad), 2 * nw))
 
 
 def main():
@@ -169,6 +236,7 @@ def main():
     part_a(tmp)
     part_b(tmp)
     part_c(tmp)
+    part_d(tmp)
     if not rc.failures:
         import shutil
         shutil.rmtree(tmp)

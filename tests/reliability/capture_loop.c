@@ -16,8 +16,8 @@
  * flips bit 0 of element (i mod E) in every capture i >= S (a pair that
  * differs in a known way).
  *
- * --report prints one line per capture on stdout, flushed at once:
- * "flushed i" after ulp_session_flush() returned (with --flush-each: the
+ * --report prints "opened" once the session is open (the file is created and
+ * flushed), then one line per capture on stdout, flushed at once: "flushed i" after ulp_session_flush() returned (with --flush-each: the
  * capture is in the file), else "queued i".  A test kills the program at a
  * known point with that.  At the end: "done ok=<accepted> refused=<refused>
  * close=<status name>"; with --keep-going the loop goes on after a failed
@@ -135,6 +135,10 @@ int main(int argc, char **argv)
     ulp_error err;
     if (ulp_session_open(&o, &s, &err) != ULP_OK)
         return 2;
+    if (report) {
+        printf("opened\n"); /* the file exists, flushed, with no capture yet */
+        fflush(stdout);
+    }
 
     size_t size = ulp_dtype_size(dtype);
     void *buf = malloc(elements ? elements * size : 1);

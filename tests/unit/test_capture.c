@@ -1178,13 +1178,17 @@ typedef struct fsize_case {
     const char *path;
     const char *dir;
     int pipe_fd;
+    int sigxfsz_default;    /* 1: SIGXFSZ keeps its default action (kill) */
 } fsize_case;
 
 /* The child writes 64 KiB captures under a 1 MiB file size limit. */
 static void child_fsize(void *arg)
 {
     const fsize_case *c = arg;
-    signal(SIGXFSZ, SIG_IGN); /* writes past the limit fail with EFBIG */
+    /* Either way, writes past the limit fail with EFBIG; with the default
+     * action the signal would kill the program if a host thread made the
+     * write (the library writes only from its own thread, signals blocked). */
+    signal(SIGXFSZ, c->sigxfsz_default ? SIG_DFL : SIG_IGN);
     struct rlimit rl = {1 << 20, 1 << 20};
     CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
     ulp_session_options o;
@@ -1233,28 +1237,16 @@ static void child_fsize(void *arg)
     CHILD_CHECK(strstr(text, want) != NULL);
     CHILD_CHECK(strstr(strstr(text, want) + 1, want) == NULL);
     CHILD_CHECK(strstr(text, "File too large") != NULL);
+    CHILD_CHECK(strstr(text, "cannot close") == NULL);
     CHILD_CHECK(write(c->pipe_fd, &flushed, sizeof(flushed)) == (ssize_t)sizeof(flushed));
     _exit(0);
 }
 
-static void test_capture__write_failure(void **state)
+/* Everything flushed before the failure is readable and intact. */
+static void fsize_verify(const char *path, int flushed)
 {
-    (void)state;
-    const char *dir = tu_tmpdir("capture-fsize");
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/f.h5", dir);
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    fsize_case c = {path, dir, fds[1]};
-    assert_int_equal(run_child(child_fsize, &c), 0);
-    int flushed = -1;
-    assert_int_equal(read(fds[0], &flushed, sizeof(flushed)), sizeof(flushed));
-    close(fds[0]);
-    close(fds[1]);
     /* About 15 captures of 64 KiB fit in 1 MiB. */
     assert_in_range(flushed, 8, 15);
-
-    /* Everything flushed before the failure is readable and intact. */
     hid_t f = tu_open(path);
     assert_true(f >= 0);
     long n = tu_group_count(f, "/captures/chunk");
@@ -1272,6 +1264,27 @@ static void test_capture__write_failure(void **state)
         free(got);
     }
     H5Fclose(f);
+}
+
+static void test_capture__write_failure(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-fsize");
+    for (int sigdef = 1; sigdef >= 0; sigdef--) {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/f%d.h5", dir, sigdef);
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        fsize_case c = {path, dir, fds[1], sigdef};
+        int rc = run_child(child_fsize, &c);
+        if (rc != 0)
+            fail_msg("SIGXFSZ %s: child exit %d", sigdef ? "default" : "ignored", rc);
+        int flushed = -1;
+        assert_int_equal(read(fds[0], &flushed, sizeof(flushed)), sizeof(flushed));
+        close(fds[0]);
+        close(fds[1]);
+        fsize_verify(path, flushed);
+    }
     tu_done();
 }
 
@@ -1286,12 +1299,14 @@ static void kill_fill(int32_t *w, int i)
 }
 
 /*
- * The child captures `flushed` tensors, flushes, tells the parent, then
- * keeps capturing (unflushed) until it is killed.
+ * The child captures `flushed` tensors, flushes and tells the parent; then
+ * it either waits (idle: the kill finds the writer between captures) or
+ * keeps capturing, unflushed, until it is killed.
  */
 typedef struct kill_case {
     const char *path;
     int flushed;
+    int idle;
     int pipe_fd;
 } kill_case;
 
@@ -1310,6 +1325,8 @@ static void child_kill(void *arg)
         if (i == c->flushed) {
             CHILD_CHECK(ulp_session_flush(s) == ULP_OK);
             CHILD_CHECK(write(c->pipe_fd, &i, sizeof(i)) == (ssize_t)sizeof(i));
+            while (c->idle)
+                pause();
         }
         kill_fill(w, i);
         ulp_capture_desc d;
@@ -1324,69 +1341,71 @@ static void child_kill(void *arg)
     }
 }
 
+/* Starts child_kill, waits for its "flushed" message, sleeps, kills it. */
+static void kill_run(kill_case *c, int delay_ms)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    c->pipe_fd = fds[1];
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        child_kill(c);
+        _exit(0);
+    }
+    close(fds[1]);
+    int got_flushed = -1;
+    assert_int_equal(read(fds[0], &got_flushed, sizeof(got_flushed)), sizeof(got_flushed));
+    close(fds[0]);
+    assert_int_equal(got_flushed, c->flushed);
+    if (delay_ms > 0)
+        sleep_ms(delay_ms);
+    kill(pid, SIGKILL);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/*
+ * The guarantee: a process killed between captures leaves a file that opens
+ * with a plain H5Fopen (no h5clear) and holds exactly the captures flushed
+ * before, complete and bit-exact -- from a kill right after open (no
+ * capture) to one after many.
+ */
 static void test_capture__sigkill_leaves_readable_file(void **state)
 {
     (void)state;
     const char *dir = tu_tmpdir("capture-kill");
     static int32_t want[KILL_WORDS];
-    /* Kill points: right after open, after a few, after many; and random
-     * delays after the flush, so the kill lands inside later writes. */
-    int points[] = {0, 1, 5, 20, 3, 3, 3, 3, 3, 3};
+    int points[] = {0, 1, 2, 9, 40};
     for (size_t p = 0; p < sizeof(points) / sizeof(points[0]); p++) {
         char path[1200];
         snprintf(path, sizeof(path), "%s/k%zu.h5", dir, p);
-        int fds[2];
-        assert_int_equal(pipe(fds), 0);
-        kill_case c = {path, points[p], fds[1]};
-        fflush(NULL);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            close(fds[0]);
-            child_kill(&c);
-            _exit(0);
-        }
-        close(fds[1]);
-        int got_flushed = -1;
-        assert_int_equal(read(fds[0], &got_flushed, sizeof(got_flushed)), sizeof(got_flushed));
-        close(fds[0]);
-        assert_int_equal(got_flushed, points[p]);
-        if (p >= 4)
-            sleep_ms((int)(p - 3) * 3);
-        kill(pid, SIGKILL);
-        int status;
-        assert_int_equal(waitpid(pid, &status, 0), pid);
-        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        kill_case c = {path, points[p], 1, -1};
+        kill_run(&c, 5);
 
-        /* A plain open, no h5clear: the flushed captures are all there. */
         hid_t f = tu_open(path);
         if (f < 0)
-            fail_msg("kill point %zu: '%s' does not open", p, path);
+            fail_msg("kill after %d captures: '%s' does not open", points[p], path);
         char s[64];
         assert_int_equal(tu_attr_str(f, "format", s, sizeof(s)), 0);
         assert_string_equal(s, "ulpprof-snapshot");
         check_kv(f, "/run", "phase", "before-kill");
-        long n = points[p] == 0 ? (long)(tu_group_count(f, "/captures/t") < 0
-                                             ? 0
-                                             : tu_group_count(f, "/captures/t"))
-                                : tu_group_count(f, "/captures/t");
-        assert_true(n >= points[p]);
-        /* Every dataset the file names holds its bytes and attributes
-         * (the unflushed tail may or may not have made it). */
-        int checked = 0;
+        long n = tu_group_count(f, "/captures/t");
+        assert_int_equal(n < 0 ? 0 : n, points[p]);
         for (long i = 0; i < n; i++) {
             char dp[64];
             snprintf(dp, sizeof(dp), "/captures/t/%ld", i);
             hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
-            int64_t seq;
-            int complete = ds >= 0 && tu_attr_i64(ds, "seq", &seq) == 0;
-            if (ds >= 0)
-                H5Dclose(ds);
-            if (i < points[p])
-                assert_true(complete);
-            if (!complete)
-                continue;
+            int64_t seq = -1, layer = -1;
+            if (ds < 0 || tu_attr_i64(ds, "seq", &seq) != 0 ||
+                tu_attr_i64(ds, "layer", &layer) != 0)
+                fail_msg("kill after %d: capture %ld is incomplete", points[p], i);
+            H5Dclose(ds);
             assert_int_equal(seq, i);
+            assert_int_equal(layer, i);
             size_t nbytes;
             int32_t *got = tu_read_raw(f, dp, &nbytes);
             assert_non_null(got);
@@ -1394,11 +1413,65 @@ static void test_capture__sigkill_leaves_readable_file(void **state)
             assert_int_equal(nbytes, sizeof(want));
             assert_memory_equal(got, want, sizeof(want));
             free(got);
-            checked++;
         }
-        assert_true(checked >= points[p]);
         H5Fclose(f);
     }
+    tu_done();
+}
+
+/*
+ * Killed while the writer is busy.  HDF5 writes metadata without ordering
+ * or journaling, and Linux may stop a multi-page write at a page boundary
+ * when SIGKILL arrives, so a kill inside a metadata flush can damage the
+ * group being extended (rare: see the measurements in collector/writer.c).  What must hold at
+ * every kill: the file opens, and no capture it names holds wrong bytes --
+ * a dataset that reads at all holds exactly what was captured under its
+ * seq (captures become visible only once complete).
+ */
+static void test_capture__sigkill_while_writing(void **state)
+{
+    (void)state;
+    const char *dir = tu_tmpdir("capture-killbusy");
+    static int32_t want[KILL_WORDS];
+    int complete_runs = 0;
+    for (int p = 0; p < 8; p++) {
+        char path[1200];
+        snprintf(path, sizeof(path), "%s/b%d.h5", dir, p);
+        kill_case c = {path, 3, 0, -1};
+        kill_run(&c, 1 + p * 3);
+
+        hid_t f = tu_open(path);
+        if (f < 0)
+            fail_msg("kill %d while writing: '%s' does not open", p, path);
+        long n = tu_group_count(f, "/captures/t");
+        int readable = 0;
+        for (long i = 0; i < n; i++) {
+            char dp[64];
+            snprintf(dp, sizeof(dp), "/captures/t/%ld", i);
+            hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
+            int64_t seq = -1;
+            int has_seq = ds >= 0 && tu_attr_i64(ds, "seq", &seq) == 0;
+            if (ds >= 0)
+                H5Dclose(ds);
+            if (!has_seq)
+                continue;
+            size_t nbytes;
+            int32_t *got = tu_read_raw(f, dp, &nbytes);
+            if (got == NULL)
+                continue;
+            kill_fill(want, (int)seq);
+            assert_int_equal(nbytes, sizeof(want));
+            if (memcmp(got, want, sizeof(want)) != 0)
+                fail_msg("kill %d while writing: %s (seq %" PRId64 ") holds wrong bytes", p, dp,
+                         seq);
+            free(got);
+            readable++;
+        }
+        complete_runs += n >= 3 && readable == n;
+        H5Fclose(f);
+    }
+    /* Losing the flushed captures is the rare case, not the rule. */
+    assert_true(complete_runs >= 6);
     tu_done();
 }
 
@@ -1468,6 +1541,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_capture__error_paths),
         cmocka_unit_test(test_capture__write_failure),
         cmocka_unit_test(test_capture__sigkill_leaves_readable_file),
+        cmocka_unit_test(test_capture__sigkill_while_writing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
