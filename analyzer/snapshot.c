@@ -1124,7 +1124,10 @@ ulp_status ulp_snapshot_view(const ulp_snapshot *s, size_t i, uint64_t first, ui
          * since then would turn a mapped read into SIGBUS: look again, and
          * let pread(2) report the truncation.
          */
-        if (first <= c->elements && count <= c->elements - first &&
+        /* The kernels load whole elements: a dataset at an offset that is
+         * not a multiple of its element size (h5py places some so) would be
+         * misaligned loads, undefined behaviour; it goes through pread. */
+        if (first <= c->elements && count <= c->elements - first && off % esize == 0 &&
             fstat(s->fd, &sb) == 0 && (uint64_t)sb.st_size >= off + count * esize) {
             *out = s->map + off;
 #ifdef MADV_POPULATE_READ

@@ -7,7 +7,7 @@ complete before the kill (issue #6, item 1).
      (ulp_session_flush() returned: capture k is in the file), for several k.
      The file must hold captures 0..n-1 with n >= k+1, each bit-exact (checked
      with h5py against make_snapshots.py's formula), and ls/diff must read it.
-  B. Mid-write: 8 MiB tensors, killed right after capture k was queued (the
+  B. Mid-write: 4 MiB tensors, killed right after capture k was queued (the
      writer thread is then busy writing) and at points spread over the run by
      the file's growth.  Every capture present is bit-exact, seq has no hole.
   C. The reference workload (ulpprof-refmodel), killed at fixed points of its
@@ -15,8 +15,9 @@ complete before the kill (issue #6, item 1).
      and torn): the killed file holds a seq-prefix of the complete run's
      captures, bit-identical to them (ulpprof diff and h5py both say so).
   D. Every write: capture_loop killed at EACH pwrite(2) it makes, plain and
-     torn (half the bytes written).  Once it printed "opened", the file must
-     open, with at least the captures it printed as flushed.
+     torn (cut at a page boundary, as SIGKILL can cut a multi-page write).
+     Once it printed "opened", the file must open, with at least the
+     captures it printed as flushed.
 No repair step is run anywhere: no h5clear, no copy.
 """
 import json
@@ -95,7 +96,7 @@ def part_a(tmp):
 
 
 def part_b(tmp):
-    names, elements, count = 3, 4 << 20, 24   # 8 MiB bf16 tensors
+    names, elements, count = 3, 2 << 20, 24   # 4 MiB bf16 tensors
     full = os.path.join(tmp, "big_full.h5")
     r = rc.run([rc.LOOP, "--out", full, "--count", str(count), "--elements", str(elements),
                 "--names", str(names), "--queue-mb", "32"])
@@ -114,6 +115,7 @@ def part_b(tmp):
               flush=True)
         if n >= 0:
             check(rc.ls_json(path, tag) is not None, "%s: ls" % tag)
+        os.remove(path)   # 4 MiB per capture: keep the disk free
     for frac in (0.02, 0.13, 0.31, 0.52, 0.77, 0.96):
         path = os.path.join(tmp, "kill_b%02d.h5" % int(frac * 100))
         tag = "B kill at %d%% of the file" % int(frac * 100)
@@ -128,6 +130,8 @@ def part_b(tmp):
         if n >= 0:
             check(rc.ls_json(path, tag) is not None, "%s: ls" % tag)
             rc.check_prefix_diff(path, full, n, tag)
+        os.remove(path)
+    os.remove(full)
     check(len(seen) >= 3, "B: the kills landed at only %d distinct points %r" % (len(seen), seen))
 
 

@@ -5,8 +5,11 @@
  *
  *   ULP_KILL_AT=N        the N-th pwrite(2)/pwrite64 (1-based) does not
  *                        complete: the process gets SIGKILL instead
- *   ULP_KILL_TORN=1      ... after writing the first half of that call's
- *                        bytes (a torn write, as a power cut mid-I/O would)
+ *   ULP_KILL_TORN=1      ... after writing that call's bytes up to the last
+ *                        page boundary (4 KiB of the file) before its middle:
+ *                        Linux copies a write page by page and stops at a
+ *                        page when SIGKILL arrives, so a multi-page write can
+ *                        be torn there (a write inside one page is not)
  *   ULP_WRITE_COUNT=F    at exit, write the number of pwrite calls to file F
  *
  * HDF5's default (sec2) driver writes with pwrite; nothing else in the
@@ -17,6 +20,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,8 +60,9 @@ static ssize_t hooked(pwrite_fn *real, const char *name, int fd, const void *buf
         *real = (pwrite_fn)dlsym(RTLD_NEXT, name);
     long k = atomic_fetch_add(&calls, 1) + 1;
     if (k == kill_at) {
-        if (torn && n > 1)
-            (*real)(fd, buf, n / 2, off);
+        off_t cut = (off_t)(((uint64_t)off + n / 2) / 4096 * 4096);
+        if (torn && cut > off)
+            (*real)(fd, buf, (size_t)(cut - off), off);
         raise(SIGKILL);
     }
     return (*real)(fd, buf, n, off);
