@@ -1,0 +1,45 @@
+#!/bin/bash
+# Files that make HDF5 1.10 itself crash or loop while decoding metadata
+# (tests/fuzz/known/, found by fuzz_snapshot): `ls` and `diff` must still give
+# one stderr line naming the file and exit 2 -- not a core dump, not a hang.
+set -u
+: "${ULPPROF:?}" "${ULPPROF_SOURCE_DIR:?}"
+known=$ULPPROF_SOURCE_DIR/tests/fuzz/known
+good=$(mktemp -d)
+trap 'rm -rf "$good"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+"${ULP_PYTHON:-/usr/bin/python3}" - "$good/good.h5" <<'PYEOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "w") as h:
+    h.attrs["format"] = "ulpprof-snapshot"
+    h.attrs["format_version"] = np.int32(1)
+    d = h.create_dataset("captures/x/0", data=np.zeros(4, np.float32))
+    d.attrs["dtype"] = "f32"
+    d.attrs["seq"] = np.int64(0)
+PYEOF
+
+files=("$known/hdf5_hang_global_heap.h5" "$known/hdf5_segv_global_heap.h5")
+# Under AddressSanitizer the heap overflow is reported by ASan itself.
+ldd "$ULPPROF" 2>/dev/null | grep -q libasan || files+=("$known/hdf5_overflow_attr_message.h5")
+
+for f in "${files[@]}"; do
+    for args in "ls $f" "diff $f $good/good.h5" "diff $good/good.h5 $f"; do
+        out=$(ULPPROF_OPEN_TIMEOUT=2 timeout 30 "$ULPPROF" $args 2>"$good/err")
+        rc=$?
+        [ "$rc" -eq 2 ] || fail "ulpprof $args: exit $rc, expected 2"
+        [ -z "$out" ] || fail "ulpprof $args: printed on stdout"
+        [ "$(wc -l <"$good/err")" -eq 1 ] || fail "ulpprof $args: not one stderr line: $(cat "$good/err")"
+        grep -q "'$f'" "$good/err" || fail "ulpprof $args: stderr does not name the file"
+        # The overflow corrupts HDF5's heap silently or fatally, depending on
+        # the heap's state: either message is right, as long as it is one line.
+        case $f in *overflow*) ;; *)
+            grep -q "HDF5 library" "$good/err" || fail "ulpprof $args: stderr does not say what failed";;
+        esac
+    done
+done
+# The guard is gone after the open: the good file still lists normally.
+"$ULPPROF" ls "$good/good.h5" >/dev/null || fail "ls of a good file"
+[ "$fails" -eq 0 ] && echo "ok: damaged files that break HDF5 give exit 2 and one line"
+exit $((fails > 0))
