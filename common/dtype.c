@@ -136,7 +136,7 @@ double ulp_dtype_to_double(ulp_dtype dtype, uint64_t bits)
 {
     const ulp_dtype_info *d = ulp_dtype_get(dtype);
     if (d == NULL)
-        return NAN;
+        return (double)NAN;
     if (!d->is_float)
         return (double)ulp_dtype_ordered(dtype, bits);
     if (dtype == ULP_DTYPE_F64) {
@@ -158,10 +158,10 @@ double ulp_dtype_to_double(ulp_dtype dtype, uint64_t bits)
     double v;
     switch (ulp_dtype_classify(dtype, bits)) {
     case ULP_FPCLASS_NAN:
-        v = NAN;
+        v = (double)NAN;
         break;
     case ULP_FPCLASS_INF:
-        v = INFINITY;
+        v = (double)INFINITY;
         break;
     case ULP_FPCLASS_ZERO:
         v = 0.0;
@@ -189,7 +189,7 @@ double ulp_dtype_ulp_at(ulp_dtype dtype, double x)
 {
     const ulp_dtype_info *d = ulp_dtype_get(dtype);
     if (d == NULL || isnan(x))
-        return NAN;
+        return (double)NAN;
     if (!d->is_float)
         return 1.0;
     int emin = 1 - d->bias;
