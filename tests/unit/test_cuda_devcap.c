@@ -688,6 +688,9 @@ static void test_cuda_devcap__session_file(void **state)
         ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)bf, sizeof(bf), 1, (CUstream)(uintptr_t)7),
         ULP_OK);
     ulp__devcap_flush(dc);
+    /* The session returns the staging buffers as it writes them: let it
+     * finish before the device-capture object (their owner) goes away. */
+    assert_int_equal(ulp_session_flush(real_session), ULP_OK);
     ulp__devcap_free(dc);
     assert_int_equal(ulp_session_close(real_session), ULP_OK);
     ulp__cuda_trace_free(g_trace);
