@@ -3,13 +3,19 @@
 # with find_package(ulpprof), links ulpprof::capture and ulpprof::capture_static,
 # and writes a snapshot that the installed `ulpprof ls` reads and h5py agrees with.
 set -eu
-: "${ULPPROF_BUILD_DIR:?}" "${ULPPROF_SOURCE_DIR:?}"
+: "${ULPPROF:?}" "${ULPPROF_BUILD_DIR:?}" "${ULPPROF_SOURCE_DIR:?}"
 PY=${ULP_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 cmake --install "$ULPPROF_BUILD_DIR" --prefix "$tmp/prefix" >/dev/null
+# A sanitized build installs sanitized static archives: link the consumer the same way.
+if ldd "$ULPPROF" 2>/dev/null | grep -q libasan; then
+    export CFLAGS="-fsanitize=address,undefined" LDFLAGS="-fsanitize=address,undefined"
+elif ldd "$ULPPROF" 2>/dev/null | grep -q libtsan; then
+    export CFLAGS="-fsanitize=thread" LDFLAGS="-fsanitize=thread"
+fi
 for f in bin/ulpprof include/ulpprof/capture.h include/ulpprof/snapshot.h \
          lib/libulpprof_capture.so lib/libulpprof_capture.a lib/cmake/ulpprof/ulpprofConfig.cmake; do
     [ -e "$tmp/prefix/$f" ] || fail "not installed: $f"
