@@ -31,6 +31,7 @@
  */
 #define SYM_LEAF_K 64
 #define META_BLOCK_BYTES ((hsize_t)32 << 10)
+#define MDC_BYTES ((size_t)256 << 10) /* metadata cache bound, see ulp__writer_create */
 #define CAPTURES_HEAP_HINT 8192
 #define GROUP_HEAP_HINT 1024
 
@@ -256,6 +257,29 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
      */
     if (fapl >= 0)
         H5Pset_meta_block_size(fapl, META_BLOCK_BYTES);
+    /*
+     * Bound the metadata cache.  It counts the on-disk size of an object
+     * header (a few hundred bytes per capture) while the decoded header
+     * with its attributes takes about ten times that in memory, and by
+     * default it may grow to 32 MiB of on-disk size: a session of many
+     * small captures grew by about 1 KiB of memory per capture.  The writer
+     * revisits only the current capture's objects, so a small fixed cache
+     * costs it nothing.
+     */
+    if (fapl >= 0) {
+        H5AC_cache_config_t mdc;
+        mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+        if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+            mdc.set_initial_size = 1;
+            mdc.initial_size = MDC_BYTES;
+            mdc.min_size = MDC_BYTES;
+            mdc.max_size = MDC_BYTES;
+            mdc.incr_mode = H5C_incr__off;
+            mdc.flash_incr_mode = H5C_flash_incr__off;
+            mdc.decr_mode = H5C_decr__off;
+            H5Pset_mdc_config(fapl, &mdc);
+        }
+    }
     /* The default (earliest) file format: after a kill it opens without
      * h5clear, unlike the latest format (shared/notes/hdf5.md). */
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
