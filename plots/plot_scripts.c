@@ -66,6 +66,22 @@ static void begin(FILE *f, const char *base, const char *data, int width, int he
             ULP_VERSION_STRING, data, base, base, base, width, height, width, height, base);
 }
 
+/*
+ * Opens DIR/BASE.gp and writes the prologue every figure shares: the header
+ * and the loop over PNG and SVG at width x height.  `dat` receives the data
+ * file's name (BASE.dat), `path` the script's.  NULL on error (in err).
+ */
+#define DAT_MAX 300
+static FILE *start_script(const char *dir, const char *base, int width, int height, char *path,
+                          size_t len, char dat[DAT_MAX], ulp_error *err)
+{
+    snprintf(dat, DAT_MAX, "%s.dat", base);
+    FILE *f = open_script(dir, base, path, len, err);
+    if (f)
+        begin(f, base, dat, width, height);
+    return f;
+}
+
 /* "A 'miss' vs B 'hit'", as a gnuplot string expression. */
 static void pair_text(FILE *f, const ulp_diff_result *r)
 {
@@ -113,6 +129,17 @@ static void summary_text(FILE *f, const ulp_diff_result *r)
             snprintf(buf + at, sizeof buf - at, ", ...");
     }
     ulp__plot_gp_string(f, buf);
+}
+
+/* `cmd` followed by the two-line title: the pair, then the summary. */
+static void title_lines(FILE *f, const ulp_diff_result *r, const char *cmd)
+{
+    fputs(cmd, f);
+    fputs(".", f);
+    pair_text(f, r);
+    fputs(".\"\\n\".", f);
+    summary_text(f, r);
+    fputs(" font 'Sans,12'\n", f);
 }
 
 static int any_positive(const ulp__plot_model *m, int abs_col)
@@ -172,17 +199,11 @@ ulp_status ulp__plot_write_amplification_gp(const ulp__plot_model *m, const char
                                             const char *base, ulp_error *err)
 {
     const ulp_diff_result *r = m->r;
-    char path[1100], dat[300];
-    snprintf(dat, sizeof dat, "%s.dat", base);
-    FILE *f = open_script(dir, base, path, sizeof path, err);
+    char path[1100], dat[DAT_MAX];
+    FILE *f = start_script(dir, base, 1100, 820, path, sizeof path, dat, err);
     if (!f)
         return err ? err->status : ULP_EIO;
-    begin(f, base, dat, 1100, 820);
-    fputs("  set multiplot layout 2,1 title 'ULP divergence amplification: '.", f);
-    pair_text(f, r);
-    fputs(".\"\\n\".", f);
-    summary_text(f, r);
-    fputs(" font 'Sans,12'\n", f);
+    title_lines(f, r, "  set multiplot layout 2,1 title 'ULP divergence amplification: '");
     fputs("  set grid xtics ytics lc rgb '#dddddd'\n"
           "  set key inside bottom right box opaque samplen 2\n"
           "  set logscale y\n"
@@ -224,17 +245,11 @@ ulp_status ulp__plot_write_hist_gp(const ulp__plot_model *m, const char *dir, co
                                    ulp_error *err)
 {
     const ulp_diff_result *r = m->r;
-    char path[1100], dat[300];
-    snprintf(dat, sizeof dat, "%s.dat", base);
-    FILE *f = open_script(dir, base, path, sizeof path, err);
+    char path[1100], dat[DAT_MAX];
+    FILE *f = start_script(dir, base, 1000, 640, path, sizeof path, dat, err);
     if (!f)
         return err ? err->status : ULP_EIO;
-    begin(f, base, dat, 1000, 640);
-    fputs("  set title 'ULP distance histogram per layer: '.", f);
-    pair_text(f, r);
-    fputs(".\"\\n\".", f);
-    summary_text(f, r);
-    fputs(" font 'Sans,12'\n", f);
+    title_lines(f, r, "  set title 'ULP distance histogram per layer: '");
     fprintf(f, "  set xlabel '%s'\n", m->by_layer ? "layer" : "capture (seq order)");
     fputs("  set ylabel 'ULP distance, in units of the tensor''s own format'\n"
           "  set cblabel 'elements at that distance (all captures of the layer)'\n"
@@ -272,12 +287,10 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
 {
     const ulp_diff_result *r = m->r;
     const ulp_diff_logits *lg = &r->logits[li];
-    char path[1100], dat[300];
-    snprintf(dat, sizeof dat, "%s.dat", base);
-    FILE *f = open_script(dir, base, path, sizeof path, err);
+    char path[1100], dat[DAT_MAX];
+    FILE *f = start_script(dir, base, 900, 820, path, sizeof path, dat, err);
     if (!f)
         return err ? err->status : ULP_EIO;
-    begin(f, base, dat, 900, 820);
 
     /* Rows drawable on log axes: both coordinates finite and positive. */
     uint64_t drawable = 0, identical = 0;
