@@ -165,6 +165,19 @@ expect_rc 1 "$ULPPROF" diff mm_a.h5 mm_b.h5
 grep -q "first divergence: x: shape_mismatch, A bf16 \[2,3\] vs B bf16 \[3,2\]" "$TMP/out" ||
     fail "shape mismatch summary: $(cat "$TMP/out")"
 
+# --plot DIR: the report as usual (same stdout, same exit status) plus the
+# plots' data and scripts; PNG/SVG content is checked by tests/python/test_plots.py.
+expect_rc 1 "$ULPPROF" diff a.h5 b.h5
+cp "$TMP/out" "$TMP/plain"
+if command -v gnuplot >/dev/null; then
+    expect_rc 1 "$ULPPROF" diff a.h5 b.h5 --plot "$TMP/plots"
+    cmp -s "$TMP/out" "$TMP/plain" || fail "--plot changed the report"
+    for f in amplification.dat amplification.gp amplification.png amplification.svg \
+             ulp_heatmap.png logits_margin.png; do
+        [ -s "$TMP/plots/$f" ] || fail "--plot did not write $f"
+    done
+fi
+expect_rc 2 "$ULPPROF" diff a.h5 b.h5 --plot
 if [ "$fails" -ne 0 ]; then
     echo "$fails failures"
     exit 1
