@@ -22,7 +22,7 @@
 #include "diff_priv.h"
 
 #define DEFAULT_CHUNK_ELEMENTS ((uint64_t)1 << 20)
-#define DEFAULT_THREADS 2
+#define DEFAULT_THREADS 8 /* most worker threads by default: past that, reads bound the speed */
 #define MAX_THREADS 64
 
 static const char *const status_names[] = {
@@ -41,7 +41,7 @@ const char *ulp_diff_status_name(ulp_diff_status status)
 void ulp_diff_options_init(ulp_diff_options *opts)
 {
     memset(opts, 0, sizeof *opts);
-    opts->threads = DEFAULT_THREADS;
+    opts->threads = 0; /* the online CPUs, at most DEFAULT_THREADS */
     opts->chunk_elements = DEFAULT_CHUNK_ELEMENTS;
 }
 
@@ -340,8 +340,10 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
         opts = *opts_in;
     else
         ulp_diff_options_init(&opts);
-    if (opts.threads <= 0)
-        opts.threads = DEFAULT_THREADS;
+    if (opts.threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        opts.threads = cpus < 1 ? 1 : cpus > DEFAULT_THREADS ? DEFAULT_THREADS : (int)cpus;
+    }
     if (opts.threads > MAX_THREADS)
         opts.threads = MAX_THREADS;
     if (opts.chunk_elements == 0)

@@ -62,7 +62,7 @@ typedef struct ulp_diff_options {
     const char *role;         /* only captures of this role; NULL: all             */
     double temperatures[ULP_DIFF_MAX_TEMPERATURES]; /* > 0, for logits sampling    */
     int n_temperatures;
-    int threads;              /* worker threads; 0: 2                              */
+    int threads;              /* worker threads; 0: online CPUs, at most 8         */
     uint64_t chunk_elements;  /* read size, in 2-byte elements (a buffer holds
                                  2 * chunk_elements bytes; 4-byte types read half
                                  as many elements); 0: 1 Mi.  Memory is 2 buffers
