@@ -401,7 +401,11 @@ int cmd_demo(int argc, char **argv)
     if (plots)
         printf("  %s/%s.{png,svg}  amplification, ulp_heatmap, logits_margin (.dat/.gp beside)\n",
                pdir, drew ? "*" : "* (no images: gnuplot missing)");
-    printf("Again by hand: ulpprof diff %s %s\n", pmiss, phit);
+    /* The program's own path, so that the line works when it is not on PATH. */
+    char self[4096];
+    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[self_len > 0 ? self_len : 0] = '\0';
+    printf("Again by hand: %s diff %s %s\n", self_len > 0 ? self : "ulpprof", pmiss, phit);
     rc = sh->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
 
 cleanup:
