@@ -34,6 +34,11 @@
  */
 #define MAX_EXPANSION ((uint64_t)4096)
 #define MAX_DECLARED_SLACK ((uint64_t)64 << 20)
+
+int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared)
+{
+    return declared > MAX_DECLARED_SLACK && declared / MAX_EXPANSION > s->file_size;
+}
 /* pread(2) at most this many bytes per call. */
 #define PREAD_MAX ((size_t)1 << 30)
 #define NO_OFFSET UINT64_MAX
@@ -350,8 +355,7 @@ static ulp_status read_capture(ulp_snapshot *s, hid_t d, const char *name, const
     /* A zero dimension makes the product 0 whatever the others are, but an
      * absurd dimension next to it is still absurd. */
     uint64_t declared = c->elements * ulp_dtype_size(c->dtype);
-    if (absurd || (declared > MAX_DECLARED_SLACK &&
-                   declared / MAX_EXPANSION > s->file_size)) {
+    if (absurd || ulp__snapshot_absurd_bytes(s, declared)) {
         char shape[ULP_SNAPSHOT_MAX_RANK * 24 + 4];
         size_t len = 0;
         for (int k = 0; k < ndims; k++)

@@ -206,6 +206,8 @@ static void fmt_double(char *out, size_t size, double v)
 
 #define KV_MAX_ELEMENTS 64 /* longer arrays are shown up to here, then "..." */
 
+#define RENDER_MAX_ELEMENTS ((size_t)1 << 16)
+
 /* Renders the value of attribute `a` as text (malloc'd), or NULL on failure. */
 static char *render_attr(hid_t a)
 {
@@ -224,6 +226,13 @@ static char *render_attr(hid_t a)
         goto done;
     }
     int is_array = ndims > 0 && np != 1;
+    /* /run and /env hold short facts; a damaged or hostile extent must not
+     * make us allocate for billions of elements before HDF5 reads them. */
+    if (n > RENDER_MAX_ELEMENTS) {
+        snprintf(num, sizeof num, "(%zu elements, not shown)", n);
+        sb_add(&b, num);
+        goto done;
+    }
     if (cls == H5T_STRING) {
         strs = calloc(n ? n : 1, sizeof *strs);
         if (strs == NULL || read_strings(a, type, n, strs) < 0) {

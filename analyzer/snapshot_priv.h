@@ -84,4 +84,11 @@ ulp_status ulp__attr_read_kv(ulp_snapshot *s, const char *gpath, ulp_kv **out, s
 /* Reads /trace (absent: zero kernels). */
 ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
 
+/*
+ * Whether `declared` bytes of a dataset cannot come from this file: more
+ * than any layout could expand the file's size to.  A damaged file must be
+ * refused before anything is allocated for what it declares.
+ */
+int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
+
 #endif /* ULPPROF_ANALYZER_SNAPSHOT_PRIV_H */

@@ -4,6 +4,7 @@
  * writer may add fields or order them differently; absent fields read as 0.
  */
 #include <stddef.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,13 @@ static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
     if (n < 0 || type < 0 || H5Tget_class(type) != H5T_STRING) {
         st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' is not a 1-D array of strings",
                         s->path);
+        goto cleanup;
+    }
+    /* A variable-length string takes at least 16 bytes in the file. */
+    if ((uint64_t)n > UINT64_MAX / 16 || ulp__snapshot_absurd_bytes(s, (uint64_t)n * 16)) {
+        st = ulp__error(err, ULP_ESHAPE, "'%s': '/trace/names' declares %" PRIu64
+                        " names, absurd for a file of %" PRIu64 " bytes",
+                        s->path, (uint64_t)n, s->file_size);
         goto cleanup;
     }
     s->kernel_names = calloc(n ? (size_t)n : 1, sizeof *s->kernel_names);
@@ -208,6 +216,14 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
         if (H5Tinsert(mt, fields[f].name, fields[f].offset, memt) < 0)
             goto hdf5_fail;
         nmembers++;
+    }
+    size_t row_bytes = H5Tget_size(type);
+    if (row_bytes == 0 || (uint64_t)n > UINT64_MAX / row_bytes ||
+        ulp__snapshot_absurd_bytes(s, (uint64_t)n * row_bytes)) {
+        st = ulp__error(err, ULP_ESHAPE, "'%s': '/trace/kernels' declares %" PRIu64
+                        " rows, absurd for a file of %" PRIu64 " bytes",
+                        s->path, (uint64_t)n, s->file_size);
+        goto cleanup;
     }
     raw = calloc(n ? (size_t)n : 1, sizeof *raw);
     s->kernels = calloc(n ? (size_t)n : 1, sizeof *s->kernels);

@@ -39,6 +39,14 @@ for f in "${files[@]}"; do
         esac
     done
 done
+# Found by fuzz_snapshot: /trace/names declaring 2^35 names in an 11 KB file
+# was allocated for before being read (out of memory); now refused up front.
+reg=$ULPPROF_SOURCE_DIR/tests/fuzz/corpus/snapshot/regress-trace-names-huge
+"$ULPPROF" ls "$reg" >/dev/null 2>"$good/err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "ls regress-trace-names-huge: exit $rc, expected 2"
+grep -q "'/trace/names' declares .* absurd" "$good/err" || fail "regress-trace-names-huge: $(cat "$good/err")"
+
 # The guard is gone after the open: the good file still lists normally.
 "$ULPPROF" ls "$good/good.h5" >/dev/null || fail "ls of a good file"
 [ "$fails" -eq 0 ] && echo "ok: damaged files that break HDF5 give exit 2 and one line"
