@@ -976,10 +976,10 @@ static size_t payload_offset(size_t name_len)
 }
 
 /*
- * Bytes a capture counts against the bound: its payload, but at least the
- * item overhead, so that a flood of tiny captures is bounded too.  (Not
- * payload + overhead: then 32 captures of 8 MiB would not fit a 256 MiB
- * bound, and the last one would wait for the writer.)
+ * Bytes a capture counts against the bound: its whole block (header, name,
+ * payload), at least the item overhead, so that the bound is the memory the
+ * queue holds.  Counting the payload alone let a flood of tiny captures
+ * (512 B payload in a ~900 B block) hold twice the bound.
  */
 static size_t capture_charge(size_t nbytes)
 {
@@ -1042,7 +1042,7 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
         return refuse(ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name,
                       nbytes);
     capture_arg a = {s, d, nbytes, ITEM_CAPTURE, NULL, NULL, NULL, NULL};
-    ulp_status st = enqueue(s, capture_charge(nbytes), capture_size(&a),
+    ulp_status st = enqueue(s, capture_charge(capture_size(&a)), capture_size(&a),
                             build_capture, &a);
     return refused_by_queue(s, st, "capture", d->name);
 }
@@ -1066,7 +1066,7 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
                     nbytes);
     } else {
         capture_arg a = {s, d, nbytes, ITEM_DEFERRED, buf, ready, release, ctx};
-        st = enqueue(s, capture_charge(nbytes), capture_size(&a), build_capture,
+        st = enqueue(s, capture_charge(capture_size(&a)), capture_size(&a), build_capture,
                      &a);
         if (st == ULP_OK)
             return ULP_OK;
