@@ -71,31 +71,60 @@ static hssize_t length_1d(hid_t d)
     return n;
 }
 
+/*
+ * Opens the 1-D /trace dataset `path`, whose type must be of class `cls`
+ * (described as `kind` in the error), and refuses a declared length that no
+ * file of this size can hold -- before anything is allocated for it.  A row
+ * takes `row_bytes` in the file, or the type's size when 0.  On success *d,
+ * *type and *n are the caller's to close; *d < 0 when the file has no such
+ * dataset.  On error nothing is left open.
+ */
+static ulp_status open_table(ulp_snapshot *s, const char *path, H5T_class_t cls,
+                             const char *kind, size_t row_bytes, hid_t *d, hid_t *type,
+                             hssize_t *n, ulp_error *err)
+{
+    ulp_status st = ULP_OK;
+    *d = *type = -1;
+    int rc = open_dataset(s->file, path, d);
+    if (rc > 0)
+        return ULP_OK;
+    if (rc < 0)
+        return ulp__error(err, ULP_EFORMAT, "'%s': '%s' is not a dataset", s->path, path);
+    *n = length_1d(*d);
+    *type = H5Dget_type(*d);
+    if (*n < 0 || *type < 0 || H5Tget_class(*type) != cls) {
+        st = ulp__error(err, ULP_EFORMAT, "'%s': '%s' is not a %s", s->path, path, kind);
+    } else {
+        if (row_bytes == 0)
+            row_bytes = H5Tget_size(*type);
+        if (row_bytes == 0 || (uint64_t)*n > UINT64_MAX / row_bytes ||
+            ulp__snapshot_absurd_bytes(s, (uint64_t)*n * row_bytes))
+            st = ulp__error(err, ULP_ESHAPE,
+                            "'%s': '%s' declares %" PRIu64 " entries, absurd for a file of %" PRIu64
+                            " bytes",
+                            s->path, path, (uint64_t)*n, s->file_size);
+    }
+    if (st != ULP_OK) {
+        if (*type >= 0)
+            H5Tclose(*type);
+        H5Dclose(*d);
+        *d = *type = -1;
+    }
+    return st;
+}
+
 static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
 {
     hid_t d = -1, type = -1, mt = -1;
     char **v = NULL;
     char *fixed = NULL;
     ulp_status st = ULP_OK;
-    int rc = open_dataset(s->file, "/trace/names", &d);
-    if (rc > 0)
-        return ULP_OK;
-    if (rc < 0)
-        return ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' is not a dataset", s->path);
-    hssize_t n = length_1d(d);
-    type = H5Dget_type(d);
-    if (n < 0 || type < 0 || H5Tget_class(type) != H5T_STRING) {
-        st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/names' is not a 1-D array of strings",
-                        s->path);
-        goto cleanup;
-    }
+    hssize_t n;
     /* A variable-length string takes at least 16 bytes in the file. */
-    if ((uint64_t)n > UINT64_MAX / 16 || ulp__snapshot_absurd_bytes(s, (uint64_t)n * 16)) {
-        st = ulp__error(err, ULP_ESHAPE, "'%s': '/trace/names' declares %" PRIu64
-                        " names, absurd for a file of %" PRIu64 " bytes",
-                        s->path, (uint64_t)n, s->file_size);
-        goto cleanup;
-    }
+    st = open_table(s, "/trace/names", H5T_STRING, "1-D array of strings", 16, &d, &type, &n,
+                    err);
+    if (st != ULP_OK || d < 0)
+        return st;
     s->kernel_names = calloc(n ? (size_t)n : 1, sizeof *s->kernel_names);
     if (s->kernel_names == NULL)
         goto oom;
@@ -177,18 +206,11 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
     hid_t d = -1, type = -1, mt = -1, i32x3 = -1;
     raw_kernel *raw = NULL;
     ulp_status st = ULP_OK;
-    int rc = open_dataset(s->file, "/trace/kernels", &d);
-    if (rc > 0)
-        return ULP_OK;
-    if (rc < 0)
-        return ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' is not a dataset", s->path);
-    hssize_t n = length_1d(d);
-    type = H5Dget_type(d);
-    if (n < 0 || type < 0 || H5Tget_class(type) != H5T_COMPOUND) {
-        st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' is not a 1-D compound dataset",
-                        s->path);
-        goto cleanup;
-    }
+    hssize_t n;
+    st = open_table(s, "/trace/kernels", H5T_COMPOUND, "1-D compound dataset", 0, &d, &type, &n,
+                    err);
+    if (st != ULP_OK || d < 0)
+        return st;
     hsize_t three = 3;
     mt = H5Tcreate(H5T_COMPOUND, sizeof(raw_kernel));
     i32x3 = H5Tarray_create2(H5T_NATIVE_INT32, 1, &three);
@@ -216,14 +238,6 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
         if (H5Tinsert(mt, fields[f].name, fields[f].offset, memt) < 0)
             goto hdf5_fail;
         nmembers++;
-    }
-    size_t row_bytes = H5Tget_size(type);
-    if (row_bytes == 0 || (uint64_t)n > UINT64_MAX / row_bytes ||
-        ulp__snapshot_absurd_bytes(s, (uint64_t)n * row_bytes)) {
-        st = ulp__error(err, ULP_ESHAPE, "'%s': '/trace/kernels' declares %" PRIu64
-                        " rows, absurd for a file of %" PRIu64 " bytes",
-                        s->path, (uint64_t)n, s->file_size);
-        goto cleanup;
     }
     raw = calloc(n ? (size_t)n : 1, sizeof *raw);
     s->kernels = calloc(n ? (size_t)n : 1, sizeof *s->kernels);
