@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/h5types.h"
+#include "common/journal.h"
 #include "snapshot_priv.h"
 
 /* A tensor larger than this many elements is an absurd shape, not data. */
@@ -552,14 +553,12 @@ static int cap_name_cmp(const void *a, const void *b)
     return (x->occurrence > y->occurrence) - (x->occurrence < y->occurrence);
 }
 
-/* Reads every capture, checks seq, and fills s->caps, s->srcs, s->by_name. */
-static ulp_status read_captures(ulp_snapshot *s, ulp_error *err)
+/* Reads the captures that the /captures groups name into `cv`. */
+static ulp_status read_capture_groups(ulp_snapshot *s, cap_vec *cv, ulp_error *err)
 {
     ulp_status st = ULP_OK;
     name_list names = {0};
-    cap_vec cv = {0};
     hid_t g = -1;
-    const ulp_capture_info **order = NULL;
     H5O_info_t oi;
 
     htri_t ex = H5Lexists(s->file, "/captures", H5P_DEFAULT);
@@ -578,9 +577,172 @@ static ulp_status read_captures(ulp_snapshot *s, ulp_error *err)
         goto cleanup;
     }
     for (size_t i = 0; i < names.n; i++)
-        if ((st = read_capture_group(s, g, names.v[i], &cv, err)) != ULP_OK)
+        if ((st = read_capture_group(s, g, names.v[i], cv, err)) != ULP_OK)
             goto cleanup;
+cleanup:
+    name_list_free(&names);
+    if (g >= 0)
+        H5Gclose(g);
+    return st;
+}
 
+/* --- Recovery through the capture journal ------------------------------------------- */
+
+typedef struct journal_ctx {
+    ulp_snapshot *s;
+    cap_vec *cv;
+    size_t skipped;   /* records whose dataset could not be read */
+    ulp_error first;  /* why the first of them could not         */
+    int truncated;    /* ... and one because the file is cut short */
+    int oom;
+} journal_ctx;
+
+static int journal_visit(void *data, const ulp__journal_record *r)
+{
+    journal_ctx *jc = data;
+    ulp_snapshot *s = jc->s;
+    char occ[24];
+    snprintf(occ, sizeof occ, "%" PRId64, r->occurrence);
+    char *name = malloc(r->name_len + 1);
+    if (name == NULL)
+        return -1;
+    memcpy(name, r->name, r->name_len);
+    name[r->name_len] = '\0';
+    if (strlen(name) != r->name_len || r->occurrence < 0) {
+        free(name);
+        return 1; /* not a record this writer could have written: stop */
+    }
+    ulp_error why;
+    ulp_error_clear(&why);
+    ulp_status st = ULP_OK;
+    hid_t d = H5Oopen_by_addr(s->file, (haddr_t)r->addr);
+    if (d < 0 || H5Iget_type(d) != H5I_DATASET)
+        st = ulp__error(&why, ULP_EFORMAT, "'%s': capture '%s/%s' (journal: object at byte %" PRIu64
+                                           ") cannot be opened",
+                        s->path, name, occ, r->addr);
+    else if (cap_vec_push(jc->cv) < 0)
+        st = ULP_ENOMEM;
+    else if ((st = read_capture(s, d, name, occ, &jc->cv->v[jc->cv->n - 1], &why)) != ULP_OK)
+        jc->cv->n--;
+    else if (jc->cv->v[jc->cv->n - 1].info.seq != r->seq) {
+        st = ulp__error(&why, ULP_EFORMAT, "'%s': capture '%s/%s' has seq %" PRId64
+                                           " but its journal record says %" PRId64,
+                        s->path, name, occ, jc->cv->v[jc->cv->n - 1].info.seq, r->seq);
+        jc->cv->n--;
+    }
+    if (d >= 0)
+        H5Oclose(d);
+    if (st == ULP_ENOMEM) {
+        free(name);
+        return -1;
+    }
+    if (st != ULP_OK) {
+        if (st == ULP_ETRUNC && !jc->truncated) {
+            jc->truncated = 1;
+            jc->first = why;
+        } else if (jc->skipped == 0 && !jc->truncated) {
+            jc->first = why;
+        }
+        jc->skipped++;
+        free(name);
+        return 0;
+    }
+    cap_entry *e = &jc->cv->v[jc->cv->n - 1];
+    if ((e->info.name = ulp__snap_keep(s, name)) == NULL) {
+        jc->cv->n--;
+        return -1;
+    }
+    e->src.h5path = NULL;
+    e->src.oaddr = r->addr;
+    return 0;
+}
+
+/* Reads the captures the journal names into `cv` (emptied first). */
+static ulp_status read_journal(ulp_snapshot *s, ulp__journal_state *js, cap_vec *cv,
+                               journal_ctx *jc, ulp_error *err)
+{
+    memset(jc, 0, sizeof *jc);
+    jc->s = s;
+    jc->cv = cv;
+    cv->n = 0;
+    ulp_error werr;
+    if (ulp__journal_walk(s, js, journal_visit, jc, &werr) != ULP_OK || jc->oom)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    return ULP_OK;
+}
+
+/* Sets s->warning to "<what>: <n> captures read through the capture journal[, ...]". */
+static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const char *what,
+                                  ulp_error *err)
+{
+    char msg[2 * ULP_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s: %zu capture%s read through the capture journal", what,
+             jc->cv->n, jc->cv->n == 1 ? "" : "s");
+    if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    return ULP_OK;
+}
+
+/*
+ * Reads every capture, checks seq, and fills s->caps, s->srcs, s->by_name.
+ *
+ * Which index is read: a file our writer closed has its closed mark, and
+ * its groups are read.  A file it did not close (killed) is read through
+ * the journal alone: a kill may have torn a group, and HDF5 can loop
+ * forever walking a torn B-tree.  The groups are the fallback when that
+ * journal is incomplete (a close that freed its later blocks was cut
+ * short), and the journal is the fallback when the groups fail.  Files of
+ * other writers have no journal: their groups are the index.
+ */
+static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_error *err)
+{
+    cap_vec cv = {0};
+    const ulp_capture_info **order = NULL;
+    ulp__journal_state js;
+    journal_ctx jc;
+    ulp_status st;
+
+    ulp__journal_find(s, &js);
+    if (js.found && !js.closed) {
+        if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
+            goto cleanup;
+        if (jc.truncated) {
+            if (err != NULL)
+                *err = jc.first;
+            st = ULP_ETRUNC;
+            goto cleanup;
+        }
+        if (!js.chain_broken && jc.skipped == 0) {
+            st = journal_warning(s, &jc, "its writer did not close it (killed?)", err);
+            goto install;
+        }
+    }
+    cv.n = 0;
+    st = read_capture_groups(s, &cv, err);
+    /* A file cut short is refused, not read around: what it lost is gone. */
+    if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && !sticky->truncated && js.found) {
+        /* The groups' failure, without the file name that starts it. */
+        char what[ULP_ERROR_MSG_MAX + 64];
+        const char *why = err != NULL ? err->msg : "";
+        size_t plen = strlen(s->path);
+        if (why[0] == '\'' && strncmp(why + 1, s->path, plen) == 0 && strncmp(why + 1 + plen, "': ", 3) == 0)
+            why += plen + 4;
+        snprintf(what, sizeof what, "the capture index is damaged (%s)", why);
+        ulp_status damage = st;
+        if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
+            goto cleanup;
+        /* Every record follows its capture to the disk: a capture it names
+         * that cannot be read means damage the journal cannot read around. */
+        if (cv.n == 0 || jc.skipped > 0 || sticky->truncated) {
+            st = damage; /* err still says why the groups failed */
+            goto cleanup;
+        }
+        ulp_error_clear(err);
+        st = journal_warning(s, &jc, what, err);
+    }
+install:
+    if (st != ULP_OK)
+        goto cleanup;
     if (cv.n > 1)
         qsort(cv.v, cv.n, sizeof *cv.v, cap_seq_cmp);
     for (size_t i = 1; i < cv.n; i++) {
@@ -616,9 +778,6 @@ static ulp_status read_captures(ulp_snapshot *s, ulp_error *err)
 cleanup:
     free(order);
     free(cv.v);
-    name_list_free(&names);
-    if (g >= 0)
-        H5Gclose(g);
     return st;
 }
 
@@ -774,7 +933,7 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
     if ((st = read_root(s, err)) == ULP_OK &&
         (st = ulp__attr_read_kv(s, "/run", &s->run, &s->nrun, err)) == ULP_OK &&
         (st = ulp__attr_read_kv(s, "/env", &s->env, &s->nenv, err)) == ULP_OK &&
-        (st = read_captures(s, err)) == ULP_OK)
+        (st = read_captures(s, &sticky, err)) == ULP_OK)
         st = ulp__snapshot_read_trace(s, err);
     ulp__h5_silence();
     if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && sticky.truncated) {
@@ -834,6 +993,11 @@ const char *ulp_snapshot_path(const ulp_snapshot *s)
 const char *ulp_snapshot_label(const ulp_snapshot *s)
 {
     return s->label;
+}
+
+const char *ulp_snapshot_warning(const ulp_snapshot *s)
+{
+    return s->warning;
 }
 
 const char *ulp_snapshot_writer(const ulp_snapshot *s)
@@ -975,8 +1139,12 @@ static herr_t select_range(hid_t space, int rank, const hsize_t *dims, hsize_t *
  * default of 1 MiB makes slab reads of larger compressed chunks re-inflate
  * the chunk for every slab (notes/hdf5.md: 29 s instead of 0.6 s).
  */
-static hid_t open_for_reading(hid_t file, const char *path)
+static hid_t open_for_reading(hid_t file, const ulp__capture_src *src)
 {
+    /* A capture found through the journal has no path; its header has an address. */
+    if (src->h5path == NULL)
+        return H5Oopen_by_addr(file, (haddr_t)src->oaddr);
+    const char *path = src->h5path;
     hid_t d = H5Dopen2(file, path, H5P_DEFAULT);
     if (d < 0)
         return d;
@@ -1026,7 +1194,7 @@ static ulp_status read_h5(const ulp_snapshot *s, size_t i, uint64_t first, uint6
         s->h5->dset = -1;
     }
     if (s->h5->dset < 0) {
-        s->h5->dset = open_for_reading(s->file, s->srcs[i].h5path);
+        s->h5->dset = open_for_reading(s->file, &s->srcs[i]);
         s->h5->idx = i;
     }
     d = s->h5->dset;

@@ -13,7 +13,9 @@
 
 /* Where the bytes of one capture live. */
 typedef struct ulp__capture_src {
-    char *h5path;    /* "/captures/<name>/<occurrence>"                     */
+    char *h5path;    /* "/captures/<name>/<occurrence>"; NULL when the
+                        capture was found through the journal           */
+    uint64_t oaddr;  /* object header address (for h5path == NULL)       */
     uint64_t offset; /* contiguous: file offset of element 0; else UINT64_MAX */
 } ulp__capture_src;
 
@@ -57,6 +59,8 @@ struct ulp_snapshot {
     char **kernel_names;
     size_t nkernel_names;
 
+    char *warning; /* what was damaged and worked around, or NULL */
+
     char **strs; /* every string the snapshot owns         */
     size_t nstrs, cap_strs;
 };
@@ -90,5 +94,29 @@ ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
  * refused before anything is allocated for what it declares.
  */
 int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
+
+/* The capture journal (common/journal.h, snapshot_journal.c). */
+typedef struct ulp__journal_state {
+    int found;            /* the file has a journal                        */
+    int closed;           /* ... with the writer's closed mark             */
+    int chain_broken;     /* the last walk met a next-block record that led
+                             nowhere (blocks freed by a close, or damage)  */
+    uint64_t first;       /* file offset of the first block                */
+    uint64_t first_bytes; /* its size                                      */
+} ulp__journal_state;
+
+/* Looks for the journal: at /journal, else by its magic near the file's start. */
+void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js);
+
+/*
+ * Walks the journal that ulp__journal_find() found.  `visit` is called for
+ * each capture record, in the order written, and returns 0 to go on, 1 to
+ * stop, -1 when out of memory.  Fails only when out of memory: a damaged
+ * journal just ends.
+ */
+struct ulp__journal_record;
+typedef int (*ulp__journal_visit)(void *ctx, const struct ulp__journal_record *r);
+ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journal_visit visit,
+                             void *ctx, ulp_error *err);
 
 #endif /* ULPPROF_ANALYZER_SNAPSHOT_PRIV_H */

@@ -5,8 +5,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "common/error.h"
 #include "common/h5types.h"
+#include "common/journal.h"
 #include "strmap.h"
 #include "writer.h"
 
@@ -35,6 +40,17 @@
 #define CAPTURES_HEAP_HINT 8192
 #define GROUP_HEAP_HINT 1024
 
+/*
+ * The capture journal (common/journal.h): a 4 KiB first block (80 captures
+ * with 20-byte names; tests/python/test_diskfull.py runs the writer under a
+ * 64 KiB file-size limit), each later block twice the last, up to 1 MiB.
+ * A block keeps room for the record that points to the next one.
+ */
+#define JOURNAL_FIRST_BYTES ((uint64_t)4 << 10)
+#define JOURNAL_MAX_BYTES ((uint64_t)1 << 20)
+#define JOURNAL_END_BYTES 8 /* the zero length written after every record */
+#define JOURNAL_RESERVE (ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES)
+
 struct ulp__writer {
     char *path;
     hid_t file;
@@ -53,6 +69,15 @@ struct ulp__writer {
     uint64_t name_count;
     uint64_t kernel_count;
     int trace_broken;                    /* a batch failed half-way            */
+
+    /* The capture journal; blocks after /journal are anonymous datasets,
+     * held open (an unlinked dataset is freed when it is closed). */
+    uint64_t jfirst;                     /* file offset of /journal            */
+    uint64_t jblock;                     /* file offset of the current block   */
+    uint64_t jbytes;                     /* its size                           */
+    uint64_t jused;                      /* bytes of it in use, header counted */
+    hid_t *jextra;                       /* the later blocks                   */
+    size_t njextra;
 };
 
 /* --- HDF5 error handling ----------------------------------------------------- */
@@ -189,6 +214,132 @@ static hid_t name_lcpl(const ulp__writer *w, const char *name)
     return H5P_DEFAULT;
 }
 
+/* --- capture journal ----------------------------------------------------------- */
+
+static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+static ulp_status journal_io_fail(ulp_error *err, const ulp__writer *w)
+{
+    int e = errno;
+    return ulp__error(err, e == ENOSPC || e == EFBIG || e == EDQUOT ? ULP_ENOSPC : ULP_EIO,
+                      "cannot write '%s': the capture journal: %s", w->path, strerror(e));
+}
+
+/*
+ * A journal block: a contiguous uint8 dataset, allocated at creation and
+ * never filled (its bytes are ours to pwrite at its file offset; HDF5 never
+ * reads or writes them).  Named `link_name`, or anonymous when NULL.
+ */
+static hid_t journal_block_create(ulp__writer *w, uint64_t bytes, const char *link_name)
+{
+    hsize_t dim = (hsize_t)bytes;
+    hid_t space = H5Screate_simple(1, &dim, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t ds = H5I_INVALID_HID;
+    if (space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0)
+        ds = link_name != NULL
+                 ? H5Dcreate2(w->file, link_name, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
+                              H5P_DEFAULT)
+                 : H5Dcreate_anon(w->file, H5T_STD_U8LE, space, dcpl, H5P_DEFAULT);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return ds;
+}
+
+/*
+ * Makes `ds` (created, flushed) the current block: writes its header and an
+ * end mark after it.  The bytes of a block are whatever the file held there
+ * (sparse zeros, or freed space), so a reader must meet an end mark before
+ * anything else that is not a record.
+ */
+static ulp_status journal_block_start(ulp__writer *w, hid_t ds, uint64_t bytes, ulp_error *err)
+{
+    haddr_t off = H5Dget_offset(ds);
+    int fd = ulp__writer_fd(w);
+    if (off == HADDR_UNDEF || fd < 0)
+        return h5_fail(err, w, "locate the capture journal");
+    unsigned char head[ULP__JOURNAL_HEADER_BYTES + JOURNAL_END_BYTES] = {0};
+    ulp__journal_header_encode(head, (uint64_t)off, bytes);
+    if (pwrite_all(fd, head, sizeof head, (uint64_t)off) < 0)
+        return journal_io_fail(err, w);
+    w->jblock = (uint64_t)off;
+    w->jbytes = bytes;
+    w->jused = ULP__JOURNAL_HEADER_BYTES;
+    return ULP_OK;
+}
+
+/* Appends `r`, then an end mark, in one write; chains a new block when full. */
+static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, ulp_error *err)
+{
+    size_t len = ulp__journal_record_size(r->name_len);
+    if (len == 0)
+        return ulp__error(err, ULP_EINVAL, "capture '%.*s': name too long", 64, r->name);
+    int fd = ulp__writer_fd(w);
+    if (fd < 0 || w->jbytes == 0)
+        return ulp__error(err, ULP_EIO, "cannot write '%s': no capture journal", w->path);
+    if (w->jused + len + JOURNAL_END_BYTES + JOURNAL_RESERVE > w->jbytes) {
+        uint64_t bytes = w->jbytes * 2 > JOURNAL_MAX_BYTES ? JOURNAL_MAX_BYTES : w->jbytes * 2;
+        uint64_t need = ULP__JOURNAL_HEADER_BYTES + len + JOURNAL_END_BYTES + JOURNAL_RESERVE;
+        if (bytes < need)
+            bytes = need;
+        hid_t *v = realloc(w->jextra, (w->njextra + 1) * sizeof *v);
+        if (v == NULL)
+            return ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", w->path);
+        w->jextra = v;
+        hid_t ds = journal_block_create(w, bytes, NULL);
+        if (ds < 0)
+            return h5_fail(err, w, "grow the capture journal");
+        w->jextra[w->njextra++] = ds;
+        /* The new block is on disk (end-of-file address included) and
+         * started before the old one points to it. */
+        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+            return h5_fail(err, w, "flush");
+        uint64_t old = w->jblock + w->jused;
+        ulp_status st = journal_block_start(w, ds, bytes, err);
+        if (st != ULP_OK)
+            return st;
+        unsigned char next[ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES] = {0};
+        ulp__journal_record nr = {.kind = ULP__JOURNAL_NEXT,
+                                  .occurrence = (int64_t)bytes,
+                                  .addr = w->jblock};
+        ulp__journal_record_encode(next, &nr);
+        if (pwrite_all(fd, next, sizeof next, old) < 0)
+            return journal_io_fail(err, w);
+    }
+    unsigned char small[256];
+    unsigned char *buf = len + JOURNAL_END_BYTES <= sizeof small ? small
+                                                                 : malloc(len + JOURNAL_END_BYTES);
+    if (buf == NULL)
+        return ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", w->path);
+    ulp__journal_record_encode(buf, r);
+    memset(buf + len, 0, JOURNAL_END_BYTES);
+    int rc = pwrite_all(fd, buf, len + JOURNAL_END_BYTES, w->jblock + w->jused);
+    if (buf != small)
+        free(buf);
+    if (rc < 0)
+        return journal_io_fail(err, w);
+    w->jused += len;
+    return ULP_OK;
+}
+
 /* --- create / close ------------------------------------------------------------- */
 
 static void writer_free(ulp__writer *w)
@@ -207,6 +358,9 @@ static void writer_free(ulp__writer *w)
     close_id(&w->lcpl, H5Pclose);
     close_id(&w->dcpl, H5Pclose);
     close_id(&w->gcpl, H5Pclose);
+    for (size_t i = 0; i < w->njextra; i++)
+        close_id(&w->jextra[i], H5Dclose);
+    free(w->jextra);
     ulp__strmap_release(&w->occurrences);
     ulp__strmap_release(&w->name_ids);
     free(w->path);
@@ -238,7 +392,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     ulp_status st = ULP_OK;
     quiet q;
     quiet_begin(&q);
-    hid_t captures_gcpl = H5I_INVALID_HID;
+    hid_t captures_gcpl = H5I_INVALID_HID, journal = H5I_INVALID_HID;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     /* Close every object with the file, so that a leaked id can never keep
      * the file open behind a successful close. */
@@ -338,7 +492,8 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     w->groups[ULP__WRITER_RUN] = H5Gcreate2(w->file, "run", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     w->groups[ULP__WRITER_ENV] = H5Gcreate2(w->file, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     w->captures = H5Gcreate2(w->file, "captures", H5P_DEFAULT, captures_gcpl, H5P_DEFAULT);
-    if (w->groups[0] < 0 || w->groups[1] < 0 || w->captures < 0) {
+    journal = journal_block_create(w, JOURNAL_FIRST_BYTES, ULP__JOURNAL_DATASET);
+    if (w->groups[0] < 0 || w->groups[1] < 0 || w->captures < 0 || journal < 0) {
         st = h5_fail(err, w, "create the groups");
         goto cleanup;
     }
@@ -346,8 +501,12 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         st = h5_fail(err, w, "flush");
         goto cleanup;
     }
+    st = journal_block_start(w, journal, JOURNAL_FIRST_BYTES, err);
+    w->jfirst = w->jblock;
 
 cleanup:
+    if (journal >= 0)
+        H5Dclose(journal);
     if (fapl >= 0)
         H5Pclose(fapl);
     if (captures_gcpl >= 0)
@@ -372,6 +531,10 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     ulp_status st = ULP_OK;
     quiet q;
     quiet_begin(&q);
+    uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;
+    /* The same file for the closed mark, even if the path now names another. */
+    int hfd = w->file >= 0 && jfirst > 0 ? ulp__writer_fd(w) : -1;
+    int mark_fd = hfd >= 0 ? fcntl(hfd, F_DUPFD_CLOEXEC, 0) : -1;
     hid_t file = w->file;
     w->file = H5I_INVALID_HID;
     char *path = w->path;
@@ -381,6 +544,19 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
         char detail[256];
         h5_detail(detail, sizeof(detail));
         st = ulp__error(err, ULP_EIO, "cannot close '%s': %s", path, detail);
+    }
+    /*
+     * Last, the journal's closed mark: a reader trusts the groups of a file
+     * that has it, and reads a file without it through the journal, so it
+     * never walks groups that a kill may have torn (HDF5 can loop forever
+     * in a torn B-tree).  4 bytes in one page: a kill cannot tear them.
+     * Not an error when it cannot be written (the file was moved, say):
+     * without the mark the captures are still all read, through the journal.
+     */
+    if (mark_fd >= 0) {
+        if (st == ULP_OK)
+            (void)pwrite_all(mark_fd, ULP__JOURNAL_CLOSED, 4, jfirst + ULP__JOURNAL_CLOSED_AT);
+        close(mark_fd);
     }
     free(path);
     quiet_end(&q);
@@ -554,6 +730,21 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
         st = h5_fail(err, w, "flush");
         goto cleanup;
     }
+    /* The capture is on disk: the journal names it before any group does,
+     * so that a torn update of a group cannot hide it. */
+    H5O_info_t oi;
+    if (H5Oget_info2(ds, &oi, H5O_INFO_BASIC) < 0) {
+        st = h5_fail(err, w, "locate a dataset");
+        goto cleanup;
+    }
+    ulp__journal_record jr = {.kind = ULP__JOURNAL_CAPTURE,
+                              .seq = w->next_seq,
+                              .occurrence = occurrence,
+                              .addr = (uint64_t)oi.addr,
+                              .name = d->name,
+                              .name_len = strlen(d->name)};
+    if ((st = journal_append(w, &jr, err)) != ULP_OK)
+        goto cleanup;
     if (H5Olink(ds, g, dsname, H5P_DEFAULT, H5P_DEFAULT) < 0) {
         st = h5_fail(err, w, "link a dataset");
         goto cleanup;

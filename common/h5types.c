@@ -3,6 +3,9 @@
 
 #include "h5types.h"
 
+/* Longest string attribute value kept in its object header (bytes). */
+#define ATTR_FIXED_MAX ((size_t)16 << 10)
+
 /*
  * A 2-byte float type.  The order of calls is the one that HDF5 1.10
  * accepts (shared/notes/hdf5.md): fields first, then size, then bias.
@@ -89,13 +92,24 @@ static int attr_write_scalar(hid_t obj, const char *name, hid_t type, const void
 
 int ulp__h5_attr_write_str(hid_t obj, const char *name, const char *value)
 {
-    /* Variable-length UTF-8, the form h5py writes for a Python str. */
+    /*
+     * Fixed-length UTF-8, NUL-terminated, stored in the object's header.  Not
+     * variable-length (what h5py writes for a str): those live in the file's
+     * global heap, which HDF5 rewrites in place as strings are added, and a
+     * kill that tears that rewrite leaves every string in the file unreadable
+     * -- HDF5 1.10 loops forever decoding it (tests/python/test_crash.py,
+     * part D).  A value too long for an object header (64 KiB) is the
+     * exception.
+     */
+    size_t len = strlen(value);
+    int fixed = len < ATTR_FIXED_MAX;
     hid_t t = H5Tcopy(H5T_C_S1);
     if (t < 0)
         return -1;
     int rc = -1;
-    if (H5Tset_size(t, H5T_VARIABLE) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0)
-        rc = attr_write_scalar(obj, name, t, &value);
+    if (H5Tset_size(t, fixed ? len + 1 : H5T_VARIABLE) >= 0 &&
+        H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0)
+        rc = attr_write_scalar(obj, name, t, fixed ? (const void *)value : (const void *)&value);
     H5Tclose(t);
     return rc;
 }

@@ -110,6 +110,8 @@ ulp_snapshot *cli_open_snapshot(const char *path)
         cli_error("%s", err.msg);
         return NULL;
     }
+    if (ulp_snapshot_warning(s) != NULL)
+        fprintf(stderr, "ulpprof: warning: '%s': %s\n", path, ulp_snapshot_warning(s));
     return s;
 }
 

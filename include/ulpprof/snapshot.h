@@ -81,6 +81,15 @@ ULP_API ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_e
 /* Closes the file and frees everything the snapshot returned.  NULL is accepted. */
 ULP_API void ulp_snapshot_close(ulp_snapshot *s);
 
+/*
+ * What the reader found damaged and read around, as one line (owned by the
+ * snapshot), or NULL for an intact file.  Today: a capture index that a
+ * writer killed in the middle of updating it left unreadable, whose
+ * captures were read through the capture journal (FORMAT.md).  The CLI
+ * prints it on stderr as a warning.
+ */
+ULP_API const char *ulp_snapshot_warning(const ulp_snapshot *s);
+
 /* Root attributes (owned by the snapshot). */
 ULP_API const char *ulp_snapshot_path(const ulp_snapshot *s);
 ULP_API const char *ulp_snapshot_label(const ulp_snapshot *s);

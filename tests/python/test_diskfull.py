@@ -61,9 +61,12 @@ def one_case(path, full, tag, errno_text, extra=(), preexec=None):
           % (tag, len(flushed)))
     n = rc.check_loop_file(path, ELEMENTS, "bf16", NAMES, tag, len(flushed), len(flushed) + 1)
     if n >= 0:
-        j = rc.ls_json(path, tag)
-        check(j is not None and len(j["captures"]) == n, "%s: ls" % tag)
-        rc.check_prefix_diff(path, full, n, tag)
+        # A writer whose close failed leaves no closed mark: then ls reads the
+        # journal and says so.  (Its close can also succeed: the disk filled
+        # in a capture, and the close has nothing left to write.)
+        m = rc.ls_seqs(path, tag, n, unclosed="maybe")
+        if m >= 0:
+            rc.check_prefix_diff(path, full, m, tag, unclosed="maybe")
     print("%s: %d captures flushed, %d readable; %s" % (tag, len(flushed), n,
                                                         err[0] if err else "no message"),
           flush=True)

@@ -10,7 +10,12 @@
  *                        Linux copies a write page by page and stops at a
  *                        page when SIGKILL arrives, so a multi-page write can
  *                        be torn there (a write inside one page is not)
+ *   ULP_KILL_TORN_AT=J   ... after writing up to the J-th page boundary
+ *                        inside that call (J = 1, 2, ...) instead of the
+ *                        middle one; no tear when the call has fewer
  *   ULP_WRITE_COUNT=F    at exit, write the number of pwrite calls to file F
+ *   ULP_WRITE_LOG=F      append "<call> <offset> <bytes>" for every call to F,
+ *                        so a test can find each call's page boundaries
  *
  * HDF5's default (sec2) driver writes with pwrite; nothing else in the
  * programs under test does, so the count is the file's.
@@ -32,6 +37,8 @@ typedef ssize_t (*pwrite_fn)(int, const void *, size_t, off_t);
 static atomic_long calls;
 static long kill_at = -1;
 static int torn;
+static long torn_at;
+static FILE *write_log;
 
 __attribute__((constructor)) static void killwrite_init(void)
 {
@@ -39,6 +46,11 @@ __attribute__((constructor)) static void killwrite_init(void)
     kill_at = s != NULL && *s ? atol(s) : -1;
     s = getenv("ULP_KILL_TORN");
     torn = s != NULL && strcmp(s, "1") == 0;
+    s = getenv("ULP_KILL_TORN_AT");
+    torn_at = s != NULL && *s ? atol(s) : 0;
+    s = getenv("ULP_WRITE_LOG");
+    if (s != NULL && *s)
+        write_log = fopen(s, "a");
 }
 
 __attribute__((destructor)) static void killwrite_fini(void)
@@ -59,9 +71,15 @@ static ssize_t hooked(pwrite_fn *real, const char *name, int fd, const void *buf
     if (*real == NULL)
         *real = (pwrite_fn)dlsym(RTLD_NEXT, name);
     long k = atomic_fetch_add(&calls, 1) + 1;
+    if (write_log != NULL) {
+        fprintf(write_log, "%ld %lld %zu\n", k, (long long)off, n);
+        fflush(write_log);
+    }
     if (k == kill_at) {
         off_t cut = (off_t)(((uint64_t)off + n / 2) / 4096 * 4096);
-        if (torn && cut > off)
+        if (torn_at > 0)
+            cut = (off_t)(((uint64_t)off / 4096 + (uint64_t)torn_at) * 4096);
+        if ((torn || torn_at > 0) && cut > off && cut < off + (off_t)n)
             (*real)(fd, buf, (size_t)(cut - off), off);
         raise(SIGKILL);
     }

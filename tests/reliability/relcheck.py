@@ -113,15 +113,30 @@ def check_loop_file(path, elements, dtype, names, tag, n_min=0, n_max=None):
     return n
 
 
-def ls_json(path, tag):
+def warning_ok(r, path, tag, unclosed):
+    """stderr of ls/diff: empty for a file its writer closed; for one it did
+    not (killed, disk full), exactly the one warning line that says the
+    captures were read through the capture journal, for that file only."""
+    lines = r.stderr.splitlines()
+    if not unclosed or (unclosed == "maybe" and r.stderr == ""):
+        return check(r.stderr == "", "%s: stderr %r" % (tag, r.stderr))
+    want = "ulpprof: warning: '%s': " % path
+    return check(len(lines) == 1 and lines[0].startswith(want)
+                 and " read through the capture journal" in lines[0],
+                 "%s: stderr %r, want one warning about the journal" % (tag, r.stderr))
+
+
+def ls_json(path, tag, unclosed=False):
     r = ulpprof(["ls", "--json", path])
-    if not check(r.returncode == 0 and r.stderr == "",
-                 "%s: ls exit %d, stderr %r" % (tag, r.returncode, r.stderr)):
+    if not check(r.returncode == 0, "%s: ls exit %d, stderr %r" % (tag, r.returncode, r.stderr)):
         return None
+    warning_ok(r, path, tag, unclosed)
     return json.loads(r.stdout)[0]
 
 
-def diff_json(a, b, tag, want_rc=None):
+def diff_json(a, b, tag, want_rc=None, unclosed=None, mode=True):
+    """unclosed: the path of the file (a or b) whose writer did not close it,
+    with `mode` as in warning_ok (True or "maybe")."""
     r = ulpprof(["diff", "--format", "json", a, b])
     if want_rc is not None:
         check(r.returncode == want_rc, "%s: diff exit %d, want %d (stderr %r)"
@@ -129,16 +144,33 @@ def diff_json(a, b, tag, want_rc=None):
     if r.returncode not in (0, 1):
         check(False, "%s: diff exit %d: %r" % (tag, r.returncode, r.stderr))
         return None
-    check(r.stderr == "", "%s: diff stderr %r" % (tag, r.stderr))
+    warning_ok(r, unclosed, tag, mode if unclosed is not None else False)
     return json.loads(r.stdout)
 
 
-def check_prefix_diff(part, full, n, tag):
+def ls_seqs(path, tag, n_h5py, unclosed=True):
+    # unclosed="maybe": a writer that failed may or may not have closed the file.
+    """`ulpprof ls` of a file whose writer was stopped: checks that it lists
+    seq 0..n-1 with n_h5py <= n <= n_h5py + 1 (the journal names a capture
+    as soon as it is on disk, a moment before the group does), and returns n
+    (-1 when ls fails)."""
+    j = ls_json(path, tag, unclosed)
+    if j is None:
+        return -1
+    seqs = [c["seq"] for c in j["captures"]]
+    n = len(seqs)
+    check(seqs == list(range(n)), "%s: ls lists seq %r" % (tag, seqs))
+    check(n_h5py <= n <= n_h5py + 1, "%s: ls lists %d captures, h5py %d" % (tag, n, n_h5py))
+    return n
+
+
+def check_prefix_diff(part, full, n, tag, unclosed=False):
     """`ulpprof diff` of a file holding the first n captures of `full`, both ways:
     the n shared captures identical, the rest only in the full file."""
     total = len(h5_captures(full))
     for a, b, only in ((part, full, "only_in_b"), (full, part, "only_in_a")):
-        j = diff_json(a, b, tag, want_rc=0 if n == total else 1)
+        j = diff_json(a, b, tag, want_rc=0 if n == total else 1,
+                      unclosed=part if unclosed else None, mode=unclosed)
         if j is None:
             continue
         st = [row["status"] for row in j["rows"]]

@@ -1,0 +1,152 @@
+/*
+ * Finding and walking the capture journal (common/journal.h) of a snapshot
+ * whose /captures groups cannot be read: the way back to the captures of a
+ * writer killed in the middle of updating a group.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/journal.h"
+#include "snapshot_priv.h"
+
+/* How far into the file a journal whose /journal link is lost is looked for:
+ * the writer creates it with the file, in its first few KiB. */
+#define SCAN_BYTES ((uint64_t)4 << 20)
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return -1;
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+/* Whether a valid block header lies at `off`; sets *bytes. */
+static int block_at(const ulp_snapshot *s, uint64_t off, uint64_t *bytes)
+{
+    unsigned char head[ULP__JOURNAL_HEADER_BYTES];
+    if (off > s->file_size || s->file_size - off < sizeof head ||
+        pread_all(s->fd, head, sizeof head, off) < 0)
+        return 0;
+    return ulp__journal_header_decode(head, off, bytes);
+}
+
+/* The first block: where /journal says, else the first header in the file's head. */
+static int find_first_block(const ulp_snapshot *s, uint64_t *off, uint64_t *bytes)
+{
+    hid_t d = -1;
+    htri_t ex = H5Lexists(s->file, "/" ULP__JOURNAL_DATASET, H5P_DEFAULT);
+    if (ex > 0 && (d = H5Dopen2(s->file, "/" ULP__JOURNAL_DATASET, H5P_DEFAULT)) >= 0) {
+        haddr_t a = H5Dget_offset(d);
+        H5Dclose(d);
+        if (a != HADDR_UNDEF && block_at(s, (uint64_t)a, bytes)) {
+            *off = (uint64_t)a;
+            return 1;
+        }
+    }
+    uint64_t end = s->file_size < SCAN_BYTES ? s->file_size : SCAN_BYTES;
+    unsigned char buf[64 << 10];
+    for (uint64_t base = 0; base < end; base += sizeof buf - 8) {
+        size_t n = end - base < sizeof buf ? (size_t)(end - base) : sizeof buf;
+        if (n < 8 || pread_all(s->fd, buf, n, base) < 0)
+            return 0;
+        /* HDF5 places raw data on 8-byte boundaries from the file start. */
+        for (size_t i = 0; i + 8 <= n; i += 8)
+            if (memcmp(buf + i, ULP__JOURNAL_MAGIC, 8) == 0 && block_at(s, base + i, bytes)) {
+                *off = base + i;
+                return 1;
+            }
+        if (n < sizeof buf)
+            break;
+    }
+    return 0;
+}
+
+void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js)
+{
+    memset(js, 0, sizeof *js);
+    if (!find_first_block(s, &js->first, &js->first_bytes))
+        return;
+    js->found = 1;
+    char mark[4];
+    js->closed = pread_all(s->fd, mark, 4, js->first + ULP__JOURNAL_CLOSED_AT) == 0 &&
+                 memcmp(mark, ULP__JOURNAL_CLOSED, 4) == 0;
+}
+
+ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journal_visit visit,
+                             void *ctx, ulp_error *err)
+{
+    js->chain_broken = 0;
+    if (!js->found)
+        return ULP_OK;
+    uint64_t block = js->first, bytes = js->first_bytes;
+    unsigned char fixed[ULP__JOURNAL_RECORD_FIXED];
+    unsigned char *rec = NULL;
+    size_t rec_cap = 0;
+    uint64_t pos = block + ULP__JOURNAL_HEADER_BYTES, walked = 0;
+    ulp_status st = ULP_OK;
+    for (;;) {
+        uint64_t end = block + bytes;
+        if (end > s->file_size)
+            end = s->file_size; /* a block past the end of a cut file: read what is there */
+        if (pos > end || end - pos < sizeof fixed || pread_all(s->fd, fixed, sizeof fixed, pos) < 0)
+            break;
+        uint32_t len = (uint32_t)fixed[4] | (uint32_t)fixed[5] << 8 | (uint32_t)fixed[6] << 16 |
+                       (uint32_t)fixed[7] << 24;
+        if (len < sizeof fixed || len > end - pos)
+            break;
+        if (len > rec_cap) {
+            unsigned char *r = realloc(rec, len);
+            if (r == NULL) {
+                st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+                break;
+            }
+            rec = r;
+            rec_cap = len;
+        }
+        ulp__journal_record r;
+        if (pread_all(s->fd, rec, len, pos) < 0 ||
+            ulp__journal_record_decode(rec, (size_t)(end - pos), &r) != len)
+            break;
+        /* Every record is at least 40 bytes of the file: a chain that loops
+         * (a damaged next pointer) ends when it has walked the file's size. */
+        walked += len;
+        if (walked > s->file_size)
+            break;
+        if (r.kind == ULP__JOURNAL_NEXT) {
+            uint64_t nb;
+            if (!block_at(s, r.addr, &nb) || (uint64_t)r.occurrence != nb) {
+                js->chain_broken = 1;
+                break;
+            }
+            block = r.addr;
+            bytes = nb;
+            pos = block + ULP__JOURNAL_HEADER_BYTES;
+            continue;
+        }
+        if (r.kind == ULP__JOURNAL_CAPTURE) {
+            int rc = visit(ctx, &r);
+            if (rc < 0) {
+                st = ULP_ENOMEM;
+                ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+                break;
+            }
+            if (rc > 0)
+                break;
+        }
+        pos += len;
+    }
+    free(rec);
+    return st;
+}

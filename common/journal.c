@@ -1,0 +1,121 @@
+/* The capture journal's codec (journal.h). */
+#include <string.h>
+
+#include "journal.h"
+
+/* --- CRC-32 ------------------------------------------------------------------------ */
+
+/* Bitwise: records are a few dozen bytes, and no table means no shared state. */
+uint32_t ulp__crc32(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= b[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xffffffffu;
+}
+
+/* --- little-endian fields ---------------------------------------------------------- */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* --- block header ------------------------------------------------------------------ */
+
+void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
+                                uint64_t bytes)
+{
+    memset(out, 0, ULP__JOURNAL_HEADER_BYTES);
+    memcpy(out, ULP__JOURNAL_MAGIC, 8);
+    put_u64(out + 8, self);
+    put_u64(out + 16, bytes);
+    put_u32(out + 24, ulp__crc32(out, 24));
+}
+
+int ulp__journal_header_decode(const unsigned char in[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
+                               uint64_t *bytes)
+{
+    if (memcmp(in, ULP__JOURNAL_MAGIC, 8) != 0 || get_u64(in + 8) != self ||
+        get_u32(in + 24) != ulp__crc32(in, 24))
+        return 0;
+    uint64_t b = get_u64(in + 16);
+    if (b < ULP__JOURNAL_HEADER_BYTES + ULP__JOURNAL_RECORD_FIXED)
+        return 0;
+    *bytes = b;
+    return 1;
+}
+
+/* --- records ----------------------------------------------------------------------- */
+
+size_t ulp__journal_record_size(size_t name_len)
+{
+    if (name_len > UINT32_MAX - ULP__JOURNAL_RECORD_FIXED - 7)
+        return 0;
+    return (ULP__JOURNAL_RECORD_FIXED + name_len + 7) & ~(size_t)7;
+}
+
+size_t ulp__journal_record_encode(unsigned char *out, const ulp__journal_record *r)
+{
+    size_t len = ulp__journal_record_size(r->name_len);
+    if (len == 0)
+        return 0;
+    memset(out, 0, len);
+    put_u32(out + 4, (uint32_t)len);
+    put_u32(out + 8, r->kind);
+    put_u32(out + 12, (uint32_t)r->name_len);
+    put_u64(out + 16, (uint64_t)r->seq);
+    put_u64(out + 24, (uint64_t)r->occurrence);
+    put_u64(out + 32, r->addr);
+    if (r->name_len > 0)
+        memcpy(out + ULP__JOURNAL_RECORD_FIXED, r->name, r->name_len);
+    put_u32(out, ulp__crc32(out + 4, len - 4));
+    return len;
+}
+
+size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__journal_record *r)
+{
+    if (avail < ULP__JOURNAL_RECORD_FIXED)
+        return 0;
+    uint32_t len = get_u32(in + 4);
+    uint32_t name_len = get_u32(in + 12);
+    if (len < ULP__JOURNAL_RECORD_FIXED || len % 8 != 0 || len > avail ||
+        ulp__journal_record_size(name_len) != len)
+        return 0;
+    if (get_u32(in) != ulp__crc32(in + 4, len - 4))
+        return 0;
+    r->kind = get_u32(in + 8);
+    r->name_len = name_len;
+    r->seq = (int64_t)get_u64(in + 16);
+    r->occurrence = (int64_t)get_u64(in + 24);
+    r->addr = get_u64(in + 32);
+    r->name = (const char *)in + ULP__JOURNAL_RECORD_FIXED;
+    return len;
+}
