@@ -113,6 +113,7 @@ struct ulp_session {
     unsigned pending;                   /* admitted, not yet appended        */
     int closing;
     int failed;                         /* a write error: refuse requests    */
+    ulp_status fail_status;             /* ... with this status (EIO, ENOSPC) */
     int drop_reported;
     ulp_status first_error;
     int has_step;
@@ -236,7 +237,7 @@ static ulp_status admit(ulp_session *s, size_t charge)
     if (s->closing)
         return ULP_ECLOSED;
     if (s->failed)
-        return ULP_EIO;
+        return s->fail_status;
     uint64_t ticket = s->ticket_next++;
     for (;;) {
         /* An item larger than the bound goes alone, into an empty queue. */
@@ -246,7 +247,7 @@ static ulp_status admit(ulp_session *s, size_t charge)
         if (s->closing)
             return ULP_ECLOSED;
         if (s->failed)
-            return ULP_EIO;
+            return s->fail_status;
         pthread_cond_wait(&s->room, &s->mu);
     }
     s->ticket_serving++;
@@ -541,13 +542,14 @@ static void drain(ulp_session *s)
             int report = fatal ? !s->failed : !s->drop_reported;
             if (fatal) {
                 s->failed = 1;
+                s->fail_status = st == ULP_ENOSPC ? ULP_ENOSPC : ULP_EIO;
                 /* Waiters for room must see the failure. */
                 pthread_cond_broadcast(&s->room);
             } else {
                 s->drop_reported = 1;
             }
             if (s->first_error == ULP_OK)
-                s->first_error = fatal ? ULP_EIO : st;
+                s->first_error = fatal ? s->fail_status : st;
             if (report)
                 fprintf(stderr, "ulpprof: capture to '%s' failed: %s\n", s->path, err.msg);
         }
@@ -850,7 +852,7 @@ static ulp_status refuse(ulp_status st, const char *fmt, ...)
 static ulp_status refused_by_queue(const ulp_session *s, ulp_status st, const char *what,
                                    const char *name)
 {
-    if (st == ULP_OK || st == ULP_EIO || s->forked)
+    if (st == ULP_OK || st == ULP_EIO || st == ULP_ENOSPC || s->forked)
         return st;
     return refuse(st, "%s '%.200s' refused by '%s'", what, name, s->path);
 }

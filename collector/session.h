@@ -23,7 +23,7 @@
  *
  * After a write error (disk full, file too large, ...) the session fails:
  * one stderr line `ulpprof: capture to 'PATH' failed: ...`, later requests
- * return ULP_EIO, queued ones are dropped (their release callbacks still
+ * return ULP_ENOSPC (disk full) or ULP_EIO, queued ones are dropped (their release callbacks still
  * run), and what was flushed before stays readable.
  */
 #ifndef ULPPROF_COLLECTOR_SESSION_H
@@ -87,7 +87,7 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
 ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *rows,
                                       const char *const *names, size_t n);
 
-/* 1 when the session has failed (later requests return ULP_EIO), else 0. */
+/* 1 when the session has failed (later requests return ULP_ENOSPC or ULP_EIO), else 0. */
 int ulp__session_failed(ulp_session *s);
 
 /* Bytes currently charged to queued items (for tests and diagnostics). */

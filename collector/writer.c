@@ -137,7 +137,13 @@ static ulp_status h5_fail(ulp_error *err, const ulp__writer *w, const char *what
 {
     char detail[256];
     h5_detail(detail, sizeof(detail));
-    return ulp__error(err, ULP_EIO, "cannot %s in '%s': %s", what, w->path, detail);
+    /* HDF5 passes errno on only as text: a full disk (or quota, or file-size
+     * limit) is told apart from other I/O errors by its message. */
+    ulp_status st = strcmp(detail, strerror(ENOSPC)) == 0 || strcmp(detail, strerror(EFBIG)) == 0 ||
+                            strcmp(detail, strerror(EDQUOT)) == 0
+                        ? ULP_ENOSPC
+                        : ULP_EIO;
+    return ulp__error(err, st, "cannot %s in '%s': %s", what, w->path, detail);
 }
 
 static int64_t now_unix_ns(void)

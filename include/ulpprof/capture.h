@@ -112,8 +112,9 @@ ULP_API void ulp_capture_desc_init(ulp_capture_desc *d);
  * Copies the tensor into the queue and returns; the writer thread stores it
  * as /captures/<name>/<occurrence> with the next `seq`.  Captures from one
  * thread keep their order.  ULP_EINVAL for a bad descriptor, ULP_ECLOSED
- * after close, ULP_EIO when the writer has failed (disk full, ...): later
- * captures are refused, earlier ones stay in the file.
+ * after close, ULP_ENOSPC when the writer has failed because the disk (or a
+ * quota or file-size limit) is full, ULP_EIO when it failed otherwise: later
+ * captures are refused with the same status, earlier ones stay in the file.
  */
 ULP_API ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d);
 

@@ -49,7 +49,7 @@ def one_case(path, full, tag, errno_text, extra=(), preexec=None):
     out = p.stdout.splitlines()
     flushed = [ln for ln in out if ln.startswith("flushed ")]
     done = out[-1] if out else ""
-    check(done.startswith("done ") and done.endswith(" close=ULP_EIO") and " refused=0 " not in done,
+    check(done.startswith("done ") and done.endswith(" close=ULP_ENOSPC") and " refused=0 " not in done,
           "%s: last line %r" % (tag, done))
     err = p.stderr.splitlines()
     check(len(err) == 1, "%s: %d stderr lines: %r" % (tag, len(err), p.stderr))

@@ -1220,7 +1220,7 @@ static void child_fsize(void *arg)
                 flushed = i + 1;
         }
     }
-    CHILD_CHECK(st == ULP_EIO);
+    CHILD_CHECK(st == ULP_ENOSPC);
     CHILD_CHECK(ulp__session_failed(s));
     CHILD_CHECK(ulp_session_capture(s, NULL) == ULP_EINVAL);
     uint8_t one = 1;
@@ -1229,8 +1229,8 @@ static void child_fsize(void *arg)
     d.name = "late";
     d.data = &one;
     d.dtype = ULP_DTYPE_U8;
-    CHILD_CHECK(ulp_session_capture(s, &d) == ULP_EIO);
-    CHILD_CHECK(ulp_session_close(s) == ULP_EIO);
+    CHILD_CHECK(ulp_session_capture(s, &d) == ULP_ENOSPC);
+    CHILD_CHECK(ulp_session_close(s) == ULP_ENOSPC);
     const char *text = tu_stderr_end(&cap);
     /* One line says why; the refused NULL descriptor adds its own. */
     char want[1400];
