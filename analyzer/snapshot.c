@@ -615,8 +615,13 @@ static int journal_visit(void *data, const ulp__journal_record *r)
     ulp_error why;
     ulp_error_clear(&why);
     ulp_status st = ULP_OK;
-    hid_t d = H5Oopen_by_addr(s->file, (haddr_t)r->addr);
-    if (d < 0 || H5Iget_type(d) != H5I_DATASET)
+    hid_t d = -1;
+    if (r->addr >= s->file_size)
+        st = cap_error(s, &why, ULP_ETRUNC, name, occ,
+                       "file is truncated: its header is at byte %" PRIu64
+                       " but the file has %" PRIu64 " bytes (journal)",
+                       r->addr, s->file_size);
+    else if ((d = H5Oopen_by_addr(s->file, (haddr_t)r->addr)) < 0 || H5Iget_type(d) != H5I_DATASET)
         st = ulp__error(&why, ULP_EFORMAT, "'%s': capture '%s/%s' (journal: object at byte %" PRIu64
                                            ") cannot be opened",
                         s->path, name, occ, r->addr);
@@ -733,6 +738,12 @@ static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_
             goto cleanup;
         /* Every record follows its capture to the disk: a capture it names
          * that cannot be read means damage the journal cannot read around. */
+        if (jc.truncated) {
+            if (err != NULL)
+                *err = jc.first; /* the cause, where the groups gave a symptom */
+            st = ULP_ETRUNC;
+            goto cleanup;
+        }
         if (cv.n == 0 || jc.skipped > 0 || sticky->truncated) {
             st = damage; /* err still says why the groups failed */
             goto cleanup;

@@ -32,14 +32,14 @@ static int pread_all(int fd, void *buf, size_t n, uint64_t off)
     return 0;
 }
 
-/* Whether a valid block header lies at `off`; sets *bytes. */
-static int block_at(const ulp_snapshot *s, uint64_t off, uint64_t *bytes)
+/* Whether a valid header of a block of kind `kind` lies at `off`; sets *bytes. */
+static int block_at(const ulp_snapshot *s, uint64_t off, int kind, uint64_t *bytes)
 {
     unsigned char head[ULP__JOURNAL_HEADER_BYTES];
     if (off > s->file_size || s->file_size - off < sizeof head ||
         pread_all(s->fd, head, sizeof head, off) < 0)
         return 0;
-    return ulp__journal_header_decode(head, off, bytes);
+    return ulp__journal_header_decode(head, off, bytes) == kind;
 }
 
 /* The first block: where /journal says, else the first header in the file's head. */
@@ -47,14 +47,19 @@ static int find_first_block(const ulp_snapshot *s, uint64_t *off, uint64_t *byte
 {
     hid_t d = -1;
     htri_t ex = H5Lexists(s->file, "/" ULP__JOURNAL_DATASET, H5P_DEFAULT);
+    if (ex == 0)
+        return 0; /* the root says there is none: a file of another writer */
     if (ex > 0 && (d = H5Dopen2(s->file, "/" ULP__JOURNAL_DATASET, H5P_DEFAULT)) >= 0) {
         haddr_t a = H5Dget_offset(d);
         H5Dclose(d);
-        if (a != HADDR_UNDEF && block_at(s, (uint64_t)a, bytes)) {
-            *off = (uint64_t)a;
-            return 1;
-        }
+        /* A /journal whose header is damaged is no journal: nothing else
+         * in the file may stand in for it. */
+        if (a == HADDR_UNDEF || !block_at(s, (uint64_t)a, ULP__JOURNAL_FIRST_BLOCK, bytes))
+            return 0;
+        *off = (uint64_t)a;
+        return 1;
     }
+    /* The root cannot be read (torn), or not its /journal: look for the header. */
     uint64_t end = s->file_size < SCAN_BYTES ? s->file_size : SCAN_BYTES;
     unsigned char buf[64 << 10];
     for (uint64_t base = 0; base < end; base += sizeof buf - 8) {
@@ -63,7 +68,8 @@ static int find_first_block(const ulp_snapshot *s, uint64_t *off, uint64_t *byte
             return 0;
         /* HDF5 places raw data on 8-byte boundaries from the file start. */
         for (size_t i = 0; i + 8 <= n; i += 8)
-            if (memcmp(buf + i, ULP__JOURNAL_MAGIC, 8) == 0 && block_at(s, base + i, bytes)) {
+            if (memcmp(buf + i, ULP__JOURNAL_MAGIC, 8) == 0 &&
+                block_at(s, base + i, ULP__JOURNAL_FIRST_BLOCK, bytes)) {
                 *off = base + i;
                 return 1;
             }
@@ -84,6 +90,34 @@ void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js)
                  memcmp(mark, ULP__JOURNAL_CLOSED, 4) == 0;
 }
 
+/* The blocks a walk has been through (a chain has a few dozen at most). */
+typedef struct block_list {
+    uint64_t *v;
+    size_t n, cap;
+} block_list;
+
+static int block_list_push(block_list *l, uint64_t off)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        uint64_t *v = realloc(l->v, cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = off;
+    return 0;
+}
+
+static int block_list_has(const block_list *l, uint64_t off)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == off)
+            return 1;
+    return 0;
+}
+
 ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journal_visit visit,
                              void *ctx, ulp_error *err)
 {
@@ -95,7 +129,10 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
     unsigned char *rec = NULL;
     size_t rec_cap = 0;
     uint64_t pos = block + ULP__JOURNAL_HEADER_BYTES, walked = 0;
+    block_list walked_blocks = {0};
     ulp_status st = ULP_OK;
+    if (block_list_push(&walked_blocks, block) < 0)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     for (;;) {
         uint64_t end = block + bytes;
         if (end > s->file_size)
@@ -126,8 +163,15 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
             break;
         if (r.kind == ULP__JOURNAL_NEXT) {
             uint64_t nb;
-            if (!block_at(s, r.addr, &nb) || (uint64_t)r.occurrence != nb) {
+            /* A next record that leads back to a block already walked would
+             * read its captures again: the chain is broken. */
+            if (block_list_has(&walked_blocks, r.addr) || !block_at(s, r.addr, ULP__JOURNAL_LATER_BLOCK, &nb) ||
+                (uint64_t)r.occurrence != nb) {
                 js->chain_broken = 1;
+                break;
+            }
+            if (block_list_push(&walked_blocks, r.addr) < 0) {
+                st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
                 break;
             }
             block = r.addr;
@@ -148,5 +192,6 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
         pos += len;
     }
     free(rec);
+    free(walked_blocks.v);
     return st;
 }

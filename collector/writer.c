@@ -271,25 +271,32 @@ static hid_t journal_block_create(ulp__writer *w, uint64_t bytes, const char *li
 }
 
 /*
- * Makes `ds` (created, flushed) the current block: writes its header and an
- * end mark after it.  The bytes of a block are whatever the file held there
- * (sparse zeros, or freed space), so a reader must meet an end mark before
- * anything else that is not a record.
+ * Writes the header of block `ds` (created, flushed) and an end mark after
+ * it; sets *off to the block's file offset.  The bytes of a block are
+ * whatever the file held there (sparse zeros, or freed space), so a reader
+ * must meet an end mark before anything else that is not a record.
  */
-static ulp_status journal_block_start(ulp__writer *w, hid_t ds, uint64_t bytes, ulp_error *err)
+static ulp_status journal_block_start(ulp__writer *w, hid_t ds, uint64_t bytes, int first,
+                                      uint64_t *off, ulp_error *err)
 {
-    haddr_t off = H5Dget_offset(ds);
+    haddr_t a = H5Dget_offset(ds);
     int fd = ulp__writer_fd(w);
-    if (off == HADDR_UNDEF || fd < 0)
+    if (a == HADDR_UNDEF || fd < 0)
         return h5_fail(err, w, "locate the capture journal");
     unsigned char head[ULP__JOURNAL_HEADER_BYTES + JOURNAL_END_BYTES] = {0};
-    ulp__journal_header_encode(head, (uint64_t)off, bytes);
-    if (pwrite_all(fd, head, sizeof head, (uint64_t)off) < 0)
+    ulp__journal_header_encode(head, (uint64_t)a, bytes, first);
+    if (pwrite_all(fd, head, sizeof head, (uint64_t)a) < 0)
         return journal_io_fail(err, w);
-    w->jblock = (uint64_t)off;
+    *off = (uint64_t)a;
+    return ULP_OK;
+}
+
+/* Makes the block at `off` of `bytes` bytes the one records go to. */
+static void journal_use(ulp__writer *w, uint64_t off, uint64_t bytes)
+{
+    w->jblock = off;
     w->jbytes = bytes;
     w->jused = ULP__JOURNAL_HEADER_BYTES;
-    return ULP_OK;
 }
 
 /* Appends `r`, then an end mark, in one write; chains a new block when full. */
@@ -318,17 +325,19 @@ static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, u
          * started before the old one points to it. */
         if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
             return h5_fail(err, w, "flush");
-        uint64_t old = w->jblock + w->jused;
-        ulp_status st = journal_block_start(w, ds, bytes, err);
+        uint64_t off;
+        ulp_status st = journal_block_start(w, ds, bytes, 0, &off, err);
         if (st != ULP_OK)
             return st;
+        /* Records go to the new block only once the old one leads there. */
         unsigned char next[ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES] = {0};
         ulp__journal_record nr = {.kind = ULP__JOURNAL_NEXT,
                                   .occurrence = (int64_t)bytes,
-                                  .addr = w->jblock};
+                                  .addr = off};
         ulp__journal_record_encode(next, &nr);
-        if (pwrite_all(fd, next, sizeof next, old) < 0)
+        if (pwrite_all(fd, next, sizeof next, w->jblock + w->jused) < 0)
             return journal_io_fail(err, w);
+        journal_use(w, off, bytes);
     }
     unsigned char small[256];
     unsigned char *buf = len + JOURNAL_END_BYTES <= sizeof small ? small
@@ -507,8 +516,8 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         st = h5_fail(err, w, "flush");
         goto cleanup;
     }
-    st = journal_block_start(w, journal, JOURNAL_FIRST_BYTES, err);
-    w->jfirst = w->jblock;
+    if ((st = journal_block_start(w, journal, JOURNAL_FIRST_BYTES, 1, &w->jfirst, err)) == ULP_OK)
+        journal_use(w, w->jfirst, JOURNAL_FIRST_BYTES);
 
 cleanup:
     if (journal >= 0)

@@ -51,10 +51,10 @@ static uint64_t get_u64(const unsigned char *p)
 /* --- block header ------------------------------------------------------------------ */
 
 void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
-                                uint64_t bytes)
+                                uint64_t bytes, int first)
 {
     memset(out, 0, ULP__JOURNAL_HEADER_BYTES);
-    memcpy(out, ULP__JOURNAL_MAGIC, 8);
+    memcpy(out, first ? ULP__JOURNAL_MAGIC : ULP__JOURNAL_MAGIC_LATER, 8);
     put_u64(out + 8, self);
     put_u64(out + 16, bytes);
     put_u32(out + 24, ulp__crc32(out, 24));
@@ -63,14 +63,16 @@ void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], ui
 int ulp__journal_header_decode(const unsigned char in[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
                                uint64_t *bytes)
 {
-    if (memcmp(in, ULP__JOURNAL_MAGIC, 8) != 0 || get_u64(in + 8) != self ||
-        get_u32(in + 24) != ulp__crc32(in, 24))
+    int kind = memcmp(in, ULP__JOURNAL_MAGIC, 8) == 0         ? ULP__JOURNAL_FIRST_BLOCK
+               : memcmp(in, ULP__JOURNAL_MAGIC_LATER, 8) == 0 ? ULP__JOURNAL_LATER_BLOCK
+                                                              : 0;
+    if (kind == 0 || get_u64(in + 8) != self || get_u32(in + 24) != ulp__crc32(in, 24))
         return 0;
     uint64_t b = get_u64(in + 16);
     if (b < ULP__JOURNAL_HEADER_BYTES + ULP__JOURNAL_RECORD_FIXED)
         return 0;
     *bytes = b;
-    return 1;
+    return kind;
 }
 
 /* --- records ----------------------------------------------------------------------- */

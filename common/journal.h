@@ -13,7 +13,8 @@
  *
  * Layout (all integers little-endian):
  *   block header, 32 bytes, at the start of every block:
- *     0  "ULPJRNL1"
+ *     0  "ULPJRNL1" for the first block (/journal), "ULPJRNL+" for the later
+ *        ones (so a search for the first block never takes a later one)
  *     8  u64 file offset of this header (a copy found elsewhere is not it)
  *    16  u64 block size in bytes, header included
  *    24  u32 CRC-32 of bytes 0..23
@@ -41,7 +42,8 @@
 #include <stdint.h>
 
 #define ULP__JOURNAL_DATASET "journal"     /* the first block: /journal, uint8 */
-#define ULP__JOURNAL_MAGIC "ULPJRNL1"
+#define ULP__JOURNAL_MAGIC "ULPJRNL1"       /* first block                      */
+#define ULP__JOURNAL_MAGIC_LATER "ULPJRNL+" /* blocks a next record leads to    */
 #define ULP__JOURNAL_HEADER_BYTES 32
 #define ULP__JOURNAL_RECORD_FIXED 40       /* record bytes before the name     */
 #define ULP__JOURNAL_CLOSED_AT 28          /* header byte of the closed mark   */
@@ -64,13 +66,22 @@ typedef struct ulp__journal_record {
 /* CRC-32 (IEEE 802.3, zlib's crc32()) of n bytes. */
 uint32_t ulp__crc32(const void *p, size_t n);
 
-/* Fills the 32-byte header of a block at file offset `self` of `bytes` bytes. */
-void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
-                                uint64_t bytes);
+enum {
+    ULP__JOURNAL_FIRST_BLOCK = 1,
+    ULP__JOURNAL_LATER_BLOCK = 2
+};
 
 /*
- * Whether `in` is a valid header of a block at file offset `self`; on
- * success sets *bytes to the block's size.  Returns 1 or 0.
+ * Fills the 32-byte header of a block at file offset `self` of `bytes`
+ * bytes; `first` says whether it is the first block.
+ */
+void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
+                                uint64_t bytes, int first);
+
+/*
+ * Whether `in` is a valid header of a block at file offset `self`: returns
+ * ULP__JOURNAL_FIRST_BLOCK or ULP__JOURNAL_LATER_BLOCK and sets *bytes to
+ * the block's size, or returns 0.
  */
 int ulp__journal_header_decode(const unsigned char in[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
                                uint64_t *bytes);
