@@ -33,7 +33,7 @@
  * near 1032:1) stores that much, and a diff would stream terabytes of fill
  * value out of a few kilobytes of unallocated or sparse storage.
  */
-#define MAX_EXPANSION ((uint64_t)4096)
+#define MAX_EXPANSION      ((uint64_t)4096)
 #define MAX_DECLARED_SLACK ((uint64_t)64 << 20)
 
 int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared)
@@ -591,9 +591,9 @@ cleanup:
 typedef struct journal_ctx {
     ulp_snapshot *s;
     cap_vec *cv;
-    size_t skipped;   /* records whose dataset could not be read */
-    ulp_error first;  /* why the first of them could not         */
-    int truncated;    /* ... and one because the file is cut short */
+    size_t skipped;  /* records whose dataset could not be read */
+    ulp_error first; /* why the first of them could not         */
+    int truncated;   /* ... and one because the file is cut short */
     int oom;
 } journal_ctx;
 
@@ -622,16 +622,18 @@ static int journal_visit(void *data, const ulp__journal_record *r)
                        " but the file has %" PRIu64 " bytes (journal)",
                        r->addr, s->file_size);
     else if ((d = H5Oopen_by_addr(s->file, (haddr_t)r->addr)) < 0 || H5Iget_type(d) != H5I_DATASET)
-        st = ulp__error(&why, ULP_EFORMAT, "'%s': capture '%s/%s' (journal: object at byte %" PRIu64
-                                           ") cannot be opened",
+        st = ulp__error(&why, ULP_EFORMAT,
+                        "'%s': capture '%s/%s' (journal: object at byte %" PRIu64
+                        ") cannot be opened",
                         s->path, name, occ, r->addr);
     else if (cap_vec_push(jc->cv) < 0)
         st = ULP_ENOMEM;
     else if ((st = read_capture(s, d, name, occ, &jc->cv->v[jc->cv->n - 1], &why)) != ULP_OK)
         jc->cv->n--;
     else if (jc->cv->v[jc->cv->n - 1].info.seq != r->seq) {
-        st = ulp__error(&why, ULP_EFORMAT, "'%s': capture '%s/%s' has seq %" PRId64
-                                           " but its journal record says %" PRId64,
+        st = ulp__error(&why, ULP_EFORMAT,
+                        "'%s': capture '%s/%s' has seq %" PRId64
+                        " but its journal record says %" PRId64,
                         s->path, name, occ, jc->cv->v[jc->cv->n - 1].info.seq, r->seq);
         jc->cv->n--;
     }
@@ -662,7 +664,8 @@ static int journal_visit(void *data, const ulp__journal_record *r)
     return 0;
 }
 
-/* Reads the captures the journal names into `cv` (emptied first). */
+/* Reads the captures the journal names into `cv` (emptied first).  ULP_ETRUNC
+ * when one of them lies past the end of the file. */
 static ulp_status read_journal(ulp_snapshot *s, ulp__journal_state *js, cap_vec *cv,
                                journal_ctx *jc, ulp_error *err)
 {
@@ -673,6 +676,12 @@ static ulp_status read_journal(ulp_snapshot *s, ulp__journal_state *js, cap_vec 
     ulp_error werr;
     if (ulp__journal_walk(s, js, journal_visit, jc, &werr) != ULP_OK || jc->oom)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    /* A capture past the end of the file: the file was cut, not torn. */
+    if (jc->truncated) {
+        if (err != NULL)
+            *err = jc->first;
+        return ULP_ETRUNC;
+    }
     return ULP_OK;
 }
 
@@ -681,8 +690,8 @@ static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const 
                                   ulp_error *err)
 {
     char msg[2 * ULP_ERROR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s: %zu capture%s read through the capture journal", what,
-             jc->cv->n, jc->cv->n == 1 ? "" : "s");
+    snprintf(msg, sizeof msg, "%s: %zu capture%s read through the capture journal", what, jc->cv->n,
+             jc->cv->n == 1 ? "" : "s");
     if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     return ULP_OK;
@@ -711,12 +720,6 @@ static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_
     if (js.found && !js.closed) {
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
             goto cleanup;
-        if (jc.truncated) {
-            if (err != NULL)
-                *err = jc.first;
-            st = ULP_ETRUNC;
-            goto cleanup;
-        }
         if (!js.chain_broken && jc.skipped == 0) {
             st = journal_warning(s, &jc, "its writer did not close it (killed?)", err);
             goto install;
@@ -730,20 +733,16 @@ static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_
         char what[ULP_ERROR_MSG_MAX + 64];
         const char *why = err != NULL ? err->msg : "";
         size_t plen = strlen(s->path);
-        if (why[0] == '\'' && strncmp(why + 1, s->path, plen) == 0 && strncmp(why + 1 + plen, "': ", 3) == 0)
+        if (why[0] == '\'' && strncmp(why + 1, s->path, plen) == 0 &&
+            strncmp(why + 1 + plen, "': ", 3) == 0)
             why += plen + 4;
         snprintf(what, sizeof what, "the capture index is damaged (%s)", why);
         ulp_status damage = st;
+        /* On ULP_ETRUNC, err now names the cause where the groups gave a symptom. */
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
             goto cleanup;
         /* Every record follows its capture to the disk: a capture it names
          * that cannot be read means damage the journal cannot read around. */
-        if (jc.truncated) {
-            if (err != NULL)
-                *err = jc.first; /* the cause, where the groups gave a symptom */
-            st = ULP_ETRUNC;
-            goto cleanup;
-        }
         if (cv.n == 0 || jc.skipped > 0 || sticky->truncated) {
             st = damage; /* err still says why the groups failed */
             goto cleanup;

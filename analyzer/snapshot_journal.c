@@ -1,12 +1,11 @@
 /*
- * Finding and walking the capture journal (common/journal.h) of a snapshot
- * whose /captures groups cannot be read: the way back to the captures of a
- * writer killed in the middle of updating a group.
+ * Finding and walking the capture journal (common/journal.h): the index the
+ * reader trusts for a file whose writer did not close it, and the way back
+ * to the captures when the /captures groups cannot be read (a writer killed
+ * in the middle of updating a group).
  */
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "common/journal.h"
@@ -16,28 +15,12 @@
  * the writer creates it with the file, in its first few KiB. */
 #define SCAN_BYTES ((uint64_t)4 << 20)
 
-static int pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-    unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = pread(fd, p, n, (off_t)off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 /* Whether a valid header of a block of kind `kind` lies at `off`; sets *bytes. */
 static int block_at(const ulp_snapshot *s, uint64_t off, int kind, uint64_t *bytes)
 {
     unsigned char head[ULP__JOURNAL_HEADER_BYTES];
     if (off > s->file_size || s->file_size - off < sizeof head ||
-        pread_all(s->fd, head, sizeof head, off) < 0)
+        ulp__journal_pread(s->fd, head, sizeof head, off) < 0)
         return 0;
     return ulp__journal_header_decode(head, off, bytes) == kind;
 }
@@ -64,7 +47,7 @@ static int find_first_block(const ulp_snapshot *s, uint64_t *off, uint64_t *byte
     unsigned char buf[64 << 10];
     for (uint64_t base = 0; base < end; base += sizeof buf - 8) {
         size_t n = end - base < sizeof buf ? (size_t)(end - base) : sizeof buf;
-        if (n < 8 || pread_all(s->fd, buf, n, base) < 0)
+        if (n < 8 || ulp__journal_pread(s->fd, buf, n, base) < 0)
             return 0;
         /* HDF5 places raw data on 8-byte boundaries from the file start. */
         for (size_t i = 0; i + 8 <= n; i += 8)
@@ -86,7 +69,7 @@ void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js)
         return;
     js->found = 1;
     char mark[4];
-    js->closed = pread_all(s->fd, mark, 4, js->first + ULP__JOURNAL_CLOSED_AT) == 0 &&
+    js->closed = ulp__journal_pread(s->fd, mark, 4, js->first + ULP__JOURNAL_CLOSED_AT) == 0 &&
                  memcmp(mark, ULP__JOURNAL_CLOSED, 4) == 0;
 }
 
@@ -137,7 +120,8 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
         uint64_t end = block + bytes;
         if (end > s->file_size)
             end = s->file_size; /* a block past the end of a cut file: read what is there */
-        if (pos > end || end - pos < sizeof fixed || pread_all(s->fd, fixed, sizeof fixed, pos) < 0)
+        if (pos > end || end - pos < sizeof fixed ||
+            ulp__journal_pread(s->fd, fixed, sizeof fixed, pos) < 0)
             break;
         uint32_t len = (uint32_t)fixed[4] | (uint32_t)fixed[5] << 8 | (uint32_t)fixed[6] << 16 |
                        (uint32_t)fixed[7] << 24;
@@ -153,7 +137,7 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
             rec_cap = len;
         }
         ulp__journal_record r;
-        if (pread_all(s->fd, rec, len, pos) < 0 ||
+        if (ulp__journal_pread(s->fd, rec, len, pos) < 0 ||
             ulp__journal_record_decode(rec, (size_t)(end - pos), &r) != len)
             break;
         /* Every record is at least 40 bytes of the file: a chain that loops
@@ -165,7 +149,8 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
             uint64_t nb;
             /* A next record that leads back to a block already walked would
              * read its captures again: the chain is broken. */
-            if (block_list_has(&walked_blocks, r.addr) || !block_at(s, r.addr, ULP__JOURNAL_LATER_BLOCK, &nb) ||
+            if (block_list_has(&walked_blocks, r.addr) ||
+                !block_at(s, r.addr, ULP__JOURNAL_LATER_BLOCK, &nb) ||
                 (uint64_t)r.occurrence != nb) {
                 js->chain_broken = 1;
                 break;

@@ -222,22 +222,6 @@ static hid_t name_lcpl(const ulp__writer *w, const char *name)
 
 /* --- capture journal ----------------------------------------------------------- */
 
-static int pwrite_all(int fd, const void *buf, size_t n, uint64_t off)
-{
-    const unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t k = pwrite(fd, p, n, (off_t)off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-        off += (uint64_t)k;
-    }
-    return 0;
-}
-
 static ulp_status journal_io_fail(ulp_error *err, const ulp__writer *w)
 {
     int e = errno;
@@ -285,7 +269,7 @@ static ulp_status journal_block_start(ulp__writer *w, hid_t ds, uint64_t bytes, 
         return h5_fail(err, w, "locate the capture journal");
     unsigned char head[ULP__JOURNAL_HEADER_BYTES + JOURNAL_END_BYTES] = {0};
     ulp__journal_header_encode(head, (uint64_t)a, bytes, first);
-    if (pwrite_all(fd, head, sizeof head, (uint64_t)a) < 0)
+    if (ulp__journal_pwrite(fd, head, sizeof head, (uint64_t)a) < 0)
         return journal_io_fail(err, w);
     *off = (uint64_t)a;
     return ULP_OK;
@@ -335,7 +319,7 @@ static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, u
                                   .occurrence = (int64_t)bytes,
                                   .addr = off};
         ulp__journal_record_encode(next, &nr);
-        if (pwrite_all(fd, next, sizeof next, w->jblock + w->jused) < 0)
+        if (ulp__journal_pwrite(fd, next, sizeof next, w->jblock + w->jused) < 0)
             return journal_io_fail(err, w);
         journal_use(w, off, bytes);
     }
@@ -346,7 +330,7 @@ static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, u
         return ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", w->path);
     ulp__journal_record_encode(buf, r);
     memset(buf + len, 0, JOURNAL_END_BYTES);
-    int rc = pwrite_all(fd, buf, len + JOURNAL_END_BYTES, w->jblock + w->jused);
+    int rc = ulp__journal_pwrite(fd, buf, len + JOURNAL_END_BYTES, w->jblock + w->jused);
     if (buf != small)
         free(buf);
     if (rc < 0)
@@ -570,7 +554,8 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
      */
     if (mark_fd >= 0) {
         if (st == ULP_OK)
-            (void)pwrite_all(mark_fd, ULP__JOURNAL_CLOSED, 4, jfirst + ULP__JOURNAL_CLOSED_AT);
+            (void)ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
+                                      jfirst + ULP__JOURNAL_CLOSED_AT);
         close(mark_fd);
     }
     free(path);

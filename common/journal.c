@@ -1,5 +1,7 @@
 /* The capture journal's codec (journal.h). */
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "journal.h"
 
@@ -120,4 +122,44 @@ size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__jo
     r->addr = get_u64(in + 32);
     r->name = (const char *)in + ULP__JOURNAL_RECORD_FIXED;
     return len;
+}
+
+/* --- file I/O ---------------------------------------------------------------------- */
+
+int ulp__journal_pread(int fd, void *buf, size_t n, uint64_t off)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = 0;
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
+}
+
+int ulp__journal_pwrite(int fd, const void *buf, size_t n, uint64_t off)
+{
+    const unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t k = pwrite(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            if (k == 0)
+                errno = ENOSPC; /* a regular file that takes nothing more is full */
+            return -1;
+        }
+        p += k;
+        n -= (size_t)k;
+        off += (uint64_t)k;
+    }
+    return 0;
 }

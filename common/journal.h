@@ -41,13 +41,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ULP__JOURNAL_DATASET "journal"     /* the first block: /journal, uint8 */
-#define ULP__JOURNAL_MAGIC "ULPJRNL1"       /* first block                      */
-#define ULP__JOURNAL_MAGIC_LATER "ULPJRNL+" /* blocks a next record leads to    */
+#define ULP__JOURNAL_DATASET      "journal"  /* the first block: /journal, uint8 */
+#define ULP__JOURNAL_MAGIC        "ULPJRNL1" /* first block                      */
+#define ULP__JOURNAL_MAGIC_LATER  "ULPJRNL+" /* blocks a next record leads to    */
 #define ULP__JOURNAL_HEADER_BYTES 32
-#define ULP__JOURNAL_RECORD_FIXED 40       /* record bytes before the name     */
-#define ULP__JOURNAL_CLOSED_AT 28          /* header byte of the closed mark   */
-#define ULP__JOURNAL_CLOSED "CLSD"
+#define ULP__JOURNAL_RECORD_FIXED 40 /* record bytes before the name     */
+#define ULP__JOURNAL_CLOSED_AT    28 /* header byte of the closed mark   */
+#define ULP__JOURNAL_CLOSED       "CLSD"
 
 typedef enum ulp__journal_kind {
     ULP__JOURNAL_CAPTURE = 1,
@@ -55,21 +55,18 @@ typedef enum ulp__journal_kind {
 } ulp__journal_kind;
 
 typedef struct ulp__journal_record {
-    uint32_t kind;         /* ulp__journal_kind                                */
+    uint32_t kind; /* ulp__journal_kind                                */
     int64_t seq;
-    int64_t occurrence;    /* NEXT: the next block's size                      */
-    uint64_t addr;         /* CAPTURE: object header; NEXT: next block offset  */
-    const char *name;      /* not terminated; points into the decoded buffer   */
+    int64_t occurrence; /* NEXT: the next block's size                      */
+    uint64_t addr;      /* CAPTURE: object header; NEXT: next block offset  */
+    const char *name;   /* not terminated; points into the decoded buffer   */
     size_t name_len;
 } ulp__journal_record;
 
 /* CRC-32 (IEEE 802.3, zlib's crc32()) of n bytes. */
 uint32_t ulp__crc32(const void *p, size_t n);
 
-enum {
-    ULP__JOURNAL_FIRST_BLOCK = 1,
-    ULP__JOURNAL_LATER_BLOCK = 2
-};
+enum { ULP__JOURNAL_FIRST_BLOCK = 1, ULP__JOURNAL_LATER_BLOCK = 2 };
 
 /*
  * Fills the 32-byte header of a block at file offset `self` of `bytes`
@@ -98,5 +95,13 @@ size_t ulp__journal_record_encode(unsigned char *out, const ulp__journal_record 
  * (the end of the journal: unwritten, torn, or not a record).
  */
 size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__journal_record *r);
+
+/*
+ * Reads / writes exactly n bytes at file offset `off` (retrying after
+ * EINTR and short transfers); 0, or -1 with errno set (0 for end of file).
+ * Journal records are written and read with them, beside HDF5's own I/O.
+ */
+int ulp__journal_pread(int fd, void *buf, size_t n, uint64_t off);
+int ulp__journal_pwrite(int fd, const void *buf, size_t n, uint64_t off);
 
 #endif /* ULPPROF_COMMON_JOURNAL_H */

@@ -25,7 +25,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=${1:-$src/build-fuzz}
 secs=${2:-${FUZZ_SECONDS:-20}}
-targets=(fuzz_mark fuzz_attr fuzz_output fuzz_snapshot)
+# FUZZ_TARGETS="fuzz_snapshot ..." runs only those.
+read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_mark fuzz_attr fuzz_output fuzz_snapshot}"
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
     CC=${CC:-clang} cmake -S "$src" -B "$build" -DULPPROF_FUZZ=ON -DULPPROF_WITH_CUDA=OFF \

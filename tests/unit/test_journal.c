@@ -152,8 +152,8 @@ static void test_journal__header_refused(void **state)
         unsigned char h[ULP__JOURNAL_HEADER_BYTES];
         ulp__journal_header_encode(h, self, 4096, 1);
         /* A copy of a header found at another offset is not that block's. */
-        const uint64_t others[] = {self + 1, self - 1, self + 8, self - 8, self ^ (1ull << 40), 0,
-                                   UINT64_MAX};
+        const uint64_t others[] = {self + 1, self - 1,  self + 8, self - 8, self ^ (1ull << 40),
+                                   0,        UINT64_MAX};
         for (size_t k = 0; k < sizeof others / sizeof others[0]; k++)
             if (others[k] != self)
                 assert_int_equal(ulp__journal_header_decode(h, others[k], &got), 0);
@@ -201,9 +201,11 @@ static void test_journal__header_later_block(void **state)
         assert_memory_equal(h, "ULPJRNL+", 8);
         assert_memory_equal(h + 8, f + 8, 16); /* only the magic (and its CRC) differ */
         assert_int_equal(ref_le(h + 24, 4), ref_crc32(h, 24));
-        assert_int_equal(ulp__journal_header_decode(h, HDR_SELF[i], &got), ULP__JOURNAL_LATER_BLOCK);
+        assert_int_equal(ulp__journal_header_decode(h, HDR_SELF[i], &got),
+                         ULP__JOURNAL_LATER_BLOCK);
         assert_true(got == 8192);
-        assert_int_equal(ulp__journal_header_decode(f, HDR_SELF[i], &got), ULP__JOURNAL_FIRST_BLOCK);
+        assert_int_equal(ulp__journal_header_decode(f, HDR_SELF[i], &got),
+                         ULP__JOURNAL_FIRST_BLOCK);
         /* The first block's magic with the later block's CRC: refused. */
         memcpy(h, "ULPJRNL1", 8);
         assert_int_equal(ulp__journal_header_decode(h, HDR_SELF[i], &got), 0);
@@ -213,7 +215,7 @@ static void test_journal__header_later_block(void **state)
 /* ---- Records ------------------------------------------------------------------------ */
 
 #define MAX_NAME 80
-#define GUARD 16
+#define GUARD    16
 
 /* Encodes a record with a name of `name_len` bytes into buf (filled with 0xAA first). */
 static size_t encode_one(unsigned char *buf, size_t cap, size_t name_len, uint32_t kind,
@@ -287,8 +289,12 @@ static void test_journal__record_round_trip(void **state)
         }
     }
     /* Negative seq and occurrence travel as two's complement. */
-    ulp__journal_record r = {.kind = ULP__JOURNAL_CAPTURE, .seq = -1, .occurrence = INT64_MIN,
-                             .addr = 0, .name = "x", .name_len = 1};
+    ulp__journal_record r = {.kind = ULP__JOURNAL_CAPTURE,
+                             .seq = -1,
+                             .occurrence = INT64_MIN,
+                             .addr = 0,
+                             .name = "x",
+                             .name_len = 1};
     assert_int_equal(ulp__journal_record_encode(buf, &r), 48);
     ulp__journal_record d;
     assert_int_equal(ulp__journal_record_decode(buf, 48, &d), 48);
