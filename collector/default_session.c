@@ -143,15 +143,7 @@ ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype, 
     ulp_status st = acquire(&s);
     if (st != ULP_OK)
         return st;
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.name = name;
-    d.data = ptr;
-    d.dtype = dtype;
-    d.ndim = ndim;
-    d.shape = shape;
-    d.layer = layer;
-    d.role = role;
+    ulp_capture_desc d = ulp__capture_desc_make(name, ptr, dtype, ndim, shape, layer, role);
     st = ulp_session_capture(s, &d);
     pthread_rwlock_unlock(&g_lock);
     return st;

@@ -61,6 +61,22 @@ void ulp_capture_desc_init(ulp_capture_desc *d)
     d->step = ULP_STEP_NONE;
 }
 
+ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype,
+                                        int ndim, const int64_t *shape, int32_t layer,
+                                        ulp_role role)
+{
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = name;
+    d.data = data;
+    d.dtype = dtype;
+    d.ndim = ndim;
+    d.shape = shape;
+    d.layer = layer;
+    d.role = role;
+    return d;
+}
+
 /* --- the queue -------------------------------------------------------------------- */
 
 typedef enum item_kind {

@@ -87,6 +87,14 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
 ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *rows,
                                       const char *const *names, size_t n);
 
+/*
+ * The descriptor of the one-call capture functions (ulp_capture_host,
+ * ulp_capture_device): the defaults of ulp_capture_desc_init() and these.
+ */
+ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype,
+                                        int ndim, const int64_t *shape, int32_t layer,
+                                        ulp_role role);
+
 /* 1 when the session has failed (later requests return ULP_ENOSPC or ULP_EIO), else 0. */
 int ulp__session_failed(ulp_session *s);
 
