@@ -685,7 +685,7 @@ static ulp_status read_journal(ulp_snapshot *s, ulp__journal_state *js, cap_vec 
     return ULP_OK;
 }
 
-/* Sets s->warning to "<what>: <n> captures read through the capture journal[, ...]". */
+/* Sets s->warning to "<what>: <n> captures read through the capture journal". */
 static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const char *what,
                                   ulp_error *err)
 {

@@ -71,6 +71,8 @@ static void guard_on_alarm(int sig)
 static const int guard_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define NGUARD (sizeof guard_signals / sizeof guard_signals[0])
 
+int cli_repair_hint = 1;
+
 ulp_snapshot *cli_open_snapshot(const char *path)
 {
     /* Seconds an open may take before it counts as hung: $ULPPROF_OPEN_TIMEOUT, default 60. */
@@ -111,7 +113,9 @@ ulp_snapshot *cli_open_snapshot(const char *path)
         return NULL;
     }
     if (ulp_snapshot_warning(s) != NULL)
-        fprintf(stderr, "ulpprof: warning: '%s': %s\n", path, ulp_snapshot_warning(s));
+        fprintf(stderr, "ulpprof: warning: '%s': %s%s%s%s\n", path, ulp_snapshot_warning(s),
+                cli_repair_hint ? " (for other HDF5 tools: ulpprof repair '" : "",
+                cli_repair_hint ? path : "", cli_repair_hint ? "' COPY.h5)" : "");
     return s;
 }
 

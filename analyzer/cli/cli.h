@@ -27,6 +27,7 @@ int cmd_record(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_repair(int argc, char **argv);
 
 /* --- Shared helpers (cli.c) -------------------------------------------------------- */
 
@@ -46,8 +47,13 @@ void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
  */
 int cli_bad_option(const char *cmd, const char *usage, char **argv, int c);
 
-/* Opens a snapshot; on error prints "ulpprof: <message>" and returns NULL. */
+/*
+ * Opens a snapshot; on error prints "ulpprof: <message>" and returns NULL.
+ * A snapshot read around damage (ulp_snapshot_warning) gets one warning
+ * line, which points to `ulpprof repair` unless cli_repair_hint is 0.
+ */
 ulp_snapshot *cli_open_snapshot(const char *path);
+extern int cli_repair_hint;
 
 /* Whether to colour output to `f`: a terminal, TERM not "dumb", NO_COLOR unset. */
 int cli_use_color(FILE *f);

@@ -22,6 +22,7 @@ static const command commands[] = {
     {"plot", cmd_plot, "draw a comparison with gnuplot: amplification, ULP heatmap, logits"},
     {"demo", cmd_demo, "run the reference transformer as cache miss, hit and split; report"},
     {"kernels", cmd_kernels, "align the kernel launches of two snapshots and show where they part"},
+    {"repair", cmd_repair, "write a clean copy of a killed writer's snapshot for other HDF5 tools"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -90,6 +90,15 @@ ULP_API void ulp_snapshot_close(ulp_snapshot *s);
  */
 ULP_API const char *ulp_snapshot_warning(const ulp_snapshot *s);
 
+/*
+ * Writes a clean copy of `s` to `path` (which must not exist): every capture
+ * the reader found, with its bytes and attributes, /run, /env, /trace when
+ * it was read, and the root attributes.  For a file read through its
+ * capture journal this is the copy h5py and other HDF5 tools can read.
+ * On error nothing is left at `path`.
+ */
+ULP_API ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err);
+
 /* Root attributes (owned by the snapshot). */
 ULP_API const char *ulp_snapshot_path(const ulp_snapshot *s);
 ULP_API const char *ulp_snapshot_label(const ulp_snapshot *s);

@@ -35,6 +35,7 @@ import relcheck as rc  # noqa: E402
 from relcheck import check  # noqa: E402
 
 import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 
 # The layout of common/journal.h, written out here.
 MAGIC = b"ULPJRNL1"          # the first block
@@ -214,7 +215,8 @@ def warned_count(lines, path, what):
     if len(lines) != 1:
         return None
     m = re.fullmatch(r"ulpprof: warning: '%s': %s: (\d+) captures? read through the capture journal"
-                     % (re.escape(path), what), lines[0])
+                     r" \(for other HDF5 tools: ulpprof repair '%s' COPY\.h5\)"
+                     % (re.escape(path), what, re.escape(path)), lines[0])
     return int(m.group(1)) if m else None
 
 
@@ -483,7 +485,7 @@ def part_c(tmp, big, jbig):
     # A closed file whose /captures cannot be listed: its journal is the index.
     btree = captures_btree(big)
     if btree is None:
-        return
+        return None
     dmg = os.path.join(tmp, "damaged_index.h5")
     patch(big, dmg, [(btree, b"XXXX")])
     try:
@@ -505,6 +507,60 @@ def part_c(tmp, big, jbig):
         p = os.path.join(tmp, "damaged_both_" + tag.split()[0] + ".h5")
         patch(big, p, [(btree, b"XXXX")] + edits)
         expect_refused(p, "C damaged index, journal " + tag)
+    return dmg, p
+
+
+# ---- D: ulpprof repair -----------------------------------------------------------------------
+
+def part_d(tmp, big, damaged):
+    """`ulpprof repair` of a file with a damaged index and of an unclosed one:
+    h5py reads the copy, and every capture in it has the bits of the complete
+    file (compared by h5py alone, then by ulpprof diff).  A copy over an
+    existing file, or of a file ulpprof refuses, leaves nothing behind."""
+    dmg, refused = damaged
+    want = rc.h5_captures(big)
+    with h5py.File(big, "r") as f:
+        bits = {(c[1], c[2]): rc.raw_bits(f["captures"][c[1]][str(c[2])]) for c in want}
+    for src, tag in ((dmg, "D damaged index"), (os.path.join(tmp, "unclosed.h5"), "D unclosed")):
+        out = os.path.join(tmp, "repaired_%s.h5" % os.path.basename(src)[:-3])
+        r = ulpprof(["repair", src, out], tag)
+        if r is None:
+            continue
+        check(r.returncode == 0 and r.stdout == "%s: %d captures copied from %s\n"
+              % (out, len(want), src), "%s: exit %d, stdout %r" % (tag, r.returncode, r.stdout))
+        check(len(r.stderr.splitlines()) == 1 and "read through the capture journal" in r.stderr,
+              "%s: stderr %r, want the reader's one warning" % (tag, r.stderr))
+        try:
+            got = rc.h5_captures(out)
+        except Exception as e:  # noqa: BLE001 - h5py failing on the copy is the finding
+            check(False, "%s: h5py cannot read the copy: %s" % (tag, e))
+            continue
+        check(got == want, "%s: h5py sees %d captures in the copy, want %d" % (tag, len(got), len(want)))
+        with h5py.File(out, "r") as f:
+            bad = [c for c in got if not np.array_equal(rc.raw_bits(f["captures"][c[1]][str(c[2])]),
+                                                        bits.get((c[1], c[2])))]
+            check(not bad, "%s: %d captures of the copy differ from the complete file" % (tag, len(bad)))
+            for key in ("format", "label", "writer"):
+                check(key in f.attrs, "%s: the copy has no root attribute %r" % (tag, key))
+        r = ulpprof(["diff", "--format", "json", big, out], tag)
+        if r is not None:
+            j = json.loads(r.stdout) if r.returncode in (0, 1) else {}
+            check(r.returncode == 0 and r.stderr == "" and j.get("identical") is True,
+                  "%s: diff of the complete file and the copy: exit %d %r" % (tag, r.returncode, r.stderr))
+        # Never over an existing file.
+        before = read(out)
+        r = ulpprof(["repair", src, out], tag)
+        if r is not None:
+            lines = r.stderr.splitlines()
+            check(r.returncode == 2 and lines[-1:] and "'%s'" % out in lines[-1] and "exists" in lines[-1],
+                  "%s, output exists: exit %d, stderr %r" % (tag, r.returncode, r.stderr))
+            check(read(out) == before, "%s, output exists: the file was changed" % tag)
+    out = os.path.join(tmp, "repaired_refused.h5")
+    r = ulpprof(["repair", refused, out], "D refused input")
+    if r is not None:
+        check(r.returncode == 2 and len(r.stderr.splitlines()) == 1 and not os.path.exists(out),
+              "D refused input: exit %d, stderr %r, output left: %s"
+              % (r.returncode, r.stderr, os.path.exists(out)))
 
 
 def main():
@@ -513,7 +569,9 @@ def main():
     tmp = rc.tmpdir("journal")
     small, big, jbig = part_a(tmp)
     part_b(tmp, big)
-    part_c(tmp, big, jbig)
+    damaged = part_c(tmp, big, jbig)
+    if damaged is not None:
+        part_d(tmp, big, damaged)
     if not rc.failures:
         shutil.rmtree(tmp)
     return rc.finish("the capture journal is what FORMAT.md says, and read as it says")

@@ -1,0 +1,113 @@
+/*
+ * A clean copy of an open snapshot (ulp_snapshot_copy): what `ulpprof repair`
+ * writes for a file whose writer was killed, so that h5py, h5dump and other
+ * HDF5 tools -- which read the groups, not the capture journal -- see every
+ * capture the reader found.
+ *
+ * The copy is made with H5Ocopy, object by object: each capture dataset
+ * (reached by its path, or by its header address when the reader found it
+ * through the journal) with its bytes and attributes as they are, /run,
+ * /env, and /trace when the reader could read it.  The root attributes are
+ * the reader's view of them.  The copy has no journal: it is written and
+ * closed in one go, and fails as a whole (the partial output is removed).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/h5types.h"
+#include "snapshot_priv.h"
+
+/* A capture object of `s`, opened by path or, found through the journal, by address. */
+static hid_t open_capture(const ulp_snapshot *s, size_t i)
+{
+    const ulp__capture_src *src = &s->srcs[i];
+    return src->h5path != NULL ? H5Oopen(s->file, src->h5path, H5P_DEFAULT)
+                               : H5Oopen_by_addr(s->file, (haddr_t)src->oaddr);
+}
+
+/* Copies the group `path` of `s` to `out` when it exists; 0 or -1. */
+static int copy_group(const ulp_snapshot *s, hid_t out, const char *path)
+{
+    htri_t ex = H5Lexists(s->file, path, H5P_DEFAULT);
+    if (ex <= 0)
+        return ex == 0 ? 0 : -1;
+    return H5Ocopy(s->file, path, out, path, H5P_DEFAULT, H5P_DEFAULT) < 0 ? -1 : 0;
+}
+
+static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *path, ulp_error *err)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    hid_t caps = H5Gcreate2(out, "captures", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ulp_status st = ULP_OK;
+    if (lcpl < 0 || caps < 0 || H5Pset_char_encoding(lcpl, H5T_CSET_UTF8) < 0 ||
+        H5Pset_create_intermediate_group(lcpl, 1) < 0) {
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot create /captures", path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < s->ncaps && st == ULP_OK; i++) {
+        const ulp_capture_info *c = &s->caps[i];
+        char dst[64];
+        snprintf(dst, sizeof dst, "%" PRId64, c->occurrence);
+        size_t n = strlen(c->name) + strlen(dst) + 2;
+        char *rel = malloc(n);
+        if (rel == NULL) {
+            st = ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", path);
+            break;
+        }
+        snprintf(rel, n, "%s/%s", c->name, dst);
+        hid_t o = open_capture(s, i);
+        /* "." copies the object itself, however it was reached. */
+        if (o < 0 || H5Ocopy(o, ".", caps, rel, H5P_DEFAULT, lcpl) < 0)
+            st = ulp__error(err, ULP_EIO, "cannot write '%s': capture '%s/%s' cannot be copied",
+                            path, c->name, dst);
+        if (o >= 0)
+            H5Oclose(o);
+        free(rel);
+    }
+cleanup:
+    if (caps >= 0)
+        H5Gclose(caps);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    return st;
+}
+
+ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err)
+{
+    ulp_error_clear(err);
+    if (s == NULL || path == NULL || path[0] == '\0')
+        return ulp__error(err, ULP_EINVAL, "ulp_snapshot_copy: no snapshot or no path");
+    ulp__h5_silence();
+    if (access(path, F_OK) == 0)
+        return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
+    /* Same layout rules as the writer's: the earliest file format. */
+    hid_t out = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    if (out < 0)
+        return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path,
+                          errno != 0 ? strerror(errno) : "HDF5 error");
+    ulp_status st = ULP_OK;
+    if (ulp__h5_attr_write_str(out, "format", ULP__FORMAT_NAME) < 0 ||
+        ulp__h5_attr_write_i32(out, "format_version", s->format_version) < 0 ||
+        ulp__h5_attr_write_str(out, "label", s->label) < 0 ||
+        ulp__h5_attr_write_str(out, "writer", s->writer) < 0 ||
+        (s->created_unix_ns != 0 &&
+         ulp__h5_attr_write_i64(out, "created_unix_ns", s->created_unix_ns) < 0))
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': root attributes", path);
+    if (st == ULP_OK && (copy_group(s, out, "/run") < 0 || copy_group(s, out, "/env") < 0))
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': /run or /env cannot be copied", path);
+    if (st == ULP_OK)
+        st = copy_captures(s, out, path, err);
+    /* The trace only when the reader read it: a torn one stays behind. */
+    if (st == ULP_OK && s->nkernels > 0 && copy_group(s, out, "/trace") < 0)
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': /trace cannot be copied", path);
+    if (H5Fclose(out) < 0 && st == ULP_OK)
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot close it", path);
+    if (st != ULP_OK)
+        unlink(path);
+    return st;
+}
