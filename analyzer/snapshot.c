@@ -664,6 +664,17 @@ static int journal_visit(void *data, const ulp__journal_record *r)
     return 0;
 }
 
+/* The message in `err` without the "'<path>': " that starts it (said once already). */
+static const char *without_path(const ulp_snapshot *s, const ulp_error *err)
+{
+    const char *why = err != NULL ? err->msg : "";
+    size_t plen = strlen(s->path);
+    if (why[0] == '\'' && strncmp(why + 1, s->path, plen) == 0 &&
+        strncmp(why + 1 + plen, "': ", 3) == 0)
+        why += plen + 4;
+    return why;
+}
+
 /* Reads the captures the journal names into `cv` (emptied first).  ULP_ETRUNC
  * when one of them lies past the end of the file. */
 static ulp_status read_journal(ulp_snapshot *s, ulp__journal_state *js, cap_vec *cv,
@@ -729,14 +740,8 @@ static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_
     st = read_capture_groups(s, &cv, err);
     /* A file cut short is refused, not read around: what it lost is gone. */
     if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && !sticky->truncated && js.found) {
-        /* The groups' failure, without the file name that starts it. */
         char what[ULP_ERROR_MSG_MAX + 64];
-        const char *why = err != NULL ? err->msg : "";
-        size_t plen = strlen(s->path);
-        if (why[0] == '\'' && strncmp(why + 1, s->path, plen) == 0 &&
-            strncmp(why + 1 + plen, "': ", 3) == 0)
-            why += plen + 4;
-        snprintf(what, sizeof what, "the capture index is damaged (%s)", why);
+        snprintf(what, sizeof what, "the capture index is damaged (%s)", without_path(s, err));
         ulp_status damage = st;
         /* On ULP_ETRUNC, err now names the cause where the groups gave a symptom. */
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
@@ -907,6 +912,24 @@ static ulp_status read_root(ulp_snapshot *s, ulp_error *err)
     return ULP_OK;
 }
 
+/*
+ * A killed writer's file, read through its journal, whose /trace cannot be
+ * read (a kill can tear it too): the captures are kept and the trace is
+ * left out, as the warning says, rather than the whole file refused.
+ */
+static ulp_status drop_trace(ulp_snapshot *s, ulp_error *err)
+{
+    char msg[3 * ULP_ERROR_MSG_MAX];
+    snprintf(msg, sizeof msg, "%s; its kernel trace is left out (%s)", s->warning,
+             without_path(s, err));
+    s->nkernels = 0;
+    s->nkernel_names = 0;
+    if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    ulp_error_clear(err);
+    return ULP_OK;
+}
+
 ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err)
 {
     ulp_status st;
@@ -943,8 +966,10 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
     if ((st = read_root(s, err)) == ULP_OK &&
         (st = ulp__attr_read_kv(s, "/run", &s->run, &s->nrun, err)) == ULP_OK &&
         (st = ulp__attr_read_kv(s, "/env", &s->env, &s->nenv, err)) == ULP_OK &&
-        (st = read_captures(s, &sticky, err)) == ULP_OK)
-        st = ulp__snapshot_read_trace(s, err);
+        (st = read_captures(s, &sticky, err)) == ULP_OK &&
+        (st = ulp__snapshot_read_trace(s, err)) != ULP_OK && s->warning != NULL &&
+        st != ULP_ENOMEM && st != ULP_ETRUNC && !sticky.truncated)
+        st = drop_trace(s, err);
     ulp__h5_silence();
     if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && sticky.truncated) {
         /* The problem found is a symptom; the cause is a file cut short. */

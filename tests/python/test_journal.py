@@ -563,6 +563,33 @@ def part_d(tmp, big, damaged):
               % (r.returncode, r.stderr, os.path.exists(out)))
 
 
+# ---- E: a torn trace -------------------------------------------------------------------------
+
+def part_e(tmp, small):
+    """A killed writer's /trace can be torn too.  A file read through its
+    journal keeps its captures and leaves an unreadable trace out, saying so
+    in its one warning; a closed file with the same trace is refused."""
+    want = rc.h5_captures(small)
+    closed = os.path.join(tmp, "bad_trace_closed.h5")
+    shutil.copy(small, closed)
+    with h5py.File(closed, "r+") as f:
+        # Kernel names that are not strings: the reader refuses this trace.
+        f.create_dataset("trace/names", data=np.arange(3, dtype=np.int32))
+        f.create_dataset("trace/kernels", data=np.zeros(2, dtype=[("seq", "<u8")]))
+    uncl = os.path.join(tmp, "bad_trace_unclosed.h5")
+    unclosed_copy(closed, uncl)
+    st, caps, lines = ls_caps(uncl, "E unclosed, bad trace")
+    check(st == 0 and caps == want, "E unclosed, bad trace: exit %r, %d captures, stderr %r"
+          % (st, len(caps or []), lines))
+    check(len(lines) == 1 and "read through the capture journal; its kernel trace is left out ("
+          in lines[0] and "/trace/names" in lines[0],
+          "E unclosed, bad trace: stderr %r, want one warning that leaves the trace out" % lines)
+    r = ulpprof(["ls", "--json", uncl], "E")
+    if r is not None and r.returncode == 0:
+        check(json.loads(r.stdout)[0]["kernels"] == 0, "E unclosed, bad trace: kernels listed")
+    expect_refused(closed, "E closed, bad trace")
+
+
 def main():
     # A file HDF5 loops on costs this many seconds before ulpprof gives up.
     os.environ.setdefault("ULPPROF_OPEN_TIMEOUT", "20")
@@ -572,6 +599,7 @@ def main():
     damaged = part_c(tmp, big, jbig)
     if damaged is not None:
         part_d(tmp, big, damaged)
+    part_e(tmp, small)
     if not rc.failures:
         shutil.rmtree(tmp)
     return rc.finish("the capture journal is what FORMAT.md says, and read as it says")
