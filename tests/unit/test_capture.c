@@ -38,10 +38,11 @@
     } while (0)
 
 /*
- * Runs fn(arg) in a child and returns its exit status (or 128 + signal).
- * The parent has no HDF5 file open and no extra thread at this point.
+ * Runs fn(arg) in a child and returns its exit status (or 128 + signal);
+ * *child, unless NULL, receives the child's pid, which some output paths
+ * hold.  The parent has no HDF5 file open and no extra thread at this point.
  */
-static int run_child(void (*fn)(void *), void *arg)
+static int run_child(void (*fn)(void *), void *arg, pid_t *child)
 {
     fflush(NULL);
     pid_t pid = fork();
@@ -50,6 +51,8 @@ static int run_child(void (*fn)(void *), void *arg)
         fn(arg);
         _exit(0);
     }
+    if (child != NULL)
+        *child = pid;
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (WIFSIGNALED(status))
@@ -75,6 +78,57 @@ static ulp_session *open_session(const char *path, size_t bound)
     return s;
 }
 
+/* A test's output file, in a directory of its own that tu_done() removes. */
+typedef struct tmp_file {
+    const char *dir;
+    char path[1200];
+} tmp_file;
+
+/*
+ * Opens a session on `file` in a fresh directory tagged `tag`; `t` keeps
+ * both, for the checks that reopen the file and the stderr captures.
+ */
+static ulp_session *open_tmp_session(tmp_file *t, const char *tag, const char *file, size_t bound)
+{
+    t->dir = tu_tmpdir(tag);
+    snprintf(t->path, sizeof(t->path), "%s/%s", t->dir, file);
+    return open_session(t->path, bound);
+}
+
+/*
+ * open_session() for a forked child, where a failure is an exit status: the
+ * default options but for `path` and `record_env`.
+ */
+static ulp_session *child_open_session(const char *path, int record_env)
+{
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = path;
+    o.record_env = record_env;
+    ulp_session *s = NULL;
+    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    return s;
+}
+
+/*
+ * A descriptor filled the way an application fills one: the defaults of
+ * ulp_capture_desc_init() and these fields.  Deliberately not the library's
+ * ulp__capture_desc_make(): these tests check the session through the
+ * public API, not with its own helpers.
+ */
+static ulp_capture_desc desc_of(const char *name, const void *data, ulp_dtype dtype, int ndim,
+                                const int64_t *shape)
+{
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.name = name;
+    d.data = data;
+    d.dtype = dtype;
+    d.ndim = ndim;
+    d.shape = shape;
+    return d;
+}
+
 /* --- bit-exact round trips ---------------------------------------------------------- */
 
 /* Elements per dtype: every pattern for 8 and 16 bits, 64 Ki for the wide ones. */
@@ -84,11 +138,18 @@ static size_t rt_count(ulp_dtype dt)
     return size == 1 ? 256 : 65536;
 }
 
-static void rt_shape(ulp_dtype dt, int64_t shape[2])
+/*
+ * One dtype's round-trip capture, the same for every writer of it (session,
+ * host API, h5py fixture): `buf` filled by tu_fill(), shape [n / 256, 256],
+ * name "<prefix>.<dtype>".
+ */
+static void rt_prepare(ulp_dtype dt, const char *prefix, void *buf, int64_t shape[2], char name[64])
 {
     size_t n = rt_count(dt);
     shape[0] = (int64_t)(n / 256);
     shape[1] = 256;
+    tu_fill(dt, buf, n);
+    snprintf(name, 64, "%s.%s", prefix, ulp_dtype_name(dt));
 }
 
 /* Checks every "rt.<dtype>" dataset of `path` (occurrence 0) bit by bit. */
@@ -118,30 +179,21 @@ static void rt_verify(const char *path)
 static void test_capture__roundtrip_session(void **state)
 {
     (void)state;
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/rt.h5", tu_tmpdir("capture-rt"));
-    ulp_session *s = open_session(path, 0);
+    tmp_file out;
+    ulp_session *s = open_tmp_session(&out, "capture-rt", "rt.h5", 0);
     static char buf[65536 * 8];
     for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
         int64_t shape[2];
-        rt_shape((ulp_dtype)dt, shape);
-        tu_fill((ulp_dtype)dt, buf, rt_count((ulp_dtype)dt));
         char name[64];
-        snprintf(name, sizeof(name), "rt.%s", ulp_dtype_name((ulp_dtype)dt));
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
-        d.name = name;
-        d.data = buf;
-        d.dtype = (ulp_dtype)dt;
-        d.ndim = 2;
-        d.shape = shape;
+        rt_prepare((ulp_dtype)dt, "rt", buf, shape, name);
+        ulp_capture_desc d = desc_of(name, buf, (ulp_dtype)dt, 2, shape);
         assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
         /* The capture copied the bytes: scribbling on them now changes nothing. */
         memset(buf, 0xa5, sizeof(buf));
     }
-    assert_string_equal(ulp_session_path(s), path);
+    assert_string_equal(ulp_session_path(s), out.path);
     assert_int_equal(ulp_session_close(s), ULP_OK);
-    rt_verify(path);
+    rt_verify(out.path);
     tu_done();
 }
 
@@ -154,10 +206,8 @@ static void child_roundtrip_host(void *arg)
     static char buf[65536 * 8];
     for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
         int64_t shape[2];
-        rt_shape((ulp_dtype)dt, shape);
-        tu_fill((ulp_dtype)dt, buf, rt_count((ulp_dtype)dt));
         char name[64];
-        snprintf(name, sizeof(name), "rt.%s", ulp_dtype_name((ulp_dtype)dt));
+        rt_prepare((ulp_dtype)dt, "rt", buf, shape, name);
         CHILD_CHECK(ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt,
                                      ULP_ROLE_ACTIVATION) == ULP_OK);
         memset(buf, 0x5a, sizeof(buf));
@@ -170,15 +220,8 @@ static void test_capture__roundtrip_host_api(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir("capture-host");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        child_roundtrip_host(dir);
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    pid_t pid;
+    assert_int_equal(run_child(child_roundtrip_host, dir, &pid), 0);
     char path[1200];
     snprintf(path, sizeof(path), "%s/host-%ld.h5", dir, (long)pid);
     rt_verify(path);
@@ -245,21 +288,23 @@ static void check_kv(hid_t f, const char *group, const char *key, const char *wa
     H5Gclose(g);
 }
 
+/* The integer attribute `key` of dataset `dpath`, as check_kv() does for groups' strings. */
+static void check_ds_i64(hid_t f, const char *dpath, const char *key, int64_t want)
+{
+    hid_t ds = H5Dopen2(f, dpath, H5P_DEFAULT);
+    int64_t v;
+    if (tu_attr_i64(ds, key, &v) != 0)
+        fail_msg("%s has no attribute '%s'", dpath, key);
+    assert_int_equal(v, want);
+    H5Dclose(ds);
+}
+
 static void test_capture__default_session_env(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir("capture-env");
-    fflush(NULL);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        child_env(dir);
-        _exit(0);
-    }
-    int status;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    pid_t pid;
+    assert_int_equal(run_child(child_env, dir, &pid), 0);
 
     char path[1200], s[256], pidtext[32];
     snprintf(pidtext, sizeof(pidtext), "%ld", (long)pid);
@@ -363,7 +408,7 @@ static void test_capture__disabled_without_output(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir("capture-off");
-    assert_int_equal(run_child(child_disabled, dir), 0);
+    assert_int_equal(run_child(child_disabled, dir, NULL), 0);
     tu_done();
 }
 
@@ -417,7 +462,7 @@ static void test_capture__bad_environment(void **state)
         {dir, ok, NULL, "a=1,nokey", ULP_EINVAL, "nokey"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        assert_int_equal(run_child(child_bad_env, &cases[i]), 0);
+        assert_int_equal(run_child(child_bad_env, &cases[i], NULL), 0);
     assert_int_equal(access(missing, F_OK), -1);
     tu_done();
 }
@@ -450,13 +495,9 @@ static void child_forking_host(void *arg)
         a[i] = (float)i;
     int64_t shape[1] = {1 << 16};
     CHILD_CHECK(ulp_capture_open(path, "parent") == ULP_OK);
-    ulp_session_options o;
-    ulp_session_options_init(&o);
     char side[1200];
     snprintf(side, sizeof(side), "%s/side.h5", dir);
-    o.path = side;
-    ulp_session *s = NULL;
-    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    ulp_session *s = child_open_session(side, 1);
     CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, 0, ULP_ROLE_ACTIVATION) ==
                 ULP_OK);
     CHILD_CHECK(ulp_capture_flush() == ULP_OK);
@@ -470,11 +511,7 @@ static void child_forking_host(void *arg)
         CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, 9, ULP_ROLE_ACTIVATION) ==
                     ULP_EDISABLED);
         CHILD_CHECK(ulp_capture_session() == NULL);
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
-        d.name = "y";
-        d.data = a;
-        d.dtype = ULP_DTYPE_F32;
+        ulp_capture_desc d = desc_of("y", a, ULP_DTYPE_F32, 0, NULL);
         CHILD_CHECK(ulp_session_capture(s, &d) == ULP_ECLOSED);
         CHILD_CHECK(ulp_session_capture(s, &d) == ULP_ECLOSED);
         CHILD_CHECK(ulp_session_flush(s) == ULP_ECLOSED);
@@ -511,7 +548,7 @@ static void test_capture__fork_child(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir("capture-fork");
-    assert_int_equal(run_child(child_forking_host, dir), 0);
+    assert_int_equal(run_child(child_forking_host, dir, NULL), 0);
     char path[1200];
     snprintf(path, sizeof(path), "%s/parent.h5", dir);
     hid_t f = tu_open(path);
@@ -529,11 +566,7 @@ static void test_capture__fork_child(void **state)
         assert_int_equal(nbytes, sizeof(want));
         assert_memory_equal(got, want, sizeof(want));
         free(got);
-        hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
-        int64_t layer;
-        assert_int_equal(tu_attr_i64(ds, "layer", &layer), 0);
-        assert_int_equal(layer, i);
-        H5Dclose(ds);
+        check_ds_i64(f, dp, "layer", i);
     }
     H5Fclose(f);
     if (FORK_FULL) {
@@ -568,13 +601,7 @@ static void *worker_main(void *arg)
             data[k] = w->id * 1000003 + i * 7 + k;
         data[0] = w->id;
         data[1] = i;
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
-        d.name = (i % 3 == 0) ? "shared" : own;
-        d.data = data;
-        d.dtype = ULP_DTYPE_I32;
-        d.ndim = 1;
-        d.shape = shape;
+        ulp_capture_desc d = desc_of((i % 3 == 0) ? "shared" : own, data, ULP_DTYPE_I32, 1, shape);
         d.layer = i;
         if (ulp_session_capture(w->s, &d) != ULP_OK)
             w->failures++;
@@ -585,10 +612,9 @@ static void *worker_main(void *arg)
 static void test_capture__concurrent_threads(void **state)
 {
     (void)state;
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/mt.h5", tu_tmpdir("capture-mt"));
+    tmp_file out;
     /* A bound of 64 KiB holds about 15 captures: the threads feel back-pressure. */
-    ulp_session *s = open_session(path, 64 << 10);
+    ulp_session *s = open_tmp_session(&out, "capture-mt", "mt.h5", 64 << 10);
     pthread_t t[THREADS];
     worker w[THREADS];
     for (int i = 0; i < THREADS; i++) {
@@ -601,7 +627,7 @@ static void test_capture__concurrent_threads(void **state)
     }
     assert_int_equal(ulp_session_close(s), ULP_OK);
 
-    hid_t f = tu_open(path);
+    hid_t f = tu_open(out.path);
     assert_true(f >= 0);
     /* seq of (thread, i), filled from the file. */
     static int64_t seq_of[THREADS][PER_THREAD];
@@ -744,13 +770,7 @@ static void *producer_main(void *arg)
     int64_t shape[1] = {sizeof(data)};
     for (int i = 0; i < p->total; i++) {
         data[0] = (uint8_t)i;
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
-        d.name = "bulk";
-        d.data = data;
-        d.dtype = ULP_DTYPE_U8;
-        d.ndim = 1;
-        d.shape = shape;
+        ulp_capture_desc d = desc_of("bulk", data, ULP_DTYPE_U8, 1, shape);
         ulp_status st = ulp_session_capture(p->s, &d);
         pthread_mutex_lock(&p->mu);
         p->done += st == ULP_OK;
@@ -768,10 +788,9 @@ static void sleep_ms(int ms)
 static void test_capture__backpressure(void **state)
 {
     (void)state;
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/bp.h5", tu_tmpdir("capture-bp"));
     size_t bound = 1 << 20;
-    ulp_session *s = open_session(path, bound);
+    tmp_file out;
+    ulp_session *s = open_tmp_session(&out, "capture-bp", "bp.h5", bound);
     assert_int_equal(ulp__session_queue_bound(s), bound);
 
     /* A deferred capture whose bytes are not ready holds the writer. */
@@ -780,12 +799,7 @@ static void test_capture__backpressure(void **state)
     for (int i = 0; i < 256; i++)
         staged[i] = 0xc0de0000u + (uint32_t)i;
     int64_t shape[1] = {256};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.name = "deferred";
-    d.dtype = ULP_DTYPE_I32;
-    d.ndim = 1;
-    d.shape = shape;
+    ulp_capture_desc d = desc_of("deferred", NULL, ULP_DTYPE_I32, 1, shape);
     d.device_ptr = 0x7000;
     assert_int_equal(ulp__session_capture_deferred(s, &d, staged, sizeof(staged), gate_ready,
                                                    gate_release, g),
@@ -824,13 +838,7 @@ static void test_capture__backpressure(void **state)
     for (size_t i = 0; i < big_n; i++)
         big[i] = (uint8_t)(i * 31 + 7);
     int64_t big_shape[1] = {(int64_t)big_n};
-    ulp_capture_desc b;
-    ulp_capture_desc_init(&b);
-    b.name = "big";
-    b.data = big;
-    b.dtype = ULP_DTYPE_U8;
-    b.ndim = 1;
-    b.shape = big_shape;
+    ulp_capture_desc b = desc_of("big", big, ULP_DTYPE_U8, 1, big_shape);
     assert_int_equal(ulp_session_capture(s, &b), ULP_OK);
     assert_int_equal(ulp_session_capture(s, &b), ULP_OK);
     assert_int_equal(ulp_session_flush(s), ULP_OK);
@@ -843,7 +851,7 @@ static void test_capture__backpressure(void **state)
     assert_false(pthread_equal(g->ready_thread, pthread_self()));
     gate_free(g);
 
-    hid_t f = tu_open(path);
+    hid_t f = tu_open(out.path);
     size_t nbytes;
     void *got = tu_read_raw(f, "/captures/deferred/0", &nbytes);
     assert_int_equal(nbytes, sizeof(staged));
@@ -875,24 +883,17 @@ static void test_capture__backpressure(void **state)
 static void test_capture__deferred_failures(void **state)
 {
     (void)state;
-    const char *dir = tu_tmpdir("capture-deferred");
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/d.h5", dir);
-    ulp_session *s = open_session(path, 0);
+    tmp_file out;
+    ulp_session *s = open_tmp_session(&out, "capture-deferred", "d.h5", 0);
     int64_t shape[1] = {4};
     static float a[4] = {1, 2, 3, 4};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.name = "d";
-    d.dtype = ULP_DTYPE_F32;
-    d.ndim = 1;
-    d.shape = shape;
+    ulp_capture_desc d = desc_of("d", NULL, ULP_DTYPE_F32, 1, shape);
 
     /* A bad request: both callbacks still run once, on this thread. */
     gate *g = gate_new();
     gate_open(g);
     tu_stderr cap;
-    tu_stderr_begin(&cap, dir);
+    tu_stderr_begin(&cap, out.dir);
     assert_int_equal(
         ulp__session_capture_deferred(s, &d, a, 3 * sizeof(float), gate_ready, gate_release, g),
         ULP_EINVAL);
@@ -908,7 +909,7 @@ static void test_capture__deferred_failures(void **state)
     gate_open(bad);
     gate *good = gate_new();
     gate_open(good);
-    tu_stderr_begin(&cap, dir);
+    tu_stderr_begin(&cap, out.dir);
     assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready,
                                                    gate_release, bad),
                      ULP_OK);
@@ -934,16 +935,12 @@ static void test_capture__deferred_failures(void **state)
     assert_int_equal(good->ready_calls, 1);
     assert_int_equal(good->release_calls, 1);
 
-    hid_t f = tu_open(path);
+    hid_t f = tu_open(out.path);
     assert_int_equal(tu_group_count(f, "/captures/d"), 3);
     for (int occ = 0; occ < 3; occ++) {
         char dp[64];
         snprintf(dp, sizeof(dp), "/captures/d/%d", occ);
-        hid_t ds = H5Dopen2(f, dp, H5P_DEFAULT);
-        int64_t seq;
-        assert_int_equal(tu_attr_i64(ds, "seq", &seq), 0);
-        assert_int_equal(seq, occ);
-        H5Dclose(ds);
+        check_ds_i64(f, dp, "seq", occ);
     }
     H5Fclose(f);
     gate_free(g);
@@ -957,9 +954,8 @@ static void test_capture__deferred_failures(void **state)
 static void test_capture__trace_kernels(void **state)
 {
     (void)state;
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/t.h5", tu_tmpdir("capture-trace"));
-    ulp_session *s = open_session(path, 0);
+    tmp_file out;
+    ulp_session *s = open_tmp_session(&out, "capture-trace", "t.h5", 0);
     ulp__kernel_row rows[3];
     memset(rows, 0, sizeof(rows));
     const char *names[3] = {"gemm", "norm", "gemm"};
@@ -973,13 +969,7 @@ static void test_capture__trace_kernels(void **state)
     }
     int16_t x[2] = {1, 2};
     int64_t shape[1] = {2};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.name = "after_gemm";
-    d.data = x;
-    d.dtype = ULP_DTYPE_BF16;
-    d.ndim = 1;
-    d.shape = shape;
+    ulp_capture_desc d = desc_of("after_gemm", x, ULP_DTYPE_BF16, 1, shape);
     d.has_kernels = 1;
     d.kernels[0] = 0;
     d.kernels[1] = 3;
@@ -994,7 +984,7 @@ static void test_capture__trace_kernels(void **state)
     assert_int_equal(ulp_session_set_env(s, "device_name", "none (test)"), ULP_OK);
     assert_int_equal(ulp_session_close(s), ULP_OK);
 
-    hid_t f = tu_open(path);
+    hid_t f = tu_open(out.path);
     hid_t kds = H5Dopen2(f, "/trace/kernels", H5P_DEFAULT);
     assert_true(kds >= 0);
     hid_t sp = H5Dget_space(kds);
@@ -1037,67 +1027,51 @@ static void test_capture__trace_kernels(void **state)
 
 /* --- error paths -------------------------------------------------------------------------- */
 
+/* A descriptor the session must refuse, named for the failure message. */
+typedef struct bad_desc {
+    const char *what;
+    ulp_capture_desc d;
+} bad_desc;
+
+/* Appends a copy of `d` called `what` at bad[*n] and returns it, for the caller to break. */
+static ulp_capture_desc *bad_desc_add(bad_desc *bad, int *n, const char *what,
+                                      const ulp_capture_desc *d)
+{
+    bad[*n].what = what;
+    bad[*n].d = *d;
+    return &bad[(*n)++].d;
+}
+
 static void test_capture__error_paths(void **state)
 {
     (void)state;
-    const char *dir = tu_tmpdir("capture-errors");
-    char path[1200];
-    snprintf(path, sizeof(path), "%s/e.h5", dir);
-    ulp_session *s = open_session(path, 0);
+    tmp_file out;
+    ulp_session *s = open_tmp_session(&out, "capture-errors", "e.h5", 0);
     float v[2] = {1, 2};
     int64_t shape9[9] = {1, 1, 1, 1, 1, 1, 1, 1, 2};
     int64_t shape1[1] = {2};
     int64_t neg[1] = {-2};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.name = "x";
-    d.data = v;
-    d.dtype = ULP_DTYPE_F32;
-    d.ndim = 1;
-    d.shape = shape1;
+    ulp_capture_desc d = desc_of("x", v, ULP_DTYPE_F32, 1, shape1);
 
-    struct {
-        const char *what;
-        ulp_capture_desc d;
-    } bad[12];
+    /* Each case is the good `d` with one thing wrong (rank 9 needs a shape to match). */
+    bad_desc bad[12];
     int n = 0;
-    bad[n].what = "unknown dtype";
-    bad[n].d = d;
-    bad[n++].d.dtype = ULP_DTYPE_COUNT;
-    bad[n].what = "invalid dtype";
-    bad[n].d = d;
-    bad[n++].d.dtype = ULP_DTYPE_INVALID;
-    bad[n].what = "rank 9";
-    bad[n].d = d;
-    bad[n].d.ndim = 9;
-    bad[n++].d.shape = shape9;
-    bad[n].what = "rank -1";
-    bad[n].d = d;
-    bad[n++].d.ndim = -1;
-    bad[n].what = "NULL shape";
-    bad[n].d = d;
-    bad[n++].d.shape = NULL;
-    bad[n].what = "negative extent";
-    bad[n].d = d;
-    bad[n++].d.shape = neg;
-    bad[n].what = "NULL data";
-    bad[n].d = d;
-    bad[n++].d.data = NULL;
-    bad[n].what = "NULL name";
-    bad[n].d = d;
-    bad[n++].d.name = NULL;
-    bad[n].what = "empty name";
-    bad[n].d = d;
-    bad[n++].d.name = "";
-    bad[n].what = "slash";
-    bad[n].d = d;
-    bad[n++].d.name = "a/b";
-    bad[n].what = "role";
-    bad[n].d = d;
-    bad[n++].d.role = ULP_ROLE_COUNT;
+    bad_desc_add(bad, &n, "unknown dtype", &d)->dtype = ULP_DTYPE_COUNT;
+    bad_desc_add(bad, &n, "invalid dtype", &d)->dtype = ULP_DTYPE_INVALID;
+    ulp_capture_desc *rank9 = bad_desc_add(bad, &n, "rank 9", &d);
+    rank9->ndim = 9;
+    rank9->shape = shape9;
+    bad_desc_add(bad, &n, "rank -1", &d)->ndim = -1;
+    bad_desc_add(bad, &n, "NULL shape", &d)->shape = NULL;
+    bad_desc_add(bad, &n, "negative extent", &d)->shape = neg;
+    bad_desc_add(bad, &n, "NULL data", &d)->data = NULL;
+    bad_desc_add(bad, &n, "NULL name", &d)->name = NULL;
+    bad_desc_add(bad, &n, "empty name", &d)->name = "";
+    bad_desc_add(bad, &n, "slash", &d)->name = "a/b";
+    bad_desc_add(bad, &n, "role", &d)->role = ULP_ROLE_COUNT;
     tu_stderr cap;
     for (int i = 0; i < n; i++) {
-        tu_stderr_begin(&cap, dir);
+        tu_stderr_begin(&cap, out.dir);
         ulp_status st = ulp_session_capture(s, &bad[i].d);
         const char *text = tu_stderr_end(&cap);
         if (st != ULP_EINVAL)
@@ -1105,7 +1079,7 @@ static void test_capture__error_paths(void **state)
         if (tu_lines(text) != 1 || strncmp(text, "ulpprof: ", 9) != 0)
             fail_msg("%s: stderr was '%s'", bad[i].what, text);
     }
-    tu_stderr_begin(&cap, dir);
+    tu_stderr_begin(&cap, out.dir);
     assert_int_equal(ulp_session_capture(s, NULL), ULP_EINVAL);
     assert_int_equal(ulp_session_capture(NULL, &d), ULP_EINVAL);
     assert_int_equal(ulp_session_set_run(s, NULL, "v"), ULP_EINVAL);
@@ -1129,21 +1103,21 @@ static void test_capture__error_paths(void **state)
     assert_int_equal(ulp_session_close(s), ULP_OK);
     assert_int_equal(ulp_session_close(NULL), ULP_OK);
 
-    hid_t f = tu_open(path);
+    hid_t f = tu_open(out.path);
     assert_int_equal(tu_group_count(f, "/captures"), 1);
     assert_int_equal(tu_group_count(f, "/captures/x"), 2);
     H5Fclose(f);
 
     /* Unwritable path: error, NULL session, one line naming the file. */
     char bad_path[1200];
-    snprintf(bad_path, sizeof(bad_path), "%s/nope/x.h5", dir);
+    snprintf(bad_path, sizeof(bad_path), "%s/nope/x.h5", out.dir);
     ulp_session_options o;
     ulp_session_options_init(&o);
     assert_int_equal(o.record_env, 1);
     o.path = bad_path;
     ulp_session *none = (ulp_session *)&o;
     ulp_error err;
-    tu_stderr_begin(&cap, dir);
+    tu_stderr_begin(&cap, out.dir);
     assert_int_equal(ulp_session_open(&o, &none, &err), ULP_EIO);
     const char *text = tu_stderr_end(&cap);
     assert_null(none);
@@ -1153,7 +1127,7 @@ static void test_capture__error_paths(void **state)
     /* Bad pattern and bad attributes through the options. */
     o.path = "x%y";
     assert_int_equal(ulp_session_open(&o, &none, NULL), ULP_EINVAL);
-    o.path = path;
+    o.path = out.path;
     o.attrs = "novalue";
     assert_int_equal(ulp_session_open(&o, &none, NULL), ULP_EINVAL);
     assert_int_equal(ulp_session_open(&o, NULL, NULL), ULP_EINVAL);
@@ -1192,12 +1166,7 @@ static void child_fsize(void *arg)
     signal(SIGXFSZ, c->sigxfsz_default ? SIG_DFL : SIG_IGN);
     struct rlimit rl = {1 << 20, 1 << 20};
     CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
-    ulp_session_options o;
-    ulp_session_options_init(&o);
-    o.path = c->path;
-    o.record_env = 0;
-    ulp_session *s = NULL;
-    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    ulp_session *s = child_open_session(c->path, 0);
     tu_stderr cap;
     tu_stderr_begin(&cap, c->dir);
     static uint8_t data[64 << 10];
@@ -1206,13 +1175,7 @@ static void child_fsize(void *arg)
     ulp_status st = ULP_OK;
     for (int i = 0; i < 64 && st == ULP_OK; i++) {
         memset(data, i, sizeof(data));
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
-        d.name = "chunk";
-        d.data = data;
-        d.dtype = ULP_DTYPE_U8;
-        d.ndim = 1;
-        d.shape = shape;
+        ulp_capture_desc d = desc_of("chunk", data, ULP_DTYPE_U8, 1, shape);
         st = ulp_session_capture(s, &d);
         if (st == ULP_OK) {
             st = ulp_session_flush(s);
@@ -1224,11 +1187,7 @@ static void child_fsize(void *arg)
     CHILD_CHECK(ulp__session_failed(s));
     CHILD_CHECK(ulp_session_capture(s, NULL) == ULP_EINVAL);
     uint8_t one = 1;
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.name = "late";
-    d.data = &one;
-    d.dtype = ULP_DTYPE_U8;
+    ulp_capture_desc d = desc_of("late", &one, ULP_DTYPE_U8, 0, NULL);
     CHILD_CHECK(ulp_session_capture(s, &d) == ULP_ENOSPC);
     CHILD_CHECK(ulp_session_close(s) == ULP_ENOSPC);
     const char *text = tu_stderr_end(&cap);
@@ -1277,7 +1236,7 @@ static void test_capture__write_failure(void **state)
         int fds[2];
         assert_int_equal(pipe(fds), 0);
         fsize_case c = {path, dir, fds[1], sigdef};
-        int rc = run_child(child_fsize, &c);
+        int rc = run_child(child_fsize, &c, NULL);
         if (rc != 0)
             fail_msg("SIGXFSZ %s: child exit %d", sigdef ? "default" : "ignored", rc);
         int flushed = -1;
@@ -1314,11 +1273,7 @@ typedef struct kill_case {
 static void child_kill(void *arg)
 {
     const kill_case *c = arg;
-    ulp_session_options o;
-    ulp_session_options_init(&o);
-    o.path = c->path;
-    ulp_session *s = NULL;
-    CHILD_CHECK(ulp_session_open(&o, &s, NULL) == ULP_OK);
+    ulp_session *s = child_open_session(c->path, 1);
     CHILD_CHECK(ulp_session_set_run(s, "phase", "before-kill") == ULP_OK);
     static int32_t w[KILL_WORDS];
     int64_t shape[2] = {256, KILL_WORDS / 256};
@@ -1330,13 +1285,7 @@ static void child_kill(void *arg)
                 pause();
         }
         kill_fill(w, i);
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
-        d.name = "t";
-        d.data = w;
-        d.dtype = ULP_DTYPE_I32;
-        d.ndim = 2;
-        d.shape = shape;
+        ulp_capture_desc d = desc_of("t", w, ULP_DTYPE_I32, 2, shape);
         d.layer = i;
         CHILD_CHECK(ulp_session_capture(s, &d) == ULP_OK);
     }
@@ -1493,10 +1442,8 @@ static int write_fixture(void)
     static char buf[65536 * 8];
     for (int dt = 0; dt < ULP_DTYPE_COUNT; dt++) {
         int64_t shape[2];
-        rt_shape((ulp_dtype)dt, shape);
-        tu_fill((ulp_dtype)dt, buf, rt_count((ulp_dtype)dt));
         char name[64];
-        snprintf(name, sizeof(name), "all.%s", ulp_dtype_name((ulp_dtype)dt));
+        rt_prepare((ulp_dtype)dt, "all", buf, shape, name);
         if (ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt, ULP_ROLE_ACTIVATION) !=
             ULP_OK)
             return 1;
