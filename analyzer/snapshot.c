@@ -697,6 +697,30 @@ static ulp_status read_journal(ulp_snapshot *s, ulp__journal_state *js, cap_vec 
     return ULP_OK;
 }
 
+/*
+ * Whether two captures the journal names share a seq or a (name,
+ * occurrence): 1 yes, 0 no, -1 out of memory.  Groups cannot hold two
+ * datasets under one name; a journal that names two is not to be trusted.
+ */
+static int journal_duplicates(const cap_vec *cv)
+{
+    if (cv->n < 2)
+        return 0;
+    const ulp_capture_info **v = malloc(cv->n * sizeof *v);
+    if (v == NULL)
+        return -1;
+    int dup = 0;
+    for (size_t i = 1; i < cv->n && !dup; i++)
+        dup = cv->v[i].info.seq <= cv->v[i - 1].info.seq; /* the writer's order is seq order */
+    for (size_t i = 0; i < cv->n; i++)
+        v[i] = &cv->v[i].info;
+    qsort(v, cv->n, sizeof *v, cap_name_cmp);
+    for (size_t i = 1; i < cv->n && !dup; i++)
+        dup = cap_name_cmp(&v[i - 1], &v[i]) == 0;
+    free(v);
+    return dup;
+}
+
 /* Sets s->warning to "<what>: <n> captures read through the capture journal". */
 static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const char *what,
                                   ulp_error *err)
@@ -732,7 +756,12 @@ static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_
     if (js.found && !js.closed) {
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
             goto cleanup;
-        if (!js.chain_broken && jc.skipped == 0) {
+        int dup = journal_duplicates(&cv);
+        if (dup < 0) {
+            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+            goto cleanup;
+        }
+        if (!js.chain_broken && jc.skipped == 0 && !dup) {
             st = journal_warning(s, &jc, "its writer did not close it (killed?)", err);
             goto install;
         }
@@ -749,7 +778,7 @@ static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_
             goto cleanup;
         /* Every record follows its capture to the disk: a capture it names
          * that cannot be read means damage the journal cannot read around. */
-        if (cv.n == 0 || jc.skipped > 0 || sticky->truncated) {
+        if (cv.n == 0 || jc.skipped > 0 || sticky->truncated || journal_duplicates(&cv) != 0) {
             st = damage; /* err still says why the groups failed */
             goto cleanup;
         }

@@ -448,6 +448,12 @@ def part_c(tmp, big, jbig):
     expect_groups_read(p, want, "C record -> the next capture's header")
     p = case("seq", [(r["off"], resealed(data, r, seq=r["seq"] + 1000))])
     expect_groups_read(p, want, "C record with a wrong seq")
+    # Two valid records naming one capture (each reads back alone): the
+    # journal names a capture twice, which groups cannot; the groups.
+    r2 = recs[101]
+    if check(r2["len"] == r["len"], "C: records 100 and 101 differ in length"):
+        p = case("twice", [(r2["off"], data[r["off"]:r["off"] + r["len"]])])
+        expect_groups_read(p, want, "C a capture named twice")
 
     # A broken chain: the walk stops (the time limit says it does not loop)
     # and the groups are read.
