@@ -281,7 +281,7 @@ def part_d(tmp):
         print("SKIP D: %s not built" % KILLWRITE)
         return
     every_write(tmp, "D short", 3, 100, 6)
-    # ULP_CRASH_FULL=1: every kill point of the long run too (about 700; 1 min).
+    # ULP_CRASH_FULL=1: every kill point of the long run too (about 2,300; 4 min).
     every_write(tmp, "D long", 3, 100, 260,
                 stride=(1, 1) if os.environ.get("ULP_CRASH_FULL") == "1" else (12, 4))
 
