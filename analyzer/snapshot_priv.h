@@ -95,6 +95,14 @@ ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
  */
 int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
 
+/*
+ * Checks the global heap collections that the first `n` elements of `d`, a
+ * 1-D dataset of variable-length strings, point to (snapshot_gheap.c):
+ * 1 all decode, 0 one is damaged (its file offset in *bad_addr), -1 not
+ * checked (a layout or filter this check does not read).
+ */
+int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_addr);
+
 /* The capture journal (common/journal.h, snapshot_journal.c). */
 typedef struct ulp__journal_state {
     int found;            /* the file has a journal                        */

@@ -131,6 +131,14 @@ static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
     if (n == 0)
         goto cleanup;
     if (H5Tis_variable_str(type) > 0) {
+        uint64_t bad = 0;
+        if (ulp__gheap_check(s, d, (uint64_t)n, &bad) == 0) {
+            st = ulp__error(err, ULP_EFORMAT,
+                            "'%s': '/trace/names' cannot be read: its global heap at byte %" PRIu64
+                            " is damaged (a torn write?)",
+                            s->path, bad);
+            goto cleanup;
+        }
         v = calloc((size_t)n, sizeof *v);
         mt = H5Tcopy(H5T_C_S1);
         if (v == NULL || mt < 0)

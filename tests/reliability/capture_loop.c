@@ -6,7 +6,7 @@
  *   capture_loop --out FILE [--count N] [--elements E] [--dtype NAME]
  *                [--names K] [--flush-each] [--report] [--queue-mb MB]
  *                [--flip-from S] [--keep-going] [--ignore-sigxfsz]
- *                [--rss-every N]
+ *                [--rss-every N] [--kernels K]
  *
  * Capture i is named "t.<i mod K>" (so names repeat and occurrences grow),
  * has shape [E] and holds the bits of make_snapshots.py's formula
@@ -23,6 +23,11 @@
  * close=<status name>"; with --keep-going the loop goes on after a failed
  * capture (the host keeps running), else it stops at the first one.
  * --rss-every N prints "rss i <KiB>" (VmRSS) every N captures on stderr.
+ * --kernels K appends K kernel launches to /trace before each capture,
+ * through the session's internal trace API (what the CUDA collector does per
+ * CUPTI buffer), each with a kernel name not seen before ("k<i>.<j>"), and
+ * records their range in the capture's `kernels` attribute: a host program
+ * that writes a trace as a CUDA one does, for the crash tests.
  * Exit status: 0 when the program ran to its end (whatever the captures
  * did), 2 on a usage error or when the session cannot be opened.
  */
@@ -33,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collector/session.h"
 #include "ulpprof/capture.h"
 
 static void fill(void *buf, size_t size, uint64_t n, uint64_t seq, uint64_t flip)
@@ -86,10 +92,11 @@ int main(int argc, char **argv)
         {"report", no_argument, NULL, 'r'},        {"queue-mb", required_argument, NULL, 'q'},
         {"flip-from", required_argument, NULL, 'f'}, {"keep-going", no_argument, NULL, 'g'},
         {"ignore-sigxfsz", no_argument, NULL, 'x'}, {"rss-every", required_argument, NULL, 'R'},
-        {"label", required_argument, NULL, 'l'},   {NULL, 0, NULL, 0}};
+        {"label", required_argument, NULL, 'l'},   {"kernels", required_argument, NULL, 'K'},
+        {NULL, 0, NULL, 0}};
     const char *out = NULL, *label = "loop";
     uint64_t count = 10, elements = 1024, names = 8, queue_mb = 0, flip_from = UINT64_MAX;
-    uint64_t rss_every = 0;
+    uint64_t rss_every = 0, kernels = 0;
     int flush_each = 0, report = 0, keep_going = 0, c;
     ulp_dtype dtype = ULP_DTYPE_BF16;
 
@@ -104,6 +111,7 @@ int main(int argc, char **argv)
         case 'q': bad = parse_u64(optarg, &queue_mb); break;
         case 'f': bad = parse_u64(optarg, &flip_from); break;
         case 'R': bad = parse_u64(optarg, &rss_every); break;
+        case 'K': bad = parse_u64(optarg, &kernels) || kernels > 64; break;
         case 'd':
             dtype = ulp_dtype_from_name(optarg);
             bad = dtype == ULP_DTYPE_INVALID;
@@ -163,7 +171,27 @@ int main(int argc, char **argv)
         d.layer = (int32_t)(i % names);
         d.step = (int64_t)i;
         d.time_ns = 1; /* a fixed time: two runs give the same attributes */
-        ulp_status st = ulp_session_capture(s, &d);
+        ulp_status st = ULP_OK;
+        if (kernels > 0) {
+            ulp__kernel_row rows[64];
+            char knames[64][48];
+            const char *kn[64];
+            memset(rows, 0, sizeof rows);
+            for (uint64_t j = 0; j < kernels; j++) {
+                rows[j].seq = i * kernels + j;
+                rows[j].correlation_id = (uint32_t)(i * kernels + j + 1);
+                rows[j].grid[0] = (int32_t)(j + 1);
+                rows[j].block[0] = 128;
+                snprintf(knames[j], sizeof knames[j], "k%" PRIu64 ".%" PRIu64, i, j);
+                kn[j] = knames[j];
+            }
+            st = ulp__session_trace_kernels(s, rows, kn, (size_t)kernels);
+            d.has_kernels = 1;
+            d.kernels[0] = (int64_t)(i * kernels);
+            d.kernels[1] = (int64_t)((i + 1) * kernels);
+        }
+        if (st == ULP_OK)
+            st = ulp_session_capture(s, &d);
         if (st == ULP_OK && flush_each)
             st = ulp_session_flush(s);
         if (st == ULP_OK) {
