@@ -33,7 +33,7 @@
  * near 1032:1) stores that much, and a diff would stream terabytes of fill
  * value out of a few kilobytes of unallocated or sparse storage.
  */
-#define MDC_BYTES ((size_t)1 << 20) /* HDF5 metadata cache bound, see reader_fapl() */
+#define MDC_BYTES ((size_t)1 << 20) /* HDF5 metadata cache (ulp__h5_fapl_fixed_cache) */
 #define MAX_EXPANSION      ((uint64_t)4096)
 #define MAX_DECLARED_SLACK ((uint64_t)64 << 20)
 
@@ -828,30 +828,6 @@ cleanup:
 
 /* --- Open and close ------------------------------------------------------------------ */
 
-/*
- * File access for reading: HDF5's metadata cache bounded to MDC_BYTES.  By
- * default it grows toward 32 MiB of object headers, which a snapshot of
- * 10,000 captures fills (each is visited once, in order, so a small cache
- * costs no re-reads).
- */
-static hid_t reader_fapl(void)
-{
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5AC_cache_config_t mdc;
-    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
-    if (fapl >= 0 && H5Pget_mdc_config(fapl, &mdc) >= 0) {
-        mdc.set_initial_size = 1;
-        mdc.initial_size = MDC_BYTES;
-        mdc.min_size = MDC_BYTES;
-        mdc.max_size = MDC_BYTES;
-        mdc.incr_mode = H5C_incr__off;
-        mdc.flash_incr_mode = H5C_flash_incr__off;
-        mdc.decr_mode = H5C_decr__off;
-        H5Pset_mdc_config(fapl, &mdc);
-    }
-    return fapl;
-}
-
 /* The file-level checks before HDF5 looks at the file. */
 static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
 {
@@ -891,7 +867,9 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
             return ulp__error(err, ULP_ETRUNC, "cannot open '%s': file is truncated", s->path);
         return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file", s->path);
     }
-    hid_t fapl = reader_fapl();
+    /* ls of 10,000 captures: 65 MiB peak RSS with HDF5's default, 41 with this. */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    ulp__h5_fapl_fixed_cache(fapl, MDC_BYTES);
     s->file = H5Fopen(s->path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
     if (fapl >= 0)
         H5Pclose(fapl);

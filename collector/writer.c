@@ -419,20 +419,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
      * revisits only the current capture's objects, so a small fixed cache
      * costs it nothing.
      */
-    if (fapl >= 0) {
-        H5AC_cache_config_t mdc;
-        mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
-        if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
-            mdc.set_initial_size = 1;
-            mdc.initial_size = MDC_BYTES;
-            mdc.min_size = MDC_BYTES;
-            mdc.max_size = MDC_BYTES;
-            mdc.incr_mode = H5C_incr__off;
-            mdc.flash_incr_mode = H5C_flash_incr__off;
-            mdc.decr_mode = H5C_decr__off;
-            H5Pset_mdc_config(fapl, &mdc);
-        }
-    }
+    ulp__h5_fapl_fixed_cache(fapl, MDC_BYTES);
     /* The default (earliest) file format: after a kill it opens without
      * h5clear, unlike the latest format (shared/notes/hdf5.md). */
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);

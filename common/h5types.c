@@ -143,3 +143,19 @@ void ulp__h5_silence(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
+
+void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes)
+{
+    H5AC_cache_config_t mdc;
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (fapl < 0 || H5Pget_mdc_config(fapl, &mdc) < 0)
+        return;
+    mdc.set_initial_size = 1;
+    mdc.initial_size = bytes;
+    mdc.min_size = bytes;
+    mdc.max_size = bytes;
+    mdc.incr_mode = H5C_incr__off;
+    mdc.flash_incr_mode = H5C_flash_incr__off;
+    mdc.decr_mode = H5C_decr__off;
+    H5Pset_mdc_config(fapl, &mdc);
+}

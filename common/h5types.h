@@ -36,6 +36,14 @@ int ulp__h5_attr_write_i64(hid_t obj, const char *name, int64_t value);
 int ulp__h5_attr_write_u64(hid_t obj, const char *name, uint64_t value);
 int ulp__h5_attr_write_i64_array(hid_t obj, const char *name, const int64_t *v, hsize_t n);
 
+/*
+ * Fixes the metadata cache of files opened with `fapl` at `bytes` (no
+ * growth, no shrinking).  HDF5's default grows toward 32 MiB of object
+ * headers, about ten times that decoded in memory; the writer and the
+ * reader visit each capture's objects once, in order, and need little.
+ */
+void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes);
+
 /* Turns off HDF5's automatic error stack printing for this thread's calls. */
 void ulp__h5_silence(void);
 
