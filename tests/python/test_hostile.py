@@ -5,9 +5,11 @@ with a good one) with exit 2, nothing on stdout, and exactly one stderr line
 that names the file and the problem; valid but awkward files are read.
 
 The corpus is tests/python/make_snapshots.py's (imported, not copied), plus:
-  - truncations of three files (h5py's golden.h5 and all_dtypes.h5, and one
-    written by ulpprof's own writer) at every 1/16 of their size, a few bytes
-    from the end and inside the superblock;
+  - truncations of four files (h5py's golden.h5 and all_dtypes.h5, one
+    written by ulpprof's own writer, and that one without its closed mark, as
+    a killed writer leaves it and the reader reads it through its capture
+    journal) at every 1/16 of their size, a few bytes from the end and inside
+    the superblock;
   - the same cuts with the superblock's end-of-file rewritten, so that HDF5
     opens the file and only the reader's own checks stand between the cut and
     a wrong answer;
@@ -369,6 +371,18 @@ def main():
         check(p.returncode == 0, "capture_loop: %r" % p.stderr)
         good.append("loop.h5")
         add_truncations(corpus, "loop.h5", "writer", bad)
+        # The same file as a killed writer leaves it (no closed mark), which
+        # the reader reads through its capture journal: cut, it is refused too.
+        unclosed = os.path.join(corpus, "loop_unclosed.h5")
+        shutil.copy(os.path.join(corpus, "loop.h5"), unclosed)
+        with h5py.File(unclosed, "r") as f:
+            mark = f["journal"].id.get_offset() + 28
+        with open(unclosed, "r+b") as fh:
+            fh.seek(mark)
+            check(fh.read(4) == b"CLSD", "loop.h5 has no closed mark")
+            fh.seek(mark)
+            fh.write(bytes(4))
+        add_truncations(corpus, "loop_unclosed.h5", "unclosed", bad)
     else:
         print("SKIP writer-file truncations: %s not built" % rc.LOOP)
     add_bad(corpus, bad)
