@@ -744,15 +744,15 @@ static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const 
  * short), and the journal is the fallback when the groups fail.  Files of
  * other writers have no journal: their groups are the index.
  */
-static ulp_status read_captures(ulp_snapshot *s, const h5_err_info *sticky, ulp_error *err)
+static ulp_status read_captures(ulp_snapshot *s, ulp__journal_state *jsp,
+                                const h5_err_info *sticky, ulp_error *err)
 {
     cap_vec cv = {0};
     const ulp_capture_info **order = NULL;
-    ulp__journal_state js;
+    ulp__journal_state js = *jsp;
     journal_ctx jc;
     ulp_status st;
 
-    ulp__journal_find(s, &js);
     if (js.found && !js.closed) {
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
             goto cleanup;
@@ -948,19 +948,17 @@ static ulp_status read_root(ulp_snapshot *s, ulp_error *err)
 }
 
 /*
- * A killed writer's file, read through its journal, whose /trace cannot be
- * read (a kill can tear it too): the captures are kept and the trace is
- * left out, as the warning says, rather than the whole file refused.
+ * In a killed writer's file, `what` could not be read (st, err): unless the
+ * file is cut short (then nothing is read around) or memory ran out, it is
+ * left out, and "; <what> is left out (<why>)" is added to `left`.
  */
-static ulp_status drop_trace(ulp_snapshot *s, ulp_error *err)
+static ulp_status leave_out(ulp_snapshot *s, const h5_err_info *sticky, ulp_status st,
+                            const char *what, char *left, size_t size, ulp_error *err)
 {
-    char msg[3 * ULP_ERROR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s; its kernel trace is left out (%s)", s->warning,
-             without_path(s, err));
-    s->nkernels = 0;
-    s->nkernel_names = 0;
-    if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
-        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    if (st == ULP_ENOMEM || st == ULP_ETRUNC || sticky->truncated)
+        return st;
+    size_t n = strlen(left);
+    snprintf(left + n, size - n, "; %s is left out (%s)", what, without_path(s, err));
     ulp_error_clear(err);
     return ULP_OK;
 }
@@ -998,13 +996,40 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
     h5_err_info sticky;
     memset(&sticky, 0, sizeof sticky);
     H5Eset_auto2(H5E_DEFAULT, h5_err_note, &sticky);
-    if ((st = read_root(s, err)) == ULP_OK &&
-        (st = ulp__attr_read_kv(s, "/run", &s->run, &s->nrun, err)) == ULP_OK &&
-        (st = ulp__attr_read_kv(s, "/env", &s->env, &s->nenv, err)) == ULP_OK &&
-        (st = read_captures(s, &sticky, err)) == ULP_OK &&
-        (st = ulp__snapshot_read_trace(s, err)) != ULP_OK && s->warning != NULL &&
-        st != ULP_ENOMEM && st != ULP_ETRUNC && !sticky.truncated)
-        st = drop_trace(s, err);
+    /*
+     * A killed writer's file (its journal has no closed mark) may have any
+     * group torn, the root's included: what cannot be read of /run, /env and
+     * /trace is left out, and said, instead of refusing the captures.
+     */
+    ulp__journal_state js;
+    char left[2 * ULP_ERROR_MSG_MAX] = "";
+    ulp__journal_find(s, &js);
+    int unclosed = js.found && !js.closed;
+    if ((st = read_root(s, err)) == ULP_OK) {
+        st = ulp__attr_read_kv(s, "/run", &s->run, &s->nrun, err);
+        if (st != ULP_OK && unclosed)
+            st = leave_out(s, &sticky, st, "/run", left, sizeof left, err);
+    }
+    if (st == ULP_OK) {
+        st = ulp__attr_read_kv(s, "/env", &s->env, &s->nenv, err);
+        if (st != ULP_OK && unclosed)
+            st = leave_out(s, &sticky, st, "/env", left, sizeof left, err);
+    }
+    if (st == ULP_OK && (st = read_captures(s, &js, &sticky, err)) == ULP_OK) {
+        st = ulp__snapshot_read_trace(s, err);
+        if (st != ULP_OK && (unclosed || s->warning != NULL)) {
+            s->nkernels = 0;
+            s->nkernel_names = 0;
+            st = leave_out(s, &sticky, st, "its kernel trace", left, sizeof left, err);
+        }
+    }
+    if (st == ULP_OK && left[0] != '\0') {
+        char msg[4 * ULP_ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s%s", s->warning != NULL ? s->warning
+                                          : "its writer did not close it (killed?)", left);
+        if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
+            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    }
     ulp__h5_silence();
     if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && sticky.truncated) {
         /* The problem found is a symptom; the cause is a file cut short. */

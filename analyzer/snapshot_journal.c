@@ -45,17 +45,23 @@ static int find_first_block(const ulp_snapshot *s, uint64_t *off, uint64_t *byte
     /* The root cannot be read (torn), or not its /journal: look for the header. */
     uint64_t end = s->file_size < SCAN_BYTES ? s->file_size : SCAN_BYTES;
     unsigned char buf[64 << 10];
-    for (uint64_t base = 0; base < end; base += sizeof buf - 8) {
+    /* Every byte offset (HDF5 aligns raw data only when told to); windows
+     * overlap by 7 bytes so that no magic is cut in two. */
+    for (uint64_t base = 0; base < end; base += sizeof buf - 7) {
         size_t n = end - base < sizeof buf ? (size_t)(end - base) : sizeof buf;
         if (n < 8 || ulp__journal_pread(s->fd, buf, n, base) < 0)
             return 0;
-        /* HDF5 places raw data on 8-byte boundaries from the file start. */
-        for (size_t i = 0; i + 8 <= n; i += 8)
-            if (memcmp(buf + i, ULP__JOURNAL_MAGIC, 8) == 0 &&
+        for (const unsigned char *p = buf; (p = memchr(p, 'U', n - 7 - (size_t)(p - buf))) != NULL;
+             p++) {
+            size_t i = (size_t)(p - buf);
+            if (memcmp(p, ULP__JOURNAL_MAGIC, 8) == 0 &&
                 block_at(s, base + i, ULP__JOURNAL_FIRST_BLOCK, bytes)) {
                 *off = base + i;
                 return 1;
             }
+            if (i + 8 >= n)
+                break;
+        }
         if (n < sizeof buf)
             break;
     }

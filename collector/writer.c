@@ -1,12 +1,11 @@
 /* The HDF5 snapshot writer (FORMAT.md), single-threaded. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#include <errno.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "common/error.h"

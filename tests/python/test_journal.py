@@ -571,6 +571,33 @@ def part_d(tmp, big, damaged):
 
 # ---- E: a torn trace -------------------------------------------------------------------------
 
+def part_f(tmp, small):
+    """A torn root group (the CUDA writer adds /trace to the root mid-run): in
+    a killed writer's file the journal is found by its magic, its captures are
+    read, and /run and /env are left out, as the one warning says; the same
+    damage in a closed file is refused."""
+    want = rc.h5_captures(small)
+    # The root's symbol-table entry sits in the version 0 superblock at byte
+    # 56; its scratch pad (cache type 1) holds the B-tree address at byte 80.
+    data = read(small)
+    cache_type, root = struct.unpack_from("<I", data, 72)[0], struct.unpack_from("<Q", data, 80)[0]
+    if not check(data[8] == 0 and cache_type == 1 and data[root:root + 4] == b"TREE",
+                 "F: no root B-tree where the superblock says (%d)" % root):
+        return
+    closed = os.path.join(tmp, "torn_root_closed.h5")
+    patch(small, closed, [(root, b"XXXX")])
+    uncl = os.path.join(tmp, "torn_root_unclosed.h5")
+    unclosed_copy(small, uncl)
+    patch(uncl, uncl, [(root, b"XXXX")])
+    st, caps, lines = ls_caps(uncl, "F unclosed, torn root")
+    check(st == 0 and caps == want, "F unclosed, torn root: exit %r, %d captures, want %d (%r)"
+          % (st, len(caps or []), len(want), lines))
+    check(len(lines) == 1 and all(w in lines[0] for w in (
+        "read through the capture journal", "; /run is left out (", "; /env is left out (")),
+        "F unclosed, torn root: stderr %r" % lines)
+    expect_refused(closed, "F closed, torn root")
+
+
 def part_e(tmp, small):
     """A killed writer's /trace can be torn too.  A file read through its
     journal keeps its captures and leaves an unreadable trace out, saying so
@@ -606,6 +633,7 @@ def main():
     if damaged is not None:
         part_d(tmp, big, damaged)
     part_e(tmp, small)
+    part_f(tmp, small)
     if not rc.failures:
         shutil.rmtree(tmp)
     return rc.finish("the capture journal is what FORMAT.md says, and read as it says")
