@@ -129,8 +129,7 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
         if (pos > end || end - pos < sizeof fixed ||
             ulp__journal_pread(s->fd, fixed, sizeof fixed, pos) < 0)
             break;
-        uint32_t len = (uint32_t)fixed[4] | (uint32_t)fixed[5] << 8 | (uint32_t)fixed[6] << 16 |
-                       (uint32_t)fixed[7] << 24;
+        uint32_t len = ulp__journal_record_length(fixed);
         if (len < sizeof fixed || len > end - pos)
             break;
         if (len > rec_cap) {
@@ -143,11 +142,13 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
             rec_cap = len;
         }
         ulp__journal_record r;
-        if (ulp__journal_pread(s->fd, rec, len, pos) < 0 ||
+        memcpy(rec, fixed, sizeof fixed);
+        if (ulp__journal_pread(s->fd, rec + sizeof fixed, len - sizeof fixed,
+                               pos + sizeof fixed) < 0 ||
             ulp__journal_record_decode(rec, (size_t)(end - pos), &r) != len)
             break;
-        /* Every record is at least 40 bytes of the file: a chain that loops
-         * (a damaged next pointer) ends when it has walked the file's size. */
+        /* A chain that returns to a block is caught below; one through many
+         * overlapping blocks ends when it has walked the file's size. */
         walked += len;
         if (walked > s->file_size)
             break;

@@ -104,11 +104,16 @@ size_t ulp__journal_record_encode(unsigned char *out, const ulp__journal_record 
     return len;
 }
 
+uint32_t ulp__journal_record_length(const unsigned char *in)
+{
+    return get_u32(in + 4);
+}
+
 size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__journal_record *r)
 {
     if (avail < ULP__JOURNAL_RECORD_FIXED)
         return 0;
-    uint32_t len = get_u32(in + 4);
+    uint32_t len = ulp__journal_record_length(in);
     uint32_t name_len = get_u32(in + 12);
     if (len < ULP__JOURNAL_RECORD_FIXED || len % 8 != 0 || len > avail ||
         ulp__journal_record_size(name_len) != len)

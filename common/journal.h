@@ -89,6 +89,9 @@ size_t ulp__journal_record_size(size_t name_len);
 /* Encodes `r` into `out` (ulp__journal_record_size(r->name_len) bytes); returns that size. */
 size_t ulp__journal_record_encode(unsigned char *out, const ulp__journal_record *r);
 
+/* The length field of the record whose first ULP__JOURNAL_RECORD_FIXED bytes are `in`. */
+uint32_t ulp__journal_record_length(const unsigned char *in);
+
 /*
  * Decodes the record at `in`, of which `avail` bytes belong to the block.
  * Returns the record's length, or 0 when there is no valid record there
