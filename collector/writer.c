@@ -71,6 +71,7 @@ struct ulp__writer {
 
     /* The capture journal; blocks after /journal are anonymous datasets,
      * held open (an unlinked dataset is freed when it is closed). */
+    int fd;                              /* HDF5's descriptor of the file      */
     uint64_t jfirst;                     /* file offset of /journal            */
     uint64_t jblock;                     /* file offset of the current block   */
     uint64_t jbytes;                     /* its size                           */
@@ -263,7 +264,7 @@ static ulp_status journal_block_start(ulp__writer *w, hid_t ds, uint64_t bytes, 
                                       uint64_t *off, ulp_error *err)
 {
     haddr_t a = H5Dget_offset(ds);
-    int fd = ulp__writer_fd(w);
+    int fd = w->fd;
     if (a == HADDR_UNDEF || fd < 0)
         return h5_fail(err, w, "locate the capture journal");
     unsigned char head[ULP__JOURNAL_HEADER_BYTES + JOURNAL_END_BYTES] = {0};
@@ -288,7 +289,7 @@ static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, u
     size_t len = ulp__journal_record_size(r->name_len);
     if (len == 0)
         return ulp__error(err, ULP_EINVAL, "capture '%.*s': name too long", 64, r->name);
-    int fd = ulp__writer_fd(w);
+    int fd = w->fd;
     if (fd < 0 || w->jbytes == 0)
         return ulp__error(err, ULP_EIO, "cannot write '%s': no capture journal", w->path);
     if (w->jused + len + JOURNAL_END_BYTES + JOURNAL_RESERVE > w->jbytes) {
@@ -379,6 +380,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         return ulp__error(err, ULP_ENOMEM, "cannot create '%s': out of memory", path);
     }
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
+    w->fd = -1;
     w->groups[0] = w->groups[1] = H5I_INVALID_HID;
     w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
     w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
@@ -439,6 +441,11 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     }
     if (fcpl >= 0)
         H5Pclose(fcpl);
+    /* The sec2 driver's descriptor, fixed for the file's life: the journal
+     * is written with it. */
+    int *handle = NULL;
+    if (H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&handle) >= 0 && handle != NULL)
+        w->fd = *handle;
     /* A kill before the first flush leaves a file that cannot be opened. */
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
         st = h5_fail(err, w, "flush the new file");
@@ -518,8 +525,8 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     quiet_begin(&q);
     uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;
     /* The same file for the closed mark, even if the path now names another. */
-    int hfd = w->file >= 0 && jfirst > 0 ? ulp__writer_fd(w) : -1;
-    int mark_fd = hfd >= 0 ? fcntl(hfd, F_DUPFD_CLOEXEC, 0) : -1;
+    int mark_fd = w->file >= 0 && jfirst > 0 && w->fd >= 0 ? fcntl(w->fd, F_DUPFD_CLOEXEC, 0)
+                                                              : -1;
     hid_t file = w->file;
     w->file = H5I_INVALID_HID;
     char *path = w->path;
@@ -580,14 +587,7 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
 
 int ulp__writer_fd(const ulp__writer *w)
 {
-    quiet q;
-    quiet_begin(&q);
-    int *handle = NULL;
-    int fd = -1;
-    if (H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&handle) >= 0 && handle != NULL)
-        fd = *handle;
-    quiet_end(&q);
-    return fd;
+    return w->fd;
 }
 
 int64_t ulp__writer_capture_count(const ulp__writer *w)
