@@ -105,8 +105,7 @@ int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_a
     } else {
         return -1; /* compact: the elements live in the header; not checked */
     }
-    uint64_t *seen = NULL;
-    size_t nseen = 0, capseen = 0;
+    ulp__offsets seen = {0}; /* collections checked */
     unsigned char *buf = NULL;
     int rc = 1;
     for (hsize_t i = 0; i < nchunks && rc == 1; i++) {
@@ -144,31 +143,22 @@ int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_a
             uint64_t caddr = le(e + 4, 8);
             if (le(e, 4) == 0)
                 continue; /* an empty string: no heap object */
-            int known = 0;
-            for (size_t j = 0; j < nseen && !known; j++)
-                known = seen[j] == caddr;
-            if (known)
-                continue;
+            int added = ulp__offsets_add(&seen, caddr);
+            if (added < 0) {
+                rc = -1;
+                break;
+            }
+            if (added == 0)
+                continue; /* checked already */
             if (!collection_ok(s, caddr)) {
                 *bad_addr = caddr;
                 rc = 0;
                 break;
             }
-            if (nseen == capseen) {
-                size_t cap = capseen ? 2 * capseen : 8;
-                uint64_t *v = realloc(seen, cap * sizeof *v);
-                if (v == NULL) {
-                    rc = -1;
-                    break;
-                }
-                seen = v;
-                capseen = cap;
-            }
-            seen[nseen++] = caddr;
         }
     }
     free(buf);
-    free(seen);
+    free(seen.v);
     if (space >= 0)
         H5Sclose(space);
     return rc;

@@ -79,14 +79,11 @@ void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js)
                  memcmp(mark, ULP__JOURNAL_CLOSED, 4) == 0;
 }
 
-/* The blocks a walk has been through (a chain has a few dozen at most). */
-typedef struct block_list {
-    uint64_t *v;
-    size_t n, cap;
-} block_list;
-
-static int block_list_push(block_list *l, uint64_t off)
+int ulp__offsets_add(ulp__offsets *l, uint64_t off)
 {
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == off)
+            return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
         uint64_t *v = realloc(l->v, cap * sizeof *v);
@@ -96,15 +93,7 @@ static int block_list_push(block_list *l, uint64_t off)
         l->cap = cap;
     }
     l->v[l->n++] = off;
-    return 0;
-}
-
-static int block_list_has(const block_list *l, uint64_t off)
-{
-    for (size_t i = 0; i < l->n; i++)
-        if (l->v[i] == off)
-            return 1;
-    return 0;
+    return 1;
 }
 
 ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journal_visit visit,
@@ -118,9 +107,9 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
     unsigned char *rec = NULL;
     size_t rec_cap = 0;
     uint64_t pos = block + ULP__JOURNAL_HEADER_BYTES, walked = 0;
-    block_list walked_blocks = {0};
+    ulp__offsets walked_blocks = {0};
     ulp_status st = ULP_OK;
-    if (block_list_push(&walked_blocks, block) < 0)
+    if (ulp__offsets_add(&walked_blocks, block) < 0)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     for (;;) {
         uint64_t end = block + bytes;
@@ -154,16 +143,20 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
             break;
         if (r.kind == ULP__JOURNAL_NEXT) {
             uint64_t nb;
-            /* A next record that leads back to a block already walked would
-             * read its captures again: the chain is broken. */
-            if (block_list_has(&walked_blocks, r.addr) ||
-                !block_at(s, r.addr, ULP__JOURNAL_LATER_BLOCK, &nb) ||
+            if (!block_at(s, r.addr, ULP__JOURNAL_LATER_BLOCK, &nb) ||
                 (uint64_t)r.occurrence != nb) {
                 js->chain_broken = 1;
                 break;
             }
-            if (block_list_push(&walked_blocks, r.addr) < 0) {
+            /* A next record that leads back to a block already walked would
+             * read its captures again: the chain is broken. */
+            int added = ulp__offsets_add(&walked_blocks, r.addr);
+            if (added < 0) {
                 st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+                break;
+            }
+            if (added == 0) {
+                js->chain_broken = 1;
                 break;
             }
             block = r.addr;

@@ -95,6 +95,15 @@ ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
  */
 int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
 
+/* A set of file offsets (blocks walked, heaps checked): a few dozen at most. */
+typedef struct ulp__offsets {
+    uint64_t *v;
+    size_t n, cap;
+} ulp__offsets;
+
+/* Adds `off`: 1 added, 0 already there, -1 out of memory.  Free l->v after. */
+int ulp__offsets_add(ulp__offsets *l, uint64_t off);
+
 /*
  * Checks the global heap collections that the first `n` elements of `d`, a
  * 1-D dataset of variable-length strings, point to (snapshot_gheap.c):
