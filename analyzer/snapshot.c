@@ -744,7 +744,7 @@ static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const 
  * short), and the journal is the fallback when the groups fail.  Files of
  * other writers have no journal: their groups are the index.
  */
-static ulp_status read_captures(ulp_snapshot *s, ulp__journal_state *jsp,
+static ulp_status read_captures(ulp_snapshot *s, const ulp__journal_state *jsp,
                                 const h5_err_info *sticky, ulp_error *err)
 {
     cap_vec cv = {0};
