@@ -22,13 +22,13 @@
 #include "diff_priv.h"
 
 #define DEFAULT_CHUNK_ELEMENTS ((uint64_t)1 << 20)
-#define DEFAULT_THREADS 8 /* most worker threads by default: past that, reads bound the speed */
-#define MAX_THREADS 64
+#define DEFAULT_THREADS        8 /* most worker threads by default: past that, reads bound the speed */
+#define MAX_THREADS            64
 
 static const char *const status_names[] = {
-    [ULP_DIFF_IDENTICAL] = "identical",       [ULP_DIFF_DIFFERS] = "differs",
+    [ULP_DIFF_IDENTICAL] = "identical",           [ULP_DIFF_DIFFERS] = "differs",
     [ULP_DIFF_SHAPE_MISMATCH] = "shape_mismatch", [ULP_DIFF_DTYPE_MISMATCH] = "dtype_mismatch",
-    [ULP_DIFF_ONLY_IN_A] = "only_in_a",       [ULP_DIFF_ONLY_IN_B] = "only_in_b",
+    [ULP_DIFF_ONLY_IN_A] = "only_in_a",           [ULP_DIFF_ONLY_IN_B] = "only_in_b",
 };
 
 const char *ulp_diff_status_name(ulp_diff_status status)
@@ -47,12 +47,12 @@ void ulp_diff_options_init(ulp_diff_options *opts)
 
 /* One compared pair and its share of the work. */
 typedef struct job_row {
-    size_t row;             /* index into result rows                      */
+    size_t row; /* index into result rows                      */
     size_t ia, ib;
     ulp_dtype dtype;
     uint64_t elements;
-    uint64_t chunk;         /* elements per chunk                          */
-    uint64_t first_task;    /* tasks [first_task, first_task + nchunks)    */
+    uint64_t chunk;      /* elements per chunk                          */
+    uint64_t first_task; /* tasks [first_task, first_task + nchunks)    */
     uint64_t nchunks;
     ulp__acc acc;
 } job_row;
@@ -68,7 +68,7 @@ typedef struct job {
     atomic_uint_fast64_t bytes_done;
     uint64_t bytes_total;
     int progress;
-    pthread_mutex_t lock;   /* guards the accumulators and the error       */
+    pthread_mutex_t lock; /* guards the accumulators and the error       */
     ulp_error err;
 } job;
 
@@ -101,8 +101,9 @@ static void show_progress(job *j, int done)
         fputs("\r\033[K", stderr);
         return;
     }
-    fprintf(stderr, "\rulpprof diff: %3d%% of %.1f MiB", (int)(100.0 * (double)d /
-            (double)(j->bytes_total ? j->bytes_total : 1)), (double)j->bytes_total / 1048576.0);
+    fprintf(stderr, "\rulpprof diff: %3d%% of %.1f MiB",
+            (int)(100.0 * (double)d / (double)(j->bytes_total ? j->bytes_total : 1)),
+            (double)j->bytes_total / 1048576.0);
     fflush(stderr);
 }
 
@@ -311,8 +312,8 @@ static void amplification(ulp_diff_result *r)
     amp->abs_first = f->m.max_abs_diff;
     amp->abs_last = l->m.max_abs_diff;
     amp->frac_factor = amp->frac_last / amp->frac_first;
-    amp->abs_factor = amp->abs_first > 0 ? amp->abs_last / amp->abs_first
-                      : (amp->abs_last > 0 ? HUGE_VAL : 1.0);
+    amp->abs_factor =
+        amp->abs_first > 0 ? amp->abs_last / amp->abs_first : (amp->abs_last > 0 ? HUGE_VAL : 1.0);
 }
 
 static double now_seconds(void)
@@ -364,8 +365,7 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
     r->path_b = xstrdup(ulp_snapshot_path(b));
     r->label_a = xstrdup(ulp_snapshot_label(a));
     r->label_b = xstrdup(ulp_snapshot_label(b));
-    if (!r->rows || !b_used || !j.jrows || !r->path_a || !r->path_b ||
-        !r->label_a || !r->label_b)
+    if (!r->rows || !b_used || !j.jrows || !r->path_a || !r->path_b || !r->label_a || !r->label_b)
         goto oom;
     r->n_temperatures = opts.n_temperatures;
     memcpy(r->temperatures, opts.temperatures, sizeof r->temperatures);

@@ -40,7 +40,7 @@
  */
 /* Not under ThreadSanitizer: the ifunc resolvers run before its runtime is
  * up and crash the program at load (tests/reliability, .ci/sanitize). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ULP_NO_CLONES) && \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ULP_NO_CLONES) &&  \
     !defined(__SANITIZE_THREAD__)
 #define ULP__CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -105,9 +105,9 @@ static int is_finite_bits(ulp_dtype dtype, uint64_t bits)
 /* Results of the first kernel over one block. */
 typedef struct blk_res {
     uint32_t ndiff, nnf, nsign;
-    uint32_t maxd;       /* largest ULP distance over finite pairs          */
-    uint64_t sum;        /* sum of ULP distances                            */
-    uint32_t maxmag;     /* largest magnitude bits over finite elements     */
+    uint32_t maxd;   /* largest ULP distance over finite pairs          */
+    uint64_t sum;    /* sum of ULP distances                            */
+    uint32_t maxmag; /* largest magnitude bits over finite elements     */
 } blk_res;
 
 /*
@@ -117,18 +117,18 @@ typedef struct blk_res {
  * through an integer -> float conversion, never touching float32
  * subnormals (slow on some CPUs).
  */
-#define NARROW_TO_F32(m, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, out)                               \
-    do {                                                                                         \
-        if (DIRECT) {                                                                            \
-            (out) = (m) << (SHIFT);                                                              \
-        } else {                                                                                 \
-            uint32_t nb_ = ((m) << (23 - (MANB))) + ((uint32_t)(127 - (BIAS)) << 23);            \
-            float sf_ = (float)(int32_t)(m) * (float)(SUBSCALE);                                 \
-            uint32_t sb_;                                                                        \
-            memcpy(&sb_, &sf_, 4);                                                               \
-            uint32_t nm_ = -(uint32_t)(((m) >> (MANB)) != 0);                                    \
-            (out) = (nb_ & nm_) | (sb_ & ~nm_);                                                  \
-        }                                                                                        \
+#define NARROW_TO_F32(m, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, out)                                 \
+    do {                                                                                           \
+        if (DIRECT) {                                                                              \
+            (out) = (m) << (SHIFT);                                                                \
+        } else {                                                                                   \
+            uint32_t nb_ = ((m) << (23 - (MANB))) + ((uint32_t)(127 - (BIAS)) << 23);              \
+            float sf_ = (float)(int32_t)(m) * (float)(SUBSCALE);                                   \
+            uint32_t sb_;                                                                          \
+            memcpy(&sb_, &sf_, 4);                                                                 \
+            uint32_t nm_ = -(uint32_t)(((m) >> (MANB)) != 0);                                      \
+            (out) = (nb_ & nm_) | (sb_ & ~nm_);                                                    \
+        }                                                                                          \
     } while (0)
 
 /*
@@ -141,75 +141,75 @@ typedef struct blk_res {
  * NAME_k2 (dense blocks only): float32 |a - b| of finite pairs, stored in
  * fv, and its max.  NAME_val: one element's value, for the sparse path.
  */
-#define DEFINE_KERNELS(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT)          \
-    ULP__CLONES static void NAME##_k1(const T *restrict a, const T *restrict b, unsigned n,      \
-                                      L *restrict dv, blk_res *r)                                \
-    {                                                                                            \
-        L ndiff = 0, nnf = 0, nsign = 0, maxd = 0, maxmag = 0;                                   \
-        SUMT sum = 0;                                                                            \
-        const L MAG = (L)((((uint64_t)1 << ((W) - 1)) - 1));                                     \
-        for (unsigned i = 0; i < n; i++) {                                                       \
-            L x = a[i], y = b[i];                                                                \
-            L mx = x & MAG, my = y & MAG;                                                        \
-            L sx = (L)-(L)(x >> ((W) - 1)), sy = (L)-(L)(y >> ((W) - 1));                        \
-            L fx = (L)-(L)(mx < (NF)), fy = (L)-(L)(my < (NF));                                  \
-            L fin = fx & fy;                                                                     \
-            L ne = x != y;                                                                       \
-            ndiff += ne;                                                                         \
-            nnf += ne & (L)~fin;                                                                 \
-            SL ox = (SL)((L)((mx ^ sx) - sx));                                                   \
-            SL oy = (SL)((L)((my ^ sy) - sy));                                                   \
-            L d = ox > oy ? (L)((L)ox - (L)oy) : (L)((L)oy - (L)ox);                             \
-            d &= fin;                                                                            \
-            dv[i] = d;                                                                           \
-            sum += d;                                                                            \
-            maxd = d > maxd ? d : maxd;                                                          \
-            nsign += (L)(sx ^ sy) & (L)(d != 0);                                                 \
-            L gx = mx & fx, gy = my & fy;                                                        \
-            maxmag = gx > maxmag ? gx : maxmag;                                                  \
-            maxmag = gy > maxmag ? gy : maxmag;                                                  \
-        }                                                                                        \
-        r->ndiff = ndiff;                                                                        \
-        r->nnf = nnf;                                                                            \
-        r->nsign = nsign;                                                                        \
-        r->maxd = maxd;                                                                          \
-        r->sum = sum;                                                                            \
-        r->maxmag = maxmag;                                                                      \
-    }                                                                                            \
-    ULP__CLONES static uint32_t NAME##_k2(const T *restrict a, const T *restrict b, unsigned n,  \
-                                          uint32_t *restrict fv)                                 \
-    {                                                                                            \
-        uint32_t maxf = 0;                                                                       \
-        const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W) - 1)) - 1);                         \
-        for (unsigned i = 0; i < n; i++) {                                                       \
-            uint32_t x = a[i], y = b[i];                                                         \
-            uint32_t mx = x & MAG, my = y & MAG;                                                 \
-            uint32_t fin = -(uint32_t)((mx < (NF)) & (my < (NF)));                               \
-            uint32_t bx, by;                                                                     \
-            NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                          \
-            NARROW_TO_F32(my, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, by);                          \
-            bx |= (x >> ((W) - 1)) << 31;                                                        \
-            by |= (y >> ((W) - 1)) << 31;                                                        \
-            float vx, vy;                                                                        \
-            memcpy(&vx, &bx, 4);                                                                 \
-            memcpy(&vy, &by, 4);                                                                 \
-            float df = vx - vy;                                                                  \
-            uint32_t db;                                                                         \
-            memcpy(&db, &df, 4);                                                                 \
-            db &= 0x7fffffffu & fin;                                                             \
-            fv[i] = db;                                                                          \
-            maxf = db > maxf ? db : maxf;                                                        \
-        }                                                                                        \
-        return maxf;                                                                             \
-    }                                                                                            \
-    static inline double NAME##_val(uint32_t x)                                                  \
-    {                                                                                            \
-        uint32_t mx = x & (uint32_t)(((uint64_t)1 << ((W) - 1)) - 1), bx;                        \
-        NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                              \
-        bx |= (x >> ((W) - 1)) << 31;                                                            \
-        float v;                                                                                 \
-        memcpy(&v, &bx, 4);                                                                      \
-        return (double)v;                                                                        \
+#define DEFINE_KERNELS(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT)           \
+    ULP__CLONES static void NAME##_k1(const T *restrict a, const T *restrict b, unsigned n,        \
+                                      L *restrict dv, blk_res *r)                                  \
+    {                                                                                              \
+        L ndiff = 0, nnf = 0, nsign = 0, maxd = 0, maxmag = 0;                                     \
+        SUMT sum = 0;                                                                              \
+        const L MAG = (L)((((uint64_t)1 << ((W)-1)) - 1));                                         \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            L x = a[i], y = b[i];                                                                  \
+            L mx = x & MAG, my = y & MAG;                                                          \
+            L sx = (L) - (L)(x >> ((W)-1)), sy = (L) - (L)(y >> ((W)-1));                          \
+            L fx = (L) - (L)(mx < (NF)), fy = (L) - (L)(my < (NF));                                \
+            L fin = fx & fy;                                                                       \
+            L ne = x != y;                                                                         \
+            ndiff += ne;                                                                           \
+            nnf += ne & (L)~fin;                                                                   \
+            SL ox = (SL)((L)((mx ^ sx) - sx));                                                     \
+            SL oy = (SL)((L)((my ^ sy) - sy));                                                     \
+            L d = ox > oy ? (L)((L)ox - (L)oy) : (L)((L)oy - (L)ox);                               \
+            d &= fin;                                                                              \
+            dv[i] = d;                                                                             \
+            sum += d;                                                                              \
+            maxd = d > maxd ? d : maxd;                                                            \
+            nsign += (L)(sx ^ sy) & (L)(d != 0);                                                   \
+            L gx = mx & fx, gy = my & fy;                                                          \
+            maxmag = gx > maxmag ? gx : maxmag;                                                    \
+            maxmag = gy > maxmag ? gy : maxmag;                                                    \
+        }                                                                                          \
+        r->ndiff = ndiff;                                                                          \
+        r->nnf = nnf;                                                                              \
+        r->nsign = nsign;                                                                          \
+        r->maxd = maxd;                                                                            \
+        r->sum = sum;                                                                              \
+        r->maxmag = maxmag;                                                                        \
+    }                                                                                              \
+    ULP__CLONES static uint32_t NAME##_k2(const T *restrict a, const T *restrict b, unsigned n,    \
+                                          uint32_t *restrict fv)                                   \
+    {                                                                                              \
+        uint32_t maxf = 0;                                                                         \
+        const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W)-1)) - 1);                             \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            uint32_t x = a[i], y = b[i];                                                           \
+            uint32_t mx = x & MAG, my = y & MAG;                                                   \
+            uint32_t fin = -(uint32_t)((mx < (NF)) & (my < (NF)));                                 \
+            uint32_t bx, by;                                                                       \
+            NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                            \
+            NARROW_TO_F32(my, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, by);                            \
+            bx |= (x >> ((W)-1)) << 31;                                                            \
+            by |= (y >> ((W)-1)) << 31;                                                            \
+            float vx, vy;                                                                          \
+            memcpy(&vx, &bx, 4);                                                                   \
+            memcpy(&vy, &by, 4);                                                                   \
+            float df = vx - vy;                                                                    \
+            uint32_t db;                                                                           \
+            memcpy(&db, &df, 4);                                                                   \
+            db &= 0x7fffffffu & fin;                                                               \
+            fv[i] = db;                                                                            \
+            maxf = db > maxf ? db : maxf;                                                          \
+        }                                                                                          \
+        return maxf;                                                                               \
+    }                                                                                              \
+    static inline double NAME##_val(uint32_t x)                                                    \
+    {                                                                                              \
+        uint32_t mx = x & (uint32_t)(((uint64_t)1 << ((W)-1)) - 1), bx;                            \
+        NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                                \
+        bx |= (x >> ((W)-1)) << 31;                                                                \
+        float v;                                                                                   \
+        memcpy(&v, &bx, 4);                                                                        \
+        return (double)v;                                                                          \
     }
 
 /* clang-format off */
@@ -221,19 +221,19 @@ DEFINE_KERNELS(e5m2, uint8_t, 8, 2, 15, 0x1p-16, 0x7cu, 0, 0, uint16_t, int16_t,
 /* clang-format on */
 
 /* Counts of dv[i] >= lo(k) for the bins 1..K, turned into bin counts. */
-#define DEFINE_HIST(NAME, L)                                                                     \
-    ULP__CLONES static void NAME(uint64_t *hist, const L *restrict dv, unsigned n, uint32_t maxd) \
-    {                                                                                            \
-        int top = hist_bin(maxd);                                                       \
-        uint32_t prev = 0;                                                                       \
-        for (int k = top; k >= 1; k--) {                                                         \
-            L lo = (L)ulp_diff_hist_lo(k);                                                       \
-            uint32_t c = 0;                                                                      \
-            for (unsigned i = 0; i < n; i++)                                                     \
-                c += dv[i] >= lo;                                                                \
-            hist[k] += c - prev;                                                                 \
-            prev = c;                                                                            \
-        }                                                                                        \
+#define DEFINE_HIST(NAME, L)                                                                       \
+    ULP__CLONES static void NAME(uint64_t *hist, const L *restrict dv, unsigned n, uint32_t maxd)  \
+    {                                                                                              \
+        int top = hist_bin(maxd);                                                                  \
+        uint32_t prev = 0;                                                                         \
+        for (int k = top; k >= 1; k--) {                                                           \
+            L lo = (L)ulp_diff_hist_lo(k);                                                         \
+            uint32_t c = 0;                                                                        \
+            for (unsigned i = 0; i < n; i++)                                                       \
+                c += dv[i] >= lo;                                                                  \
+            hist[k] += c - prev;                                                                   \
+            prev = c;                                                                              \
+        }                                                                                          \
     }
 DEFINE_HIST(hist16, uint16_t)
 DEFINE_HIST(hist32, uint32_t)
@@ -259,79 +259,79 @@ static void update_abs(ulp__acc *acc, double d, int64_t flat)
  * Sparse blocks visit their few elements with a non-zero distance through
  * 64-bit words of dv; dense blocks run the second kernel.
  */
-#define DEFINE_ADD(NAME, T, L, HIST)                                                             \
-    static void NAME##_add(ulp__acc *acc, ulp_dtype dtype, const T *a, const T *b, uint64_t n,   \
-                           uint64_t base)                                                        \
-    {                                                                                            \
-        L dv[BLOCK] __attribute__((aligned(64)));                                                \
-        uint32_t fv[BLOCK] __attribute__((aligned(64)));                                         \
-        for (uint64_t off = 0; off < n; off += BLOCK) {                                          \
-            unsigned m = (unsigned)(n - off < BLOCK ? n - off : BLOCK);                          \
-            const T *pa = a + off, *pb = b + off;                                                \
-            uint64_t at = base + off;                                                            \
-            blk_res r;                                                                           \
-            NAME##_k1(pa, pb, m, dv, &r);                                                        \
-            if (r.maxmag > acc->max_mag_bits)                                                    \
-                acc->max_mag_bits = r.maxmag;                                                    \
-            if (r.ndiff == 0)                                                                    \
-                continue;                                                                        \
-            acc->differing += r.ndiff;                                                           \
-            acc->nonfinite += r.nnf;                                                             \
-            acc->sign_changes += r.nsign;                                                        \
-            acc->sum_ulp += r.sum;                                                               \
-            if (r.maxd > acc->max_ulp) {                                                         \
-                for (unsigned i = 0; i < m; i++) {                                               \
-                    if (dv[i] == r.maxd) {                                                       \
-                        acc->max_ulp = r.maxd;                                                   \
-                        acc->max_ulp_flat = (int64_t)(at + i);                                   \
-                        break;                                                                   \
-                    }                                                                            \
-                }                                                                                \
-            }                                                                                    \
-            if ((acc->first_dfin < 0 && r.ndiff > r.nnf) || (acc->first_nf < 0 && r.nnf > 0))   \
-                first_diffs(acc, dtype, pa, pb, m, at, r.nnf > 0);                                          \
-            if (r.maxd == 0)                                                                     \
-                continue;                                                                        \
-            if (r.ndiff * SPARSE_DIV <= m) {                                                     \
-                /* Four 64-bit words of distances at a time; most are zero. */           \
-                unsigned per = 32 / sizeof(L), i = 0;                                            \
-                for (; i + per <= m; i += per) {                                                 \
-                    uint64_t w[4];                                                               \
-                    memcpy(w, &dv[i], 32);                                                       \
-                    if ((w[0] | w[1] | w[2] | w[3]) == 0)                                        \
-                        continue;                                                                \
-                    for (unsigned k = 0; k < 4; k++) {                                           \
-                        uint64_t x = w[k];                                                       \
-                        while (x) {                                                              \
-                            unsigned lane = (unsigned)__builtin_ctzll(x) / (8 * sizeof(L));      \
-                            unsigned q = i + k * (8 / sizeof(L)) + lane;                         \
-                            x &= ~((uint64_t)(L)~(L)0 << (lane * 8 * sizeof(L)));                \
-                            acc->hist[hist_bin(dv[q])]++;                                        \
-                            update_abs(acc, fabs(NAME##_val(pa[q]) - NAME##_val(pb[q])),         \
-                                       (int64_t)(at + q));                                       \
-                        }                                                                        \
-                    }                                                                            \
-                }                                                                                \
-                for (; i < m; i++) {                                                             \
-                    if (dv[i] == 0)                                                              \
-                        continue;                                                                \
-                    acc->hist[hist_bin(dv[i])]++;                                       \
-                    update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),                 \
-                               (int64_t)(at + i));                                               \
-                }                                                                                \
-                continue;                                                                        \
-            }                                                                                    \
-            HIST(acc->hist, dv, m, r.maxd);                                                      \
-            uint32_t maxf = NAME##_k2(pa, pb, m, fv);                                            \
-            if (maxf != 0 && maxf >= acc->max_fdiff) {                                           \
-                for (unsigned i = 0; i < m; i++)                                                 \
-                    if (fv[i] == maxf)                                                           \
-                        update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),             \
-                                   (int64_t)(at + i));                                           \
-                if (maxf > acc->max_fdiff)                                                       \
-                    acc->max_fdiff = maxf;                                                       \
-            }                                                                                    \
-        }                                                                                        \
+#define DEFINE_ADD(NAME, T, L, HIST)                                                               \
+    static void NAME##_add(ulp__acc *acc, ulp_dtype dtype, const T *a, const T *b, uint64_t n,     \
+                           uint64_t base)                                                          \
+    {                                                                                              \
+        L dv[BLOCK] __attribute__((aligned(64)));                                                  \
+        uint32_t fv[BLOCK] __attribute__((aligned(64)));                                           \
+        for (uint64_t off = 0; off < n; off += BLOCK) {                                            \
+            unsigned m = (unsigned)(n - off < BLOCK ? n - off : BLOCK);                            \
+            const T *pa = a + off, *pb = b + off;                                                  \
+            uint64_t at = base + off;                                                              \
+            blk_res r;                                                                             \
+            NAME##_k1(pa, pb, m, dv, &r);                                                          \
+            if (r.maxmag > acc->max_mag_bits)                                                      \
+                acc->max_mag_bits = r.maxmag;                                                      \
+            if (r.ndiff == 0)                                                                      \
+                continue;                                                                          \
+            acc->differing += r.ndiff;                                                             \
+            acc->nonfinite += r.nnf;                                                               \
+            acc->sign_changes += r.nsign;                                                          \
+            acc->sum_ulp += r.sum;                                                                 \
+            if (r.maxd > acc->max_ulp) {                                                           \
+                for (unsigned i = 0; i < m; i++) {                                                 \
+                    if (dv[i] == r.maxd) {                                                         \
+                        acc->max_ulp = r.maxd;                                                     \
+                        acc->max_ulp_flat = (int64_t)(at + i);                                     \
+                        break;                                                                     \
+                    }                                                                              \
+                }                                                                                  \
+            }                                                                                      \
+            if ((acc->first_dfin < 0 && r.ndiff > r.nnf) || (acc->first_nf < 0 && r.nnf > 0))      \
+                first_diffs(acc, dtype, pa, pb, m, at, r.nnf > 0);                                 \
+            if (r.maxd == 0)                                                                       \
+                continue;                                                                          \
+            if (r.ndiff * SPARSE_DIV <= m) {                                                       \
+                /* Four 64-bit words of distances at a time; most are zero. */                     \
+                unsigned per = 32 / sizeof(L), i = 0;                                              \
+                for (; i + per <= m; i += per) {                                                   \
+                    uint64_t w[4];                                                                 \
+                    memcpy(w, &dv[i], 32);                                                         \
+                    if ((w[0] | w[1] | w[2] | w[3]) == 0)                                          \
+                        continue;                                                                  \
+                    for (unsigned k = 0; k < 4; k++) {                                             \
+                        uint64_t x = w[k];                                                         \
+                        while (x) {                                                                \
+                            unsigned lane = (unsigned)__builtin_ctzll(x) / (8 * sizeof(L));        \
+                            unsigned q = i + k * (8 / sizeof(L)) + lane;                           \
+                            x &= ~((uint64_t)(L) ~(L)0 << (lane * 8 * sizeof(L)));                 \
+                            acc->hist[hist_bin(dv[q])]++;                                          \
+                            update_abs(acc, fabs(NAME##_val(pa[q]) - NAME##_val(pb[q])),           \
+                                       (int64_t)(at + q));                                         \
+                        }                                                                          \
+                    }                                                                              \
+                }                                                                                  \
+                for (; i < m; i++) {                                                               \
+                    if (dv[i] == 0)                                                                \
+                        continue;                                                                  \
+                    acc->hist[hist_bin(dv[i])]++;                                                  \
+                    update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),                   \
+                               (int64_t)(at + i));                                                 \
+                }                                                                                  \
+                continue;                                                                          \
+            }                                                                                      \
+            HIST(acc->hist, dv, m, r.maxd);                                                        \
+            uint32_t maxf = NAME##_k2(pa, pb, m, fv);                                              \
+            if (maxf != 0 && maxf >= acc->max_fdiff) {                                             \
+                for (unsigned i = 0; i < m; i++)                                                   \
+                    if (fv[i] == maxf)                                                             \
+                        update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),               \
+                                   (int64_t)(at + i));                                             \
+                if (maxf > acc->max_fdiff)                                                         \
+                    acc->max_fdiff = maxf;                                                         \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 /* The first differing finite pair and the first nonfinite mismatch (rare: once per tensor). */

@@ -18,19 +18,19 @@
 typedef struct ulp__acc {
     uint64_t elements;
     uint64_t differing;
-    uint64_t nonfinite;           /* nonfinite_mismatch                            */
+    uint64_t nonfinite; /* nonfinite_mismatch                            */
     uint64_t sign_changes;
-    unsigned __int128 sum_ulp;    /* over differing finite pairs                   */
+    unsigned __int128 sum_ulp; /* over differing finite pairs                   */
     uint64_t max_ulp;
-    int64_t max_ulp_flat;         /* first index with max_ulp > 0, or -1           */
-    int64_t first_dfin;           /* first differing finite pair, or -1            */
-    int64_t first_nf;             /* first nonfinite mismatch, or -1               */
+    int64_t max_ulp_flat; /* first index with max_ulp > 0, or -1           */
+    int64_t first_dfin;   /* first differing finite pair, or -1            */
+    int64_t first_nf;     /* first nonfinite mismatch, or -1               */
     double max_abs_diff;
-    int64_t max_abs_diff_flat;    /* -1 while no finite pair differs               */
-    uint32_t max_fdiff;           /* float32 bits of max_abs_diff's rounding: lets
-                                     a block whose float32 max is smaller be skipped */
-    double max_abs;               /* finite elements of both sides (f64, integers) */
-    uint64_t max_mag_bits;        /* the same as magnitude bits (other floats)     */
+    int64_t max_abs_diff_flat;         /* -1 while no finite pair differs               */
+    uint32_t max_fdiff;                /* float32 bits of max_abs_diff's rounding: lets
+                                          a block whose float32 max is smaller be skipped */
+    double max_abs;                    /* finite elements of both sides (f64, integers) */
+    uint64_t max_mag_bits;             /* the same as magnitude bits (other floats)     */
     uint64_t hist[ULP_DIFF_HIST_BINS]; /* bins >= 1 only; bin 0 is derived       */
 } ulp__acc;
 
@@ -92,7 +92,6 @@ void ulp__fmt_num(char *buf, size_t n, double v);
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 /* The summary lines (identical / first divergence / amplification / ladder
  * / kernels / logits), each prefixed with `bullet`. */
-void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet,
-                         const char *code);
+void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code);
 
 #endif /* ULPPROF_ANALYZER_DIFF_PRIV_H */

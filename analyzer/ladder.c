@@ -14,14 +14,13 @@ static const struct {
     const char *key;
     int level;
 } rung_keys[] = {
-    {"repeat", 0}, {"batch_size", 1}, {"cache", 2}, {"block_size", 3}, {"tp", 4},
-    {"dp", 4},     {"ep", 4},         {"quant", 5}, {"engine", 6},     {"vendor", 7},
-    {"device", 7},
+    {"repeat", 0}, {"batch_size", 1}, {"cache", 2},  {"block_size", 3}, {"tp", 4},     {"dp", 4},
+    {"ep", 4},     {"quant", 5},      {"engine", 6}, {"vendor", 7},     {"device", 7},
 };
 
 static const char *const rung_names[] = {
-    "repeat", "batch size", "cache", "block size", "parallelism", "quantization", "engine",
-    "vendor/device",
+    "repeat",      "batch size",   "cache",  "block size",
+    "parallelism", "quantization", "engine", "vendor/device",
 };
 
 const char *ulp_diff_ladder_name(int level)

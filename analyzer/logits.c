@@ -52,8 +52,7 @@ static void top2(const double *z, uint64_t n, int64_t *arg, double *margin)
         *margin = bv == sv ? 0.0 : bv - sv; /* inf - inf is a tie, not NaN */
 }
 
-void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab,
-                           ulp__logits_row *out)
+void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab, ulp__logits_row *out)
 {
     top2(za, vocab, &out->argmax_a, &out->margin_a);
     top2(zb, vocab, &out->argmax_b, &out->margin_b);
@@ -197,8 +196,8 @@ ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot 
     lg->max_perturbation = calloc(R + 1, sizeof *lg->max_perturbation);
     lg->flipped = calloc(R + 1, 1);
     lg->at_risk = calloc(R + 1, 1);
-    if (!lg->argmax_a || !lg->argmax_b || !lg->margin_a || !lg->margin_b ||
-        !lg->max_perturbation || !lg->flipped || !lg->at_risk)
+    if (!lg->argmax_a || !lg->argmax_b || !lg->margin_a || !lg->margin_b || !lg->max_perturbation ||
+        !lg->flipped || !lg->at_risk)
         goto oom;
     lg->n_sampling = opts->n_temperatures;
     for (int k = 0; k < lg->n_sampling; k++) {
@@ -276,8 +275,8 @@ ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot 
             st_tv += s->tv[row];
             st_p += s->p_differ[row];
             s->tv_max = s->tv[row] > s->tv_max ? s->tv[row] : s->tv_max;
-            s->p_differ_max = s->p_differ[row] > s->p_differ_max ? s->p_differ[row]
-                                                                   : s->p_differ_max;
+            s->p_differ_max =
+                s->p_differ[row] > s->p_differ_max ? s->p_differ[row] : s->p_differ_max;
         }
         s->tv_mean = R ? st_tv / (double)R : 0.0;
         s->p_differ_mean = R ? st_p / (double)R : 0.0;

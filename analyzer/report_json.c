@@ -6,14 +6,14 @@
  * that does not exist is null (layer absent, a row that was not compared,
  * a non-finite double, which JSON cannot spell); counts are integers.
  */
+#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <string.h>
 
 #include "common/error.h"
 #include "diff_priv.h"
@@ -64,11 +64,10 @@ static json_t *jkernels(const ulp_diff_kernel *k, size_t n)
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(k[i].name));
-        json_object_set_new(o, "grid", jshape(3, (const int64_t[]){k[i].grid[0], k[i].grid[1],
-                                                                   k[i].grid[2]}));
-        json_object_set_new(o, "block", jshape(3, (const int64_t[]){k[i].block[0],
-                                                                    k[i].block[1],
-                                                                    k[i].block[2]}));
+        json_object_set_new(o, "grid",
+                            jshape(3, (const int64_t[]){k[i].grid[0], k[i].grid[1], k[i].grid[2]}));
+        json_object_set_new(
+            o, "block", jshape(3, (const int64_t[]){k[i].block[0], k[i].block[1], k[i].block[2]}));
         json_array_append_new(a, o);
     }
     return a;
@@ -101,10 +100,10 @@ static json_t *jrow(const ulp_diff_row *row)
     json_object_set_new(o, "occurrence", json_integer(row->occurrence));
     json_object_set_new(o, "layer", jlayer(row->layer));
     json_object_set_new(o, "role", json_string(row->role));
-    json_object_set_new(o, "dtype", json_string(ulp_dtype_name(side_b ? row->dtype_b
-                                                                       : row->dtype_a)));
-    json_object_set_new(o, "shape", side_b ? jshape(row->ndim_b, row->shape_b)
-                                           : jshape(row->ndim_a, row->shape_a));
+    json_object_set_new(o, "dtype",
+                        json_string(ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a)));
+    json_object_set_new(
+        o, "shape", side_b ? jshape(row->ndim_b, row->shape_b) : jshape(row->ndim_a, row->shape_a));
     json_object_set_new(o, "elements", ju64(row->elements));
     json_object_set_new(o, "status", json_string(ulp_diff_status_name(row->status)));
     if (compared) {
@@ -126,10 +125,9 @@ static json_t *jrow(const ulp_diff_row *row)
         json_object_set_new(o, "shape_b", jshape(row->ndim_b, row->shape_b));
     }
     if (compared) {
-        json_object_set_new(o, "differing_fraction",
-                            json_real(row->elements ? (double)m->differing /
-                                                          (double)row->elements
-                                                    : 0.0));
+        json_object_set_new(
+            o, "differing_fraction",
+            json_real(row->elements ? (double)m->differing / (double)row->elements : 0.0));
         json_object_set_new(o, "mean_ulp", jnum(m->mean_ulp));
         int top = 0;
         for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
@@ -278,18 +276,16 @@ static json_t *build(const ulp_diff_result *r)
         json_object_set_new(x, "key", json_string(k->key));
         json_object_set_new(x, "a", k->value_a ? json_string(k->value_a) : json_null());
         json_object_set_new(x, "b", k->value_b ? json_string(k->value_b) : json_null());
-        json_object_set_new(x, "level",
-                            k->level != ULP_DIFF_LADDER_NONE ? json_integer(k->level)
-                                                             : json_null());
+        json_object_set_new(
+            x, "level", k->level != ULP_DIFF_LADDER_NONE ? json_integer(k->level) : json_null());
         json_array_append_new(kv, x);
     }
     json_object_set_new(lad, "differing_keys", keys);
-    json_object_set_new(lad, "level", r->ladder.level != ULP_DIFF_LADDER_NONE
-                                          ? json_integer(r->ladder.level)
-                                          : json_null());
-    json_object_set_new(lad, "level_name", r->ladder.level_name
-                                               ? json_string(r->ladder.level_name)
-                                               : json_null());
+    json_object_set_new(lad, "level",
+                        r->ladder.level != ULP_DIFF_LADDER_NONE ? json_integer(r->ladder.level)
+                                                                : json_null());
+    json_object_set_new(lad, "level_name",
+                        r->ladder.level_name ? json_string(r->ladder.level_name) : json_null());
     json_object_set_new(lad, "keys", kv);
     json_object_set_new(doc, "ladder", lad);
 
@@ -303,8 +299,7 @@ static json_t *build(const ulp_diff_result *r)
     json_object_set_new(sum, "only_in_a", json_integer((json_int_t)r->n_only_a));
     json_object_set_new(sum, "only_in_b", json_integer((json_int_t)r->n_only_b));
     json_object_set_new(sum, "not_identical", json_integer((json_int_t)ndiff));
-    json_object_set_new(sum, "no_shared_captures", json_boolean(r->n_shared == 0 &&
-                                                                r->n_rows > 0));
+    json_object_set_new(sum, "no_shared_captures", json_boolean(r->n_shared == 0 && r->n_rows > 0));
     json_object_set_new(doc, "summary", sum);
     if (r->amp.valid) {
         const ulp_diff_amplification *a = &r->amp;

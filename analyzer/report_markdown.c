@@ -89,15 +89,16 @@ ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f)
             continue;
         fprintf(f, "\n**Flipped rows of `");
         md_text(f, lg->name);
-        fprintf(f, "` (%s)**\n\n| row | argmax A | argmax B | margin A | margin B | gap A | "
-                   "gap B | perturbation | ULPs |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        fprintf(f,
+                "` (%s)**\n\n| row | argmax A | argmax B | margin A | margin B | gap A | "
+                "gap B | perturbation | ULPs |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
                 ulp_dtype_name(lg->dtype));
         for (size_t k = 0; k < lg->n_flips; k++) {
             const ulp_diff_flip *fl = &lg->flips[k];
             fprintf(f, "| %" PRIu64 " | %" PRId64 " | %" PRId64 " | ", fl->row, fl->argmax_a,
                     fl->argmax_b);
-            const double v[] = {fl->margin_a, fl->margin_b, fl->gap_a, fl->gap_b,
-                                fl->gap_perturbation, fl->gap_perturbation_ulps};
+            const double v[] = {fl->margin_a, fl->margin_b,         fl->gap_a,
+                                fl->gap_b,    fl->gap_perturbation, fl->gap_perturbation_ulps};
             for (size_t q = 0; q < sizeof v / sizeof v[0]; q++) {
                 md_num(f, v[q]);
                 fputs(q + 1 < sizeof v / sizeof v[0] ? " | " : " |\n", f);

@@ -10,17 +10,23 @@
 #include "diff_priv.h"
 
 #define TABLE_WIDTH 100
-#define NAME_MIN 8
+#define NAME_MIN    8
 
 static const char *short_status(ulp_diff_status s)
 {
     switch (s) {
-    case ULP_DIFF_IDENTICAL: return "identical";
-    case ULP_DIFF_DIFFERS: return "differs";
-    case ULP_DIFF_SHAPE_MISMATCH: return "shape!=";
-    case ULP_DIFF_DTYPE_MISMATCH: return "dtype!=";
-    case ULP_DIFF_ONLY_IN_A: return "only in A";
-    case ULP_DIFF_ONLY_IN_B: return "only in B";
+    case ULP_DIFF_IDENTICAL:
+        return "identical";
+    case ULP_DIFF_DIFFERS:
+        return "differs";
+    case ULP_DIFF_SHAPE_MISMATCH:
+        return "shape!=";
+    case ULP_DIFF_DTYPE_MISMATCH:
+        return "dtype!=";
+    case ULP_DIFF_ONLY_IN_A:
+        return "only in A";
+    case ULP_DIFF_ONLY_IN_B:
+        return "only in B";
     }
     return "?";
 }
@@ -28,9 +34,12 @@ static const char *short_status(ulp_diff_status s)
 static const char *status_color(ulp_diff_status s)
 {
     switch (s) {
-    case ULP_DIFF_IDENTICAL: return "\033[32m";
-    case ULP_DIFF_DIFFERS: return "\033[31m";
-    default: return "\033[33m";
+    case ULP_DIFF_IDENTICAL:
+        return "\033[32m";
+    case ULP_DIFF_DIFFERS:
+        return "\033[31m";
+    default:
+        return "\033[33m";
     }
 }
 
@@ -93,7 +102,8 @@ static void wrap(FILE *f, const char *text, size_t width)
     }
 }
 
-/* Column widths after the name: layer dtype status differing % max_ulp mean_ulp max|diff| ulp@max */
+/* Column widths after the name: layer dtype status differing % max_ulp mean_ulp max|diff| ulp@max
+ */
 static const int colw[] = {5, 6, 9, 8, 6, 7, 7, 9, 7};
 #define NCOL (sizeof colw / sizeof colw[0])
 
@@ -156,15 +166,14 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
             strcpy(mad, "-");
             strcpy(uam, "-");
         }
-        fprintf(f, "%-*s %*s %-*s ", (int)wname, name, colw[0], layer, colw[1],
-                ulp_dtype_name(dt));
+        fprintf(f, "%-*s %*s %-*s ", (int)wname, name, colw[0], layer, colw[1], ulp_dtype_name(dt));
         if (color)
             fprintf(f, "%s%-*s\033[0m ", status_color(row->status), colw[2],
                     short_status(row->status));
         else
             fprintf(f, "%-*s ", colw[2], short_status(row->status));
-        fprintf(f, "%*s %*s %*s %*s %*s %*s\n", colw[3], diff, colw[4], pct, colw[5], mu,
-                colw[6], mean, colw[7], mad, colw[8], uam);
+        fprintf(f, "%*s %*s %*s %*s %*s %*s\n", colw[3], diff, colw[4], pct, colw[5], mu, colw[6],
+                mean, colw[7], mad, colw[8], uam);
     }
     /*
      * Details a column cannot hold: NaN/inf mismatches row by row (each one

@@ -61,8 +61,7 @@ static int same_kernel(const ulp_diff_kernel *x, const ulp_diff_kernel *y)
            memcmp(x->block, y->block, sizeof x->block) == 0;
 }
 
-static void summary_kernels(const ulp_diff_row *row, FILE *f, const char *bullet,
-                            const char *code)
+static void summary_kernels(const ulp_diff_row *row, FILE *f, const char *bullet, const char *code)
 {
     char name[300], ka[600], kb[600];
     if (!row->has_kernels_a && !row->has_kernels_b)
@@ -97,8 +96,7 @@ static void summary_kernels(const ulp_diff_row *row, FILE *f, const char *bullet
             row->n_kernels_a, row->n_kernels_b, n);
 }
 
-static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet,
-                           const char *code)
+static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
 {
     const ulp_diff_ladder *l = &r->ladder;
     char tail[400];
@@ -107,8 +105,7 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
     } else if (r->has_first_divergence) {
         char name[300];
         fmt_row_name(name, sizeof name, &r->rows[r->first_divergence]);
-        snprintf(tail, sizeof tail, "NOT invariant, first divergence at %s%s%s", code, name,
-                 code);
+        snprintf(tail, sizeof tail, "NOT invariant, first divergence at %s%s%s", code, name, code);
     } else {
         snprintf(tail, sizeof tail, "NOT invariant: the runs captured different tensors");
     }
@@ -139,8 +136,8 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
     fprintf(f, "): %s\n", tail);
 }
 
-static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet,
-                           const char *code, size_t max_flips)
+static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code,
+                           size_t max_flips)
 {
     char b1[40], b2[40], b3[40], b4[40], b5[40], b6[40];
     /* Sub-items: a nested list item in Markdown, an indent on the terminal. */

@@ -33,7 +33,7 @@
  * near 1032:1) stores that much, and a diff would stream terabytes of fill
  * value out of a few kilobytes of unallocated or sparse storage.
  */
-#define MDC_BYTES ((size_t)1 << 20) /* HDF5 metadata cache (ulp__h5_fapl_fixed_cache) */
+#define MDC_BYTES          ((size_t)1 << 20) /* HDF5 metadata cache (ulp__h5_fapl_fixed_cache) */
 #define MAX_EXPANSION      ((uint64_t)4096)
 #define MAX_DECLARED_SLACK ((uint64_t)64 << 20)
 
@@ -1025,8 +1025,8 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
     }
     if (st == ULP_OK && left[0] != '\0') {
         char msg[4 * ULP_ERROR_MSG_MAX];
-        snprintf(msg, sizeof msg, "%s%s", s->warning != NULL ? s->warning
-                                          : "its writer did not close it (killed?)", left);
+        snprintf(msg, sizeof msg, "%s%s",
+                 s->warning != NULL ? s->warning : "its writer did not close it (killed?)", left);
         if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
             st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     }

@@ -28,7 +28,7 @@
 #include "common/journal.h"
 #include "snapshot_priv.h"
 
-#define VLEN_BYTES 16 /* a variable-length element in the file */
+#define VLEN_BYTES  16 /* a variable-length element in the file */
 #define GCOL_HEADER 16
 #define GOBJ_HEADER 16
 
@@ -63,7 +63,7 @@ static int collection_ok(const ulp_snapshot *s, uint64_t addr)
             break; /* too small for an object: free space, as HDF5 reads it */
         uint64_t idx = le(c + p, 2), osize = le(c + p + 8, 8);
         /* The free space (index 0) counts its header in its size. */
-        uint64_t need = idx == 0 ? osize
+        uint64_t need = idx == 0       ? osize
                         : osize > size ? UINT64_MAX
                                        : GOBJ_HEADER + ((osize + 7) & ~(uint64_t)7);
         /* A size of 0 is where HDF5 loops; one past the end is damage too. */

@@ -132,8 +132,8 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
         }
         ulp__journal_record r;
         memcpy(rec, fixed, sizeof fixed);
-        if (ulp__journal_pread(s->fd, rec + sizeof fixed, len - sizeof fixed,
-                               pos + sizeof fixed) < 0 ||
+        if (ulp__journal_pread(s->fd, rec + sizeof fixed, len - sizeof fixed, pos + sizeof fixed) <
+                0 ||
             ulp__journal_record_decode(rec, (size_t)(end - pos), &r) != len)
             break;
         /* A chain that returns to a block is caught below; one through many

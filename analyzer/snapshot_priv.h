@@ -34,9 +34,9 @@ typedef struct ulp__h5_reader {
 struct ulp_snapshot {
     char *path;
     hid_t file;
-    int fd;             /* for pread(2) of contiguous datasets    */
-    ulp__h5_reader *h5; /* serializes the H5Dread path            */
-    uint64_t file_size; /* bytes, at open                         */
+    int fd;                   /* for pread(2) of contiguous datasets    */
+    ulp__h5_reader *h5;       /* serializes the H5Dread path            */
+    uint64_t file_size;       /* bytes, at open                         */
     const unsigned char *map; /* read-only mapping of the whole file, or NULL */
 
     char *label;

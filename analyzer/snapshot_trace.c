@@ -3,8 +3,8 @@
  * rows.  Fields are matched by name through a memory compound type, so a
  * writer may add fields or order them differently; absent fields read as 0.
  */
-#include <stddef.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -79,9 +79,8 @@ static hssize_t length_1d(hid_t d)
  * *type and *n are the caller's to close; *d < 0 when the file has no such
  * dataset.  On error nothing is left open.
  */
-static ulp_status open_table(ulp_snapshot *s, const char *path, H5T_class_t cls,
-                             const char *kind, size_t row_bytes, hid_t *d, hid_t *type,
-                             hssize_t *n, ulp_error *err)
+static ulp_status open_table(ulp_snapshot *s, const char *path, H5T_class_t cls, const char *kind,
+                             size_t row_bytes, hid_t *d, hid_t *type, hssize_t *n, ulp_error *err)
 {
     ulp_status st = ULP_OK;
     *d = *type = -1;
@@ -121,8 +120,7 @@ static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
     ulp_status st = ULP_OK;
     hssize_t n;
     /* A variable-length string takes at least 16 bytes in the file. */
-    st = open_table(s, "/trace/names", H5T_STRING, "1-D array of strings", 16, &d, &type, &n,
-                    err);
+    st = open_table(s, "/trace/names", H5T_STRING, "1-D array of strings", 16, &d, &type, &n, err);
     if (st != ULP_OK || d < 0)
         return st;
     s->kernel_names = calloc(n ? (size_t)n : 1, sizeof *s->kernel_names);

@@ -87,11 +87,21 @@ ulp_status ulp__output_expand(const char *pattern, const ulp__expand_vars *v, ch
         } else {
             const char *s = NULL;
             switch (p[1]) {
-            case 'p': s = v != NULL ? v->pid : NULL; break;
-            case 'r': s = v != NULL ? v->rank : NULL; break;
-            case 'h': s = v != NULL ? v->host : NULL; break;
-            case 'l': s = v != NULL ? v->label : NULL; break;
-            case '%': s = "%"; break;
+            case 'p':
+                s = v != NULL ? v->pid : NULL;
+                break;
+            case 'r':
+                s = v != NULL ? v->rank : NULL;
+                break;
+            case 'h':
+                s = v != NULL ? v->host : NULL;
+                break;
+            case 'l':
+                s = v != NULL ? v->label : NULL;
+                break;
+            case '%':
+                s = "%";
+                break;
             case '\0':
                 out[0] = '\0'; /* no partial path on error, as for ULP_ERANGE */
                 return ulp__error(err, ULP_EINVAL, "output path '%s' ends with a lone '%%'",
@@ -125,7 +135,7 @@ ulp_status ulp__output_expand(const char *pattern, const ulp__expand_vars *v, ch
 typedef struct field {
     char *buf;
     size_t len, cap;
-    size_t keep;      /* length up to the last character that is not trimmed */
+    size_t keep; /* length up to the last character that is not trimmed */
 } field;
 
 static int field_push(field *f, char c, int escaped)
@@ -166,8 +176,8 @@ ulp_status ulp__attr_parse(const char *spec, ulp__kvlist *out, ulp_error *err)
         return ULP_OK;
     field key = {0}, value = {0};
     ulp_status st = ULP_OK;
-    int in_value = 0;     /* past this item's '='                       */
-    int item_chars = 0;   /* the item holds something besides blanks     */
+    int in_value = 0;   /* past this item's '='                       */
+    int item_chars = 0; /* the item holds something besides blanks     */
     const char *item_start = spec;
     for (const char *p = spec;; p++) {
         char c = *p;

@@ -36,10 +36,10 @@ const char *ulp__kvlist_get(const ulp__kvlist *l, const char *key);
 
 /* What the % expansions of ULPPROF_OUTPUT stand for; NULL expands to "". */
 typedef struct ulp__expand_vars {
-    const char *pid;     /* %p */
-    const char *rank;    /* %r */
-    const char *host;    /* %h */
-    const char *label;   /* %l */
+    const char *pid;   /* %p */
+    const char *rank;  /* %r */
+    const char *host;  /* %h */
+    const char *label; /* %l */
 } ulp__expand_vars;
 
 /*

@@ -16,10 +16,10 @@
 #include "session.h"
 
 typedef enum state {
-    STATE_UNTRIED = 0,  /* nothing opened yet: the first capture tries the environment */
-    STATE_OPEN,         /* g_session is live                                            */
-    STATE_OFF,          /* opening failed or was disabled: g_status says which           */
-    STATE_CLOSED        /* closed by ulp_capture_close() or at exit                      */
+    STATE_UNTRIED = 0, /* nothing opened yet: the first capture tries the environment */
+    STATE_OPEN,        /* g_session is live                                            */
+    STATE_OFF,         /* opening failed or was disabled: g_status says which           */
+    STATE_CLOSED       /* closed by ulp_capture_close() or at exit                      */
 } state;
 
 static pthread_rwlock_t g_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -27,7 +27,7 @@ static state g_state = STATE_UNTRIED;
 static ulp_session *g_session;
 static ulp_status g_status = ULP_OK;
 static pthread_once_t g_atexit_once = PTHREAD_ONCE_INIT;
-static ulp_session *g_forked;  /* a fork child's dead copy, kept reachable */
+static ulp_session *g_forked; /* a fork child's dead copy, kept reachable */
 
 /*
  * In a fork child the default session is the parent's (session.c turns the
@@ -126,8 +126,10 @@ ulp_status ulp_capture_open(const char *path, const char *label)
     pthread_rwlock_wrlock(&g_lock);
     ulp_status st;
     if (g_state == STATE_OPEN) {
-        fprintf(stderr, "ulpprof: cannot open the default capture session: '%s' is open; "
-                        "close it first\n", ulp_session_path(g_session));
+        fprintf(stderr,
+                "ulpprof: cannot open the default capture session: '%s' is open; "
+                "close it first\n",
+                ulp_session_path(g_session));
         st = ULP_EINVAL;
     } else {
         st = open_locked(&opts);

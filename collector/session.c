@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +20,8 @@
 /* --- small public helpers ------------------------------------------------------ */
 
 static const char *const role_names[ULP_ROLE_COUNT] = {
-    [ULP_ROLE_ACTIVATION] = "activation", [ULP_ROLE_LOGITS] = "logits",
-    [ULP_ROLE_KV] = "kv",                 [ULP_ROLE_INPUT] = "input",
-    [ULP_ROLE_WEIGHT] = "weight",
+    [ULP_ROLE_ACTIVATION] = "activation", [ULP_ROLE_LOGITS] = "logits", [ULP_ROLE_KV] = "kv",
+    [ULP_ROLE_INPUT] = "input",           [ULP_ROLE_WEIGHT] = "weight",
 };
 
 const char *ulp_role_name(ulp_role role)
@@ -80,24 +79,24 @@ ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_
 /* --- the queue -------------------------------------------------------------------- */
 
 typedef enum item_kind {
-    ITEM_CAPTURE,     /* bytes copied into the item                       */
-    ITEM_DEFERRED,    /* bytes in a producer's buffer, valid after ready() */
-    ITEM_ATTR,        /* a /run or /env attribute                          */
-    ITEM_KERNELS      /* a batch of /trace/kernels rows                    */
+    ITEM_CAPTURE,  /* bytes copied into the item                       */
+    ITEM_DEFERRED, /* bytes in a producer's buffer, valid after ready() */
+    ITEM_ATTR,     /* a /run or /env attribute                          */
+    ITEM_KERNELS   /* a batch of /trace/kernels rows                    */
 } item_kind;
 
 typedef struct item {
     struct item *next;
     item_kind kind;
-    size_t charge;                      /* bytes counted against the bound */
-    size_t cap;                         /* bytes allocated for the item    */
+    size_t charge; /* bytes counted against the bound */
+    size_t cap;    /* bytes allocated for the item    */
 
     /* ITEM_CAPTURE, ITEM_DEFERRED */
-    ulp_capture_desc desc;              /* name and shape point inside     */
+    ulp_capture_desc desc; /* name and shape point inside     */
     int64_t shape[ULP_MAX_RANK];
     const void *data;
     size_t nbytes;
-    void *buf;                          /* ITEM_DEFERRED                   */
+    void *buf; /* ITEM_DEFERRED                   */
     int (*ready)(void *ctx);
     void (*release)(void *ctx, void *buf);
     void *ctx;
@@ -114,41 +113,41 @@ typedef struct item {
 
 struct ulp_session {
     char *path;
-    ulp__writer *writer;                /* touched by the writer thread only */
+    ulp__writer *writer; /* touched by the writer thread only */
     pthread_t thread;
-    size_t bound;                       /* bytes                            */
+    size_t bound; /* bytes                            */
 
-    pthread_mutex_t mu;                 /* guards everything below          */
-    pthread_cond_t room;                /* admission: bytes freed / ticket   */
-    pthread_cond_t work;                /* writer: an item or close          */
-    pthread_cond_t done;                /* flushers: items completed         */
+    pthread_mutex_t mu;  /* guards everything below          */
+    pthread_cond_t room; /* admission: bytes freed / ticket   */
+    pthread_cond_t work; /* writer: an item or close          */
+    pthread_cond_t done; /* flushers: items completed         */
     item *head, *tail;
-    size_t held;                        /* bytes charged to admitted items   */
+    size_t held; /* bytes charged to admitted items   */
     uint64_t ticket_next, ticket_serving;
-    uint64_t appended, completed;       /* items queued / written or dropped */
-    unsigned pending;                   /* admitted, not yet appended        */
+    uint64_t appended, completed; /* items queued / written or dropped */
+    unsigned pending;             /* admitted, not yet appended        */
     int closing;
-    int failed;                         /* a write error: refuse requests    */
-    ulp_status fail_status;             /* ... with this status (EIO, ENOSPC) */
+    int failed;             /* a write error: refuse requests    */
+    ulp_status fail_status; /* ... with this status (EIO, ENOSPC) */
     int drop_reported;
     ulp_status first_error;
     int has_step;
     int64_t step;
-    item *spares;                       /* staging blocks kept for reuse     */
+    item *spares; /* staging blocks kept for reuse     */
     size_t spare_bytes;
     unsigned spare_count;
 
     /* Opening and closing, done by the writer thread (see writer_main). */
-    const struct open_args *open;       /* set while ulp_session_open waits  */
-    int opened;                         /* the thread finished opening       */
+    const struct open_args *open; /* set while ulp_session_open waits  */
+    int opened;                   /* the thread finished opening       */
     ulp_status open_status;
     ulp_status close_status;
     char close_msg[ULP_ERROR_MSG_MAX];
 
     /* Fork handling (g_registry_mu). */
     struct ulp_session *registry_next;
-    int fd;                             /* HDF5's descriptor of the file     */
-    int forked;                         /* this is a fork child's dead copy  */
+    int fd;     /* HDF5's descriptor of the file     */
+    int forked; /* this is a fork child's dead copy  */
 };
 
 /* --- fork --------------------------------------------------------------------------
@@ -221,8 +220,10 @@ static ulp_status forked_refusal(void)
     static int said;
     if (!said) {
         said = 1;
-        fprintf(stderr, "ulpprof: capture is off in process %ld, forked from a capturing "
-                        "process: open a new session there\n", (long)getpid());
+        fprintf(stderr,
+                "ulpprof: capture is off in process %ld, forked from a capturing "
+                "process: open a new session there\n",
+                (long)getpid());
     }
     return ULP_ECLOSED;
 }
@@ -233,7 +234,7 @@ static ulp_status forked_refusal(void)
  * the bound: fresh memory costs a page fault per 4 KiB (several times a
  * memcpy of the same bytes), memory used before costs nothing.
  */
-#define POOL_MIN ((size_t)64 << 10)
+#define POOL_MIN        ((size_t)64 << 10)
 #define POOL_MAX_BLOCKS 64
 
 static int64_t now_unix_ns(void)
@@ -364,8 +365,7 @@ typedef void (*item_builder)(item *mem, void *arg);
  * builds the item outside the lock -- so that threads copy in parallel --
  * and appends it.
  */
-static ulp_status enqueue(ulp_session *s, size_t charge, size_t size, item_builder build,
-                          void *arg)
+static ulp_status enqueue(ulp_session *s, size_t charge, size_t size, item_builder build, void *arg)
 {
     item *evict = NULL, *it = NULL;
     if (s->forked)
@@ -459,8 +459,8 @@ static ulp_status open_file(ulp_session *s, const open_args *a)
     ulp__writer *w = NULL;
     pthread_mutex_lock(&g_registry_mu);
     pthread_mutex_lock(&g_h5_mu);
-    ulp_status st = ulp__writer_create(s->path, a->label, a->writer_name, now_unix_ns(), &w,
-                                       a->err);
+    ulp_status st =
+        ulp__writer_create(s->path, a->label, a->writer_name, now_unix_ns(), &w, a->err);
     if (st == ULP_OK)
         st = write_groups(w, a->run, a->env, a->err);
     if (st == ULP_OK) {
@@ -531,13 +531,11 @@ static void drain(ulp_session *s)
         ulp_status st = ULP_OK;
         int fatal = 0;
         if (!failed) {
-            if (it->kind == ITEM_DEFERRED && it->ready != NULL &&
-                it->ready(it->ctx) != 0) {
+            if (it->kind == ITEM_DEFERRED && it->ready != NULL && it->ready(it->ctx) != 0) {
                 /* The producer could not deliver the bytes: drop this
                  * capture, keep the file and the session. */
                 it->ready = NULL;
-                st = ulp__error(&err, ULP_EIO,
-                                "capture '%s' dropped: its bytes never became ready",
+                st = ulp__error(&err, ULP_EIO, "capture '%s' dropped: its bytes never became ready",
                                 it->desc.name);
             } else {
                 it->ready = NULL;
@@ -598,10 +596,10 @@ static ulp_status parse_queue_mb(const char *text, size_t *bytes, ulp_error *err
     char *end = NULL;
     errno = 0;
     unsigned long long mb = strtoull(text, &end, 10);
-    if (text[0] < '0' || text[0] > '9' || end == text || *end != '\0' || errno != 0 ||
-        mb == 0 || mb > (SIZE_MAX >> 20))
-        return ulp__error(err, ULP_EINVAL,
-                          "ULPPROF_QUEUE_MB='%s' is not a positive number of MiB", text);
+    if (text[0] < '0' || text[0] > '9' || end == text || *end != '\0' || errno != 0 || mb == 0 ||
+        mb > (SIZE_MAX >> 20))
+        return ulp__error(err, ULP_EINVAL, "ULPPROF_QUEUE_MB='%s' is not a positive number of MiB",
+                          text);
     *bytes = (size_t)mb << 20;
     return ULP_OK;
 }
@@ -612,16 +610,13 @@ static ulp_status write_groups(ulp__writer *w, const ulp__kvlist *run, const ulp
 {
     ulp_status st = ULP_OK;
     for (size_t i = 0; st == ULP_OK && i < run->count; i++)
-        st = ulp__writer_set_attr(w, ULP__WRITER_RUN, run->items[i].key, run->items[i].value,
-                                  err);
+        st = ulp__writer_set_attr(w, ULP__WRITER_RUN, run->items[i].key, run->items[i].value, err);
     for (size_t i = 0; st == ULP_OK && i < env->count; i++)
-        st = ulp__writer_set_attr(w, ULP__WRITER_ENV, env->items[i].key, env->items[i].value,
-                                  err);
+        st = ulp__writer_set_attr(w, ULP__WRITER_ENV, env->items[i].key, env->items[i].value, err);
     return st;
 }
 
-static ulp_status session_open(const ulp_session_options *opts, ulp_session **out,
-                               ulp_error *err)
+static ulp_status session_open(const ulp_session_options *opts, ulp_session **out, ulp_error *err)
 {
     ulp_session_options defaults;
     if (opts == NULL) {
@@ -901,8 +896,8 @@ static ulp_status set_attr(ulp_session *s, ulp__writer_group group, const char *
     attr_arg a = {group, key, value};
     size_t text = strlen(key) + strlen(value) + 2;
     return refused_by_queue(
-        s, enqueue(s, ULP__SESSION_ITEM_OVERHEAD + text, sizeof(item) + text, build_attr, &a),
-        what, key);
+        s, enqueue(s, ULP__SESSION_ITEM_OVERHEAD + text, sizeof(item) + text, build_attr, &a), what,
+        key);
 }
 
 ulp_status ulp_session_set_run(ulp_session *s, const char *key, const char *value)
@@ -930,8 +925,10 @@ static ulp_status desc_check(const ulp_capture_desc *d, size_t *nbytes, char *wh
         return ULP_EINVAL;
     }
     if (!ulp__capture_name_ok(d->name)) {
-        snprintf(why, n, "capture name '%.200s' is empty, '.', '..', holds '/' or a control "
-                         "character, or is not UTF-8", d->name);
+        snprintf(why, n,
+                 "capture name '%.200s' is empty, '.', '..', holds '/' or a control "
+                 "character, or is not UTF-8",
+                 d->name);
         return ULP_EINVAL;
     }
     size_t esize = ulp_dtype_size(d->dtype);
@@ -955,8 +952,8 @@ static ulp_status desc_check(const ulp_capture_desc *d, size_t *nbytes, char *wh
     uint64_t elements = 1;
     for (int i = 0; i < d->ndim; i++) {
         if (d->shape[i] < 0) {
-            snprintf(why, n, "capture '%.200s': extent %" PRId64 " of axis %d is negative",
-                     d->name, d->shape[i], i);
+            snprintf(why, n, "capture '%.200s': extent %" PRId64 " of axis %d is negative", d->name,
+                     d->shape[i], i);
             return ULP_EINVAL;
         }
         uint64_t e = (uint64_t)d->shape[i];
@@ -968,8 +965,7 @@ static ulp_status desc_check(const ulp_capture_desc *d, size_t *nbytes, char *wh
     }
     /* The charge adds an overhead, so keep clear of SIZE_MAX. */
     if (elements > (SIZE_MAX / 2) / esize) {
-        snprintf(why, n, "capture '%.200s': %" PRIu64 " elements are too many", d->name,
-                 elements);
+        snprintf(why, n, "capture '%.200s': %" PRIu64 " elements are too many", d->name, elements);
         return ULP_EINVAL;
     }
     *nbytes = (size_t)elements * esize;
@@ -1057,11 +1053,10 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
     if (desc_check(d, &nbytes, why, sizeof(why)) != ULP_OK)
         return refuse(ULP_EINVAL, "%s", why);
     if (nbytes > 0 && d->data == NULL)
-        return refuse(ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name,
-                      nbytes);
+        return refuse(ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name, nbytes);
     capture_arg a = {s, d, nbytes, ITEM_CAPTURE, NULL, NULL, NULL, NULL};
-    ulp_status st = enqueue(s, capture_charge(capture_size(&a)), capture_size(&a),
-                            build_capture, &a);
+    ulp_status st =
+        enqueue(s, capture_charge(capture_size(&a)), capture_size(&a), build_capture, &a);
     return refused_by_queue(s, st, "capture", d->name);
 }
 
@@ -1077,15 +1072,13 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
     } else if (desc_check(d, &want, why, sizeof(why)) != ULP_OK) {
         st = refuse(ULP_EINVAL, "%s", why);
     } else if (want != nbytes) {
-        st = refuse(ULP_EINVAL, "capture '%.200s': %zu bytes given, the shape needs %zu",
-                    d->name, nbytes, want);
+        st = refuse(ULP_EINVAL, "capture '%.200s': %zu bytes given, the shape needs %zu", d->name,
+                    nbytes, want);
     } else if (nbytes > 0 && buf == NULL) {
-        st = refuse(ULP_EINVAL, "capture '%.200s': NULL buffer for %zu bytes", d->name,
-                    nbytes);
+        st = refuse(ULP_EINVAL, "capture '%.200s': NULL buffer for %zu bytes", d->name, nbytes);
     } else {
         capture_arg a = {s, d, nbytes, ITEM_DEFERRED, buf, ready, release, ctx};
-        st = enqueue(s, capture_charge(capture_size(&a)), capture_size(&a), build_capture,
-                     &a);
+        st = enqueue(s, capture_charge(capture_size(&a)), capture_size(&a), build_capture, &a);
         if (st == ULP_OK)
             return ULP_OK;
         refused_by_queue(s, st, "capture", d->name);
@@ -1113,8 +1106,7 @@ static size_t kernels_rows_off(void)
 
 static size_t kernels_size(const kernels_arg *a)
 {
-    return kernels_rows_off() + a->n * (sizeof(ulp__kernel_row) + sizeof(char *)) +
-           a->names_bytes;
+    return kernels_rows_off() + a->n * (sizeof(ulp__kernel_row) + sizeof(char *)) + a->names_bytes;
 }
 
 static void build_kernels(item *it, void *arg)
@@ -1153,9 +1145,8 @@ ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *row
     kernels_arg a = {rows, names, n, 0};
     for (size_t i = 0; i < n; i++)
         a.names_bytes += (names[i] != NULL ? strlen(names[i]) : 0) + 1;
-    size_t charge = ULP__SESSION_ITEM_OVERHEAD + n * (sizeof(ulp__kernel_row) + sizeof(char *)) +
-                    a.names_bytes;
+    size_t charge =
+        ULP__SESSION_ITEM_OVERHEAD + n * (sizeof(ulp__kernel_row) + sizeof(char *)) + a.names_bytes;
     return refused_by_queue(s, enqueue(s, charge, kernels_size(&a), build_kernels, &a),
-                            "kernel batch starting with",
-                            names[0] != NULL ? names[0] : "");
+                            "kernel batch starting with", names[0] != NULL ? names[0] : "");
 }

@@ -11,7 +11,7 @@
 #include "common/error.h"
 #include "common/h5types.h"
 #include "common/journal.h"
-#include "strmap.h"
+#include "common/strmap.h"
 #include "writer.h"
 
 /* Rows per chunk of the extendible /trace datasets: 80 KiB of kernel rows. */
@@ -33,11 +33,11 @@
  * kills at every write: all plain kills pass; one torn write (half of a
  * write reaching the disk) out of 110 still loses /captures.
  */
-#define SYM_LEAF_K 64
-#define META_BLOCK_BYTES ((hsize_t)32 << 10)
-#define MDC_BYTES ((size_t)256 << 10) /* metadata cache bound, see ulp__writer_create */
+#define SYM_LEAF_K         64
+#define META_BLOCK_BYTES   ((hsize_t)32 << 10)
+#define MDC_BYTES          ((size_t)256 << 10) /* metadata cache bound, see ulp__writer_create */
 #define CAPTURES_HEAP_HINT 8192
-#define GROUP_HEAP_HINT 1024
+#define GROUP_HEAP_HINT    1024
 
 /*
  * The capture journal (common/journal.h): a 4 KiB first block (80 captures
@@ -46,37 +46,37 @@
  * A block keeps room for the record that points to the next one.
  */
 #define JOURNAL_FIRST_BYTES ((uint64_t)4 << 10)
-#define JOURNAL_MAX_BYTES ((uint64_t)1 << 20)
-#define JOURNAL_END_BYTES 8 /* the zero length written after every record */
-#define JOURNAL_RESERVE (ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES)
+#define JOURNAL_MAX_BYTES   ((uint64_t)1 << 20)
+#define JOURNAL_END_BYTES   8 /* the zero length written after every record */
+#define JOURNAL_RESERVE     (ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES)
 
 struct ulp__writer {
     char *path;
     hid_t file;
-    hid_t groups[2];                     /* /run, /env                         */
-    hid_t captures;                      /* /captures                          */
-    hid_t lcpl;                          /* links named in non-ASCII UTF-8     */
-    hid_t dcpl;                          /* contiguous, never filled           */
-    hid_t gcpl;                          /* capture groups: heap pre-sized     */
-    hid_t types[ULP_DTYPE_COUNT];        /* file (= memory) type per dtype     */
+    hid_t groups[2];              /* /run, /env                         */
+    hid_t captures;               /* /captures                          */
+    hid_t lcpl;                   /* links named in non-ASCII UTF-8     */
+    hid_t dcpl;                   /* contiguous, never filled           */
+    hid_t gcpl;                   /* capture groups: heap pre-sized     */
+    hid_t types[ULP_DTYPE_COUNT]; /* file (= memory) type per dtype     */
     int64_t next_seq;
-    ulp__strmap occurrences;             /* capture name -> next occurrence    */
+    ulp__strmap occurrences; /* capture name -> next occurrence    */
 
     /* /trace, created at the first kernel batch. */
     hid_t trace, names_ds, kernels_ds, str_type, row_mtype, row_ftype;
-    ulp__strmap name_ids;                /* kernel name -> row of /trace/names */
+    ulp__strmap name_ids; /* kernel name -> row of /trace/names */
     uint64_t name_count;
     uint64_t kernel_count;
-    int trace_broken;                    /* a batch failed half-way            */
+    int trace_broken; /* a batch failed half-way            */
 
     /* The capture journal; blocks after /journal are anonymous datasets,
      * held open (an unlinked dataset is freed when it is closed). */
-    int fd;                              /* HDF5's descriptor of the file      */
-    uint64_t jfirst;                     /* file offset of /journal            */
-    uint64_t jblock;                     /* file offset of the current block   */
-    uint64_t jbytes;                     /* its size                           */
-    uint64_t jused;                      /* bytes of it in use, header counted */
-    hid_t *jextra;                       /* the later blocks                   */
+    int fd;          /* HDF5's descriptor of the file      */
+    uint64_t jfirst; /* file offset of /journal            */
+    uint64_t jblock; /* file offset of the current block   */
+    uint64_t jbytes; /* its size                           */
+    uint64_t jused;  /* bytes of it in use, header counted */
+    hid_t *jextra;   /* the later blocks                   */
     size_t njextra;
 };
 
@@ -243,10 +243,9 @@ static hid_t journal_block_create(ulp__writer *w, uint64_t bytes, const char *li
     if (space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
         H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
         H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0)
-        ds = link_name != NULL
-                 ? H5Dcreate2(w->file, link_name, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
-                              H5P_DEFAULT)
-                 : H5Dcreate_anon(w->file, H5T_STD_U8LE, space, dcpl, H5P_DEFAULT);
+        ds = link_name != NULL ? H5Dcreate2(w->file, link_name, H5T_STD_U8LE, space, H5P_DEFAULT,
+                                            dcpl, H5P_DEFAULT)
+                               : H5Dcreate_anon(w->file, H5T_STD_U8LE, space, dcpl, H5P_DEFAULT);
     if (dcpl >= 0)
         H5Pclose(dcpl);
     if (space >= 0)
@@ -315,17 +314,16 @@ static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, u
             return st;
         /* Records go to the new block only once the old one leads there. */
         unsigned char next[ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES] = {0};
-        ulp__journal_record nr = {.kind = ULP__JOURNAL_NEXT,
-                                  .occurrence = (int64_t)bytes,
-                                  .addr = off};
+        ulp__journal_record nr = {
+            .kind = ULP__JOURNAL_NEXT, .occurrence = (int64_t)bytes, .addr = off};
         ulp__journal_record_encode(next, &nr);
         if (ulp__journal_pwrite(fd, next, sizeof next, w->jblock + w->jused) < 0)
             return journal_io_fail(err, w);
         journal_use(w, off, bytes);
     }
     unsigned char small[256];
-    unsigned char *buf = len + JOURNAL_END_BYTES <= sizeof small ? small
-                                                                 : malloc(len + JOURNAL_END_BYTES);
+    unsigned char *buf =
+        len + JOURNAL_END_BYTES <= sizeof small ? small : malloc(len + JOURNAL_END_BYTES);
     if (buf == NULL)
         return ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", w->path);
     ulp__journal_record_encode(buf, r);
@@ -525,8 +523,7 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     quiet_begin(&q);
     uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;
     /* The same file for the closed mark, even if the path now names another. */
-    int mark_fd = w->file >= 0 && jfirst > 0 && w->fd >= 0 ? fcntl(w->fd, F_DUPFD_CLOEXEC, 0)
-                                                              : -1;
+    int mark_fd = w->file >= 0 && jfirst > 0 && w->fd >= 0 ? fcntl(w->fd, F_DUPFD_CLOEXEC, 0) : -1;
     hid_t file = w->file;
     w->file = H5I_INVALID_HID;
     char *path = w->path;
@@ -570,15 +567,16 @@ ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err)
 ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
                                 const char *value, ulp_error *err)
 {
-    if ((group != ULP__WRITER_RUN && group != ULP__WRITER_ENV) || key == NULL ||
-        key[0] == '\0' || value == NULL)
+    if ((group != ULP__WRITER_RUN && group != ULP__WRITER_ENV) || key == NULL || key[0] == '\0' ||
+        value == NULL)
         return ulp__error(err, ULP_EINVAL, "writer: invalid attribute");
     quiet q;
     quiet_begin(&q);
     ulp_status st = ULP_OK;
     if (ulp__h5_attr_write_str(w->groups[group], key, value) < 0)
-        st = h5_fail(err, w, group == ULP__WRITER_RUN ? "write a /run attribute"
-                                                       : "write an /env attribute");
+        st = h5_fail(err, w,
+                     group == ULP__WRITER_RUN ? "write a /run attribute"
+                                              : "write an /env attribute");
     else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
         st = h5_fail(err, w, "flush");
     quiet_end(&q);
@@ -852,8 +850,7 @@ static int trace_open(ulp__writer *w)
     w->names_ds = extendible_1d(w->trace, "names", w->str_type, H5P_DEFAULT, 256);
     if (w->names_ds < 0)
         return -1;
-    w->kernels_ds = extendible_1d(w->trace, "kernels", w->row_ftype, H5P_DEFAULT,
-                                 TRACE_CHUNK_ROWS);
+    w->kernels_ds = extendible_1d(w->trace, "kernels", w->row_ftype, H5P_DEFAULT, TRACE_CHUNK_ROWS);
     return w->kernels_ds < 0 ? -1 : 0;
 }
 

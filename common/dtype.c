@@ -170,8 +170,7 @@ double ulp_dtype_to_double(ulp_dtype dtype, uint64_t bits)
         v = ldexp((double)man, 1 - d->bias - (int)d->man_bits);
         break;
     default:
-        v = ldexp((double)(man | ((uint64_t)1 << d->man_bits)),
-                  exp - d->bias - (int)d->man_bits);
+        v = ldexp((double)(man | ((uint64_t)1 << d->man_bits)), exp - d->bias - (int)d->man_bits);
         break;
     }
     return negative ? -v : v;

@@ -5,8 +5,7 @@
 
 #include "error.h"
 
-static ulp_status error_vset(ulp_error *err, ulp_status status, const char *fmt,
-                             va_list ap)
+static ulp_status error_vset(ulp_error *err, ulp_status status, const char *fmt, va_list ap)
 {
     if (err == NULL)
         return status;

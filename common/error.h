@@ -14,7 +14,6 @@
  * Sets `err` (may be NULL) to `status` with a printf-style message and
  * returns `status`, so that callers can write `return ulp__error(...)`.
  */
-ulp_status ulp__error(ulp_error *err, ulp_status status, const char *fmt, ...)
-    ULP__PRINTF(3, 4);
+ulp_status ulp__error(ulp_error *err, ulp_status status, const char *fmt, ...) ULP__PRINTF(3, 4);
 
 #endif /* ULPPROF_COMMON_ERROR_H */

@@ -6,8 +6,8 @@
 const char *ulp_status_str(ulp_status status)
 {
     switch (status) {
-#define ULP__STATUS_STR(name, code, msg)                                       \
-    case ULP_##name:                                                           \
+#define ULP__STATUS_STR(name, code, msg)                                                           \
+    case ULP_##name:                                                                               \
         return msg;
         ULP_STATUS_MAP(ULP__STATUS_STR)
 #undef ULP__STATUS_STR
@@ -18,8 +18,8 @@ const char *ulp_status_str(ulp_status status)
 const char *ulp_status_name(ulp_status status)
 {
     switch (status) {
-#define ULP__STATUS_NAME(name, code, msg)                                      \
-    case ULP_##name:                                                           \
+#define ULP__STATUS_NAME(name, code, msg)                                                          \
+    case ULP_##name:                                                                               \
         return "ULP_" #name;
         ULP_STATUS_MAP(ULP__STATUS_NAME)
 #undef ULP__STATUS_NAME

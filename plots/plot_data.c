@@ -211,7 +211,8 @@ ulp_status ulp__plot_write_amplification_dat(const ulp__plot_model *m, const cha
     }
     fprintf(f, "# x is the %s; one block per series (gnuplot 'index'), the logits last\n",
             m->by_layer ? "layer" : "capture's position in A's seq order");
-    fputs("# columns: x seq_a elements differing differing_fraction max_ulp max_abs_diff name\n", f);
+    fputs("# columns: x seq_a elements differing differing_fraction max_ulp max_abs_diff name\n",
+          f);
     for (size_t s = 0; s < m->n_series; s++) {
         const ulp__plot_series *ser = &m->series[s];
         fprintf(f, "%s# series %zu: ", s ? "\n\n" : "", s);
@@ -299,12 +300,14 @@ ulp_status ulp__plot_write_logits_dat(const ulp__plot_model *m, size_t li, const
     fputs("# capture: ", f);
     ulp__plot_dat_word(f, lg->name);
     fprintf(f, " occurrence %lld, %llu rows x %llu vocab, %llu argmax flips\n",
-            (long long)lg->occurrence, (unsigned long long)lg->rows,
-            (unsigned long long)lg->vocab, (unsigned long long)lg->argmax_flips);
+            (long long)lg->occurrence, (unsigned long long)lg->rows, (unsigned long long)lg->vocab,
+            (unsigned long long)lg->argmax_flips);
     fputs("# margin = top-1 minus top-2 logit of a row; min_margin = the smaller of A's and B's;\n"
-          "# max_perturbation = max |z_A - z_B| over the row\n", f);
+          "# max_perturbation = max |z_A - z_B| over the row\n",
+          f);
     fputs("# columns: row argmax_a argmax_b margin_a margin_b min_margin max_perturbation "
-          "flipped at_risk\n", f);
+          "flipped at_risk\n",
+          f);
     for (uint64_t i = 0; i < lg->rows; i++) {
         double ma = lg->margin_a[i], mb = lg->margin_b[i];
         double mn = isnan(ma) ? mb : isnan(mb) ? ma : (ma < mb ? ma : mb);

@@ -6,27 +6,27 @@
 
 #include "ulpprof/plot.h"
 
-#define ULP__PLOT_MAX_SERIES 8   /* curves drawn; the data file holds every series */
+#define ULP__PLOT_MAX_SERIES 8 /* curves drawn; the data file holds every series */
 
 /* Activation rows grouped into series ("model.layers.*.out"), x = layer. */
 typedef struct ulp__plot_series {
-    char key[256];              /* the name with the layer number replaced by '*'   */
+    char key[256]; /* the name with the layer number replaced by '*'   */
     size_t n;
-    size_t *rows;               /* indices into result->rows, by increasing x        */
+    size_t *rows; /* indices into result->rows, by increasing x        */
     double *x;
 } ulp__plot_series;
 
 typedef struct ulp__plot_model {
     const ulp_diff_result *r;
-    int by_layer;               /* 1: x is the layer; 0: x is the row's seq position */
+    int by_layer; /* 1: x is the layer; 0: x is the row's seq position */
     size_t n_series;
     ulp__plot_series *series;
-    double x_min, x_max;        /* over the series                                   */
-    double x_logits;            /* where the logits point sits (x_max + 1)           */
-    int any_differs;            /* some plotted activation or logits row differs     */
-    double x_first;             /* x of the first divergence, when it is plotted     */
+    double x_min, x_max; /* over the series                                   */
+    double x_logits;     /* where the logits point sits (x_max + 1)           */
+    int any_differs;     /* some plotted activation or logits row differs     */
+    double x_first;      /* x of the first divergence, when it is plotted     */
     int has_first;
-    int max_bin;                /* highest non-empty ULP histogram bin (>= 1)        */
+    int max_bin; /* highest non-empty ULP histogram bin (>= 1)        */
 } ulp__plot_model;
 
 ulp_status ulp__plot_model_build(const ulp_diff_result *r, ulp__plot_model *m, ulp_error *err);

@@ -84,8 +84,7 @@ static void error_line(const char *log, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)n, pick);
 }
 
-static ulp_status run_gnuplot(const char *prog, const char *dir, const char *script,
-                              ulp_error *err)
+static ulp_status run_gnuplot(const char *prog, const char *dir, const char *script, ulp_error *err)
 {
     int pipefd[2];
     if (pipe(pipefd) != 0)

@@ -165,7 +165,8 @@ static void amp_panel(FILE *f, const ulp__plot_model *m, const char *dat, int co
 {
     const ulp_diff_result *r = m->r;
     fprintf(f, "  set ylabel '%s'\n", ylabel);
-    fprintf(f, "  set xlabel %s\n", bottom ? (m->by_layer ? "'layer'" : "'capture (seq order)'") : "''");
+    fprintf(f, "  set xlabel %s\n",
+            bottom ? (m->by_layer ? "'layer'" : "'capture (seq order)'") : "''");
     if (!any_positive(m, abs_col)) {
         fputs("  set yrange [1e-6:1]\n", f);
         fprintf(f, "  set label 10 '%s' at graph 0.5, graph 0.5 center\n",
@@ -177,15 +178,17 @@ static void amp_panel(FILE *f, const ulp__plot_model *m, const char *dat, int co
     fputs("  plot \\\n", f);
     int first = 1;
     for (size_t s = 0; s < m->n_series && s < ULP__PLOT_MAX_SERIES; s++) {
-        fprintf(f, "%s    '%s' index %zu using 1:($%d > 0 ? $%d : 1/0) with linespoints lw 2 pt 7 "
-                   "ps 0.9 lc rgb '%s' title ",
+        fprintf(f,
+                "%s    '%s' index %zu using 1:($%d > 0 ? $%d : 1/0) with linespoints lw 2 pt 7 "
+                "ps 0.9 lc rgb '%s' title ",
                 first ? "" : ", \\\n", dat, s, col, col, palette[s]);
         ulp__plot_gp_string(f, m->series[s].key);
         first = 0;
     }
     for (size_t l = 0; l < r->n_logits; l++) {
-        fprintf(f, "%s    '%s' index %zu using 1:($%d > 0 ? $%d : 1/0) with points pt 13 ps 2.2 "
-                   "lc rgb '#000000' title ",
+        fprintf(f,
+                "%s    '%s' index %zu using 1:($%d > 0 ? $%d : 1/0) with points pt 13 ps 2.2 "
+                "lc rgb '#000000' title ",
                 first ? "" : ", \\\n", dat, m->n_series + l, col, col);
         ulp__plot_gp_string(f, r->logits[l].name);
         first = 0;
@@ -209,7 +212,8 @@ ulp_status ulp__plot_write_amplification_gp(const ulp__plot_model *m, const char
           "  set logscale y\n"
           "  set format y '%g'\n"
           "  set lmargin 12\n"
-          "  set rmargin 4\n", f);
+          "  set rmargin 4\n",
+          f);
     double hi = r->n_logits ? m->x_logits : m->x_max;
     fprintf(f, "  set xrange [%g:%g]\n", m->x_min - 0.5, hi + 0.5);
     if (hi - m->x_min <= 40)
@@ -217,10 +221,13 @@ ulp_status ulp__plot_write_amplification_gp(const ulp__plot_model *m, const char
     if (r->n_logits)
         fprintf(f, "  set xtics add ('logits' %g)\n", m->x_logits);
     if (m->has_first) {
-        fprintf(f, "  set arrow 1 from %g, graph 0 to %g, graph 1 nohead lw 2 dt 2 lc rgb '#d62728'\n",
+        fprintf(f,
+                "  set arrow 1 from %g, graph 0 to %g, graph 1 nohead lw 2 dt 2 lc rgb '#d62728'\n",
                 m->x_first, m->x_first);
-        fprintf(f, "  set label 1 'first divergence' at %g, graph 0.92 offset 0.8,0 "
-                   "textcolor rgb '#d62728'\n", m->x_first);
+        fprintf(f,
+                "  set label 1 'first divergence' at %g, graph 0.92 offset 0.8,0 "
+                "textcolor rgb '#d62728'\n",
+                m->x_first);
     }
     amp_panel(f, m, dat, 5, 0, "differing elements (fraction)", 0);
     /* Same colours below: one key is enough. */
@@ -251,11 +258,13 @@ ulp_status ulp__plot_write_hist_gp(const ulp__plot_model *m, const char *dir, co
         return err ? err->status : ULP_EIO;
     title_lines(f, r, "  set title 'ULP distance histogram per layer: '");
     fprintf(f, "  set xlabel '%s'\n", m->by_layer ? "layer" : "capture (seq order)");
-    fputs("  set ylabel 'ULP distance, in units of the tensor''s own format'\n"
-          "  set cblabel 'elements at that distance (all captures of the layer)'\n"
-          "  set logscale cb\n  set format cb '%g'\n"
-          "  set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n"
-          "  set tics out\n", f);
+    fputs(
+        "  set ylabel 'ULP distance, in units of the tensor''s own format'\n"
+        "  set cblabel 'elements at that distance (all captures of the layer)'\n"
+        "  set logscale cb\n  set format cb '%g'\n"
+        "  set palette defined (0 '#440154', 1 '#3b528b', 2 '#21918c', 3 '#5ec962', 4 '#fde725')\n"
+        "  set tics out\n",
+        f);
     fprintf(f, "  set xrange [%g:%g]\n  set yrange [0.5:%g]\n", m->x_min - 0.5, m->x_max + 0.5,
             m->max_bin + 0.5);
     if (m->x_max - m->x_min <= 40)
@@ -277,7 +286,8 @@ ulp_status ulp__plot_write_hist_gp(const ulp__plot_model *m, const char *dir, co
     } else {
         fputs("  unset colorbox\n"
               "  set label 1 'no element differs' at graph 0.5, graph 0.5 center\n"
-              "  plot NaN notitle\n", f);
+              "  plot NaN notitle\n",
+              f);
     }
     return close_script(f, path, err);
 }
@@ -309,8 +319,9 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
     char t1[600], t2[600];
     snprintf(t1, sizeof t1, "Logits '%s': %llu of %llu rows flipped their argmax", lg->name,
              (unsigned long long)lg->argmax_flips, (unsigned long long)lg->rows);
-    snprintf(t2, sizeof t2, "a row can flip only above the dashed line; above the diagonal "
-                            "its margin is smaller than the perturbation");
+    snprintf(t2, sizeof t2,
+             "a row can flip only above the dashed line; above the diagonal "
+             "its margin is smaller than the perturbation");
     fputs("  set title ", f);
     ulp__plot_gp_string(f, t1);
     fputs(".' ('.", f);
@@ -322,7 +333,8 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
           "  set grid lc rgb '#dddddd'\n"
           "  set key bottom right box opaque\n"
           "  set xlabel 'margin: top-1 minus top-2 logit of the row (the smaller of A and B)'\n"
-          "  set ylabel 'perturbation: max |z_A - z_B| over the row'\n", f);
+          "  set ylabel 'perturbation: max |z_A - z_B| over the row'\n",
+          f);
     if (drawable) {
         /* A square decade-aligned window, so that the diagonal is a diagonal. */
         double a = pow(10, floor(log10(lo)) - 0.0), b = pow(10, ceil(log10(hi)));
@@ -333,8 +345,10 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
         fputs("  set xrange [1e-6:1]\n  set yrange [1e-6:1]\n  set size ratio -1\n", f);
     }
     if (identical) {
-        fprintf(f, "  set label 2 '%llu row%s bitwise identical (not drawn)' at graph 0.02, graph 0.96\n",
-                (unsigned long long)identical, identical == 1 ? "" : "s");
+        fprintf(
+            f,
+            "  set label 2 '%llu row%s bitwise identical (not drawn)' at graph 0.02, graph 0.96\n",
+            (unsigned long long)identical, identical == 1 ? "" : "s");
     }
     /* Each flipped row: a short tag at its point (alternately above and below, as
        neighbours often crowd) and a line in the list at the top left. */
@@ -344,28 +358,32 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
             continue;
         double ma = lg->margin_a[i], mb = lg->margin_b[i], p = lg->max_perturbation[i];
         double mn = isnan(ma) ? mb : isnan(mb) ? ma : (ma < mb ? ma : mb);
-        fprintf(f, "  set label %d 'row %llu: token %lld -> %lld, margin %.3g, perturbation %.3g' "
-                   "at graph 0.02, graph %.3f textcolor rgb '#d62728'\n",
+        fprintf(f,
+                "  set label %d 'row %llu: token %lld -> %lld, margin %.3g, perturbation %.3g' "
+                "at graph 0.02, graph %.3f textcolor rgb '#d62728'\n",
                 20 + nlab, (unsigned long long)i, (long long)lg->argmax_a[i],
                 (long long)lg->argmax_b[i], mn, p, 0.91 - 0.045 * nlab);
         if (isfinite(mn) && mn > 0 && isfinite(p) && p > 0)
-            fprintf(f, "  set label %d 'row %llu' at %.17g, %.17g offset 0.9,%s "
-                       "textcolor rgb '#d62728'\n",
+            fprintf(f,
+                    "  set label %d 'row %llu' at %.17g, %.17g offset 0.9,%s "
+                    "textcolor rgb '#d62728'\n",
                     40 + nlab, (unsigned long long)i, mn, p, nlab % 2 ? "-0.9" : "0.9");
         nlab++;
     }
     if (lg->argmax_flips > (uint64_t)nlab)
-        fprintf(f, "  set label 39 '... %llu more flipped rows in %s' at graph 0.02, graph %.3f "
-                   "textcolor rgb '#d62728'\n",
+        fprintf(f,
+                "  set label 39 '... %llu more flipped rows in %s' at graph 0.02, graph %.3f "
+                "textcolor rgb '#d62728'\n",
                 (unsigned long long)(lg->argmax_flips - (uint64_t)nlab), dat, 0.91 - 0.045 * nlab);
-    fprintf(f, "  plot \\\n"
-               "    '%s' using (($8 == 0 && $6 > 0 && $7 > 0) ? $6 : 1/0):7 with points pt 7 ps 1.2 "
-               "lc rgb '#1f77b4' title 'argmax kept', \\\n"
-               "    '%s' using (($8 == 1 && $6 > 0 && $7 > 0) ? $6 : 1/0):7 with points pt 5 ps 1.8 "
-               "lc rgb '#d62728' title 'argmax flipped', \\\n"
-               "    x with lines lw 1.5 lc rgb '#444444' title 'perturbation = margin', \\\n"
-               "    x / 2 with lines lw 1.5 dt 2 lc rgb '#888888' "
-               "title 'perturbation = margin / 2 (no flip below)'\n",
+    fprintf(f,
+            "  plot \\\n"
+            "    '%s' using (($8 == 0 && $6 > 0 && $7 > 0) ? $6 : 1/0):7 with points pt 7 ps 1.2 "
+            "lc rgb '#1f77b4' title 'argmax kept', \\\n"
+            "    '%s' using (($8 == 1 && $6 > 0 && $7 > 0) ? $6 : 1/0):7 with points pt 5 ps 1.8 "
+            "lc rgb '#d62728' title 'argmax flipped', \\\n"
+            "    x with lines lw 1.5 lc rgb '#444444' title 'perturbation = margin', \\\n"
+            "    x / 2 with lines lw 1.5 dt 2 lc rgb '#888888' "
+            "title 'perturbation = margin / 2 (no flip below)'\n",
             dat, dat);
     return close_script(f, path, err);
 }

@@ -526,8 +526,7 @@ ulp_status ulp_capture_device_desc(const ulp_capture_desc *d, void *stream)
 ulp_status ulp_capture_device(const char *name, const void *device_ptr, ulp_dtype dtype, int ndim,
                               const int64_t *shape, int32_t layer, ulp_role role, void *stream)
 {
-    ulp_capture_desc d =
-        ulp__capture_desc_make(name, device_ptr, dtype, ndim, shape, layer, role);
+    ulp_capture_desc d = ulp__capture_desc_make(name, device_ptr, dtype, ndim, shape, layer, role);
     return ulp_capture_device_desc(&d, stream);
 }
 

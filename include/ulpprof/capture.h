@@ -36,9 +36,9 @@
 extern "C" {
 #endif
 
-#define ULP_MAX_RANK 8                /* tensors have rank 0..8 (FORMAT.md)  */
-#define ULP_LAYER_NONE (-1)           /* a capture that is not a layer       */
-#define ULP_STEP_NONE INT64_MIN       /* no step: the session's current step */
+#define ULP_MAX_RANK            8         /* tensors have rank 0..8 (FORMAT.md)  */
+#define ULP_LAYER_NONE          (-1)      /* a capture that is not a layer       */
+#define ULP_STEP_NONE           INT64_MIN /* no step: the session's current step */
 #define ULP_DEFAULT_QUEUE_BYTES ((size_t)256 << 20)
 
 typedef enum ulp_role {
@@ -58,12 +58,12 @@ ULP_API int ulp_role_from_name(const char *name);
 typedef struct ulp_session ulp_session;
 
 typedef struct ulp_session_options {
-    const char *path;    /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT */
-    const char *label;   /* run label; NULL: $ULPPROF_LABEL, else "run"               */
-    const char *attrs;   /* "k=v,k=v" for /run; NULL: $ULPPROF_ATTR                   */
-    size_t queue_bytes;  /* bytes the queue may hold; 0: $ULPPROF_QUEUE_MB or 256 MiB */
-    const char *writer;  /* producer; NULL: "ulpprof-capture <version>"               */
-    int record_env;      /* 1: fill /env with host facts and numerics env vars        */
+    const char *path;   /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT */
+    const char *label;  /* run label; NULL: $ULPPROF_LABEL, else "run"               */
+    const char *attrs;  /* "k=v,k=v" for /run; NULL: $ULPPROF_ATTR                   */
+    size_t queue_bytes; /* bytes the queue may hold; 0: $ULPPROF_QUEUE_MB or 256 MiB */
+    const char *writer; /* producer; NULL: "ulpprof-capture <version>"               */
+    int record_env;     /* 1: fill /env with host facts and numerics env vars        */
 } ulp_session_options;
 
 /* Fills `opts` with the defaults (everything from the environment). */
@@ -90,19 +90,19 @@ ULP_API ulp_status ulp_session_set_step(ulp_session *s, int64_t step);
 
 /* One tensor to capture.  Fields after `role` are optional (zero = absent). */
 typedef struct ulp_capture_desc {
-    const char *name;       /* UTF-8, no '/', not empty                         */
-    const void *data;       /* host bytes, row-major; may be NULL if 0 elements */
+    const char *name; /* UTF-8, no '/', not empty                         */
+    const void *data; /* host bytes, row-major; may be NULL if 0 elements */
     ulp_dtype dtype;
-    int ndim;               /* 0..ULP_MAX_RANK                                  */
-    const int64_t *shape;   /* ndim extents, each >= 0; NULL if ndim == 0       */
-    int32_t layer;          /* ULP_LAYER_NONE when not a layer                  */
+    int ndim;             /* 0..ULP_MAX_RANK                                  */
+    const int64_t *shape; /* ndim extents, each >= 0; NULL if ndim == 0       */
+    int32_t layer;        /* ULP_LAYER_NONE when not a layer                  */
     ulp_role role;
-    int64_t step;           /* ULP_STEP_NONE: the session's step, if set        */
-    int has_kernels;        /* 1: `kernels` holds [first, last) of /trace       */
+    int64_t step;    /* ULP_STEP_NONE: the session's step, if set        */
+    int has_kernels; /* 1: `kernels` holds [first, last) of /trace       */
     int64_t kernels[2];
-    uint64_t device_ptr;    /* 0: not recorded                                  */
-    uint64_t stream;        /* 0: not recorded                                  */
-    int64_t time_ns;        /* 0: now                                           */
+    uint64_t device_ptr; /* 0: not recorded                                  */
+    uint64_t stream;     /* 0: not recorded                                  */
+    int64_t time_ns;     /* 0: now                                           */
 } ulp_capture_desc;
 
 /* A descriptor with the defaults: no layer, activation, no step. */
@@ -136,9 +136,8 @@ ULP_API ulp_status ulp_capture_open(const char *path, const char *label);
  * Captures into the default session, opening it from the environment at the
  * first call.  ULP_EDISABLED (silently) when ULPPROF_OUTPUT is unset.
  */
-ULP_API ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype,
-                                    int ndim, const int64_t *shape, int32_t layer,
-                                    ulp_role role);
+ULP_API ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype, int ndim,
+                                    const int64_t *shape, int32_t layer, ulp_role role);
 
 ULP_API ulp_status ulp_capture_set_run(const char *key, const char *value);
 ULP_API ulp_status ulp_capture_set_step(int64_t step);

@@ -36,7 +36,7 @@ extern "C" {
  * distance 2, and bin k >= 3 distances (2^(k-2), 2^(k-1)] -- 3-4, 5-8,
  * 9-16, ...  Distances of f64 reach 2^64 - 2, hence 66 bins.
  */
-#define ULP_DIFF_HIST_BINS 66
+#define ULP_DIFF_HIST_BINS        66
 #define ULP_DIFF_MAX_TEMPERATURES 16
 
 /* Lower and upper ends (inclusive) of histogram bin `k`. */
@@ -46,10 +46,10 @@ ULP_API uint64_t ulp_diff_hist_hi(int k);
 ULP_API int ulp_diff_hist_bin(uint64_t d);
 
 typedef enum ulp_diff_status {
-    ULP_DIFF_IDENTICAL = 0,   /* every element's bits are equal                 */
-    ULP_DIFF_DIFFERS,         /* same shape and dtype, some bits differ         */
-    ULP_DIFF_SHAPE_MISMATCH,  /* same dtype, different shapes: not compared     */
-    ULP_DIFF_DTYPE_MISMATCH,  /* different dtypes: not compared                 */
+    ULP_DIFF_IDENTICAL = 0,  /* every element's bits are equal                 */
+    ULP_DIFF_DIFFERS,        /* same shape and dtype, some bits differ         */
+    ULP_DIFF_SHAPE_MISMATCH, /* same dtype, different shapes: not compared     */
+    ULP_DIFF_DTYPE_MISMATCH, /* different dtypes: not compared                 */
     ULP_DIFF_ONLY_IN_A,
     ULP_DIFF_ONLY_IN_B
 } ulp_diff_status;
@@ -58,16 +58,16 @@ typedef enum ulp_diff_status {
 ULP_API const char *ulp_diff_status_name(ulp_diff_status status);
 
 typedef struct ulp_diff_options {
-    const char *match;        /* fnmatch(3) glob on capture names; NULL: all       */
-    const char *role;         /* only captures of this role; NULL: all             */
+    const char *match; /* fnmatch(3) glob on capture names; NULL: all       */
+    const char *role;  /* only captures of this role; NULL: all             */
     double temperatures[ULP_DIFF_MAX_TEMPERATURES]; /* > 0, for logits sampling    */
     int n_temperatures;
-    int threads;              /* worker threads; 0: online CPUs, at most 8         */
-    uint64_t chunk_elements;  /* read size, in 2-byte elements (a buffer holds
-                                 2 * chunk_elements bytes; 4-byte types read half
-                                 as many elements); 0: 1 Mi.  Memory is 2 buffers
-                                 per thread whatever the tensor sizes            */
-    int progress;             /* 1: progress on stderr                             */
+    int threads;             /* worker threads; 0: online CPUs, at most 8         */
+    uint64_t chunk_elements; /* read size, in 2-byte elements (a buffer holds
+                                2 * chunk_elements bytes; 4-byte types read half
+                                as many elements); 0: 1 Mi.  Memory is 2 buffers
+                                per thread whatever the tensor sizes            */
+    int progress;            /* 1: progress on stderr                             */
 } ulp_diff_options;
 
 /* Fills `opts` with the defaults above. */
@@ -79,56 +79,56 @@ ULP_API void ulp_diff_options_init(ulp_diff_options *opts);
  * dtypes every value is finite and the "ULP" distance is |a - b|.
  */
 typedef struct ulp_diff_metrics {
-    uint64_t differing;           /* bit patterns differ (+0/-0 do, NaN payloads do)   */
-    uint64_t nonfinite_mismatch;  /* bits differ and a or b is NaN or inf              */
-    uint64_t max_ulp;             /* over finite pairs; ordered-integer distance       */
-    double mean_ulp;              /* sum of ULP over differing finite pairs, divided
-                                     by their count (differing - nonfinite_mismatch);
-                                     0 when there are none                             */
+    uint64_t differing;                /* bit patterns differ (+0/-0 do, NaN payloads do)   */
+    uint64_t nonfinite_mismatch;       /* bits differ and a or b is NaN or inf              */
+    uint64_t max_ulp;                  /* over finite pairs; ordered-integer distance       */
+    double mean_ulp;                   /* sum of ULP over differing finite pairs, divided
+                                          by their count (differing - nonfinite_mismatch);
+                                          0 when there are none                             */
     uint64_t hist[ULP_DIFF_HIST_BINS]; /* every pair except the nonfinite_mismatch
                                      ones, by ULP distance; bitwise-identical pairs
                                      (NaN or inf included) count as 0 ULP, so
                                      sum(hist) + nonfinite_mismatch == elements        */
-    uint64_t sign_changes;        /* finite pairs whose sign bits differ and whose
-                                     ULP distance is not 0 (so +0/-0 is not one)        */
-    double max_abs_diff;          /* max |a - b| over finite pairs, in double; 0 when
-                                     no finite pair differs (f64 may overflow to inf;
-                                     the JSON report then writes DBL_MAX)             */
-    double max_abs;               /* largest |value| over finite elements of A and B  */
-    double max_abs_diff_ulps_at_max; /* max_abs_diff / ulp_dtype_ulp_at(dtype, max_abs) */
-    int64_t worst_flat;           /* row-major index of the first element with
-                                     max_ulp among differing finite pairs; when there
-                                     are none, of the first nonfinite mismatch; when
-                                     identical, -1                                      */
+    uint64_t sign_changes;             /* finite pairs whose sign bits differ and whose
+                                          ULP distance is not 0 (so +0/-0 is not one)        */
+    double max_abs_diff;               /* max |a - b| over finite pairs, in double; 0 when
+                                          no finite pair differs (f64 may overflow to inf;
+                                          the JSON report then writes DBL_MAX)             */
+    double max_abs;                    /* largest |value| over finite elements of A and B  */
+    double max_abs_diff_ulps_at_max;   /* max_abs_diff / ulp_dtype_ulp_at(dtype, max_abs) */
+    int64_t worst_flat;                /* row-major index of the first element with
+                                          max_ulp among differing finite pairs; when there
+                                          are none, of the first nonfinite mismatch; when
+                                          identical, -1                                      */
     int64_t worst_index[ULP_SNAPSHOT_MAX_RANK]; /* worst_flat as a multi-index        */
     uint64_t worst_bits_a, worst_bits_b;        /* raw bits there                      */
-    double worst_a, worst_b;      /* values there                                      */
-    int64_t max_abs_diff_flat;    /* first element with max_abs_diff; -1 when none     */
+    double worst_a, worst_b;   /* values there                                      */
+    int64_t max_abs_diff_flat; /* first element with max_abs_diff; -1 when none     */
 } ulp_diff_metrics;
 
 typedef struct ulp_diff_kernel {
-    const char *name;             /* owned by the result                               */
+    const char *name; /* owned by the result                               */
     int32_t grid[3];
     int32_t block[3];
 } ulp_diff_kernel;
 
 typedef struct ulp_diff_row {
-    const char *name;             /* owned by the result                               */
+    const char *name; /* owned by the result                               */
     int64_t occurrence;
-    int64_t seq_a, seq_b;         /* -1 for the side that lacks the capture            */
-    int32_t layer;                /* -1 when absent (from A, else B)                   */
-    const char *role;             /* owned by the result                               */
-    ulp_dtype dtype_a, dtype_b;   /* ULP_DTYPE_INVALID on the side that lacks it       */
+    int64_t seq_a, seq_b;       /* -1 for the side that lacks the capture            */
+    int32_t layer;              /* -1 when absent (from A, else B)                   */
+    const char *role;           /* owned by the result                               */
+    ulp_dtype dtype_a, dtype_b; /* ULP_DTYPE_INVALID on the side that lacks it       */
     int ndim_a, ndim_b;
     int64_t shape_a[ULP_SNAPSHOT_MAX_RANK];
     int64_t shape_b[ULP_SNAPSHOT_MAX_RANK];
-    uint64_t elements;            /* of A (of B for only_in_b)                         */
+    uint64_t elements; /* of A (of B for only_in_b)                         */
     ulp_diff_status status;
-    ulp_diff_metrics m;           /* zeros unless status is identical or differs       */
+    ulp_diff_metrics m; /* zeros unless status is identical or differs       */
     /* Kernels attributed to the capture ([first,last) of /trace/kernels). */
     int has_kernels_a, has_kernels_b;
     size_t n_kernels_a, n_kernels_b;
-    ulp_diff_kernel *kernels_a, *kernels_b;   /* owned by the result                  */
+    ulp_diff_kernel *kernels_a, *kernels_b; /* owned by the result                  */
 } ulp_diff_row;
 
 /* A flipped logits row and why it flipped. */
@@ -145,20 +145,20 @@ typedef struct ulp_diff_flip {
 
 typedef struct ulp_diff_sampling {
     double temperature;
-    double *tv;                   /* [rows] total-variation distance                   */
-    double *p_differ;             /* [rows] P(inverse-CDF sampling with one uniform
-                                     draw picks different tokens)                      */
+    double *tv;       /* [rows] total-variation distance                   */
+    double *p_differ; /* [rows] P(inverse-CDF sampling with one uniform
+                         draw picks different tokens)                      */
     double tv_mean, tv_max;
     double p_differ_mean, p_differ_max;
 } ulp_diff_sampling;
 
 typedef struct ulp_diff_logits {
-    const char *name;             /* owned by the result                               */
+    const char *name; /* owned by the result                               */
     int64_t occurrence;
-    size_t row_index;             /* index into ulp_diff_result.rows                   */
+    size_t row_index; /* index into ulp_diff_result.rows                   */
     ulp_dtype dtype;
-    uint64_t rows;                /* product of all axes but the last                  */
-    uint64_t vocab;               /* last axis                                         */
+    uint64_t rows;  /* product of all axes but the last                  */
+    uint64_t vocab; /* last axis                                         */
     /* Per row, [rows] each.  NaN logits are never argmax candidates. */
     int64_t *argmax_a, *argmax_b; /* ties to the lowest index; -1 if the row has no
                                      non-NaN value                                     */
@@ -170,7 +170,7 @@ typedef struct ulp_diff_logits {
     uint64_t argmax_flips;
     uint64_t rows_at_risk;
     size_t n_flips;
-    ulp_diff_flip *flips;         /* [n_flips], in row order                           */
+    ulp_diff_flip *flips; /* [n_flips], in row order                           */
     int n_sampling;
     ulp_diff_sampling sampling[ULP_DIFF_MAX_TEMPERATURES];
 } ulp_diff_logits;
@@ -179,19 +179,19 @@ typedef struct ulp_diff_logits {
 #define ULP_DIFF_LADDER_NONE (-1)
 
 typedef struct ulp_diff_run_key {
-    const char *key;              /* owned by the result                               */
-    const char *value_a;          /* NULL when A lacks the key                         */
+    const char *key;     /* owned by the result                               */
+    const char *value_a; /* NULL when A lacks the key                         */
     const char *value_b;
-    int level;                    /* rung of this key, ULP_DIFF_LADDER_NONE if none    */
+    int level; /* rung of this key, ULP_DIFF_LADDER_NONE if none    */
 } ulp_diff_run_key;
 
 typedef struct ulp_diff_ladder {
     size_t n_keys;
-    ulp_diff_run_key *keys;       /* the /run keys whose values differ, sorted         */
-    int level;                    /* highest rung among them; 0 when no key differs
-                                     (a repeat); ULP_DIFF_LADDER_NONE when only keys
-                                     without a rung differ, or neither file has /run */
-    const char *level_name;       /* "repeat", "batch size", ... or NULL               */
+    ulp_diff_run_key *keys; /* the /run keys whose values differ, sorted         */
+    int level;              /* highest rung among them; 0 when no key differs
+                               (a repeat); ULP_DIFF_LADDER_NONE when only keys
+                               without a rung differ, or neither file has /run */
+    const char *level_name; /* "repeat", "batch size", ... or NULL               */
 } ulp_diff_ladder;
 
 /* Name of a ladder rung ("repeat", "batch size", "cache", ...), or NULL. */
@@ -210,24 +210,24 @@ typedef struct ulp_diff_amplification {
 } ulp_diff_amplification;
 
 typedef struct ulp_diff_result {
-    char *path_a, *path_b;        /* owned by the result                               */
+    char *path_a, *path_b; /* owned by the result                               */
     char *label_a, *label_b;
-    int identical;                /* every row identical (vacuously true with no rows) */
+    int identical; /* every row identical (vacuously true with no rows) */
     size_t n_rows;
     ulp_diff_row *rows;
-    size_t n_shared;              /* rows present in both files                        */
+    size_t n_shared; /* rows present in both files                        */
     size_t n_only_a, n_only_b;
     int has_first_divergence;
-    size_t first_divergence;      /* index into rows: first row in A's seq order whose
-                                     status is differs, shape_ or dtype_mismatch       */
+    size_t first_divergence; /* index into rows: first row in A's seq order whose
+                                status is differs, shape_ or dtype_mismatch       */
     ulp_diff_amplification amp;
     size_t n_logits;
     ulp_diff_logits *logits;
     ulp_diff_ladder ladder;
     int n_temperatures;
     double temperatures[ULP_DIFF_MAX_TEMPERATURES];
-    double seconds;               /* wall time of the comparison                       */
-    uint64_t bytes_read;          /* both files                                        */
+    double seconds;      /* wall time of the comparison                       */
+    uint64_t bytes_read; /* both files                                        */
 } ulp_diff_result;
 
 /*
@@ -249,8 +249,8 @@ ULP_API void ulp_diff_result_free(ulp_diff_result *r);
  * of ulp_diff_run(), exposed for tests and other tools).  `shape`/`ndim`
  * only fill worst_index; pass ndim 0 for a flat view.
  */
-ULP_API void ulp_diff_buffers(ulp_dtype dtype, const void *a, const void *b, uint64_t n,
-                              int ndim, const int64_t *shape, ulp_diff_metrics *out);
+ULP_API void ulp_diff_buffers(ulp_dtype dtype, const void *a, const void *b, uint64_t n, int ndim,
+                              const int64_t *shape, ulp_diff_metrics *out);
 
 typedef enum ulp_report_format {
     ULP_REPORT_TABLE = 0,
@@ -262,14 +262,14 @@ typedef enum ulp_report_format {
 /* Parses "table", "markdown", "csv", "json"; -1 when unknown. */
 ULP_API int ulp_report_format_from_name(const char *name);
 
-#define ULP_REPORT_COLOR 1u       /* ANSI colours (table only)                         */
+#define ULP_REPORT_COLOR 1u /* ANSI colours (table only)                         */
 
 /*
  * Writes a result to `f`.  ULP_EIO when writing fails, ULP_ENOMEM when the
  * JSON document cannot be built.
  */
-ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format,
-                                    FILE *f, unsigned flags, ulp_error *err);
+ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, FILE *f,
+                                    unsigned flags, ulp_error *err);
 
 #ifdef __cplusplus
 }

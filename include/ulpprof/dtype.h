@@ -44,14 +44,14 @@ typedef enum ulp_fpclass {
 } ulp_fpclass;
 
 typedef struct ulp_dtype_info {
-    const char *name;    /* FORMAT.md name: "bf16", "f8e4m3", ...              */
-    uint32_t size;       /* bytes per element                                   */
-    uint32_t is_float;   /* 1 for the six floating-point formats                */
-    uint32_t is_signed;  /* integers: 1 for i*, 0 for u8; floats: 1             */
-    uint32_t exp_bits;   /* floats: exponent width; integers: 0                 */
-    uint32_t man_bits;   /* floats: explicit mantissa width; integers: 0        */
-    int32_t bias;        /* floats: exponent bias                               */
-    uint32_t has_inf;    /* 0 for e4m3fn, which has no infinities               */
+    const char *name;   /* FORMAT.md name: "bf16", "f8e4m3", ...              */
+    uint32_t size;      /* bytes per element                                   */
+    uint32_t is_float;  /* 1 for the six floating-point formats                */
+    uint32_t is_signed; /* integers: 1 for i*, 0 for u8; floats: 1             */
+    uint32_t exp_bits;  /* floats: exponent width; integers: 0                 */
+    uint32_t man_bits;  /* floats: explicit mantissa width; integers: 0        */
+    int32_t bias;       /* floats: exponent bias                               */
+    uint32_t has_inf;   /* 0 for e4m3fn, which has no infinities               */
 } ulp_dtype_info;
 
 /* The table row for a dtype; NULL for an invalid one. */

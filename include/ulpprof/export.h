@@ -8,9 +8,9 @@
 #define ULP_API
 #endif
 
-#define ULP_VERSION_MAJOR 0
-#define ULP_VERSION_MINOR 1
-#define ULP_VERSION_PATCH 0
+#define ULP_VERSION_MAJOR  0
+#define ULP_VERSION_MINOR  1
+#define ULP_VERSION_PATCH  0
 #define ULP_VERSION_STRING "0.1.0"
 
 /* The snapshot format version this build writes and the highest it reads. */

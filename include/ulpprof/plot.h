@@ -37,9 +37,9 @@ extern "C" {
 #define ULP_PLOT_MAX_FILES 32
 
 typedef struct ulp_plot_options {
-    const char *dir;        /* output directory, created (one level) if missing      */
-    const char *gnuplot;    /* program; NULL: $ULPPROF_GNUPLOT, else "gnuplot" in PATH */
-    int no_render;          /* 1: write data and scripts only, never run gnuplot      */
+    const char *dir;     /* output directory, created (one level) if missing      */
+    const char *gnuplot; /* program; NULL: $ULPPROF_GNUPLOT, else "gnuplot" in PATH */
+    int no_render;       /* 1: write data and scripts only, never run gnuplot      */
 } ulp_plot_options;
 
 /* Fills `opts` with the defaults (dir NULL: the caller must set it). */
@@ -47,8 +47,8 @@ ULP_API void ulp_plot_options_init(ulp_plot_options *opts);
 
 /* What ulp_plot_write() produced. */
 typedef struct ulp_plot_files {
-    int rendered;           /* 1: gnuplot ran and wrote the images                    */
-    int n;                  /* paths below                                            */
+    int rendered; /* 1: gnuplot ran and wrote the images                    */
+    int n;        /* paths below                                            */
     char path[ULP_PLOT_MAX_FILES][1024]; /* every file written, data, scripts, images */
 } ulp_plot_files;
 

@@ -33,33 +33,33 @@ typedef struct ulp_snapshot ulp_snapshot;
 /* One string attribute of /run or /env. */
 typedef struct ulp_kv {
     const char *key;
-    const char *value;   /* non-string attributes are rendered as text */
+    const char *value; /* non-string attributes are rendered as text */
 } ulp_kv;
 
 typedef struct ulp_capture_info {
-    const char *name;             /* group name under /captures              */
-    int64_t occurrence;           /* dataset name, parsed                    */
+    const char *name;   /* group name under /captures              */
+    int64_t occurrence; /* dataset name, parsed                    */
     int64_t seq;
-    int32_t layer;                /* -1 when absent                          */
-    const char *role;             /* "activation" when absent                */
+    int32_t layer;    /* -1 when absent                          */
+    const char *role; /* "activation" when absent                */
     ulp_dtype dtype;
-    int ndim;                     /* 0..8                                    */
+    int ndim; /* 0..8                                    */
     int64_t shape[ULP_SNAPSHOT_MAX_RANK];
-    uint64_t elements;            /* product of shape (1 for a scalar)       */
+    uint64_t elements; /* product of shape (1 for a scalar)       */
     int has_step;
     int64_t step;
     int has_kernels;
-    int64_t kernels[2];           /* [first, last) rows of /trace/kernels    */
-    uint64_t device_ptr;          /* 0 when absent                           */
-    uint64_t stream;              /* 0 when absent                           */
-    int64_t time_ns;              /* 0 when absent                           */
+    int64_t kernels[2];  /* [first, last) rows of /trace/kernels    */
+    uint64_t device_ptr; /* 0 when absent                           */
+    uint64_t stream;     /* 0 when absent                           */
+    int64_t time_ns;     /* 0 when absent                           */
 } ulp_capture_info;
 
 /* One row of /trace/kernels, with its name resolved. */
 typedef struct ulp_kernel_info {
     uint64_t seq;
     uint32_t correlation_id;
-    const char *name;             /* demangled; "" when name_id is out of range */
+    const char *name; /* demangled; "" when name_id is out of range */
     int32_t grid[3];
     int32_t block[3];
     int32_t shared_static;
@@ -102,7 +102,7 @@ ULP_API ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ul
 /* Root attributes (owned by the snapshot). */
 ULP_API const char *ulp_snapshot_path(const ulp_snapshot *s);
 ULP_API const char *ulp_snapshot_label(const ulp_snapshot *s);
-ULP_API const char *ulp_snapshot_writer(const ulp_snapshot *s);   /* "" when absent */
+ULP_API const char *ulp_snapshot_writer(const ulp_snapshot *s); /* "" when absent */
 ULP_API int32_t ulp_snapshot_format_version(const ulp_snapshot *s);
 ULP_API int64_t ulp_snapshot_created_unix_ns(const ulp_snapshot *s); /* 0 when absent */
 
@@ -119,8 +119,7 @@ ULP_API size_t ulp_snapshot_capture_count(const ulp_snapshot *s);
 ULP_API const ulp_capture_info *ulp_snapshot_capture(const ulp_snapshot *s, size_t i);
 
 /* Index of the capture with this name and occurrence, or -1. */
-ULP_API ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name,
-                                    int64_t occurrence);
+ULP_API ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name, int64_t occurrence);
 
 /*
  * Reads `count` elements starting at element `first` (row-major) of capture

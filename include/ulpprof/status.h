@@ -19,27 +19,27 @@ extern "C" {
 #endif
 
 /* XX(name, code, message) */
-#define ULP_STATUS_MAP(XX)                                                     \
-    XX(OK, 0, "success")                                                       \
-    XX(EINVAL, -1, "invalid argument")                                         \
-    XX(ENOMEM, -2, "out of memory")                                            \
-    XX(EIO, -3, "input/output error")                                          \
-    XX(ENOENT, -4, "no such file")                                             \
-    XX(ENOTHDF5, -5, "not an HDF5 file")                                       \
-    XX(EFORMAT, -6, "not an ulpprof snapshot")                                 \
-    XX(EVERSION, -7, "unsupported format version")                             \
-    XX(EBADATTR, -8, "attribute breaks the snapshot format")                   \
-    XX(EDTYPE, -9, "unknown or inconsistent dtype")                            \
-    XX(ESHAPE, -10, "invalid shape")                                           \
-    XX(ETRUNC, -11, "file is truncated")                                       \
-    XX(EDUPSEQ, -12, "duplicate or missing seq")                               \
-    XX(ENOTFOUND, -13, "not found")                                            \
-    XX(ECLOSED, -14, "session is closed")                                      \
-    XX(EDISABLED, -15, "capture is disabled")                                  \
-    XX(EHDF5, -16, "HDF5 library error")                                       \
-    XX(ETHREAD, -17, "thread error")                                           \
-    XX(ERANGE, -18, "value out of range")                                      \
-    XX(EUNSUPPORTED, -19, "not supported")                                     \
+#define ULP_STATUS_MAP(XX)                                                                         \
+    XX(OK, 0, "success")                                                                           \
+    XX(EINVAL, -1, "invalid argument")                                                             \
+    XX(ENOMEM, -2, "out of memory")                                                                \
+    XX(EIO, -3, "input/output error")                                                              \
+    XX(ENOENT, -4, "no such file")                                                                 \
+    XX(ENOTHDF5, -5, "not an HDF5 file")                                                           \
+    XX(EFORMAT, -6, "not an ulpprof snapshot")                                                     \
+    XX(EVERSION, -7, "unsupported format version")                                                 \
+    XX(EBADATTR, -8, "attribute breaks the snapshot format")                                       \
+    XX(EDTYPE, -9, "unknown or inconsistent dtype")                                                \
+    XX(ESHAPE, -10, "invalid shape")                                                               \
+    XX(ETRUNC, -11, "file is truncated")                                                           \
+    XX(EDUPSEQ, -12, "duplicate or missing seq")                                                   \
+    XX(ENOTFOUND, -13, "not found")                                                                \
+    XX(ECLOSED, -14, "session is closed")                                                          \
+    XX(EDISABLED, -15, "capture is disabled")                                                      \
+    XX(EHDF5, -16, "HDF5 library error")                                                           \
+    XX(ETHREAD, -17, "thread error")                                                               \
+    XX(ERANGE, -18, "value out of range")                                                          \
+    XX(EUNSUPPORTED, -19, "not supported")                                                         \
     XX(ENOSPC, -20, "no space left on device")
 
 typedef enum ulp_status {

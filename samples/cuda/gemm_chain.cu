@@ -29,21 +29,21 @@
 
 #include "ulpprof/capture_device.h"
 
-#define CHECK_CUDA(x)                                                                         \
-    do {                                                                                      \
-        cudaError_t e_ = (x);                                                                 \
-        if (e_ != cudaSuccess) {                                                              \
-            fprintf(stderr, "gemm_chain: %s: %s\n", #x, cudaGetErrorString(e_));              \
-            exit(1);                                                                          \
-        }                                                                                     \
+#define CHECK_CUDA(x)                                                                              \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "gemm_chain: %s: %s\n", #x, cudaGetErrorString(e_));                   \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
-#define CHECK_CUBLAS(x)                                                                       \
-    do {                                                                                      \
-        cublasStatus_t s_ = (x);                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
-            fprintf(stderr, "gemm_chain: %s: cuBLAS status %d\n", #x, (int)s_);              \
-            exit(1);                                                                          \
-        }                                                                                     \
+#define CHECK_CUBLAS(x)                                                                            \
+    do {                                                                                           \
+        cublasStatus_t s_ = (x);                                                                   \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
+            fprintf(stderr, "gemm_chain: %s: cuBLAS status %d\n", #x, (int)s_);                    \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static __device__ uint32_t mix(uint32_t a, uint32_t b)
@@ -104,8 +104,8 @@ static void gemm(cublasHandle_t blas, const __nv_bfloat16 *x, const __nv_bfloat1
     const float alpha = 1.0f, beta = 0.0f;
     /* Column-major view: Y^T (out x rows) = W (as the transpose of its
      * column-major in x out storage) times X^T (in x rows). */
-    CHECK_CUBLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w,
-                              CUDA_R_16BF, in, x, CUDA_R_16BF, in, &beta, y, CUDA_R_16BF, out,
+    CHECK_CUBLAS(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, out, rows, in, &alpha, w, CUDA_R_16BF,
+                              in, x, CUDA_R_16BF, in, &beta, y, CUDA_R_16BF, out,
                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -117,10 +117,9 @@ static void announce(const char *name, const void *ptr, int64_t cols, int layer,
 {
     int64_t shape[2] = {1, cols};
     if (use_api) {
-        ulp_status st = ulp_capture_device(name, ptr, ULP_DTYPE_BF16, 2, shape, layer,
-                                           strcmp(role, "logits") == 0 ? ULP_ROLE_LOGITS
-                                                                       : ULP_ROLE_ACTIVATION,
-                                           (void *)stream);
+        ulp_status st = ulp_capture_device(
+            name, ptr, ULP_DTYPE_BF16, 2, shape, layer,
+            strcmp(role, "logits") == 0 ? ULP_ROLE_LOGITS : ULP_ROLE_ACTIVATION, (void *)stream);
         if (st != ULP_OK && st != ULP_EDISABLED)
             fprintf(stderr, "gemm_chain: capture of %s: ulp_status %d\n", name, (int)st);
         return;
@@ -198,8 +197,8 @@ int main(int argc, char **argv)
 
     const int tpb = 256;
     float ws = 1.0f / sqrtf((float)d);
-    fill_uniform<<<(unsigned)((wsz * layers + tpb - 1) / tpb), tpb, 0, stream>>>(
-        w, wsz * layers, seed, ws);
+    fill_uniform<<<(unsigned)((wsz * layers + tpb - 1) / tpb), tpb, 0, stream>>>(w, wsz * layers,
+                                                                                 seed, ws);
     fill_uniform<<<(unsigned)((vsz + tpb - 1) / tpb), tpb, 0, stream>>>(wv, vsz, seed + 1, ws);
     fill_uniform<<<(unsigned)(((size_t)tokens * d + tpb - 1) / tpb), tpb, 0, stream>>>(
         emb, (size_t)tokens * d, seed + 2, 1.0f);

@@ -28,7 +28,7 @@ cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DULPPROF_WITH_CUD
     { tail -30 "$OUTDIR/cmake.log"; echo "configure failed"; exit 2; }
 cmake --build "$BUILD" -j"$JOBS" >"$OUTDIR/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUTDIR/build.log" | head -30; echo "build failed"; exit 2; }
-U="$BUILD/analyzer/cli/ulpprof"
+U="$BUILD/programs/ulpprof"
 S="$BUILD/samples/cuda/ulpprof_gemm_chain"
 [[ -x "$U" && -x "$S" ]] || { echo "ulpprof or the sample was not built"; exit 2; }
 

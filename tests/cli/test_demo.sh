@@ -7,7 +7,7 @@
 set -u
 ULPPROF=${ULPPROF:?path of the ulpprof binary}
 BUILD=${ULPPROF_BUILD_DIR:?build directory}
-REFMODEL="$BUILD/samples/refmodel/ulpprof-refmodel"
+REFMODEL="$BUILD/workload/ulpprof-refmodel"
 PY=${ULP_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ulpprof-demo-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT

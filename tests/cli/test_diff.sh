@@ -3,7 +3,7 @@
 # of tests/cli/diff (numbers derived in tests/cli/diff/README.md), exit codes
 # (0 identical, 1 different, 2 error), bad input, awkward but valid input.
 set -u
-ULPPROF=${ULPPROF:-${ULPPROF_BUILD_DIR:-build}/analyzer/cli/ulpprof}
+ULPPROF=${ULPPROF:-${ULPPROF_BUILD_DIR:-build}/programs/ulpprof}
 SRC=${ULPPROF_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 PY=${ULP_PYTHON:-/usr/bin/python3}
 HERE=$SRC/tests/cli/diff

@@ -15,10 +15,10 @@
 
 #include "collector/capture_env.h"
 
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c))                                                                                \
-            abort();                                                                             \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            abort();                                                                               \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -14,10 +14,10 @@
 
 #include "collector/cuda/cuda_mark.h"
 
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c))                                                                                \
-            abort();                                                                             \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            abort();                                                                               \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -17,10 +17,10 @@
 
 #include "collector/capture_env.h"
 
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c))                                                                                \
-            abort();                                                                             \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            abort();                                                                               \
     } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,12 +39,23 @@ static ulp_status reference(const char *pat, const char *const vars[4], char *ou
         size_t len = 1;
         if (*p == '%') {
             switch (p[1]) {
-            case 'p': s = vars[0]; break;
-            case 'r': s = vars[1]; break;
-            case 'h': s = vars[2]; break;
-            case 'l': s = vars[3]; break;
-            case '%': s = "%"; break;
-            default: return ULP_EINVAL;
+            case 'p':
+                s = vars[0];
+                break;
+            case 'r':
+                s = vars[1];
+                break;
+            case 'h':
+                s = vars[2];
+                break;
+            case 'l':
+                s = vars[3];
+                break;
+            case '%':
+                s = "%";
+                break;
+            default:
+                return ULP_EINVAL;
             }
             s = s ? s : "";
             len = strlen(s);

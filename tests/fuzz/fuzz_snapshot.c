@@ -23,15 +23,15 @@
 
 #include "ulpprof/snapshot.h"
 
-#define CHECK(c)                                                                                 \
-    do {                                                                                         \
-        if (!(c))                                                                                \
-            abort();                                                                             \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            abort();                                                                               \
     } while (0)
 
 /* Elements read per input, at most, and per read call. */
 #define READ_BUDGET ((uint64_t)1 << 20)
-#define READ_CHUNK ((uint64_t)4099)
+#define READ_CHUNK  ((uint64_t)4099)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

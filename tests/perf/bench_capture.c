@@ -28,8 +28,8 @@
 
 #define CAPTURES 32
 #define ELEMENTS ((size_t)4 << 20)
-#define BYTES (ELEMENTS * 2)
-#define REPS 3
+#define BYTES    (ELEMENTS * 2)
+#define REPS     3
 
 static double now_s(void)
 {
@@ -99,8 +99,8 @@ int main(int argc, char **argv)
             t0 = now_s();
             for (int i = 0; i < CAPTURES; i++) {
                 double c0 = now_s();
-                ulp_status st = ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2,
-                                                 shape, i, ULP_ROLE_ACTIVATION);
+                ulp_status st = ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2, shape,
+                                                 i, ULP_ROLE_ACTIVATION);
                 call_total += now_s() - c0;
                 if (st != ULP_OK)
                     return 2;

@@ -10,7 +10,7 @@
 # BENCH_DIR to keep the files between runs, BENCH_NO_H5DIFF=1 to skip h5diff).
 set -eu
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-ULPPROF=${ULPPROF:-$SRC/build/analyzer/cli/ulpprof}
+ULPPROF=${ULPPROF:-$SRC/build/programs/ulpprof}
 PY=${ULP_PYTHON:-/usr/bin/python3}
 NL=${1:-32}
 NE=${2:-4194304}

@@ -22,7 +22,7 @@ if [ -z "$build" ]; then
     for b in "$src/build-rel" "$src/build"; do [ -x "$b/tests/reliability/capture_loop" ] && build=$b && break; done
 fi
 loop=$build/tests/reliability/capture_loop
-ulpprof=$build/analyzer/cli/ulpprof
+ulpprof=$build/programs/ulpprof
 [ -x "$loop" ] && [ -x "$ulpprof" ] || { echo "bench_long: build capture_loop and ulpprof first" >&2; exit 2; }
 [ -x /usr/bin/time ] || { echo "bench_long: /usr/bin/time is missing (apt-get install time)" >&2; exit 2; }
 dir=${BENCH_DIR:-$build/bench-long}

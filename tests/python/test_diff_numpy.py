@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import diffsnap as ds  # noqa: E402
 
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
-ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "analyzer", "cli", "ulpprof")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
 FAILS = []
 
 

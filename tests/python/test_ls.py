@@ -20,7 +20,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "")
-ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "analyzer", "cli", "ulpprof")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
 # FORMAT.md's table of element sizes, written out here independently of the C code.
 SIZES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1,
          "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1}

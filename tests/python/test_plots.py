@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
-ULPPROF = os.path.join(BUILD, "analyzer", "cli", "ulpprof")
+ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 
 
 def raw_bits(ds):

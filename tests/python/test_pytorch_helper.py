@@ -18,7 +18,7 @@ import numpy as np
 
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
 SRC = os.environ["ULPPROF_SOURCE_DIR"]
-ULPPROF = os.path.join(BUILD, "analyzer", "cli", "ulpprof")
+ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 LIB = os.path.join(BUILD, "collector", "libulpprof_capture.so")
 SAMPLE = os.path.join(SRC, "samples", "pytorch")
 sys.path.insert(0, SAMPLE)

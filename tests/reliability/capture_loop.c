@@ -17,11 +17,11 @@
  * differs in a known way).
  *
  * --report prints "opened" once the session is open (the file is created and
- * flushed), then one line per capture on stdout, flushed at once: "flushed i" after ulp_session_flush() returned (with --flush-each: the
- * capture is in the file), else "queued i".  A test kills the program at a
- * known point with that.  At the end: "done ok=<accepted> refused=<refused>
- * close=<status name>"; with --keep-going the loop goes on after a failed
- * capture (the host keeps running), else it stops at the first one.
+ * flushed), then one line per capture on stdout, flushed at once: "flushed i" after
+ * ulp_session_flush() returned (with --flush-each: the capture is in the file), else "queued i".  A
+ * test kills the program at a known point with that.  At the end: "done ok=<accepted>
+ * refused=<refused> close=<status name>"; with --keep-going the loop goes on after a failed capture
+ * (the host keeps running), else it stops at the first one.
  * --rss-every N prints "rss i <KiB>" (VmRSS) every N captures on stderr.
  * --kernels K appends K kernel launches to /trace before each capture,
  * through the session's internal trace API (what the CUDA collector does per
@@ -49,10 +49,18 @@ static void fill(void *buf, size_t size, uint64_t n, uint64_t seq, uint64_t flip
         if (j == flip)
             v ^= 1;
         switch (size) {
-        case 1: ((uint8_t *)buf)[j] = (uint8_t)v; break;
-        case 2: ((uint16_t *)buf)[j] = (uint16_t)v; break;
-        case 4: ((uint32_t *)buf)[j] = (uint32_t)v; break;
-        default: ((uint64_t *)buf)[j] = v; break;
+        case 1:
+            ((uint8_t *)buf)[j] = (uint8_t)v;
+            break;
+        case 2:
+            ((uint16_t *)buf)[j] = (uint16_t)v;
+            break;
+        case 4:
+            ((uint32_t *)buf)[j] = (uint32_t)v;
+            break;
+        default:
+            ((uint64_t *)buf)[j] = v;
+            break;
         }
     }
 }
@@ -85,15 +93,21 @@ static int parse_u64(const char *s, uint64_t *out)
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"out", required_argument, NULL, 'o'},     {"count", required_argument, NULL, 'n'},
-        {"elements", required_argument, NULL, 'e'}, {"dtype", required_argument, NULL, 'd'},
-        {"names", required_argument, NULL, 'k'},   {"flush-each", no_argument, NULL, 'F'},
-        {"report", no_argument, NULL, 'r'},        {"queue-mb", required_argument, NULL, 'q'},
-        {"flip-from", required_argument, NULL, 'f'}, {"keep-going", no_argument, NULL, 'g'},
-        {"ignore-sigxfsz", no_argument, NULL, 'x'}, {"rss-every", required_argument, NULL, 'R'},
-        {"label", required_argument, NULL, 'l'},   {"kernels", required_argument, NULL, 'K'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"out", required_argument, NULL, 'o'},
+                                             {"count", required_argument, NULL, 'n'},
+                                             {"elements", required_argument, NULL, 'e'},
+                                             {"dtype", required_argument, NULL, 'd'},
+                                             {"names", required_argument, NULL, 'k'},
+                                             {"flush-each", no_argument, NULL, 'F'},
+                                             {"report", no_argument, NULL, 'r'},
+                                             {"queue-mb", required_argument, NULL, 'q'},
+                                             {"flip-from", required_argument, NULL, 'f'},
+                                             {"keep-going", no_argument, NULL, 'g'},
+                                             {"ignore-sigxfsz", no_argument, NULL, 'x'},
+                                             {"rss-every", required_argument, NULL, 'R'},
+                                             {"label", required_argument, NULL, 'l'},
+                                             {"kernels", required_argument, NULL, 'K'},
+                                             {NULL, 0, NULL, 0}};
     const char *out = NULL, *label = "loop";
     uint64_t count = 10, elements = 1024, names = 8, queue_mb = 0, flip_from = UINT64_MAX;
     uint64_t rss_every = 0, kernels = 0;
@@ -103,24 +117,52 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case 'o': out = optarg; break;
-        case 'l': label = optarg; break;
-        case 'n': bad = parse_u64(optarg, &count); break;
-        case 'e': bad = parse_u64(optarg, &elements); break;
-        case 'k': bad = parse_u64(optarg, &names) || names == 0; break;
-        case 'q': bad = parse_u64(optarg, &queue_mb); break;
-        case 'f': bad = parse_u64(optarg, &flip_from); break;
-        case 'R': bad = parse_u64(optarg, &rss_every); break;
-        case 'K': bad = parse_u64(optarg, &kernels) || kernels > 64; break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'l':
+            label = optarg;
+            break;
+        case 'n':
+            bad = parse_u64(optarg, &count);
+            break;
+        case 'e':
+            bad = parse_u64(optarg, &elements);
+            break;
+        case 'k':
+            bad = parse_u64(optarg, &names) || names == 0;
+            break;
+        case 'q':
+            bad = parse_u64(optarg, &queue_mb);
+            break;
+        case 'f':
+            bad = parse_u64(optarg, &flip_from);
+            break;
+        case 'R':
+            bad = parse_u64(optarg, &rss_every);
+            break;
+        case 'K':
+            bad = parse_u64(optarg, &kernels) || kernels > 64;
+            break;
         case 'd':
             dtype = ulp_dtype_from_name(optarg);
             bad = dtype == ULP_DTYPE_INVALID;
             break;
-        case 'F': flush_each = 1; break;
-        case 'r': report = 1; break;
-        case 'g': keep_going = 1; break;
-        case 'x': signal(SIGXFSZ, SIG_IGN); break;
-        default: bad = 1; break;
+        case 'F':
+            flush_each = 1;
+            break;
+        case 'r':
+            report = 1;
+            break;
+        case 'g':
+            keep_going = 1;
+            break;
+        case 'x':
+            signal(SIGXFSZ, SIG_IGN);
+            break;
+        default:
+            bad = 1;
+            break;
         }
         if (bad) {
             fprintf(stderr, "capture_loop: bad option (see the comment at the top of "
@@ -210,7 +252,6 @@ int main(int argc, char **argv)
     }
     free(buf);
     ulp_status cst = ulp_session_close(s);
-    printf("done ok=%" PRIu64 " refused=%" PRIu64 " close=%s\n", ok, refused,
-           ulp_status_name(cst));
+    printf("done ok=%" PRIu64 " refused=%" PRIu64 " close=%s\n", ok, refused, ulp_status_name(cst));
     return 0;
 }

@@ -20,7 +20,7 @@ import numpy as np  # noqa: E402
 import make_snapshots  # noqa: E402
 
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "")
-ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "analyzer", "cli", "ulpprof")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
 LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
 REFMODEL = os.path.join(BUILD, "samples", "refmodel", "ulpprof-refmodel")
 SIZES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1,

@@ -7,8 +7,8 @@
 #ifndef ULPPROF_TESTS_CAPTURE_TESTUTIL_H
 #define ULPPROF_TESTS_CAPTURE_TESTUTIL_H
 
-#include <errno.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <hdf5.h>
 #include <stdint.h>

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <inttypes.h>
@@ -29,12 +30,12 @@
 #include "ulpprof/capture.h"
 
 /* A check inside a forked child: no cmocka there, just an exit status. */
-#define CHILD_CHECK(cond)                                                               \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "child check failed at line %d: %s\n", __LINE__, #cond);    \
-            _exit(100);                                                                 \
-        }                                                                               \
+#define CHILD_CHECK(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "child check failed at line %d: %s\n", __LINE__, #cond);               \
+            _exit(100);                                                                            \
+        }                                                                                          \
     } while (0)
 
 /*
@@ -208,8 +209,8 @@ static void child_roundtrip_host(void *arg)
         int64_t shape[2];
         char name[64];
         rt_prepare((ulp_dtype)dt, "rt", buf, shape, name);
-        CHILD_CHECK(ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt,
-                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+        CHILD_CHECK(ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt, ULP_ROLE_ACTIVATION) ==
+                    ULP_OK);
         memset(buf, 0x5a, sizeof(buf));
     }
     /* No close: the exit handler closes the default session. */
@@ -524,21 +525,21 @@ static void child_forking_host(void *arg)
         }
         /* A session of its own works. */
         CHILD_CHECK(ulp_capture_open(own, "grandchild") == ULP_OK);
-        CHILD_CHECK(ulp_capture_host("g", a, ULP_DTYPE_F32, 1, shape, 0,
-                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+        CHILD_CHECK(ulp_capture_host("g", a, ULP_DTYPE_F32, 1, shape, 0, ULP_ROLE_ACTIVATION) ==
+                    ULP_OK);
         usleep(100000);
         exit(0); /* exit handlers run: they must neither hang nor touch parent.h5 */
     }
     for (int i = 1; i < 6; i++)
-        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, i,
-                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, i, ULP_ROLE_ACTIVATION) ==
+                    ULP_OK);
     CHILD_CHECK(ulp_capture_flush() == ULP_OK);
     int status;
     CHILD_CHECK(waitpid(pid, &status, 0) == pid);
     CHILD_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     for (int i = 6; i < 8; i++)
-        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, i,
-                                     ULP_ROLE_ACTIVATION) == ULP_OK);
+        CHILD_CHECK(ulp_capture_host("x", a, ULP_DTYPE_F32, 1, shape, i, ULP_ROLE_ACTIVATION) ==
+                    ULP_OK);
     CHILD_CHECK(ulp_session_close(s) == ULP_OK);
     CHILD_CHECK(ulp_capture_close() == ULP_OK);
     exit(0);
@@ -706,7 +707,7 @@ typedef struct gate {
     int open;
     int ready_calls, release_calls;
     pthread_t ready_thread;
-    int fail;                 /* ready() returns this */
+    int fail; /* ready() returns this */
     void *released;
 } gate;
 
@@ -759,7 +760,7 @@ static void gate_release(void *ctx, void *buf)
 typedef struct producer {
     ulp_session *s;
     int total;
-    int done;               /* captures returned so far, under mu */
+    int done; /* captures returned so far, under mu */
     pthread_mutex_t mu;
 } producer;
 
@@ -801,9 +802,9 @@ static void test_capture__backpressure(void **state)
     int64_t shape[1] = {256};
     ulp_capture_desc d = desc_of("deferred", NULL, ULP_DTYPE_I32, 1, shape);
     d.device_ptr = 0x7000;
-    assert_int_equal(ulp__session_capture_deferred(s, &d, staged, sizeof(staged), gate_ready,
-                                                   gate_release, g),
-                     ULP_OK);
+    assert_int_equal(
+        ulp__session_capture_deferred(s, &d, staged, sizeof(staged), gate_ready, gate_release, g),
+        ULP_OK);
 
     /* 40 captures of 100 KiB = 4 MiB through a 1 MiB queue: the producer
      * must stall with the queue full and never above its bound. */
@@ -910,14 +911,11 @@ static void test_capture__deferred_failures(void **state)
     gate *good = gate_new();
     gate_open(good);
     tu_stderr_begin(&cap, out.dir);
-    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready,
-                                                   gate_release, bad),
-                     ULP_OK);
-    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready,
-                                                   gate_release, bad),
-                     ULP_OK);
-    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), NULL, gate_release,
-                                                   good),
+    assert_int_equal(
+        ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready, gate_release, bad), ULP_OK);
+    assert_int_equal(
+        ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready, gate_release, bad), ULP_OK);
+    assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), NULL, gate_release, good),
                      ULP_OK);
     assert_int_equal(ulp__session_capture_deferred(s, &d, a, sizeof(a), gate_ready, NULL, good),
                      ULP_OK);
@@ -1153,7 +1151,7 @@ typedef struct fsize_case {
     const char *path;
     const char *dir;
     int pipe_fd;
-    int sigxfsz_default;    /* 1: SIGXFSZ keeps its default action (kill) */
+    int sigxfsz_default; /* 1: SIGXFSZ keeps its default action (kill) */
 } fsize_case;
 
 /* The child writes 64 KiB captures under a 1 MiB file size limit. */
@@ -1425,7 +1423,8 @@ static void test_capture__sigkill_while_writing(void **state)
     tu_done();
 }
 
-/* --- fixture for the h5py test ------------------------------------------------------------------ */
+/* --- fixture for the h5py test ------------------------------------------------------------------
+ */
 
 /*
  * Writes, through the default session opened from the environment
@@ -1444,8 +1443,7 @@ static int write_fixture(void)
         int64_t shape[2];
         char name[64];
         rt_prepare((ulp_dtype)dt, "all", buf, shape, name);
-        if (ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt, ULP_ROLE_ACTIVATION) !=
-            ULP_OK)
+        if (ulp_capture_host(name, buf, (ulp_dtype)dt, 2, shape, dt, ULP_ROLE_ACTIVATION) != ULP_OK)
             return 1;
     }
     float logits[10] = {0.5f, 2.0f, -1.0f, 2.0f, 0.0f, 3.0f, 1.0f, 2.5f, -3.0f, 0.25f};
@@ -1454,8 +1452,8 @@ static int write_fixture(void)
     int64_t eshape[2] = {0, 4};
     if (ulp_capture_host("logits", logits, ULP_DTYPE_F32, 2, lshape, ULP_LAYER_NONE,
                          ULP_ROLE_LOGITS) != ULP_OK ||
-        ulp_capture_host("scalar", &pi, ULP_DTYPE_F64, 0, NULL, ULP_LAYER_NONE,
-                         ULP_ROLE_INPUT) != ULP_OK ||
+        ulp_capture_host("scalar", &pi, ULP_DTYPE_F64, 0, NULL, ULP_LAYER_NONE, ULP_ROLE_INPUT) !=
+            ULP_OK ||
         ulp_capture_host("empty", NULL, ULP_DTYPE_BF16, 2, eshape, 5, ULP_ROLE_KV) != ULP_OK)
         return 1;
     for (int occ = 0; occ < 3; occ++) {

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <stdio.h>
@@ -251,8 +252,9 @@ static void test_capture_env__rank(void **state)
 static void test_capture_env__collect(void **state)
 {
     (void)state;
-    const char *env[] = {"OMP_NUM_THREADS=4", "CUBLAS_WORKSPACE_CONFIG=:4096:8",
-                         "NVIDIA_TF32_OVERRIDE=0", "HOME=/root", "OPENBLAS_CORETYPE=", NULL};
+    const char *env[] = {"OMP_NUM_THREADS=4",      "CUBLAS_WORKSPACE_CONFIG=:4096:8",
+                         "NVIDIA_TF32_OVERRIDE=0", "HOME=/root",
+                         "OPENBLAS_CORETYPE=",     NULL};
     ulp__kvlist l;
     ulp__kvlist_init(&l);
     assert_int_equal(ulp__env_collect(fake_get, env, "node7", "99", "3", &l), ULP_OK);
@@ -271,9 +273,9 @@ static void test_capture_env__collect(void **state)
 
     /* The list names the variables the task calls numerics-relevant. */
     const char *required[] = {"CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE",
-                              "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                              "OPENBLAS_CORETYPE", "CUDA_LAUNCH_BLOCKING",
-                              "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"};
+                              "OPENBLAS_NUM_THREADS",    "OMP_NUM_THREADS",
+                              "MKL_NUM_THREADS",         "OPENBLAS_CORETYPE",
+                              "CUDA_LAUNCH_BLOCKING",    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         int found = 0;
         for (size_t k = 0; ulp__env_numerics[k] != NULL; k++)

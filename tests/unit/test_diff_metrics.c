@@ -48,7 +48,7 @@ static int ref_bin(uint64_t d)
 }
 
 typedef struct ref_elem {
-    double v;     /* value                                         */
+    double v; /* value                                         */
     int finite;
     int neg;      /* sign bit                                      */
     int64_t rank; /* position among the format's finite values     */
@@ -81,8 +81,8 @@ static void ref_compute(const ref_elem *ea, const ref_elem *eb, const uint64_t *
         }
         if (first_dfin < 0)
             first_dfin = (int64_t)i;
-        uint64_t d = x->rank > y->rank ? (uint64_t)(x->rank - y->rank)
-                                       : (uint64_t)(y->rank - x->rank);
+        uint64_t d =
+            x->rank > y->rank ? (uint64_t)(x->rank - y->rank) : (uint64_t)(y->rank - x->rank);
         r->sum_ulp += (long double)d;
         r->hist[ref_bin(d)]++;
         if (d > r->max_ulp) {
@@ -144,8 +144,8 @@ static void check(const ref_metrics *r, const ulp_diff_metrics *m, uint64_t n, d
 typedef struct narrow {
     ulp_dtype dtype;
     int width, man_bits, exp_bits, bias, has_inf;
-    uint32_t count;           /* 2^width                        */
-    ref_elem *tab;            /* [count]                        */
+    uint32_t count; /* 2^width                        */
+    ref_elem *tab;  /* [count]                        */
 } narrow;
 
 static double decode_fields(const narrow *f, uint32_t bits, int *finite)
@@ -178,8 +178,7 @@ static int cmp_idx(const void *x, const void *y)
     return a < b ? -1 : a > b ? 1 : 0;
 }
 
-static void narrow_init(narrow *f, ulp_dtype dt, int width, int man, int exp, int bias,
-                        int has_inf)
+static void narrow_init(narrow *f, ulp_dtype dt, int width, int man, int exp, int bias, int has_inf)
 {
     f->dtype = dt;
     f->width = width;
@@ -256,8 +255,8 @@ static void store(void *buf, int width, uint64_t i, uint32_t v)
 }
 
 /* Compares the whole buffer, then each pair alone. */
-static void narrow_check_pairs(const narrow *f, const uint32_t *pa, const uint32_t *pb,
-                               uint64_t n, int per_pair)
+static void narrow_check_pairs(const narrow *f, const uint32_t *pa, const uint32_t *pb, uint64_t n,
+                               int per_pair)
 {
     size_t sz = (size_t)f->width / 8;
     void *a = malloc(n * sz + 1), *b = malloc(n * sz + 1);
@@ -333,8 +332,7 @@ static uint64_t rnd(void)
 }
 
 /* Every pattern against 14 partners: itself, neighbours, its negation, specials, random. */
-static void sixteen_bit_pairs(ulp_dtype dt, int man, int exp, int bias, uint32_t inf,
-                              uint32_t qnan)
+static void sixteen_bit_pairs(ulp_dtype dt, int man, int exp, int bias, uint32_t inf, uint32_t qnan)
 {
     narrow f;
     narrow_init(&f, dt, 16, man, exp, bias, 1);
@@ -344,9 +342,20 @@ static void sixteen_bit_pairs(ulp_dtype dt, int man, int exp, int bias, uint32_t
     uint64_t q = 0;
     for (uint32_t a = 0; a < 65536; a++) {
         const uint32_t partners[] = {
-            a, a ^ 1, (a + 1) & 0xffff, (a - 1) & 0xffff, a ^ 0x8000, (a + 3) & 0xffff,
-            (uint32_t)rnd() & 0xffff, (uint32_t)rnd() & 0xffff, (uint32_t)rnd() & 0xffff,
-            0, 0x8000, inf, qnan | 1, (a & 0x8000) | ((uint32_t)rnd() & 0x3ff),
+            a,
+            a ^ 1,
+            (a + 1) & 0xffff,
+            (a - 1) & 0xffff,
+            a ^ 0x8000,
+            (a + 3) & 0xffff,
+            (uint32_t)rnd() & 0xffff,
+            (uint32_t)rnd() & 0xffff,
+            (uint32_t)rnd() & 0xffff,
+            0,
+            0x8000,
+            inf,
+            qnan | 1,
+            (a & 0x8000) | ((uint32_t)rnd() & 0x3ff),
         };
         for (int k = 0; k < per; k++) {
             pa[q] = a;
@@ -389,11 +398,18 @@ static void test_diff_metrics__f32_stepped(void **state)
     for (uint64_t i = 0; i < n; i++) {
         float x;
         switch (rnd() % 4) {
-        case 0: x = (float)ldexp((double)(rnd() % 100000) / 1000.0 - 50.0, -(int)(rnd() % 140));
+        case 0:
+            x = (float)ldexp((double)(rnd() % 100000) / 1000.0 - 50.0, -(int)(rnd() % 140));
             break;
-        case 1: x = (float)((double)(int64_t)(rnd() % 2000001 - 1000000) * 1e-3); break;
-        case 2: x = FLT_MIN * (float)(rnd() % 5) * ((rnd() & 1) ? 1.0f : -1.0f); break;
-        default: x = FLT_MAX * ((rnd() & 1) ? 1.0f : -1.0f) / (float)(1 + rnd() % 3); break;
+        case 1:
+            x = (float)((double)(int64_t)(rnd() % 2000001 - 1000000) * 1e-3);
+            break;
+        case 2:
+            x = FLT_MIN * (float)(rnd() % 5) * ((rnd() & 1) ? 1.0f : -1.0f);
+            break;
+        default:
+            x = FLT_MAX * ((rnd() & 1) ? 1.0f : -1.0f) / (float)(1 + rnd() % 3);
+            break;
         }
         uint64_t k = rnd() % 40;
         float dir = (rnd() & 1) ? HUGE_VALF : -HUGE_VALF;
@@ -411,10 +427,14 @@ static void test_diff_metrics__f32_stepped(void **state)
         dist[i] = steps;
     }
     /* A few specials and far pairs (their distance from the ranks of the extremes). */
-    a[0] = FLT_MAX; b[0] = -FLT_MAX;
-    a[1] = NAN; b[1] = 1.0f;
-    a[2] = HUGE_VALF; b[2] = -HUGE_VALF;
-    a[3] = -0.0f; b[3] = 0.0f;
+    a[0] = FLT_MAX;
+    b[0] = -FLT_MAX;
+    a[1] = NAN;
+    b[1] = 1.0f;
+    a[2] = HUGE_VALF;
+    b[2] = -HUGE_VALF;
+    a[3] = -0.0f;
+    b[3] = 0.0f;
     uint32_t fm;
     memcpy(&fm, &(float){FLT_MAX}, 4);
     dist[0] = 2 * (uint64_t)fm; /* both sides of zero: each has fm finite values above 0 */
@@ -508,7 +528,8 @@ static void test_diff_metrics__f64_stepped(void **state)
     free(bb);
 }
 
-/* --- Integers ---------------------------------------------------------------------------------- */
+/* --- Integers ----------------------------------------------------------------------------------
+ */
 
 static void test_diff_metrics__int8_all_pairs(void **state)
 {
@@ -548,7 +569,8 @@ static void test_diff_metrics__int8_all_pairs(void **state)
     assert_int_equal(m.hist[65], 1);
 }
 
-/* --- Specials, shapes, chunking ---------------------------------------------------------------- */
+/* --- Specials, shapes, chunking ----------------------------------------------------------------
+ */
 
 static void test_diff_metrics__specials(void **state)
 {

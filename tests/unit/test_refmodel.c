@@ -1,5 +1,5 @@
 /*
- * The reference workload (samples/refmodel): the GEMM backends against
+ * The reference workload (workload/): the GEMM backends against
  * independent implementations of what they document, the paged prefix
  * cache, and the properties the demo relies on -- a repeat is bitwise
  * identical, split equals hit, with an M-independent GEMM hit equals miss,
@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "refmodel.h"
 #include "refmodel_priv.h"
+#include "ulpprof/refmodel.h"
 #include "ulpprof/snapshot.h"
 
 /* --- helpers ----------------------------------------------------------------- */

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
 #include <cmocka.h>
 
 #include <inttypes.h>
@@ -289,8 +290,13 @@ static void test_writer__attrs_and_occurrences(void **state)
     d.ndim = 1;
     d.shape = shape;
     /* Interleaved names: occurrences count per name, seq over the file. */
-    const char *names[7] = {"model.layers.0.out", "logits", "model.layers.0.out", "logits",
-                            "model.layers.0.out", "x", "logits"};
+    const char *names[7] = {"model.layers.0.out",
+                            "logits",
+                            "model.layers.0.out",
+                            "logits",
+                            "model.layers.0.out",
+                            "x",
+                            "logits"};
     for (int i = 0; i < 7; i++) {
         d.name = names[i];
         d.layer = (i % 2 == 0) ? i : ULP_LAYER_NONE;
@@ -389,14 +395,15 @@ static void test_writer__names(void **state)
     assert_false(ulp__capture_name_ok("."));
     assert_false(ulp__capture_name_ok(".."));
     assert_false(ulp__capture_name_ok("a\nb"));
-    assert_false(ulp__capture_name_ok("\xff"));          /* not UTF-8          */
-    assert_false(ulp__capture_name_ok("\xc0\xaf"));      /* overlong '/'       */
-    assert_false(ulp__capture_name_ok("\xed\xa0\x80"));  /* surrogate          */
+    assert_false(ulp__capture_name_ok("\xff"));             /* not UTF-8          */
+    assert_false(ulp__capture_name_ok("\xc0\xaf"));         /* overlong '/'       */
+    assert_false(ulp__capture_name_ok("\xed\xa0\x80"));     /* surrogate          */
     assert_false(ulp__capture_name_ok("\xf4\x90\x80\x80")); /* above U+10FFFF */
-    assert_false(ulp__capture_name_ok("\xe2\x82"));      /* truncated          */
+    assert_false(ulp__capture_name_ok("\xe2\x82"));         /* truncated          */
     assert_true(ulp__capture_name_ok("..."));
     assert_true(ulp__capture_name_ok("model.layers.14.out"));
-    assert_true(ulp__capture_name_ok("\xd1\x81\xd0\xbb\xd0\xbe\xd0\xb9.0 \xe2\x86\x92 \xf0\x9f\x99\x82"));
+    assert_true(
+        ulp__capture_name_ok("\xd1\x81\xd0\xbb\xd0\xbe\xd0\xb9.0 \xe2\x86\x92 \xf0\x9f\x99\x82"));
 
     ulp__writer *w = create_writer("writer-names");
     const char *utf8 = "\xd1\x81\xd0\xbb\xd0\xbe\xd0\xb9.0";
@@ -514,8 +521,8 @@ static void test_writer__trace(void **state)
     enum { N = 2500 };
     static ulp__kernel_row rows[N];
     static const char *names[N];
-    static const char *const pool[] = {"gemm_bf16_tile128x64<(int)3>", "rms_norm_kernel",
-                                       "softmax", NULL, "\xce\xbb_kernel"};
+    static const char *const pool[] = {"gemm_bf16_tile128x64<(int)3>", "rms_norm_kernel", "softmax",
+                                       NULL, "\xce\xbb_kernel"};
     for (int i = 0; i < N; i++) {
         ulp__kernel_row *r = &rows[i];
         memset(r, 0, sizeof(*r));

@@ -14,8 +14,8 @@
 #include "ulpprof/diff.h"
 #include "ulpprof/plot.h"
 
-#define PLOT_USAGE                                                                               \
-    "ulpprof plot [--match GLOB] [--role ROLE] [--threads N] [--gnuplot PROG]\n"                \
+#define PLOT_USAGE                                                                                 \
+    "ulpprof plot [--match GLOB] [--role ROLE] [--threads N] [--gnuplot PROG]\n"                   \
     "                    [--no-render] -o DIR A.h5 B.h5"
 
 static void plot_help(void)
@@ -67,9 +67,15 @@ int cmd_plot(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, ":o:m:r:j:h", longopts, NULL)) != -1) {
         switch (c) {
-        case 'o': popts.dir = optarg; break;
-        case 'm': dopts.match = optarg; break;
-        case 'r': dopts.role = optarg; break;
+        case 'o':
+            popts.dir = optarg;
+            break;
+        case 'm':
+            dopts.match = optarg;
+            break;
+        case 'r':
+            dopts.role = optarg;
+            break;
         case 'j': {
             char *end;
             long v = strtol(optarg, &end, 10);
@@ -81,10 +87,17 @@ int cmd_plot(int argc, char **argv)
             dopts.threads = (int)v;
             break;
         }
-        case OPT_GNUPLOT: popts.gnuplot = optarg; break;
-        case OPT_NO_RENDER: popts.no_render = 1; break;
-        case 'h': plot_help(); return CLI_EXIT_OK;
-        default: return cli_bad_option("plot", PLOT_USAGE, argv, c);
+        case OPT_GNUPLOT:
+            popts.gnuplot = optarg;
+            break;
+        case OPT_NO_RENDER:
+            popts.no_render = 1;
+            break;
+        case 'h':
+            plot_help();
+            return CLI_EXIT_OK;
+        default:
+            return cli_bad_option("plot", PLOT_USAGE, argv, c);
         }
     }
     if (argc - optind != 2) {

@@ -1,19 +1,19 @@
-/* Internals of the reference workload (samples/refmodel).  Not installed. */
+/* Internals of the reference workload (workload/).  Not installed. */
 #ifndef ULPPROF_REFMODEL_PRIV_H
 #define ULPPROF_REFMODEL_PRIV_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "refmodel.h"
+#include "ulpprof/refmodel.h"
 
 /* --- GEMM backends (refmodel_gemm.c) ------------------------------------- */
 
 /* How the TILED emulation computes a GEMM with M rows. */
 typedef struct ulp__rm_tile {
-    const char *name;   /* "small-M 16x64", ...                              */
-    int split_k;        /* K is cut into this many chunks, summed at the end */
-    int lanes;          /* interleaved accumulators along K inside a chunk   */
+    const char *name; /* "small-M 16x64", ...                              */
+    int split_k;      /* K is cut into this many chunks, summed at the end */
+    int lanes;        /* interleaved accumulators along K inside a chunk   */
 } ulp__rm_tile;
 
 /* The tile the TILED backend picks for M rows and reduction length K. */
@@ -24,8 +24,8 @@ void ulp__rm_tile_for(int m, int k, ulp__rm_tile *out);
  * C is overwritten.  Every backend computes each element from its row of A
  * and column of B only; TILED's order depends on m, EXACT's does not.
  */
-void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int lda,
-                  const float *b, int ldb, float *c, int ldc);
+void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int lda, const float *b,
+                  int ldb, float *c, int ldc);
 
 /* Pins OpenBLAS to `threads` threads (no-op for other backends). */
 void ulp__rm_blas_threads(int threads);
@@ -36,20 +36,20 @@ ulp_status ulp__rm_blas_load(ulp_error *err);
 
 /* bf16 bits, row-major [in x out] for projections so that y = x W. */
 typedef struct ulp__rm_layer {
-    uint16_t *attn_norm;          /* [hidden]                    */
-    uint16_t *wq, *wk, *wv, *wo;  /* [hidden x q_dim], [hidden x kv_dim] x2, [q_dim x hidden] */
-    uint16_t *bq, *bk, *bv;       /* [q_dim], [kv_dim], [kv_dim] */
-    uint16_t *mlp_norm;           /* [hidden]                    */
-    uint16_t *wg, *wu, *wd;       /* [hidden x mlp] x2, [mlp x hidden] */
+    uint16_t *attn_norm;         /* [hidden]                    */
+    uint16_t *wq, *wk, *wv, *wo; /* [hidden x q_dim], [hidden x kv_dim] x2, [q_dim x hidden] */
+    uint16_t *bq, *bk, *bv;      /* [q_dim], [kv_dim], [kv_dim] */
+    uint16_t *mlp_norm;          /* [hidden]                    */
+    uint16_t *wg, *wu, *wd;      /* [hidden x mlp] x2, [mlp x hidden] */
 } ulp__rm_layer;
 
 typedef struct ulp__rm_model {
     ulp_refmodel_dims d;
-    uint16_t *embed;              /* [vocab x hidden]            */
-    uint16_t *final_norm;         /* [hidden]                    */
-    uint16_t *lm_head;            /* [hidden x vocab]            */
-    ulp__rm_layer *layers;        /* [layers]                    */
-    uint16_t *arena;              /* every tensor above          */
+    uint16_t *embed;       /* [vocab x hidden]            */
+    uint16_t *final_norm;  /* [hidden]                    */
+    uint16_t *lm_head;     /* [hidden x vocab]            */
+    ulp__rm_layer *layers; /* [layers]                    */
+    uint16_t *arena;       /* every tensor above          */
 } ulp__rm_model;
 
 ulp_status ulp__rm_model_init(ulp__rm_model *m, const ulp_refmodel_dims *d, uint64_t seed,
@@ -66,12 +66,12 @@ void ulp__rm_prompt(uint64_t seed, int which, int n, int vocab, int32_t *tokens)
 
 typedef struct ulp__rm_kvcache {
     int block_size;
-    int n_blocks;                 /* capacity                                        */
-    int used;                     /* blocks handed out                               */
+    int n_blocks; /* capacity                                        */
+    int used;     /* blocks handed out                               */
     int layers, kv_dim;
-    uint16_t *k, *v;              /* [n_blocks][layers][block_size][kv_dim], bf16    */
-    uint64_t *hash;               /* [n_blocks] prefix hash of a full cached block;
-                                     0: not reusable                                  */
+    uint16_t *k, *v; /* [n_blocks][layers][block_size][kv_dim], bf16    */
+    uint64_t *hash;  /* [n_blocks] prefix hash of a full cached block;
+                        0: not reusable                                  */
 } ulp__rm_kvcache;
 
 ulp_status ulp__rm_kvcache_init(ulp__rm_kvcache *c, const ulp_refmodel_dims *d, int n_blocks,
@@ -82,8 +82,8 @@ void ulp__rm_kvcache_release(ulp__rm_kvcache *c);
 typedef struct ulp__rm_seq {
     const int32_t *tokens;
     int n_tokens;
-    int computed;                 /* tokens whose K/V are in the cache                */
-    int *block_table;             /* [ceil(n_tokens / block_size)]                    */
+    int computed;     /* tokens whose K/V are in the cache                */
+    int *block_table; /* [ceil(n_tokens / block_size)]                    */
 } ulp__rm_seq;
 
 /*
@@ -102,9 +102,9 @@ typedef void (*ulp__rm_tap_fn)(void *ctx, const char *name, int layer, int is_lo
                                const float *rows, int nrows, int ncols);
 
 typedef struct ulp__rm_tap {
-    int seq;                      /* index of the target sequence in the step         */
-    int lo, hi;                   /* positions [lo, hi) of it whose rows are tapped   */
-    int logits_rows;              /* last rows of [lo, hi) that get logits            */
+    int seq;         /* index of the target sequence in the step         */
+    int lo, hi;      /* positions [lo, hi) of it whose rows are tapped   */
+    int logits_rows; /* last rows of [lo, hi) that get logits            */
     ulp__rm_tap_fn fn;
     void *ctx;
 } ulp__rm_tap;

@@ -40,23 +40,23 @@ typedef enum ulp_refmodel_gemm {
 } ulp_refmodel_gemm;
 
 typedef enum ulp_refmodel_mode {
-    ULP_REFMODEL_MISS = 0,  /* all N tokens in one pass (M = N)                       */
-    ULP_REFMODEL_HIT,       /* a previous request cached the prefix; only the
-                               suffix is computed (M = N - cached)                    */
-    ULP_REFMODEL_SPLIT,     /* a miss computed as prefix pass + suffix pass, so the
-                               suffix GEMMs have the M of a hit (the proposed fix)    */
-    ULP_REFMODEL_BATCH      /* the prompt batched with batch-1 other prompts          */
+    ULP_REFMODEL_MISS = 0, /* all N tokens in one pass (M = N)                       */
+    ULP_REFMODEL_HIT,      /* a previous request cached the prefix; only the
+                              suffix is computed (M = N - cached)                    */
+    ULP_REFMODEL_SPLIT,    /* a miss computed as prefix pass + suffix pass, so the
+                              suffix GEMMs have the M of a hit (the proposed fix)    */
+    ULP_REFMODEL_BATCH     /* the prompt batched with batch-1 other prompts          */
 } ulp_refmodel_mode;
 
 /* Model shapes. */
 typedef struct ulp_refmodel_dims {
-    const char *name;       /* preset name                                             */
-    int hidden;             /* d_model                                                 */
+    const char *name; /* preset name                                             */
+    int hidden;       /* d_model                                                 */
     int layers;
-    int heads;              /* query heads                                             */
-    int kv_heads;           /* key/value heads (grouped-query attention)               */
-    int head_dim;           /* hidden / heads                                          */
-    int mlp;                /* intermediate size of the SwiGLU MLP                     */
+    int heads;    /* query heads                                             */
+    int kv_heads; /* key/value heads (grouped-query attention)               */
+    int head_dim; /* hidden / heads                                          */
+    int mlp;      /* intermediate size of the SwiGLU MLP                     */
     int vocab;
     double rope_theta;
     double norm_eps;
@@ -73,26 +73,26 @@ ULP_API const char *ulp_refmodel_gemm_name(ulp_refmodel_gemm gemm);
 ULP_API const char *ulp_refmodel_mode_name(ulp_refmodel_mode mode);
 
 /* Defaults of the tiny preset and of `ulpprof demo`. */
-#define ULP_REFMODEL_DEFAULT_SEED 12
+#define ULP_REFMODEL_DEFAULT_SEED       12
 #define ULP_REFMODEL_DEFAULT_PROMPT_LEN 127
-#define ULP_REFMODEL_BLOCK_SIZE 16
+#define ULP_REFMODEL_BLOCK_SIZE         16
 
 typedef struct ulp_refmodel_options {
     ulp_refmodel_dims dims;
     ulp_refmodel_mode mode;
-    int batch;              /* BATCH: prompts in the batch, this one last; else 1      */
+    int batch; /* BATCH: prompts in the batch, this one last; else 1      */
     ulp_refmodel_gemm gemm;
-    uint64_t seed;          /* weights and prompts                                      */
-    int prompt_len;         /* N                                                        */
-    int cached_tokens;      /* tokens a hit takes from the cache (and where split
-                               cuts); -1: N - N mod block_size.  A multiple of the
-                               block size, 0 < cached < N                               */
-    int logits_rows;        /* last rows of the suffix whose logits are computed and
-                               captured; 0: every suffix row                            */
-    int threads;            /* BLAS threads; 0: 1                                       */
-    const char *out;        /* snapshot path                                            */
-    const char *label;      /* run label; NULL: the mode's name                         */
-    int verbose;            /* 1: one line per phase on stderr                          */
+    uint64_t seed;     /* weights and prompts                                      */
+    int prompt_len;    /* N                                                        */
+    int cached_tokens; /* tokens a hit takes from the cache (and where split
+                          cuts); -1: N - N mod block_size.  A multiple of the
+                          block size, 0 < cached < N                               */
+    int logits_rows;   /* last rows of the suffix whose logits are computed and
+                          captured; 0: every suffix row                            */
+    int threads;       /* BLAS threads; 0: 1                                       */
+    const char *out;   /* snapshot path                                            */
+    const char *label; /* run label; NULL: the mode's name                         */
+    int verbose;       /* 1: one line per phase on stderr                          */
 } ulp_refmodel_options;
 
 /* Tiny preset, tiled GEMM, miss, default seed and prompt length. */
@@ -114,8 +114,7 @@ ULP_API ulp_status ulp_refmodel_run(const ulp_refmodel_options *opts, ulp_error 
  * GEMM (M = N), alone as a hit computes them (M = N - cached), and inside a
  * batch of 4 prompts?  Prints one table to `out`.
  */
-ULP_API ulp_status ulp_refmodel_probe(const ulp_refmodel_options *opts, FILE *out,
-                                      ulp_error *err);
+ULP_API ulp_status ulp_refmodel_probe(const ulp_refmodel_options *opts, FILE *out, ulp_error *err);
 
 /* "OpenBLAS 0.3.21 ... (core Haswell)", for /run and the demo's summary. */
 ULP_API const char *ulp_refmodel_blas_info(void);

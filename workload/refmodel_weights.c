@@ -47,8 +47,7 @@ void ulp__rm_prompt(uint64_t seed, int which, int n, int vocab, int32_t *tokens)
 }
 
 /* Fills `n` bf16 values: offset + scale * uniform. */
-static void fill(uint16_t *dst, size_t n, uint64_t seed, uint64_t stream, float offset,
-                 float scale)
+static void fill(uint16_t *dst, size_t n, uint64_t seed, uint64_t stream, float offset, float scale)
 {
     uint64_t key = stream_key(seed, stream);
     for (size_t i = 0; i < n; i++)
@@ -76,7 +75,8 @@ ulp_status ulp__rm_model_init(ulp__rm_model *m, const ulp_refmodel_dims *d, uint
     uint16_t *p = m->arena;
 #define TAKE(ptr, count) ((ptr) = p, p += (count), (ptr))
     /* Uniform in [-a, a) has variance a^2 / 3: a = sqrt(3 / fan_in) gives 1 / fan_in. */
-    const float sh = sqrtf(3.0f / (float)h), sq = sqrtf(3.0f / (float)qd), sf = sqrtf(3.0f / (float)f);
+    const float sh = sqrtf(3.0f / (float)h), sq = sqrtf(3.0f / (float)qd),
+                sf = sqrtf(3.0f / (float)f);
     uint64_t t = 0;
     fill(TAKE(m->embed, v * h), v * h, seed, t++, 0.0f, 1.0f);
     fill(TAKE(m->final_norm, h), h, seed, t++, 1.0f, 0.1f);

@@ -13,9 +13,9 @@
 #include "ulpprof/diff.h"
 #include "ulpprof/plot.h"
 
-#define DIFF_USAGE                                                                               \
-    "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"             \
-    "                    [--role ROLE] [--temperature T]... [--threads N] [--plot DIR]\n"       \
+#define DIFF_USAGE                                                                                 \
+    "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"                \
+    "                    [--role ROLE] [--temperature T]... [--threads N] [--plot DIR]\n"          \
     "                    A.h5 B.h5"
 
 static void diff_help(void)
@@ -131,8 +131,10 @@ int cmd_diff(int argc, char **argv)
             break;
         case OPT_CHUNK:
             if (parse_u64(optarg, &v) || v < 1 || v > ((uint64_t)1 << 30)) {
-                fprintf(stderr, "ulpprof diff: chunk-elements '%s' is not a number from 1 to "
-                                "2^30\n", optarg);
+                fprintf(stderr,
+                        "ulpprof diff: chunk-elements '%s' is not a number from 1 to "
+                        "2^30\n",
+                        optarg);
                 return CLI_EXIT_ERROR;
             }
             opts.chunk_elements = v;

@@ -27,16 +27,30 @@ ulp_status ulp_refmodel_preset(const char *name, ulp_refmodel_dims *dims)
 {
     memset(dims, 0, sizeof *dims);
     if (name && strcmp(name, "tiny") == 0) {
-        *dims = (ulp_refmodel_dims){.name = "tiny", .hidden = 256, .layers = 12, .heads = 8,
-                                    .kv_heads = 2, .head_dim = 32, .mlp = 768, .vocab = 8192,
-                                    .rope_theta = 10000.0, .norm_eps = 1e-6};
+        *dims = (ulp_refmodel_dims){.name = "tiny",
+                                    .hidden = 256,
+                                    .layers = 12,
+                                    .heads = 8,
+                                    .kv_heads = 2,
+                                    .head_dim = 32,
+                                    .mlp = 768,
+                                    .vocab = 8192,
+                                    .rope_theta = 10000.0,
+                                    .norm_eps = 1e-6};
         return ULP_OK;
     }
     if (name && strcmp(name, "qwen1.5b") == 0) {
         /* The shapes of Qwen2.5-1.5B; the weights stay synthetic. */
-        *dims = (ulp_refmodel_dims){.name = "qwen1.5b", .hidden = 1536, .layers = 28,
-                                    .heads = 12, .kv_heads = 2, .head_dim = 128, .mlp = 8960,
-                                    .vocab = 151936, .rope_theta = 1000000.0, .norm_eps = 1e-6};
+        *dims = (ulp_refmodel_dims){.name = "qwen1.5b",
+                                    .hidden = 1536,
+                                    .layers = 28,
+                                    .heads = 12,
+                                    .kv_heads = 2,
+                                    .head_dim = 128,
+                                    .mlp = 8960,
+                                    .vocab = 151936,
+                                    .rope_theta = 1000000.0,
+                                    .norm_eps = 1e-6};
         return ULP_OK;
     }
     return ULP_EINVAL;
@@ -79,9 +93,12 @@ int ulp_refmodel_gemm_parse(const char *s, ulp_refmodel_gemm *gemm)
 const char *ulp_refmodel_gemm_name(ulp_refmodel_gemm gemm)
 {
     switch (gemm) {
-    case ULP_REFMODEL_GEMM_TILED: return "tiled";
-    case ULP_REFMODEL_GEMM_BLAS: return "blas";
-    case ULP_REFMODEL_GEMM_EXACT: return "exact";
+    case ULP_REFMODEL_GEMM_TILED:
+        return "tiled";
+    case ULP_REFMODEL_GEMM_BLAS:
+        return "blas";
+    case ULP_REFMODEL_GEMM_EXACT:
+        return "exact";
     }
     return "invalid";
 }
@@ -89,10 +106,14 @@ const char *ulp_refmodel_gemm_name(ulp_refmodel_gemm gemm)
 const char *ulp_refmodel_mode_name(ulp_refmodel_mode mode)
 {
     switch (mode) {
-    case ULP_REFMODEL_MISS: return "miss";
-    case ULP_REFMODEL_HIT: return "hit";
-    case ULP_REFMODEL_SPLIT: return "split";
-    case ULP_REFMODEL_BATCH: return "batch";
+    case ULP_REFMODEL_MISS:
+        return "miss";
+    case ULP_REFMODEL_HIT:
+        return "hit";
+    case ULP_REFMODEL_SPLIT:
+        return "split";
+    case ULP_REFMODEL_BATCH:
+        return "batch";
     }
     return "invalid";
 }
@@ -114,8 +135,8 @@ void ulp_refmodel_options_init(ulp_refmodel_options *opts)
 
 typedef struct tap_ctx {
     ulp_session *s;
-    ulp_status st;          /* first capture error */
-    uint16_t *bits;         /* bf16 staging */
+    ulp_status st;  /* first capture error */
+    uint16_t *bits; /* bf16 staging */
     size_t cap_bits;
 } tap_ctx;
 
@@ -167,8 +188,7 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void set_run(ulp_session *s, const char *key, const char *fmt, ...)
-    ULP__PRINTF(3, 4);
+static void set_run(ulp_session *s, const char *key, const char *fmt, ...) ULP__PRINTF(3, 4);
 static void set_run(ulp_session *s, const char *key, const char *fmt, ...)
 {
     char v[256];
@@ -261,14 +281,15 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     ulp_session_options so;
     ulp_session_options_init(&so);
     so.path = o->out;
-    so.label = o->label ? o->label
-                        : (o->mode == ULP_REFMODEL_BATCH ? "batch" : ulp_refmodel_mode_name(o->mode));
+    so.label = o->label
+                   ? o->label
+                   : (o->mode == ULP_REFMODEL_BATCH ? "batch" : ulp_refmodel_mode_name(o->mode));
     so.writer = "ulpprof-refmodel " ULP_VERSION_STRING;
     so.record_env = 1;
     if ((st = ulp_session_open(&so, &s, err)) != ULP_OK)
         goto cleanup;
 
-    int suffix_m = o->mode == ULP_REFMODEL_MISS ? n
+    int suffix_m = o->mode == ULP_REFMODEL_MISS    ? n
                    : o->mode == ULP_REFMODEL_BATCH ? 0
                                                    : n - cached;
     if (o->mode == ULP_REFMODEL_BATCH)
@@ -277,8 +298,9 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     char gdesc[128];
     describe_gemm(o->gemm, suffix_m, gdesc, sizeof gdesc);
     set_run(s, "model", "%s", d->name);
-    set_run(s, "model_shape", "hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d mlp=%d vocab=%d",
-            d->hidden, d->layers, d->heads, d->kv_heads, d->head_dim, d->mlp, d->vocab);
+    set_run(s, "model_shape",
+            "hidden=%d layers=%d heads=%d kv_heads=%d head_dim=%d mlp=%d vocab=%d", d->hidden,
+            d->layers, d->heads, d->kv_heads, d->head_dim, d->mlp, d->vocab);
     set_run(s, "dtype", "bf16 weights and activations, fp32 accumulation");
     set_run(s, "cache", "%s", o->mode == ULP_REFMODEL_HIT ? "hit" : "miss");
     set_run(s, "batch_size", "%d", batch);
@@ -294,8 +316,12 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     set_run(s, "suffix_gemm", "%s", gdesc);
 
     tc.s = s;
-    ulp__rm_tap tap = {.seq = batch - 1, .lo = cached, .hi = n, .logits_rows = o->logits_rows,
-                       .fn = on_tap, .ctx = &tc};
+    ulp__rm_tap tap = {.seq = batch - 1,
+                       .lo = cached,
+                       .hi = n,
+                       .logits_rows = o->logits_rows,
+                       .fn = on_tap,
+                       .ctx = &tc};
     ulp__rm_seq *tgt = &seqs[batch - 1];
     switch (o->mode) {
     case ULP_REFMODEL_MISS:
@@ -342,7 +368,8 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     if (st == ULP_OK && tc.st != ULP_OK)
         st = ulp__error(err, tc.st, "cannot capture into '%s': %s", o->out, ulp_status_str(tc.st));
     if (o->verbose && st == ULP_OK)
-        fprintf(stderr, "ulpprof-refmodel: %s prefill of %d tokens (%d suffix rows, gemm %s) in %.2f s\n",
+        fprintf(stderr,
+                "ulpprof-refmodel: %s prefill of %d tokens (%d suffix rows, gemm %s) in %.2f s\n",
                 so.label, n, n - cached, ulp_refmodel_gemm_name(o->gemm), now_s() - t_model);
 
 cleanup:

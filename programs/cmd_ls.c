@@ -175,9 +175,9 @@ static json_t *snapshot_json(const ulp_snapshot *s)
     json_object_set_new(o, "env", kvs_json(ulp_snapshot_env_count(s), ulp_snapshot_env, s));
     json_object_set_new(o, "kernels", json_integer((json_int_t)ulp_snapshot_kernel_count(s)));
     /* What the reader read around (a killed writer's file), or null. */
-    json_object_set_new(o, "warning", ulp_snapshot_warning(s) != NULL
-                                          ? jstr(ulp_snapshot_warning(s))
-                                          : json_null());
+    json_object_set_new(o, "warning",
+                        ulp_snapshot_warning(s) != NULL ? jstr(ulp_snapshot_warning(s))
+                                                        : json_null());
     json_t *caps = json_array();
     uint64_t total_elements = 0, total_bytes = 0;
     for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++) {

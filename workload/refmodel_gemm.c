@@ -48,9 +48,9 @@
 #include <cblas.h>
 #endif
 
-#define RM_IB 8     /* rows of A per block                                  */
-#define RM_JB 256   /* columns of B per block (acc + partials stay in L1/L2) */
-#define RM_KT 16    /* k-tile: split-K chunks are multiples of it           */
+#define RM_IB 8   /* rows of A per block                                  */
+#define RM_JB 256 /* columns of B per block (acc + partials stay in L1/L2) */
+#define RM_KT 16  /* k-tile: split-K chunks are multiples of it           */
 
 void ulp__rm_tile_for(int m, int k, ulp__rm_tile *out)
 {
@@ -196,8 +196,8 @@ ulp_status ulp__rm_blas_load(ulp_error *err)
 #endif
 }
 
-void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int lda,
-                  const float *b, int ldb, float *c, int ldc)
+void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int lda, const float *b,
+                  int ldb, float *c, int ldc)
 {
     if (m <= 0 || n <= 0)
         return;

@@ -1,6 +1,6 @@
 /*
  * `ulpprof demo [--dir DIR]`: the whole mechanism in one command, on any
- * machine.  Runs the reference transformer (samples/refmodel) as a prefix
+ * machine.  Runs the reference transformer (workload/) as a prefix
  * cache miss, a hit and a split miss, writes the three snapshots, prints the
  * miss-vs-hit report (first divergence, amplification, the argmax flips
  * and why) and the split-vs-hit report (the fix: bitwise identical), draws
@@ -15,12 +15,12 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "refmodel.h"
 #include "ulpprof/diff.h"
 #include "ulpprof/plot.h"
+#include "ulpprof/refmodel.h"
 
-#define DEMO_USAGE                                                                               \
-    "ulpprof demo [--dir DIR] [--gemm tiled|blas|exact] [--preset tiny|qwen1.5b]\n"             \
+#define DEMO_USAGE                                                                                 \
+    "ulpprof demo [--dir DIR] [--gemm tiled|blas|exact] [--preset tiny|qwen1.5b]\n"                \
     "                    [--seed N] [--prompt-len N] [--cached N] [--no-plots]"
 
 static void demo_help(void)
@@ -155,9 +155,11 @@ static int write_report(const ulp_diff_result *r, ulp_report_format fmt, const c
 static void gemm_words(ulp_refmodel_gemm g, int m, char *buf, size_t len)
 {
     if (g == ULP_REFMODEL_GEMM_TILED) {
-        /* Mirrors the table documented in samples/refmodel/refmodel_gemm.c. */
-        const char *k = m <= 16 ? "split-K 4" : m <= 64 ? "split-K 2" : m <= 256 ? "split-K 1"
-                                                                               : "split-K 1, 2 k-lanes";
+        /* Mirrors the table documented in workload/refmodel_gemm.c. */
+        const char *k = m <= 16    ? "split-K 4"
+                        : m <= 64  ? "split-K 2"
+                        : m <= 256 ? "split-K 1"
+                                   : "split-K 1, 2 k-lanes";
         snprintf(buf, len, "M=%d (%s)", m, k);
     } else {
         snprintf(buf, len, "M=%d", m);
@@ -199,12 +201,14 @@ static void explain(const ulp_diff_result *r, const ulp_refmodel_options *o, int
                (unsigned long long)lg->argmax_flips, (unsigned long long)lg->rows);
         for (size_t k = 0; k < lg->n_flips && k < 3; k++) {
             const ulp_diff_flip *fl = &lg->flips[k];
-            printf("     row %llu: token %lld -> %lld.  In A, token %lld led token %lld by %.3g; the\n"
-                   "     logits moved by up to %.3g, and %lld gained %.3g on %lld: more than its lead.\n",
-                   (unsigned long long)fl->row, (long long)fl->argmax_a, (long long)fl->argmax_b,
-                   (long long)fl->argmax_a, (long long)fl->argmax_b, fl->gap_a,
-                   lg->max_perturbation[fl->row], (long long)fl->argmax_b, -fl->gap_perturbation,
-                   (long long)fl->argmax_a);
+            printf(
+                "     row %llu: token %lld -> %lld.  In A, token %lld led token %lld by %.3g; the\n"
+                "     logits moved by up to %.3g, and %lld gained %.3g on %lld: more than its "
+                "lead.\n",
+                (unsigned long long)fl->row, (long long)fl->argmax_a, (long long)fl->argmax_b,
+                (long long)fl->argmax_a, (long long)fl->argmax_b, fl->gap_a,
+                lg->max_perturbation[fl->row], (long long)fl->argmax_b, -fl->gap_perturbation,
+                (long long)fl->argmax_a);
         }
         if (lg->argmax_flips == 0)
             printf("     No argmax flipped this time (%llu rows at risk: margin below the\n"
@@ -247,7 +251,9 @@ int cmd_demo(int argc, char **argv)
             }
         }
         switch (c) {
-        case 'd': dir = optarg; break;
+        case 'd':
+            dir = optarg;
+            break;
         case 'g':
             if (ulp_refmodel_gemm_parse(optarg, &o.gemm) != 0) {
                 fprintf(stderr, "ulpprof demo: unknown gemm '%s' (tiled, blas, exact)\n", optarg);
@@ -269,11 +275,21 @@ int cmd_demo(int argc, char **argv)
             o.seed = s;
             break;
         }
-        case 'n': o.prompt_len = (int)v; break;
-        case OPT_CACHED: o.cached_tokens = (int)v; break;
-        case OPT_LOGITS_ROWS: o.logits_rows = (int)v; break;
-        case OPT_NO_PLOTS: plots = 0; break;
-        case OPT_GNUPLOT: gnuplot = optarg; break;
+        case 'n':
+            o.prompt_len = (int)v;
+            break;
+        case OPT_CACHED:
+            o.cached_tokens = (int)v;
+            break;
+        case OPT_LOGITS_ROWS:
+            o.logits_rows = (int)v;
+            break;
+        case OPT_NO_PLOTS:
+            plots = 0;
+            break;
+        case OPT_GNUPLOT:
+            gnuplot = optarg;
+            break;
         case OPT_COLOR:
             if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never")) {
                 fprintf(stderr, "ulpprof demo: --color takes auto, always or never\n");
@@ -281,8 +297,11 @@ int cmd_demo(int argc, char **argv)
             }
             color = optarg;
             break;
-        case 'h': demo_help(); return CLI_EXIT_OK;
-        default: return cli_bad_option("demo", DEMO_USAGE, argv, c);
+        case 'h':
+            demo_help();
+            return CLI_EXIT_OK;
+        default:
+            return cli_bad_option("demo", DEMO_USAGE, argv, c);
         }
     }
     if (optind != argc) {
@@ -293,8 +312,10 @@ int cmd_demo(int argc, char **argv)
     int n = o.prompt_len, bs = ULP_REFMODEL_BLOCK_SIZE;
     int cached = o.cached_tokens >= 0 ? o.cached_tokens : n - n % bs;
     if (n < 2 || cached <= 0 || cached % bs || cached >= n) {
-        fprintf(stderr, "ulpprof demo: the cached prefix (%d tokens) must be a positive multiple "
-                        "of %d below the prompt length (%d)\n", cached, bs, n);
+        fprintf(stderr,
+                "ulpprof demo: the cached prefix (%d tokens) must be a positive multiple "
+                "of %d below the prompt length (%d)\n",
+                cached, bs, n);
         return CLI_EXIT_ERROR;
     }
     if (make_dirs(dir) != 0) {
@@ -324,10 +345,10 @@ int cmd_demo(int argc, char **argv)
            d->layers, d->hidden, d->heads, d->vocab, d->name, (unsigned long long)o.seed, n,
            n - cached);
     printf("  miss   all %d tokens in one pass                      GEMMs %s\n", n, gm);
-    printf("  hit    %d tokens from the prefix cache, %d computed   GEMMs %s\n", cached,
-           n - cached, gh);
-    printf("  split  the fix: the miss cut at token %d               GEMMs M=%d, then %s\n",
-           cached, cached, gh);
+    printf("  hit    %d tokens from the prefix cache, %d computed   GEMMs %s\n", cached, n - cached,
+           gh);
+    printf("  split  the fix: the miss cut at token %d               GEMMs M=%d, then %s\n", cached,
+           cached, gh);
     if (o.gemm == ULP_REFMODEL_GEMM_TILED)
         printf("GEMM 'tiled' EMULATES a cuBLAS-style heuristic: its split-K depends on M, so\n"
                "the effect shows on every CPU (--gemm blas uses OpenBLAS as is).\n");
@@ -336,10 +357,10 @@ int cmd_demo(int argc, char **argv)
     else
         printf("GEMM 'exact': fp64 accumulation in a fixed order, the same for every M.\n");
 
-    unsigned flags = (strcmp(color, "always") == 0 ||
-                      (strcmp(color, "auto") == 0 && cli_use_color(stdout)))
-                         ? ULP_REPORT_COLOR
-                         : 0;
+    unsigned flags =
+        (strcmp(color, "always") == 0 || (strcmp(color, "auto") == 0 && cli_use_color(stdout)))
+            ? ULP_REPORT_COLOR
+            : 0;
     ulp_error err;
     printf("\n=== miss vs hit: ulpprof diff %s %s\n\n", pmiss, phit);
     fflush(stdout);

@@ -82,10 +82,12 @@ ulp_snapshot *cli_open_snapshot(const char *path)
         timeout = (unsigned)atoi(env);
     snprintf(guard_crash_msg, sizeof guard_crash_msg,
              "ulpprof: cannot open '%s': the HDF5 library crashed decoding its metadata "
-             "(damaged file)\n", path);
+             "(damaged file)\n",
+             path);
     snprintf(guard_hang_msg, sizeof guard_hang_msg,
              "ulpprof: cannot open '%s': the HDF5 library was still decoding its metadata "
-             "after %u s (damaged file?; ULPPROF_OPEN_TIMEOUT sets the limit)\n", path, timeout);
+             "after %u s (damaged file?; ULPPROF_OPEN_TIMEOUT sets the limit)\n",
+             path, timeout);
 
     struct sigaction fatal, alarm_act, old[NGUARD], old_alarm;
     memset(&fatal, 0, sizeof fatal);

@@ -74,7 +74,8 @@ void ulp__rm_kvcache_release(ulp__rm_kvcache *c)
 static size_t kv_index(const ulp__rm_kvcache *c, int block, int layer, int slot)
 {
     return (((size_t)block * (size_t)c->layers + (size_t)layer) * (size_t)c->block_size +
-            (size_t)slot) * (size_t)c->kv_dim;
+            (size_t)slot) *
+           (size_t)c->kv_dim;
 }
 
 /* Hash of a full block chained to its parent's, as vLLM's prefix cache keys blocks. */
@@ -191,15 +192,15 @@ static void rope(float *row, int nh, int hd, int pos, double theta)
 
 typedef struct step_bufs {
     float *x, *xn, *q, *k, *v, *ctx, *o, *gate, *up;
-    float *wbuf;            /* widened weight of the current projection */
-    float *kt, *vv;         /* [kv_heads][head_dim][T], [kv_heads][T][head_dim] */
-    float *scores;          /* [rows of one sequence][T] */
+    float *wbuf;    /* widened weight of the current projection */
+    float *kt, *vv; /* [kv_heads][head_dim][T], [kv_heads][T][head_dim] */
+    float *scores;  /* [rows of one sequence][T] */
 } step_bufs;
 
 static void bufs_free(step_bufs *b)
 {
-    float **all[] = {&b->x, &b->xn, &b->q, &b->k, &b->v, &b->ctx, &b->o, &b->gate, &b->up,
-                     &b->wbuf, &b->kt, &b->vv, &b->scores};
+    float **all[] = {&b->x,    &b->xn, &b->q,    &b->k,  &b->v,  &b->ctx,   &b->o,
+                     &b->gate, &b->up, &b->wbuf, &b->kt, &b->vv, &b->scores};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         free(*all[i]);
         *all[i] = NULL;
@@ -333,11 +334,13 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
                 int pos = seqs[i].computed + j;
                 rope(b.q + (size_t)r * (size_t)qd, d->heads, hd, pos, d->rope_theta);
                 rope(b.k + (size_t)r * (size_t)kvd, d->kv_heads, hd, pos, d->rope_theta);
-                size_t at = kv_index(c, seqs[i].block_table[pos / c->block_size], l,
-                                     pos % c->block_size);
+                size_t at =
+                    kv_index(c, seqs[i].block_table[pos / c->block_size], l, pos % c->block_size);
                 for (int e = 0; e < kvd; e++) {
-                    c->k[at + (size_t)e] = ulp_f32_to_bf16(b.k[(size_t)r * (size_t)kvd + (size_t)e]);
-                    c->v[at + (size_t)e] = ulp_f32_to_bf16(b.v[(size_t)r * (size_t)kvd + (size_t)e]);
+                    c->k[at + (size_t)e] =
+                        ulp_f32_to_bf16(b.k[(size_t)r * (size_t)kvd + (size_t)e]);
+                    c->v[at + (size_t)e] =
+                        ulp_f32_to_bf16(b.v[(size_t)r * (size_t)kvd + (size_t)e]);
                 }
             }
         }

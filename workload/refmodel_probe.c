@@ -49,8 +49,10 @@ ulp_status ulp_refmodel_probe(const ulp_refmodel_options *o, FILE *out, ulp_erro
     const int bs = ULP_REFMODEL_BLOCK_SIZE, n = o->prompt_len;
     int cached = o->cached_tokens >= 0 ? o->cached_tokens : n - n % bs;
     if (n < 2 || cached % bs || cached <= 0 || cached >= n)
-        return ulp__error(err, ULP_EINVAL, "cached prefix of %d tokens must be a positive multiple "
-                          "of %d below the prompt length %d", cached, bs, n);
+        return ulp__error(err, ULP_EINVAL,
+                          "cached prefix of %d tokens must be a positive multiple "
+                          "of %d below the prompt length %d",
+                          cached, bs, n);
     if (o->gemm == ULP_REFMODEL_GEMM_BLAS) {
         ulp_status blas_st = ulp__rm_blas_load(err);
         if (blas_st != ULP_OK)
@@ -90,10 +92,11 @@ ulp_status ulp_refmodel_probe(const ulp_refmodel_options *o, FILE *out, ulp_erro
     fprintf(out, "gemm %s%s%s: rows [%d, %d) of the prompt, fp32 outputs compared bitwise\n",
             ulp_refmodel_gemm_name(o->gemm), o->gemm == ULP_REFMODEL_GEMM_BLAS ? ", " : "",
             o->gemm == ULP_REFMODEL_GEMM_BLAS ? ulp_refmodel_blas_info() : "", cached, n);
-    fprintf(out, "  miss: M=%d (rows at offset %d); hit: M=%d (offset 0); batch=4: M=%d (offset %d)\n",
+    fprintf(out,
+            "  miss: M=%d (rows at offset %d); hit: M=%d (offset 0); batch=4: M=%d (offset %d)\n",
             n, cached, s, bm, boff + cached);
-    fprintf(out, "%-14s %6s %7s %9s | %-26s | %-26s\n", "gemm", "K", "N", "elements",
-            "miss vs hit", "miss vs batch=4");
+    fprintf(out, "%-14s %6s %7s %9s | %-26s | %-26s\n", "gemm", "K", "N", "elements", "miss vs hit",
+            "miss vs batch=4");
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         int k = shapes[i].k, nn = shapes[i].n;
         /* The batch GEMM holds this prompt's rows after the other prompts' rows. */

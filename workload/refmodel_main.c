@@ -12,30 +12,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "refmodel.h"
+#include "ulpprof/refmodel.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: ulpprof-refmodel --out FILE.h5 [options]\n"
-            "\n"
-            "  --mode MODE        miss | hit | split | batch=B   (default miss)\n"
-            "  --gemm GEMM        tiled (emulated M-dependent split-K, default) | blas (OpenBLAS)\n"
-            "                     | exact (M-independent fp64 accumulation)\n"
-            "  --preset NAME      tiny (default) | qwen1.5b (Qwen2.5-1.5B shapes, synthetic weights)\n"
-            "  --seed N           weights and prompt (default %d)\n"
-            "  --prompt-len N     prompt tokens (default %d)\n"
-            "  --cached N         tokens a hit takes from the cache, a multiple of %d\n"
-            "                     (default N - N mod %d)\n"
-            "  --logits-rows N    logits of the last N suffix rows only (default: all)\n"
-            "  --threads N        OpenBLAS threads (default 1)\n"
-            "  --label NAME       run label (default: the mode)\n"
-            "  --probe            no model run: measure which of the model's GEMM shapes give\n"
-            "                     different bits for the suffix rows as M changes (no --out)\n"
-            "  -v, --verbose      timings on stderr\n"
-            "  -h, --help         this text\n",
-            ULP_REFMODEL_DEFAULT_SEED, ULP_REFMODEL_DEFAULT_PROMPT_LEN, ULP_REFMODEL_BLOCK_SIZE,
-            ULP_REFMODEL_BLOCK_SIZE);
+    fprintf(
+        f,
+        "usage: ulpprof-refmodel --out FILE.h5 [options]\n"
+        "\n"
+        "  --mode MODE        miss | hit | split | batch=B   (default miss)\n"
+        "  --gemm GEMM        tiled (emulated M-dependent split-K, default) | blas (OpenBLAS)\n"
+        "                     | exact (M-independent fp64 accumulation)\n"
+        "  --preset NAME      tiny (default) | qwen1.5b (Qwen2.5-1.5B shapes, synthetic weights)\n"
+        "  --seed N           weights and prompt (default %d)\n"
+        "  --prompt-len N     prompt tokens (default %d)\n"
+        "  --cached N         tokens a hit takes from the cache, a multiple of %d\n"
+        "                     (default N - N mod %d)\n"
+        "  --logits-rows N    logits of the last N suffix rows only (default: all)\n"
+        "  --threads N        OpenBLAS threads (default 1)\n"
+        "  --label NAME       run label (default: the mode)\n"
+        "  --probe            no model run: measure which of the model's GEMM shapes give\n"
+        "                     different bits for the suffix rows as M changes (no --out)\n"
+        "  -v, --verbose      timings on stderr\n"
+        "  -h, --help         this text\n",
+        ULP_REFMODEL_DEFAULT_SEED, ULP_REFMODEL_DEFAULT_PROMPT_LEN, ULP_REFMODEL_BLOCK_SIZE,
+        ULP_REFMODEL_BLOCK_SIZE);
 }
 
 static int parse_int(const char *opt, const char *s, long lo, long hi, long *out)
@@ -52,14 +53,20 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, long *out
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"mode", required_argument, NULL, 'm'},   {"gemm", required_argument, NULL, 'g'},
-        {"preset", required_argument, NULL, 'p'}, {"seed", required_argument, NULL, 's'},
-        {"prompt-len", required_argument, NULL, 'n'}, {"cached", required_argument, NULL, 'c'},
-        {"logits-rows", required_argument, NULL, 'r'}, {"threads", required_argument, NULL, 't'},
-        {"label", required_argument, NULL, 'l'}, {"out", required_argument, NULL, 'o'},
-        {"verbose", no_argument, NULL, 'v'}, {"probe", no_argument, NULL, 'P'},      {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {{"mode", required_argument, NULL, 'm'},
+                                             {"gemm", required_argument, NULL, 'g'},
+                                             {"preset", required_argument, NULL, 'p'},
+                                             {"seed", required_argument, NULL, 's'},
+                                             {"prompt-len", required_argument, NULL, 'n'},
+                                             {"cached", required_argument, NULL, 'c'},
+                                             {"logits-rows", required_argument, NULL, 'r'},
+                                             {"threads", required_argument, NULL, 't'},
+                                             {"label", required_argument, NULL, 'l'},
+                                             {"out", required_argument, NULL, 'o'},
+                                             {"verbose", no_argument, NULL, 'v'},
+                                             {"probe", no_argument, NULL, 'P'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {NULL, 0, NULL, 0}};
     ulp_refmodel_options o;
     ulp_refmodel_options_init(&o);
     int c, probe = 0;
@@ -75,7 +82,8 @@ int main(int argc, char **argv)
             break;
         case 'g':
             if (ulp_refmodel_gemm_parse(optarg, &o.gemm) != 0) {
-                fprintf(stderr, "ulpprof-refmodel: invalid gemm '%s' (tiled, blas, exact)\n", optarg);
+                fprintf(stderr, "ulpprof-refmodel: invalid gemm '%s' (tiled, blas, exact)\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -115,12 +123,24 @@ int main(int argc, char **argv)
                 return 2;
             o.threads = (int)v;
             break;
-        case 'l': o.label = optarg; break;
-        case 'o': o.out = optarg; break;
-        case 'v': o.verbose = 1; break;
-        case 'P': probe = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'l':
+            o.label = optarg;
+            break;
+        case 'o':
+            o.out = optarg;
+            break;
+        case 'v':
+            o.verbose = 1;
+            break;
+        case 'P':
+            probe = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -141,7 +161,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (ulp_refmodel_run(&o, &err) != ULP_OK) {
-        fprintf(stderr, "ulpprof-refmodel: %s\n", err.msg[0] ? err.msg : ulp_status_str(err.status));
+        fprintf(stderr, "ulpprof-refmodel: %s\n",
+                err.msg[0] ? err.msg : ulp_status_str(err.status));
         return 2;
     }
     return 0;

@@ -95,7 +95,7 @@ static int find_cuda_library(char *out, size_t size)
         "/../lib", /* installed: PREFIX/bin, PREFIX/lib  */
         "/../lib64",
         "/../lib/x86_64-linux-gnu",
-        "/../../collector/cuda", /* build tree: analyzer/cli/ulpprof   */
+        "/../collector/cuda", /* build tree: programs/ulpprof       */
     };
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
         char cand[PATH_MAX + 64];
