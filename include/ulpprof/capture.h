@@ -30,30 +30,16 @@
 
 #include "ulpprof/dtype.h"
 #include "ulpprof/export.h"
+#include "ulpprof/format.h"
 #include "ulpprof/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define ULP_MAX_RANK            8         /* tensors have rank 0..8 (FORMAT.md)  */
 #define ULP_LAYER_NONE          (-1)      /* a capture that is not a layer       */
 #define ULP_STEP_NONE           INT64_MIN /* no step: the session's current step */
 #define ULP_DEFAULT_QUEUE_BYTES ((size_t)256 << 20)
-
-typedef enum ulp_role {
-    ULP_ROLE_ACTIVATION = 0,
-    ULP_ROLE_LOGITS,
-    ULP_ROLE_KV,
-    ULP_ROLE_INPUT,
-    ULP_ROLE_WEIGHT,
-    ULP_ROLE_COUNT
-} ulp_role;
-
-/* "activation", "logits", ...; NULL for an invalid role. */
-ULP_API const char *ulp_role_name(ulp_role role);
-/* The role of a FORMAT.md name; -1 when unknown. */
-ULP_API int ulp_role_from_name(const char *name);
 
 typedef struct ulp_session ulp_session;
 

@@ -20,13 +20,15 @@
 
 #include "ulpprof/dtype.h"
 #include "ulpprof/export.h"
+#include "ulpprof/format.h"
 #include "ulpprof/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define ULP_SNAPSHOT_MAX_RANK 8
+/* The format's one limit (ulpprof/format.h), under the name this API had. */
+#define ULP_SNAPSHOT_MAX_RANK ULP_MAX_RANK
 
 typedef struct ulp_snapshot ulp_snapshot;
 
