@@ -87,7 +87,7 @@ void ulp__acc_init(ulp__acc *acc)
     acc->max_abs_diff_flat = -1;
 }
 
-void ulp__unflatten(uint64_t flat, int ndim, const int64_t *shape, int64_t *idx)
+void ulp_diff_unflatten(uint64_t flat, int ndim, const int64_t *shape, int64_t *idx)
 {
     for (int i = ndim - 1; i >= 0; i--) {
         uint64_t s = shape[i] > 0 ? (uint64_t)shape[i] : 1;
@@ -546,7 +546,7 @@ void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64
     else
         m->worst_flat = acc->first_nf;
     if (m->worst_flat >= 0)
-        ulp__unflatten((uint64_t)m->worst_flat, ndim, shape, m->worst_index);
+        ulp_diff_unflatten((uint64_t)m->worst_flat, ndim, shape, m->worst_index);
     m->max_abs_diff_flat = acc->max_abs_diff_flat;
     m->worst_a = m->worst_b = 0.0;
 }

@@ -1,6 +1,6 @@
 /*
- * Internals of `ulpprof diff` (diff.c, diff_metrics.c, logits.c, ladder.c,
- * report_*.c).  Not installed.
+ * Internals of `ulpprof diff` (diff.c, diff_metrics.c, logits.c, ladder.c).
+ * Not installed.
  */
 #ifndef ULPPROF_ANALYZER_DIFF_PRIV_H
 #define ULPPROF_ANALYZER_DIFF_PRIV_H
@@ -53,9 +53,6 @@ void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src);
 void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64_t *shape,
                      ulp_diff_metrics *m);
 
-/* Row-major flat index -> multi-index. */
-void ulp__unflatten(uint64_t flat, int ndim, const int64_t *shape, int64_t *idx);
-
 /* logits.c: analyses one logits pair; `lg` gets the per-row data. */
 ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
                            const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err);
@@ -78,20 +75,5 @@ void ulp__logits_free(ulp_diff_logits *lg);
 ulp_status ulp__ladder_run(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_ladder *l,
                            ulp_error *err);
 void ulp__ladder_free(ulp_diff_ladder *l);
-
-/* report_*.c */
-ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags);
-ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f);
-ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f);
-ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err);
-
-/* report_text.c: shared sentences of the table and Markdown reports. */
-/* Formats a double compactly ("0", "3.906e-03", "inf"). */
-void ulp__fmt_num(char *buf, size_t n, double v);
-/* "[3,1,7]"; "[]" for a scalar. */
-void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
-/* The summary lines (identical / first divergence / amplification / ladder
- * / kernels / logits), each prefixed with `bullet`. */
-void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code);
 
 #endif /* ULPPROF_ANALYZER_DIFF_PRIV_H */

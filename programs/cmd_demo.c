@@ -18,6 +18,7 @@
 #include "ulpprof/diff.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/refmodel.h"
+#include "ulpprof/report.h"
 
 #define DEMO_USAGE                                                                                 \
     "ulpprof demo [--dir DIR] [--gemm tiled|blas|exact] [--preset tiny|qwen1.5b]\n"                \

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "ulpprof/diff.h"
 #include "ulpprof/plot.h"
+#include "ulpprof/report.h"
 
 #define DIFF_USAGE                                                                                 \
     "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"                \

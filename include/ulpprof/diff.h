@@ -10,7 +10,7 @@
  * amplification summary, a logits analysis per logits capture, the
  * determinism-ladder rung the pair tests and, when the files carry a kernel
  * trace, the kernels that produced the first diverging capture.
- * ulp_report_write() renders a result as a table, Markdown, CSV or JSON.
+ * ulpprof/report.h renders a result as a table, Markdown, CSV or JSON.
  *
  * The result is plain data meant to be read directly (plots, `ulpprof demo`):
  * its fields are documented here and only ever added to.
@@ -252,24 +252,11 @@ ULP_API void ulp_diff_result_free(ulp_diff_result *r);
 ULP_API void ulp_diff_buffers(ulp_dtype dtype, const void *a, const void *b, uint64_t n, int ndim,
                               const int64_t *shape, ulp_diff_metrics *out);
 
-typedef enum ulp_report_format {
-    ULP_REPORT_TABLE = 0,
-    ULP_REPORT_MARKDOWN,
-    ULP_REPORT_CSV,
-    ULP_REPORT_JSON
-} ulp_report_format;
-
-/* Parses "table", "markdown", "csv", "json"; -1 when unknown. */
-ULP_API int ulp_report_format_from_name(const char *name);
-
-#define ULP_REPORT_COLOR 1u /* ANSI colours (table only)                         */
-
 /*
- * Writes a result to `f`.  ULP_EIO when writing fails, ULP_ENOMEM when the
- * JSON document cannot be built.
+ * Row-major flat index -> multi-index (idx[ndim]), as worst_index is made
+ * from worst_flat; for the other flat indices of a row (max_abs_diff_flat).
  */
-ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, FILE *f,
-                                    unsigned flags, ulp_error *err);
+ULP_API void ulp_diff_unflatten(uint64_t flat, int ndim, const int64_t *shape, int64_t *idx);
 
 #ifdef __cplusplus
 }

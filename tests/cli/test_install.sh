@@ -1,7 +1,8 @@
 #!/bin/bash
 # `cmake --install` gives a prefix from which another project finds ulpprof
 # with find_package(ulpprof), links ulpprof::capture and ulpprof::capture_static,
-# and writes a snapshot that the installed `ulpprof ls` reads and h5py agrees with.
+# and writes a snapshot that the installed `ulpprof ls` reads and h5py agrees with;
+# a consumer of ulpprof::reports compares it with itself and writes the CSV report.
 set -eu
 : "${ULPPROF:?}" "${ULPPROF_BUILD_DIR:?}" "${ULPPROF_SOURCE_DIR:?}"
 PY=${ULP_PYTHON:-/usr/bin/python3}
@@ -16,8 +17,8 @@ if ldd "$ULPPROF" 2>/dev/null | grep -q libasan; then
 elif ldd "$ULPPROF" 2>/dev/null | grep -q libtsan; then
     export CFLAGS="-fsanitize=thread" LDFLAGS="-fsanitize=thread"
 fi
-for f in bin/ulpprof include/ulpprof/capture.h include/ulpprof/snapshot.h \
-         lib/libulpprof_capture.so lib/libulpprof_capture.a lib/cmake/ulpprof/ulpprofConfig.cmake; do
+for f in bin/ulpprof include/ulpprof/capture.h include/ulpprof/snapshot.h include/ulpprof/report.h \
+         lib/libulpprof_capture.so lib/libulpprof_capture.a lib/libulpprof_reports.a lib/cmake/ulpprof/ulpprofConfig.cmake; do
     [ -e "$tmp/prefix/$f" ] || fail "not installed: $f"
 done
 cmake -S "$ULPPROF_SOURCE_DIR/tests/cli/install_consumer" -B "$tmp/build" \
@@ -27,6 +28,8 @@ cmake --build "$tmp/build" >"$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; fai
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/build/c" "$tmp/shared.h5" | grep -qx success || fail "shared"
 "$tmp/build/cs" "$tmp/static.h5" | grep -qx success || fail "static"
 ldd "$tmp/build/cs" | grep -q libulpprof_capture && fail "static consumer needs the shared library"
+"$tmp/build/r" "$tmp/static.h5" >"$tmp/report.csv" || fail "reports consumer"
+grep -q '^x,0,' "$tmp/report.csv" || fail "capture x missing in the CSV report"
 
 for f in shared static; do
     "$tmp/prefix/bin/ulpprof" ls "$tmp/$f.h5" >"$tmp/$f.ls" || fail "installed ulpprof ls $f"

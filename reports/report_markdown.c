@@ -5,7 +5,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "diff_priv.h"
+#include "report_priv.h"
 
 static void md_text(FILE *f, const char *s)
 {

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "diff_priv.h"
+#include "report_priv.h"
 
 void ulp__fmt_num(char *buf, size_t n, double v)
 {

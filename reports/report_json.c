@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "diff_priv.h"
+#include "report_priv.h"
 
 static json_t *jnum(double v)
 {
@@ -152,7 +152,7 @@ static json_t *jrow(const ulp_diff_row *row)
         }
         if (m->max_abs_diff_flat >= 0) {
             int64_t idx[ULP_SNAPSHOT_MAX_RANK];
-            ulp__unflatten((uint64_t)m->max_abs_diff_flat, row->ndim_a, row->shape_a, idx);
+            ulp_diff_unflatten((uint64_t)m->max_abs_diff_flat, row->ndim_a, row->shape_a, idx);
             json_object_set_new(o, "max_abs_diff_index", jshape(row->ndim_a, idx));
         } else {
             json_object_set_new(o, "max_abs_diff_index", json_null());

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diff_priv.h"
+#include "report_priv.h"
 
 #define TABLE_WIDTH 100
 #define NAME_MIN    8

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "diff_priv.h"
+#include "report_priv.h"
 
 static const char *const format_names[] = {
     [ULP_REPORT_TABLE] = "table",

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "diff_priv.h"
+#include "report_priv.h"
 
 static void csv_str(FILE *f, const char *s)
 {

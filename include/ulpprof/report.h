@@ -1,0 +1,43 @@
+/*
+ * ulpprof reports: renders a diff result (ulpprof/diff.h) as a terminal
+ * table, Markdown, CSV or JSON (FORMAT.md "Reports").  The writers read the
+ * result's public fields only; they live in the reports library
+ * (find_package(ulpprof): ulpprof::reports).
+ */
+#ifndef ULPPROF_REPORT_H
+#define ULPPROF_REPORT_H
+
+#include <stdio.h>
+
+#include "ulpprof/diff.h"
+#include "ulpprof/export.h"
+#include "ulpprof/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ulp_report_format {
+    ULP_REPORT_TABLE = 0,
+    ULP_REPORT_MARKDOWN,
+    ULP_REPORT_CSV,
+    ULP_REPORT_JSON
+} ulp_report_format;
+
+/* Parses "table", "markdown", "csv", "json"; -1 when unknown. */
+ULP_API int ulp_report_format_from_name(const char *name);
+
+#define ULP_REPORT_COLOR 1u /* ANSI colours (table only)                         */
+
+/*
+ * Writes a result to `f`.  ULP_EIO when writing fails, ULP_ENOMEM when the
+ * JSON document cannot be built.
+ */
+ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, FILE *f,
+                                    unsigned flags, ulp_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULPPROF_REPORT_H */

@@ -1,0 +1,26 @@
+/* Compares a snapshot with itself and writes the CSV report, through an
+ * installed analyzer and reports library (ulpprof::reports). */
+#include <stdio.h>
+#include <ulpprof/diff.h>
+#include <ulpprof/report.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    ulp_error err = {0};
+    ulp_snapshot *s = NULL;
+    ulp_diff_result *r = NULL;
+    ulp_status st = ulp_snapshot_open(argv[1], &s, &err);
+    if (st == ULP_OK)
+        st = ulp_diff_run(s, s, NULL, &r, &err);
+    if (st == ULP_OK)
+        st = ulp_report_write(r, (ulp_report_format)ulp_report_format_from_name("csv"), stdout, 0,
+                              &err);
+    if (st != ULP_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    int identical = st == ULP_OK && r->identical;
+    ulp_diff_result_free(r);
+    ulp_snapshot_close(s);
+    return identical ? 0 : 1;
+}
