@@ -8,14 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/error.h"
-#include "common/h5types.h"
-#include "common/journal.h"
-#include "common/strmap.h"
-#include "writer.h"
-
-/* Rows per chunk of the extendible /trace datasets: 80 KiB of kernel rows. */
-#define TRACE_CHUNK_ROWS 1024
+#include "writer_internal.h"
 
 /*
  * Group layout: old-style groups (a B-tree of symbol-table nodes plus a
@@ -39,55 +32,9 @@
 #define CAPTURES_HEAP_HINT 8192
 #define GROUP_HEAP_HINT    1024
 
-/*
- * The capture journal (common/journal.h): a 4 KiB first block (80 captures
- * with 20-byte names; tests/python/test_diskfull.py runs the writer under a
- * 64 KiB file-size limit), each later block twice the last, up to 1 MiB.
- * A block keeps room for the record that points to the next one.
- */
-#define JOURNAL_FIRST_BYTES ((uint64_t)4 << 10)
-#define JOURNAL_MAX_BYTES   ((uint64_t)1 << 20)
-#define JOURNAL_END_BYTES   8 /* the zero length written after every record */
-#define JOURNAL_RESERVE     (ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES)
-
-struct ulp__writer {
-    char *path;
-    hid_t file;
-    hid_t groups[2];              /* /run, /env                         */
-    hid_t captures;               /* /captures                          */
-    hid_t lcpl;                   /* links named in non-ASCII UTF-8     */
-    hid_t dcpl;                   /* contiguous, never filled           */
-    hid_t gcpl;                   /* capture groups: heap pre-sized     */
-    hid_t types[ULP_DTYPE_COUNT]; /* file (= memory) type per dtype     */
-    int64_t next_seq;
-    ulp__strmap occurrences; /* capture name -> next occurrence    */
-
-    /* /trace, created at the first kernel batch. */
-    hid_t trace, names_ds, kernels_ds, str_type, row_mtype, row_ftype;
-    ulp__strmap name_ids; /* kernel name -> row of /trace/names */
-    uint64_t name_count;
-    uint64_t kernel_count;
-    int trace_broken; /* a batch failed half-way            */
-
-    /* The capture journal; blocks after /journal are anonymous datasets,
-     * held open (an unlinked dataset is freed when it is closed). */
-    int fd;          /* HDF5's descriptor of the file      */
-    uint64_t jfirst; /* file offset of /journal            */
-    uint64_t jblock; /* file offset of the current block   */
-    uint64_t jbytes; /* its size                           */
-    uint64_t jused;  /* bytes of it in use, header counted */
-    hid_t *jextra;   /* the later blocks                   */
-    size_t njextra;
-};
-
 /* --- HDF5 error handling ----------------------------------------------------- */
 
-typedef struct quiet {
-    H5E_auto2_t fn;
-    void *data;
-} quiet;
-
-static void quiet_begin(quiet *q)
+void ulp__writer_quiet_begin(ulp__writer_quiet *q)
 {
     if (H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data) < 0) {
         q->fn = NULL;
@@ -96,7 +43,7 @@ static void quiet_begin(quiet *q)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-static void quiet_end(const quiet *q)
+void ulp__writer_quiet_end(const ulp__writer_quiet *q)
 {
     H5Eset_auto2(H5E_DEFAULT, q->fn, q->data);
 }
@@ -133,7 +80,7 @@ static void h5_detail(char *out, size_t size)
     }
 }
 
-static ulp_status h5_fail(ulp_error *err, const ulp__writer *w, const char *what)
+ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char *what)
 {
     char detail[256];
     h5_detail(detail, sizeof(detail));
@@ -220,133 +167,11 @@ static hid_t name_lcpl(const ulp__writer *w, const char *name)
     return H5P_DEFAULT;
 }
 
-/* --- capture journal ----------------------------------------------------------- */
-
-static ulp_status journal_io_fail(ulp_error *err, const ulp__writer *w)
-{
-    int e = errno;
-    return ulp__error(err, e == ENOSPC || e == EFBIG || e == EDQUOT ? ULP_ENOSPC : ULP_EIO,
-                      "cannot write '%s': the capture journal: %s", w->path, strerror(e));
-}
-
-/*
- * A journal block: a contiguous uint8 dataset, allocated at creation and
- * never filled (its bytes are ours to pwrite at its file offset; HDF5 never
- * reads or writes them).  Named `link_name`, or anonymous when NULL.
- */
-static hid_t journal_block_create(ulp__writer *w, uint64_t bytes, const char *link_name)
-{
-    hsize_t dim = (hsize_t)bytes;
-    hid_t space = H5Screate_simple(1, &dim, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hid_t ds = H5I_INVALID_HID;
-    if (space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0)
-        ds = link_name != NULL ? H5Dcreate2(w->file, link_name, H5T_STD_U8LE, space, H5P_DEFAULT,
-                                            dcpl, H5P_DEFAULT)
-                               : H5Dcreate_anon(w->file, H5T_STD_U8LE, space, dcpl, H5P_DEFAULT);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    return ds;
-}
-
-/*
- * Writes the header of block `ds` (created, flushed) and an end mark after
- * it; sets *off to the block's file offset.  The bytes of a block are
- * whatever the file held there (sparse zeros, or freed space), so a reader
- * must meet an end mark before anything else that is not a record.
- */
-static ulp_status journal_block_start(ulp__writer *w, hid_t ds, uint64_t bytes, int first,
-                                      uint64_t *off, ulp_error *err)
-{
-    haddr_t a = H5Dget_offset(ds);
-    int fd = w->fd;
-    if (a == HADDR_UNDEF || fd < 0)
-        return h5_fail(err, w, "locate the capture journal");
-    unsigned char head[ULP__JOURNAL_HEADER_BYTES + JOURNAL_END_BYTES] = {0};
-    ulp__journal_header_encode(head, (uint64_t)a, bytes, first);
-    if (ulp__journal_pwrite(fd, head, sizeof head, (uint64_t)a) < 0)
-        return journal_io_fail(err, w);
-    *off = (uint64_t)a;
-    return ULP_OK;
-}
-
-/* Makes the block at `off` of `bytes` bytes the one records go to. */
-static void journal_use(ulp__writer *w, uint64_t off, uint64_t bytes)
-{
-    w->jblock = off;
-    w->jbytes = bytes;
-    w->jused = ULP__JOURNAL_HEADER_BYTES;
-}
-
-/* Appends `r`, then an end mark, in one write; chains a new block when full. */
-static ulp_status journal_append(ulp__writer *w, const ulp__journal_record *r, ulp_error *err)
-{
-    size_t len = ulp__journal_record_size(r->name_len);
-    if (len == 0)
-        return ulp__error(err, ULP_EINVAL, "capture '%.*s': name too long", 64, r->name);
-    int fd = w->fd;
-    if (fd < 0 || w->jbytes == 0)
-        return ulp__error(err, ULP_EIO, "cannot write '%s': no capture journal", w->path);
-    if (w->jused + len + JOURNAL_END_BYTES + JOURNAL_RESERVE > w->jbytes) {
-        uint64_t bytes = w->jbytes * 2 > JOURNAL_MAX_BYTES ? JOURNAL_MAX_BYTES : w->jbytes * 2;
-        uint64_t need = ULP__JOURNAL_HEADER_BYTES + len + JOURNAL_END_BYTES + JOURNAL_RESERVE;
-        if (bytes < need)
-            bytes = need;
-        hid_t *v = realloc(w->jextra, (w->njextra + 1) * sizeof *v);
-        if (v == NULL)
-            return ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", w->path);
-        w->jextra = v;
-        hid_t ds = journal_block_create(w, bytes, NULL);
-        if (ds < 0)
-            return h5_fail(err, w, "grow the capture journal");
-        w->jextra[w->njextra++] = ds;
-        /* The new block is on disk (end-of-file address included) and
-         * started before the old one points to it. */
-        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-            return h5_fail(err, w, "flush");
-        uint64_t off;
-        ulp_status st = journal_block_start(w, ds, bytes, 0, &off, err);
-        if (st != ULP_OK)
-            return st;
-        /* Records go to the new block only once the old one leads there. */
-        unsigned char next[ULP__JOURNAL_RECORD_FIXED + JOURNAL_END_BYTES] = {0};
-        ulp__journal_record nr = {
-            .kind = ULP__JOURNAL_NEXT, .occurrence = (int64_t)bytes, .addr = off};
-        ulp__journal_record_encode(next, &nr);
-        if (ulp__journal_pwrite(fd, next, sizeof next, w->jblock + w->jused) < 0)
-            return journal_io_fail(err, w);
-        journal_use(w, off, bytes);
-    }
-    unsigned char small[256];
-    unsigned char *buf =
-        len + JOURNAL_END_BYTES <= sizeof small ? small : malloc(len + JOURNAL_END_BYTES);
-    if (buf == NULL)
-        return ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", w->path);
-    ulp__journal_record_encode(buf, r);
-    memset(buf + len, 0, JOURNAL_END_BYTES);
-    int rc = ulp__journal_pwrite(fd, buf, len + JOURNAL_END_BYTES, w->jblock + w->jused);
-    if (buf != small)
-        free(buf);
-    if (rc < 0)
-        return journal_io_fail(err, w);
-    w->jused += len;
-    return ULP_OK;
-}
-
 /* --- create / close ------------------------------------------------------------- */
 
 static void writer_free(ulp__writer *w)
 {
-    close_id(&w->names_ds, H5Dclose);
-    close_id(&w->kernels_ds, H5Dclose);
-    close_id(&w->trace, H5Gclose);
-    close_id(&w->str_type, H5Tclose);
-    close_id(&w->row_mtype, H5Tclose);
-    close_id(&w->row_ftype, H5Tclose);
+    ulp__writer_trace_release(w);
     for (int i = 0; i < ULP_DTYPE_COUNT; i++)
         close_id(&w->types[i], H5Tclose);
     close_id(&w->groups[0], H5Gclose);
@@ -355,42 +180,20 @@ static void writer_free(ulp__writer *w)
     close_id(&w->lcpl, H5Pclose);
     close_id(&w->dcpl, H5Pclose);
     close_id(&w->gcpl, H5Pclose);
-    for (size_t i = 0; i < w->njextra; i++)
-        close_id(&w->jextra[i], H5Dclose);
-    free(w->jextra);
+    ulp__writer_journal_release(w);
     ulp__strmap_release(&w->occurrences);
-    ulp__strmap_release(&w->name_ids);
     free(w->path);
     free(w);
 }
 
-ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
-                              int64_t created_unix_ns, ulp__writer **out, ulp_error *err)
+/*
+ * Creates the file with its access and creation properties, takes the
+ * sec2 driver's descriptor and flushes.  Sets w->file (or leaves it
+ * invalid on error).
+ */
+static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
 {
-    if (out == NULL)
-        return ulp__error(err, ULP_EINVAL, "writer: no output pointer");
-    *out = NULL;
-    if (path == NULL || path[0] == '\0')
-        return ulp__error(err, ULP_EINVAL, "writer: empty path");
-    ulp__writer *w = calloc(1, sizeof(*w));
-    if (w == NULL || (w->path = strdup(path)) == NULL) {
-        free(w);
-        return ulp__error(err, ULP_ENOMEM, "cannot create '%s': out of memory", path);
-    }
-    w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
-    w->fd = -1;
-    w->groups[0] = w->groups[1] = H5I_INVALID_HID;
-    w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
-    w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
-    for (int i = 0; i < ULP_DTYPE_COUNT; i++)
-        w->types[i] = H5I_INVALID_HID;
-    ulp__strmap_init(&w->occurrences);
-    ulp__strmap_init(&w->name_ids);
-
     ulp_status st = ULP_OK;
-    quiet q;
-    quiet_begin(&q);
-    hid_t captures_gcpl = H5I_INVALID_HID, journal = H5I_INVALID_HID;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     /* Close every object with the file, so that a leaked id can never keep
      * the file open behind a successful close. */
@@ -432,43 +235,57 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         /* Before any other HDF5 call: the next one clears the error stack. */
         char detail[256];
         h5_detail(detail, sizeof(detail));
-        if (fcpl >= 0)
-            H5Pclose(fcpl);
         st = ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, detail);
-        goto cleanup;
     }
     if (fcpl >= 0)
         H5Pclose(fcpl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (st != ULP_OK)
+        return st;
     /* The sec2 driver's descriptor, fixed for the file's life: the journal
      * is written with it. */
     int *handle = NULL;
     if (H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&handle) >= 0 && handle != NULL)
         w->fd = *handle;
     /* A kill before the first flush leaves a file that cannot be opened. */
-    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-        st = h5_fail(err, w, "flush the new file");
-        goto cleanup;
-    }
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        return ulp__writer_h5_fail(err, w, "flush the new file");
+    return ULP_OK;
+}
+
+/* The property lists and file types every capture uses. */
+static ulp_status writer_props(ulp__writer *w, ulp_error *err)
+{
     w->lcpl = H5Pcreate(H5P_LINK_CREATE);
     w->dcpl = H5Pcreate(H5P_DATASET_CREATE);
     w->gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    captures_gcpl = H5Pcreate(H5P_GROUP_CREATE);
-    if (captures_gcpl >= 0)
-        H5Pset_local_heap_size_hint(captures_gcpl, CAPTURES_HEAP_HINT);
-    if (w->lcpl < 0 || w->dcpl < 0 || w->gcpl < 0 || captures_gcpl < 0 ||
+    if (w->lcpl < 0 || w->dcpl < 0 || w->gcpl < 0 ||
         H5Pset_local_heap_size_hint(w->gcpl, GROUP_HEAP_HINT) < 0 ||
         H5Pset_char_encoding(w->lcpl, H5T_CSET_UTF8) < 0 ||
         H5Pset_layout(w->dcpl, H5D_CONTIGUOUS) < 0 ||
-        H5Pset_fill_time(w->dcpl, H5D_FILL_TIME_NEVER) < 0) {
-        st = h5_fail(err, w, "set up property lists");
-        goto cleanup;
-    }
+        H5Pset_fill_time(w->dcpl, H5D_FILL_TIME_NEVER) < 0)
+        return ulp__writer_h5_fail(err, w, "set up property lists");
     for (int i = 0; i < ULP_DTYPE_COUNT; i++) {
         w->types[i] = ulp__h5_file_type((ulp_dtype)i);
-        if (w->types[i] < 0) {
-            st = h5_fail(err, w, "build the file types");
-            goto cleanup;
-        }
+        if (w->types[i] < 0)
+            return ulp__writer_h5_fail(err, w, "build the file types");
+    }
+    return ULP_OK;
+}
+
+/* The root attributes, /run, /env, /captures and the journal, flushed. */
+static ulp_status file_layout(ulp__writer *w, const char *label, const char *writer_name,
+                              int64_t created_unix_ns, ulp_error *err)
+{
+    ulp_status st = ULP_OK;
+    hid_t journal = H5I_INVALID_HID;
+    hid_t captures_gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (captures_gcpl >= 0)
+        H5Pset_local_heap_size_hint(captures_gcpl, CAPTURES_HEAP_HINT);
+    if (captures_gcpl < 0) {
+        st = ulp__writer_h5_fail(err, w, "set up property lists");
+        goto cleanup;
     }
     if (ulp__h5_attr_write_str(w->file, "format", ULP__FORMAT_NAME) < 0 ||
         ulp__h5_attr_write_i32(w->file, "format_version", ULP_FORMAT_VERSION) < 0 ||
@@ -476,31 +293,61 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         ulp__h5_attr_write_str(w->file, "writer", writer_name != NULL ? writer_name : "") < 0 ||
         ulp__h5_attr_write_i64(w->file, "created_unix_ns",
                                created_unix_ns != 0 ? created_unix_ns : now_unix_ns()) < 0) {
-        st = h5_fail(err, w, "write the root attributes");
+        st = ulp__writer_h5_fail(err, w, "write the root attributes");
         goto cleanup;
     }
     w->groups[ULP__WRITER_RUN] = H5Gcreate2(w->file, "run", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     w->groups[ULP__WRITER_ENV] = H5Gcreate2(w->file, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     w->captures = H5Gcreate2(w->file, "captures", H5P_DEFAULT, captures_gcpl, H5P_DEFAULT);
-    journal = journal_block_create(w, JOURNAL_FIRST_BYTES, ULP__JOURNAL_DATASET);
+    journal = ulp__writer_journal_create(w);
     if (w->groups[0] < 0 || w->groups[1] < 0 || w->captures < 0 || journal < 0) {
-        st = h5_fail(err, w, "create the groups");
+        st = ulp__writer_h5_fail(err, w, "create the groups");
         goto cleanup;
     }
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-        st = h5_fail(err, w, "flush");
+        st = ulp__writer_h5_fail(err, w, "flush");
         goto cleanup;
     }
-    if ((st = journal_block_start(w, journal, JOURNAL_FIRST_BYTES, 1, &w->jfirst, err)) == ULP_OK)
-        journal_use(w, w->jfirst, JOURNAL_FIRST_BYTES);
+    st = ulp__writer_journal_start(w, journal, err);
 
 cleanup:
     if (journal >= 0)
         H5Dclose(journal);
-    if (fapl >= 0)
-        H5Pclose(fapl);
     if (captures_gcpl >= 0)
         H5Pclose(captures_gcpl);
+    return st;
+}
+
+ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
+                              int64_t created_unix_ns, ulp__writer **out, ulp_error *err)
+{
+    if (out == NULL)
+        return ulp__error(err, ULP_EINVAL, "writer: no output pointer");
+    *out = NULL;
+    if (path == NULL || path[0] == '\0')
+        return ulp__error(err, ULP_EINVAL, "writer: empty path");
+    ulp__writer *w = calloc(1, sizeof(*w));
+    if (w == NULL || (w->path = strdup(path)) == NULL) {
+        free(w);
+        return ulp__error(err, ULP_ENOMEM, "cannot create '%s': out of memory", path);
+    }
+    w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
+    w->fd = -1;
+    w->groups[0] = w->groups[1] = H5I_INVALID_HID;
+    w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
+    w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
+    for (int i = 0; i < ULP_DTYPE_COUNT; i++)
+        w->types[i] = H5I_INVALID_HID;
+    ulp__strmap_init(&w->occurrences);
+    ulp__strmap_init(&w->name_ids);
+
+    ulp__writer_quiet q;
+    ulp__writer_quiet_begin(&q);
+    ulp_status st = file_create(w, path, err);
+    if (st == ULP_OK)
+        st = writer_props(w, err);
+    if (st == ULP_OK)
+        st = file_layout(w, label, writer_name, created_unix_ns, err);
     if (st != ULP_OK) {
         hid_t file = w->file;
         w->file = H5I_INVALID_HID;
@@ -510,7 +357,7 @@ cleanup:
     } else {
         *out = w;
     }
-    quiet_end(&q);
+    ulp__writer_quiet_end(&q);
     return st;
 }
 
@@ -519,8 +366,8 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     if (w == NULL)
         return ULP_OK;
     ulp_status st = ULP_OK;
-    quiet q;
-    quiet_begin(&q);
+    ulp__writer_quiet q;
+    ulp__writer_quiet_begin(&q);
     uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;
     /* The same file for the closed mark, even if the path now names another. */
     int mark_fd = w->file >= 0 && jfirst > 0 && w->fd >= 0 ? fcntl(w->fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -549,18 +396,18 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
         close(mark_fd);
     }
     free(path);
-    quiet_end(&q);
+    ulp__writer_quiet_end(&q);
     return st;
 }
 
 ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err)
 {
-    quiet q;
-    quiet_begin(&q);
+    ulp__writer_quiet q;
+    ulp__writer_quiet_begin(&q);
     ulp_status st = ULP_OK;
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-        st = h5_fail(err, w, "flush");
-    quiet_end(&q);
+        st = ulp__writer_h5_fail(err, w, "flush");
+    ulp__writer_quiet_end(&q);
     return st;
 }
 
@@ -570,16 +417,16 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
     if ((group != ULP__WRITER_RUN && group != ULP__WRITER_ENV) || key == NULL || key[0] == '\0' ||
         value == NULL)
         return ulp__error(err, ULP_EINVAL, "writer: invalid attribute");
-    quiet q;
-    quiet_begin(&q);
+    ulp__writer_quiet q;
+    ulp__writer_quiet_begin(&q);
     ulp_status st = ULP_OK;
     if (ulp__h5_attr_write_str(w->groups[group], key, value) < 0)
-        st = h5_fail(err, w,
-                     group == ULP__WRITER_RUN ? "write a /run attribute"
-                                              : "write an /env attribute");
+        st = ulp__writer_h5_fail(err, w,
+                                 group == ULP__WRITER_RUN ? "write a /run attribute"
+                                                          : "write an /env attribute");
     else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-        st = h5_fail(err, w, "flush");
-    quiet_end(&q);
+        st = ulp__writer_h5_fail(err, w, "flush");
+    ulp__writer_quiet_end(&q);
     return st;
 }
 
@@ -622,8 +469,9 @@ static int write_capture_attrs(hid_t ds, const ulp_capture_desc *d, int64_t seq)
     return 0;
 }
 
-ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
-                           size_t nbytes, int64_t *seq, ulp_error *err)
+/* Checks a capture's descriptor against its bytes and fills `dims`. */
+static ulp_status capture_check(const ulp_capture_desc *d, const void *data, size_t nbytes,
+                                hsize_t dims[ULP_MAX_RANK], ulp_error *err)
 {
     if (d == NULL || !ulp__capture_name_ok(d->name))
         return ulp__error(err, ULP_EINVAL, "writer: invalid capture name");
@@ -633,7 +481,6 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
                           (int)d->dtype);
     if (d->ndim < 0 || d->ndim > ULP_MAX_RANK || (d->ndim > 0 && d->shape == NULL))
         return ulp__error(err, ULP_EINVAL, "capture '%s': invalid rank %d", d->name, d->ndim);
-    hsize_t dims[ULP_MAX_RANK];
     uint64_t elements = 1;
     for (int i = 0; i < d->ndim; i++) {
         if (d->shape[i] < 0)
@@ -648,19 +495,52 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
                           d->name, nbytes, elements);
     if (nbytes > 0 && data == NULL)
         return ulp__error(err, ULP_EINVAL, "capture '%s': no data", d->name);
+    return ULP_OK;
+}
+
+/*
+ * Creates the capture's dataset anonymous in *ds, writes its bytes and its
+ * attributes.  On error *ds may hold the dataset, for the caller to close.
+ */
+static ulp_status anon_dataset(ulp__writer *w, const ulp_capture_desc *d,
+                               const hsize_t dims[ULP_MAX_RANK], const void *data, size_t nbytes,
+                               hid_t *ds, ulp_error *err)
+{
+    hid_t type = w->types[d->dtype];
+    ulp_status st = ULP_OK;
+    hid_t space = d->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(d->ndim, dims, NULL);
+    if (space < 0)
+        return ulp__writer_h5_fail(err, w, "create a dataspace");
+    *ds = H5Dcreate_anon(w->file, type, space, w->dcpl, H5P_DEFAULT);
+    if (*ds < 0)
+        st = ulp__writer_h5_fail(err, w, "create a dataset");
+    /* Memory type = file type: HDF5 copies the bits and converts nothing. */
+    else if (nbytes > 0 && H5Dwrite(*ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+        st = ulp__writer_h5_fail(err, w, "write a dataset");
+    else if (write_capture_attrs(*ds, d, w->next_seq) < 0)
+        st = ulp__writer_h5_fail(err, w, "write dataset attributes");
+    H5Sclose(space);
+    return st;
+}
+
+ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
+                           size_t nbytes, int64_t *seq, ulp_error *err)
+{
+    hsize_t dims[ULP_MAX_RANK];
+    ulp_status st = capture_check(d, data, nbytes, dims, err);
+    if (st != ULP_OK)
+        return st;
 
     int inserted = 0;
     int64_t *occ = ulp__strmap_upsert(&w->occurrences, d->name, 0, &inserted);
     if (occ == NULL)
         return ulp__error(err, ULP_ENOMEM, "capture '%s': out of memory", d->name);
 
-    ulp_status st = ULP_OK;
-    hid_t g = H5I_INVALID_HID, space = H5I_INVALID_HID, ds = H5I_INVALID_HID;
-    hid_t type = w->types[d->dtype];
+    hid_t g = H5I_INVALID_HID, ds = H5I_INVALID_HID;
     char dsname[32];
     int linked = 0, group_linked = 0;
-    quiet q;
-    quiet_begin(&q);
+    ulp__writer_quiet q;
+    ulp__writer_quiet_begin(&q);
 
     /*
      * A capture becomes visible atomically, even to a reader of a file whose
@@ -680,45 +560,28 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
         *occ = -1;
         g = H5Gcreate_anon(w->captures, w->gcpl, H5P_DEFAULT);
         if (g < 0) {
-            st = h5_fail(err, w, "create a capture group");
+            st = ulp__writer_h5_fail(err, w, "create a capture group");
             goto cleanup;
         }
     } else {
         g = H5Gopen2(w->captures, d->name, H5P_DEFAULT);
         if (g < 0) {
-            st = h5_fail(err, w, "open a capture group");
+            st = ulp__writer_h5_fail(err, w, "open a capture group");
             goto cleanup;
         }
     }
     snprintf(dsname, sizeof(dsname), "%" PRId64, occurrence);
-    space = d->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(d->ndim, dims, NULL);
-    if (space < 0) {
-        st = h5_fail(err, w, "create a dataspace");
+    if ((st = anon_dataset(w, d, dims, data, nbytes, &ds, err)) != ULP_OK)
         goto cleanup;
-    }
-    ds = H5Dcreate_anon(w->file, type, space, w->dcpl, H5P_DEFAULT);
-    if (ds < 0) {
-        st = h5_fail(err, w, "create a dataset");
-        goto cleanup;
-    }
-    /* Memory type = file type: HDF5 copies the bits and converts nothing. */
-    if (nbytes > 0 && H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) {
-        st = h5_fail(err, w, "write a dataset");
-        goto cleanup;
-    }
-    if (write_capture_attrs(ds, d, w->next_seq) < 0) {
-        st = h5_fail(err, w, "write dataset attributes");
-        goto cleanup;
-    }
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-        st = h5_fail(err, w, "flush");
+        st = ulp__writer_h5_fail(err, w, "flush");
         goto cleanup;
     }
     /* The capture is on disk: the journal names it before any group does,
      * so that a torn update of a group cannot hide it. */
     H5O_info_t oi;
     if (H5Oget_info2(ds, &oi, H5O_INFO_BASIC) < 0) {
-        st = h5_fail(err, w, "locate a dataset");
+        st = ulp__writer_h5_fail(err, w, "locate a dataset");
         goto cleanup;
     }
     ulp__journal_record jr = {.kind = ULP__JOURNAL_CAPTURE,
@@ -727,27 +590,27 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
                               .addr = (uint64_t)oi.addr,
                               .name = d->name,
                               .name_len = strlen(d->name)};
-    if ((st = journal_append(w, &jr, err)) != ULP_OK)
+    if ((st = ulp__writer_journal_append(w, &jr, err)) != ULP_OK)
         goto cleanup;
     if (H5Olink(ds, g, dsname, H5P_DEFAULT, H5P_DEFAULT) < 0) {
-        st = h5_fail(err, w, "link a dataset");
+        st = ulp__writer_h5_fail(err, w, "link a dataset");
         goto cleanup;
     }
     linked = 1;
     if (new_group) {
         /* The group holds a complete dataset on disk before it gets a name. */
         if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-            st = h5_fail(err, w, "flush");
+            st = ulp__writer_h5_fail(err, w, "flush");
             goto cleanup;
         }
         if (H5Olink(g, w->captures, d->name, name_lcpl(w, d->name), H5P_DEFAULT) < 0) {
-            st = h5_fail(err, w, "link a capture group");
+            st = ulp__writer_h5_fail(err, w, "link a capture group");
             goto cleanup;
         }
         group_linked = 1;
     }
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-        st = h5_fail(err, w, "flush");
+        st = ulp__writer_h5_fail(err, w, "flush");
         goto cleanup;
     }
     if (seq != NULL)
@@ -764,181 +627,10 @@ cleanup:
         H5Ldelete(g, dsname, H5P_DEFAULT);
     if (st != ULP_OK && group_linked)
         H5Ldelete(w->captures, d->name, H5P_DEFAULT);
-    if (space >= 0)
-        H5Sclose(space);
     if (g >= 0)
         H5Gclose(g);
-    quiet_end(&q);
+    ulp__writer_quiet_end(&q);
     return st;
 }
 
 /* --- kernel trace -------------------------------------------------------------------- */
-
-/* The row layout as a compound: `mem` for ulp__kernel_row, `file` packed LE. */
-static hid_t row_type(int file)
-{
-    hsize_t three = 3;
-    hid_t i32 = file ? H5T_STD_I32LE : H5T_NATIVE_INT32;
-    hid_t u32 = file ? H5T_STD_U32LE : H5T_NATIVE_UINT32;
-    hid_t u64 = file ? H5T_STD_U64LE : H5T_NATIVE_UINT64;
-    hid_t i32x3 = H5Tarray_create2(i32, 1, &three);
-    if (i32x3 < 0)
-        return -1;
-    struct field {
-        const char *name;
-        hid_t type;
-        size_t mem_offset;
-    } fields[] = {
-        {"seq", u64, offsetof(ulp__kernel_row, seq)},
-        {"correlation_id", u32, offsetof(ulp__kernel_row, correlation_id)},
-        {"name_id", u32, offsetof(ulp__kernel_row, name_id)},
-        {"grid", i32x3, offsetof(ulp__kernel_row, grid)},
-        {"block", i32x3, offsetof(ulp__kernel_row, block)},
-        {"shared_static", i32, offsetof(ulp__kernel_row, shared_static)},
-        {"shared_dynamic", i32, offsetof(ulp__kernel_row, shared_dynamic)},
-        {"registers", i32, offsetof(ulp__kernel_row, registers)},
-        {"stream", u64, offsetof(ulp__kernel_row, stream)},
-        {"device", u32, offsetof(ulp__kernel_row, device)},
-        {"start_ns", u64, offsetof(ulp__kernel_row, start_ns)},
-        {"end_ns", u64, offsetof(ulp__kernel_row, end_ns)},
-    };
-    size_t n = sizeof(fields) / sizeof(fields[0]);
-    size_t size = 0;
-    for (size_t i = 0; i < n; i++)
-        size += H5Tget_size(fields[i].type);
-    hid_t t = H5Tcreate(H5T_COMPOUND, file ? size : sizeof(ulp__kernel_row));
-    size_t off = 0;
-    for (size_t i = 0; t >= 0 && i < n; i++) {
-        if (H5Tinsert(t, fields[i].name, file ? off : fields[i].mem_offset, fields[i].type) < 0) {
-            H5Tclose(t);
-            t = -1;
-        }
-        off += H5Tget_size(fields[i].type);
-    }
-    H5Tclose(i32x3);
-    return t;
-}
-
-static hid_t extendible_1d(hid_t loc, const char *name, hid_t type, hid_t lcpl, hsize_t chunk)
-{
-    hsize_t zero = 0, unlimited = H5S_UNLIMITED;
-    hid_t space = H5Screate_simple(1, &zero, &unlimited);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hid_t ds = -1;
-    if (space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0)
-        ds = H5Dcreate2(loc, name, type, space, lcpl, dcpl, H5P_DEFAULT);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    return ds;
-}
-
-static int trace_open(ulp__writer *w)
-{
-    w->str_type = H5Tcopy(H5T_C_S1);
-    if (w->str_type < 0 || H5Tset_size(w->str_type, H5T_VARIABLE) < 0 ||
-        H5Tset_cset(w->str_type, H5T_CSET_UTF8) < 0)
-        return -1;
-    w->row_mtype = row_type(0);
-    w->row_ftype = row_type(1);
-    if (w->row_mtype < 0 || w->row_ftype < 0)
-        return -1;
-    w->trace = H5Gcreate2(w->file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (w->trace < 0)
-        return -1;
-    w->names_ds = extendible_1d(w->trace, "names", w->str_type, H5P_DEFAULT, 256);
-    if (w->names_ds < 0)
-        return -1;
-    w->kernels_ds = extendible_1d(w->trace, "kernels", w->row_ftype, H5P_DEFAULT, TRACE_CHUNK_ROWS);
-    return w->kernels_ds < 0 ? -1 : 0;
-}
-
-/* Appends `n` elements at row `at` of a 1-D extendible dataset. */
-static int append_rows(hid_t ds, hid_t mtype, hsize_t at, hsize_t n, const void *buf)
-{
-    hsize_t size = at + n;
-    if (H5Dset_extent(ds, &size) < 0)
-        return -1;
-    hid_t fspace = H5Dget_space(ds);
-    /* The memory space has the slab's size: H5S_ALL here would read the
-     * buffer at the slab's file offset (shared/notes/hdf5.md). */
-    hid_t mspace = H5Screate_simple(1, &n, NULL);
-    int rc = -1;
-    if (fspace >= 0 && mspace >= 0 &&
-        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &at, NULL, &n, NULL) >= 0 &&
-        H5Dwrite(ds, mtype, mspace, fspace, H5P_DEFAULT, buf) >= 0)
-        rc = 0;
-    if (mspace >= 0)
-        H5Sclose(mspace);
-    if (fspace >= 0)
-        H5Sclose(fspace);
-    return rc;
-}
-
-ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *rows,
-                                      const char *const *names, size_t n, ulp_error *err)
-{
-    if (n == 0)
-        return ULP_OK;
-    if (rows == NULL || names == NULL)
-        return ulp__error(err, ULP_EINVAL, "writer: no kernel rows");
-    if (w->trace_broken)
-        return ulp__error(err, ULP_EIO, "cannot append to /trace in '%s': an earlier batch failed",
-                          w->path);
-
-    ulp_status st = ULP_OK;
-    ulp__kernel_row *copy = malloc(n * sizeof(*copy));
-    const char **fresh = malloc(n * sizeof(*fresh));
-    quiet q;
-    quiet_begin(&q);
-    if (copy == NULL || fresh == NULL) {
-        st = ulp__error(err, ULP_ENOMEM, "kernel trace: out of memory");
-        goto cleanup;
-    }
-    if (w->trace < 0 && trace_open(w) < 0) {
-        st = h5_fail(err, w, "create /trace");
-        w->trace_broken = 1;
-        goto cleanup;
-    }
-    /* Intern the names: new ones get the next rows of /trace/names. */
-    size_t nfresh = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *name = names[i] != NULL ? names[i] : "";
-        int inserted = 0;
-        int64_t *id = ulp__strmap_upsert(&w->name_ids, name, 0, &inserted);
-        if (id == NULL) {
-            st = ulp__error(err, ULP_ENOMEM, "kernel trace: out of memory");
-            w->trace_broken = 1;
-            goto cleanup;
-        }
-        if (inserted) {
-            *id = (int64_t)(w->name_count + nfresh);
-            fresh[nfresh++] = name;
-        }
-        copy[i] = rows[i];
-        copy[i].name_id = (uint32_t)*id;
-    }
-    /* Names first: a kill between the two writes leaves unused names, never
-     * rows pointing past /trace/names. */
-    if (nfresh > 0 && append_rows(w->names_ds, w->str_type, w->name_count, nfresh, fresh) < 0) {
-        st = h5_fail(err, w, "append to /trace/names");
-        w->trace_broken = 1;
-        goto cleanup;
-    }
-    w->name_count += nfresh;
-    if (append_rows(w->kernels_ds, w->row_mtype, w->kernel_count, n, copy) < 0) {
-        st = h5_fail(err, w, "append to /trace/kernels");
-        w->trace_broken = 1;
-        goto cleanup;
-    }
-    w->kernel_count += n;
-    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-        st = h5_fail(err, w, "flush");
-
-cleanup:
-    quiet_end(&q);
-    free(copy);
-    free(fresh);
-    return st;
-}

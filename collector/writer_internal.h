@@ -1,0 +1,84 @@
+/*
+ * The inside of the snapshot writer, shared by the files that implement it:
+ *   writer.c          create, close, flush, attributes, captures;
+ *   writer_journal.c  the capture journal (common/journal.h) in its blocks;
+ *   writer_trace.c    /trace/kernels and /trace/names.
+ * writer.h says how the writer behaves; this header is internal to those files.
+ */
+#ifndef ULPPROF_COLLECTOR_WRITER_INTERNAL_H
+#define ULPPROF_COLLECTOR_WRITER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/h5types.h"
+#include "common/journal.h"
+#include "common/strmap.h"
+#include "writer.h"
+
+struct ulp__writer {
+    char *path;
+    hid_t file;
+    hid_t groups[2];              /* /run, /env                         */
+    hid_t captures;               /* /captures                          */
+    hid_t lcpl;                   /* links named in non-ASCII UTF-8     */
+    hid_t dcpl;                   /* contiguous, never filled           */
+    hid_t gcpl;                   /* capture groups: heap pre-sized     */
+    hid_t types[ULP_DTYPE_COUNT]; /* file (= memory) type per dtype     */
+    int64_t next_seq;
+    ulp__strmap occurrences; /* capture name -> next occurrence    */
+
+    /* /trace, created at the first kernel batch. */
+    hid_t trace, names_ds, kernels_ds, str_type, row_mtype, row_ftype;
+    ulp__strmap name_ids; /* kernel name -> row of /trace/names */
+    uint64_t name_count;
+    uint64_t kernel_count;
+    int trace_broken; /* a batch failed half-way            */
+
+    /* The capture journal; blocks after /journal are anonymous datasets,
+     * held open (an unlinked dataset is freed when it is closed). */
+    int fd;          /* HDF5's descriptor of the file      */
+    uint64_t jfirst; /* file offset of /journal            */
+    uint64_t jblock; /* file offset of the current block   */
+    uint64_t jbytes; /* its size                           */
+    uint64_t jused;  /* bytes of it in use, header counted */
+    hid_t *jextra;   /* the later blocks                   */
+    size_t njextra, jextra_cap;
+};
+
+/* Saves and silences the calling thread's HDF5 error printing; quiet_end restores it. */
+typedef struct ulp__writer_quiet {
+    H5E_auto2_t fn;
+    void *data;
+} ulp__writer_quiet;
+
+void ulp__writer_quiet_begin(ulp__writer_quiet *q);
+void ulp__writer_quiet_end(const ulp__writer_quiet *q);
+
+/*
+ * Fails with "cannot <what> in '<path>': <HDF5's innermost message>", as
+ * ULP_ENOSPC when that message is a full disk, quota or file-size limit,
+ * else ULP_EIO.  Call right after the failing HDF5 call.
+ */
+ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char *what);
+
+/* --- the capture journal (writer_journal.c) ------------------------------------------ */
+
+/* Creates /journal, the first block, and makes it current; the file is flushed after the groups. */
+hid_t ulp__writer_journal_create(ulp__writer *w);
+
+/* Starts the first block `ds` (created and flushed) and makes it the current one. */
+ulp_status ulp__writer_journal_start(ulp__writer *w, hid_t ds, ulp_error *err);
+
+/* Appends `r`, then an end mark, in one write; chains a new block when full. */
+ulp_status ulp__writer_journal_append(ulp__writer *w, const ulp__journal_record *r, ulp_error *err);
+
+/* Closes the later blocks and frees their list. */
+void ulp__writer_journal_release(ulp__writer *w);
+
+/* --- the kernel trace (writer_trace.c) ----------------------------------------------- */
+
+/* Closes the /trace objects and frees the name map. */
+void ulp__writer_trace_release(ulp__writer *w);
+
+#endif /* ULPPROF_COLLECTOR_WRITER_INTERNAL_H */
