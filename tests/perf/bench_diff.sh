@@ -1,65 +1,172 @@
 #!/bin/bash
-# Benchmark of `ulpprof diff` (issue #3 item 7): two snapshots of 32 x 4 Mi
-# bf16 with ~1% of the elements changed; reports, from one run:
-#   ulpprof / cat      time of `ulpprof diff` over `cat A B > /dev/null` (target <= 1.5)
-#   numpy / ulpprof    the numpy+h5py raw-read script (diff_numpy.py) over ulpprof (>= 10)
-#   h5diff / ulpprof   h5diff over ulpprof
-#   peak RSS           of ulpprof diff (/usr/bin/time -v; target < 64 MiB)
-# Page cache warm (each file is read once before timing); best of 3 for the
-# fast commands.  Usage: bench_diff.sh [NLAYERS NELEM]  (ULPPROF, ULP_PYTHON,
-# BENCH_DIR to keep the files between runs, BENCH_NO_H5DIFF=1 to skip h5diff).
-set -eu
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-ULPPROF=${ULPPROF:-$SRC/build/programs/ulpprof}
-PY=${ULP_PYTHON:-/usr/bin/python3}
-NL=${1:-32}
-NE=${2:-4194304}
-DIR=${BENCH_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/ulpdiff-bench.XXXXXX")}
-[ -n "${BENCH_DIR:-}" ] || trap 'rm -rf "$DIR"' EXIT
-mkdir -p "$DIR"
-if [ ! -s "$DIR/b.h5" ]; then
-    "$PY" "$SRC/tests/perf/make_bench_pair.py" "$DIR" "$NL" "$NE"
+# Benchmark of `ulpprof diff` (issue #16): every tool timed the same way, in
+# one run, on the same warm page cache.
+#
+#   tests/perf/bench_diff.sh [SIZE_MIB...]      (default: 261 1024)
+#
+# Cases, each a pair of snapshots generated here (nothing is checked in):
+#   real SIZE   make_real_pair.py: 32 layers of bf16 attn/MLP outputs and f32
+#               residuals, f32 logits [T/4, 151936], 1% to 9% of the elements
+#               moved by 1..4 ULP, an argmax flip in every 8th logits row
+#   easy        make_bench_pair.py: 32 x 4 Mi bf16, 1% changed (the old pair)
+#   many        capture_loop: 10,000 captures of bf16[256] (100 names x 100)
+# Tools, run in interleaved rounds (the order rotates every round):
+#   cat         cat A B > /dev/null
+#   memread     bench_memread A B: a plain two-thread walk of the mapped files
+#               (the memory-read limit: nothing can compare the bytes faster)
+#   ulpprof     ulpprof diff A B (the table; exit 1 expected: the pairs differ)
+#   numpy       diff_numpy.py A B (vectorized numpy + h5py; real and easy only)
+# Reported per case: median and minimum of each tool, the ratios of the
+# medians, and the range of the per-round ratios; peak RSS of ulpprof diff
+# (/usr/bin/time -v).  Every output is checked: exit codes, numpy's numbers
+# against ulpprof's JSON report (check_numpy.py), the many case's rows.
+# A failed check stops the run with exit 1.
+#
+# Environment: ULPPROF_BUILD_DIR (default build), ULP_PYTHON (default
+# /usr/bin/python3), BENCH_ROUNDS (default 5), BENCH_DIR (where the pairs
+# go; default a fresh directory under $TMPDIR, removed at the end),
+# BENCH_EASY=0 / BENCH_MANY=0 to skip those cases, BENCH_H5DIFF=1 to add one
+# h5diff run per case (slow).
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${ULPPROF_BUILD_DIR:-$src/build}
+ulpprof=$build/programs/ulpprof
+memread=$build/tests/bench_memread
+loop=$build/tests/reliability/capture_loop
+py=${ULP_PYTHON:-/usr/bin/python3}
+rounds=${BENCH_ROUNDS:-5}
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(261 1024)
+for x in "$ulpprof" "$memread" "$loop" /usr/bin/time; do
+    [ -x "$x" ] || { echo "bench_diff: $x is missing (build first)" >&2; exit 2; }
+done
+dir=${BENCH_DIR:-}
+if [ -z "$dir" ]; then
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/ulpdiff-bench.XXXXXX")
+    trap 'rm -rf "$dir"' EXIT
 fi
-A=$DIR/a.h5
-B=$DIR/b.h5
-cat "$A" "$B" >/dev/null
+mkdir -p "$dir"
+times=$dir/times.txt
+: >"$times"
 
-now() { date +%s.%N; }
-# best TIMES CMD...: the fastest of TIMES runs, in seconds.
-best() {
-    local n=$1 b=
-    shift
-    for _ in $(seq "$n"); do
-        local t0 t1
-        t0=$(now)
-        "$@" >/dev/null 2>&1 || true
-        t1=$(now)
-        b=$(awk -v t0="$t0" -v t1="$t1" -v b="$b" "BEGIN { d = t1 - t0; if (b == \"\" || d < b) print d; else print b }")
-    done
-    echo "$b"
+fail() {
+    echo "bench_diff: FAIL: $*" >&2
+    exit 1
 }
-"$SRC/tests/perf/check_vec_diff.sh" "${CC:-gcc}" || true
-t_cat=$(best 5 sh -c "cat '$A' '$B' >/dev/null")
-t_ulp=$(best 5 "$ULPPROF" diff "$A" "$B")
-# A binary that links OpenBLAS starts its thread pool at load time, which
-# competes for the cores; show the difference when it does.
-if ldd "$ULPPROF" 2>/dev/null | grep -q openblas; then
-    t_ob=$(OPENBLAS_NUM_THREADS=1 best 5 "$ULPPROF" diff "$A" "$B")
-    echo "note: $ULPPROF links OpenBLAS; with OPENBLAS_NUM_THREADS=1: $t_ob s"
+
+# timed CASE ROUND TOOL WANT_RC CMD...: runs CMD, stdout to $dir/out.TOOL,
+# checks its exit code, appends "CASE ROUND TOOL SECONDS" to $times.
+timed() {
+    local case=$1 round=$2 tool=$3 want=$4 rc=0 t0 t1
+    shift 4
+    t0=$EPOCHREALTIME
+    "$@" >"$dir/out.$tool" 2>"$dir/err.$tool" || rc=$?
+    t1=$EPOCHREALTIME
+    [ "$rc" = "$want" ] || fail "$case: $tool exited $rc, not $want: $(head -c 400 "$dir/err.$tool")"
+    echo "$case $round $tool $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')" >>"$times"
+}
+
+# bench CASE A B TOOL...: warm the cache, interleaved rounds, peak RSS.
+bench() {
+    local case=$1 a=$2 b=$3
+    shift 3
+    local tools=("$@") n=$# r i
+    cat "$a" "$b" >/dev/null
+    for ((r = 0; r < rounds; r++)); do
+        for ((i = 0; i < n; i++)); do
+            local t=${tools[$(((i + r) % n))]}
+            case $t in
+            cat) timed "$case" $r cat 0 cat "$a" "$b" ;;
+            memread) timed "$case" $r memread 0 "$memread" "$a" "$b" ;;
+            ulpprof) timed "$case" $r ulpprof 1 "$ulpprof" diff "$a" "$b" ;;
+            numpy) timed "$case" $r numpy 0 "$py" "$src/tests/perf/diff_numpy.py" "$a" "$b" ;;
+            esac
+        done
+    done
+    /usr/bin/time -v -o "$dir/time.txt" "$ulpprof" diff "$a" "$b" >/dev/null || [ $? = 1 ] ||
+        fail "$case: ulpprof diff under /usr/bin/time"
+    local rss
+    rss=$(sed -nE 's/.*Maximum resident set size \(kbytes\): ([0-9]+)/\1/p' "$dir/time.txt")
+    echo "$case rss ulpprof $rss" >>"$times"
+    if [ "${BENCH_H5DIFF:-0}" = 1 ]; then
+        timed "$case" h5diff h5diff 1 h5diff "$a" "$b"
+    fi
+}
+
+# check_numpy CASE A B: numpy's numbers (from the last timed run) against ulpprof's JSON.
+check_numpy() {
+    local rc=0
+    "$ulpprof" diff -f json -o "$dir/report.json" "$2" "$3" || rc=$?
+    [ "$rc" = 1 ] || fail "$1: ulpprof diff -f json exited $rc"
+    "$py" "$src/tests/perf/check_numpy.py" "$dir/out.numpy" "$dir/report.json" || fail "$1: numbers differ"
+}
+
+echo "bench_diff: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $rounds interleaved rounds, files in $dir"
+if [ "${BENCH_EASY:-1}" != 0 ]; then
+    mkdir -p "$dir/easy"
+    [ -s "$dir/easy/b.h5" ] || "$py" "$src/tests/perf/make_bench_pair.py" "$dir/easy" 32 4194304
+    bench easy "$dir/easy/a.h5" "$dir/easy/b.h5" cat memread ulpprof numpy
+    check_numpy easy "$dir/easy/a.h5" "$dir/easy/b.h5"
 fi
-rss_kb=$( { /usr/bin/time -v "$ULPPROF" diff "$A" "$B" >/dev/null; } 2>&1 | awk '/Maximum resident/ { print $6 }')
-t_np=$(best 1 "$PY" "$SRC/tests/perf/diff_numpy.py" "$A" "$B")
-if [ -z "${BENCH_NO_H5DIFF:-}" ]; then
-    t_h5=$(best 1 h5diff "$A" "$B")
-else
-    t_h5=nan
+for size in "${sizes[@]}"; do
+    d=$dir/real$size
+    mkdir -p "$d"
+    [ -s "$d/b.h5" ] || "$py" "$src/tests/perf/make_real_pair.py" "$d" "$size"
+    bench "real$size" "$d/a.h5" "$d/b.h5" cat memread ulpprof numpy
+    check_numpy "real$size" "$d/a.h5" "$d/b.h5"
+    [ -n "${BENCH_DIR:-}" ] || rm -rf "$d"
+done
+many=${BENCH_MANY:-10000}
+if [ "$many" != 0 ]; then
+    d=$dir/many
+    mkdir -p "$d"
+    for n in $((many / 4)) "$many"; do
+        "$loop" --out "$d/a$n.h5" --count "$n" --elements 256 --names 100 >/dev/null
+        "$loop" --out "$d/b$n.h5" --count "$n" --elements 256 --names 100 --flip-from $((n - 10)) >/dev/null
+    done
+    # The small file first: its peak RSS beside the large one's shows whether memory grows.
+    bench "many$((many / 4))" "$d/a$((many / 4)).h5" "$d/b$((many / 4)).h5" cat ulpprof
+    bench "many$many" "$d/a$many.h5" "$d/b$many.h5" cat memread ulpprof
+    rc=0
+    "$ulpprof" diff -f json -o "$dir/report.json" "$d/a$many.h5" "$d/b$many.h5" || rc=$?
+    [ "$rc" = 1 ] || fail "many: ulpprof diff -f json exited $rc"
+    "$py" - "$dir/report.json" "$many" <<'PY' || fail "many: wrong rows"
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+n = int(sys.argv[2])
+bad = [r for r in rows if r["status"] != "identical"]
+assert len(rows) == n and len(bad) == 10 and all(r["differing"] == 1 for r in bad), (len(rows), len(bad))
+print("check: %d rows, the 10 flipped captures differ in 1 element each" % n)
+PY
 fi
-"$ULPPROF" diff "$A" "$B" | grep -E "^(differs|first divergence)" || true
-awk -v c="$t_cat" -v u="$t_ulp" -v n="$t_np" -v h="$t_h5" -v r="$rss_kb" -v nl="$NL" -v ne="$NE" 'BEGIN {
-    printf "pair: %d x %d bf16 elements, %.0f MiB per file\n", nl, ne, nl * ne * 2 / 1048576
-    printf "cat A B > /dev/null   %8.3f s\n", c
-    printf "ulpprof diff          %8.3f s   ulpprof / cat     = %6.2f  (target <= 1.5)\n", u, u / c
-    printf "numpy + h5py (raw)    %8.3f s   numpy / ulpprof   = %6.1f  (target >= 10)\n", n, n / u
-    if (h != "nan") printf "h5diff                %8.3f s   h5diff / ulpprof  = %6.1f\n", h, h / u
-    printf "peak RSS of ulpprof diff: %.1f MiB  (target < 64)\n", r / 1024
-}'
+
+"$py" - "$times" <<'PY'
+import collections, statistics, sys
+t = collections.defaultdict(lambda: collections.defaultdict(dict))
+rss = {}
+for line in open(sys.argv[1]):
+    case, rnd, tool, v = line.split()
+    if rnd == "rss":
+        rss[case] = int(v) / 1024
+    else:
+        t[case][tool][rnd] = float(v)
+for case, tools in t.items():
+    print("%s:" % case)
+    for tool, v in tools.items():
+        x = list(v.values())
+        print("  %-8s median %8.3f s  min %8.3f s  (%d runs)" % (tool, statistics.median(x), min(x), len(x)))
+    def ratio(num, den, goal):
+        if num not in tools or den not in tools:
+            return
+        rounds = [tools[num][r] / tools[den][r] for r in tools[num] if r in tools[den]]
+        med = statistics.median(tools[num].values()) / statistics.median(tools[den].values())
+        print("  %-18s %6.2f  (per round %.2f-%.2f; medians)  %s" % (
+            "%s / %s" % (num, den), med, min(rounds), max(rounds), goal))
+    ratio("ulpprof", "cat", "goal <= 3" if case.startswith("many") else "goal <= 1.5")
+    ratio("memread", "cat", "")
+    ratio("ulpprof", "memread", "")
+    ratio("numpy", "ulpprof", "goal >= 10")
+    ratio("h5diff", "ulpprof", "")
+    if case in rss:
+        print("  peak RSS of ulpprof diff: %.1f MiB  (goal <= 32)" % rss[case])
+PY
