@@ -281,7 +281,7 @@ static ulp_status read_optional_attrs(ulp_snapshot *s, hid_t d, const char *name
         return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'stream' %s", why);
     if (ulp__attr_read_i64(d, "time_ns", &c->time_ns, &why) < 0)
         return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'time_ns' %s", why);
-    return ULP_OK;
+    return ulp__snapshot_read_rows(s, d, name, occ, c, err);
 }
 
 /* Validates the dataset /captures/<name>/<occ> and describes it in `e`. */

@@ -167,6 +167,36 @@ int ulp__attr_read_i64_array(hid_t obj, const char *name, int64_t *out, size_t n
     return read_ints(obj, name, out, n, 1, why);
 }
 
+int ulp__attr_read_str_array(hid_t obj, const char *name, char ***out, size_t *n, const char **why)
+{
+    hid_t a, type;
+    hssize_t np;
+    *out = NULL;
+    *n = 0;
+    int rc = attr_open(obj, name, &a, &type, &np, why);
+    if (rc != 0)
+        return rc;
+    rc = -1;
+    char **v = NULL;
+    if (H5Tget_class(type) != H5T_STRING) {
+        *why = "is not a string";
+    } else if ((v = calloc(np > 0 ? (size_t)np : 1, sizeof *v)) == NULL ||
+               read_strings(a, type, (size_t)np, v) < 0) {
+        *why = "cannot be read";
+    } else {
+        *out = v;
+        *n = (size_t)np;
+        v = NULL;
+        rc = 0;
+    }
+    for (hssize_t i = 0; v != NULL && i < np; i++)
+        free(v[i]);
+    free(v);
+    H5Tclose(type);
+    H5Aclose(a);
+    return rc;
+}
+
 /* --- /run and /env ------------------------------------------------------------ */
 
 typedef struct strbuf {

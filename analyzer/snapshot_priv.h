@@ -77,6 +77,11 @@ int ulp__attr_read_str(hid_t obj, const char *name, char **out, const char **why
 int ulp__attr_read_i64(hid_t obj, const char *name, int64_t *out, const char **why);
 int ulp__attr_read_u64(hid_t obj, const char *name, uint64_t *out, const char **why);
 int ulp__attr_read_i64_array(hid_t obj, const char *name, int64_t *out, size_t n, const char **why);
+/* A string attribute of any shape as *n malloc'd strings in a malloc'd *out. */
+int ulp__attr_read_str_array(hid_t obj, const char *name, char ***out, size_t *n, const char **why);
+/* The token attributes `positions`, `requests`, `inputs` of a capture (snapshot_rows.c). */
+ulp_status ulp__snapshot_read_rows(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                                   ulp_capture_info *c, ulp_error *err);
 
 /*
  * Reads every attribute of the group at `gpath` (absent: zero entries) into

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_rows.h"
 #include "session_internal.h"
 
 /* Prints one line for a refused request and returns its status. */
@@ -139,7 +140,7 @@ static ulp_status desc_check(const ulp_capture_desc *d, size_t *nbytes, char *wh
         return ULP_EINVAL;
     }
     *nbytes = (size_t)elements * esize;
-    return ULP_OK;
+    return ulp__capture_rows_check(d, why, n);
 }
 
 typedef struct capture_arg {
@@ -153,10 +154,16 @@ typedef struct capture_arg {
     void *ctx;
 } capture_arg;
 
-/* Payload offset inside an item allocation, aligned for any element type. */
-static size_t payload_offset(size_t name_len)
+/* Offset of the token metadata copy (capture_rows.h), after the name. */
+static size_t rows_offset(size_t name_len)
 {
-    return (sizeof(ulp__item) + name_len + 1 + 63) & ~(size_t)63;
+    return (sizeof(ulp__item) + name_len + 1 + 7) & ~(size_t)7;
+}
+
+/* Payload offset inside an item allocation, aligned for any element type. */
+static size_t payload_offset(size_t name_len, size_t rows_bytes)
+{
+    return (rows_offset(name_len) + rows_bytes + 63) & ~(size_t)63;
 }
 
 /*
@@ -173,7 +180,8 @@ static size_t capture_charge(size_t nbytes)
 /* Bytes of the block for a capture item. */
 static size_t capture_size(const capture_arg *a)
 {
-    return payload_offset(strlen(a->d->name)) + (a->kind == ITEM_CAPTURE ? a->nbytes : 0);
+    return payload_offset(strlen(a->d->name), ulp__capture_rows_size(a->d)) +
+           (a->kind == ITEM_CAPTURE ? a->nbytes : 0);
 }
 
 static void build_capture(ulp__item *it, void *arg)
@@ -181,7 +189,7 @@ static void build_capture(ulp__item *it, void *arg)
     const capture_arg *a = arg;
     const ulp_capture_desc *d = a->d;
     size_t name_len = strlen(d->name);
-    size_t off = payload_offset(name_len);
+    size_t off = payload_offset(name_len, ulp__capture_rows_size(d));
     memset(it, 0, sizeof(*it));
     char *name = (char *)(it + 1);
     memcpy(name, d->name, name_len + 1);
@@ -192,6 +200,7 @@ static void build_capture(ulp__item *it, void *arg)
     if (d->ndim > 0)
         memcpy(it->shape, d->shape, (size_t)d->ndim * sizeof(int64_t));
     it->desc.shape = it->shape;
+    ulp__capture_rows_copy(&it->desc, d, (char *)it + rows_offset(name_len));
     it->nbytes = a->nbytes;
     if (a->kind == ITEM_CAPTURE) {
         if (a->nbytes > 0)

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capture_rows.h"
 #include "writer_internal.h"
 
 /*
@@ -465,6 +466,8 @@ static int write_capture_attrs(hid_t ds, const ulp_capture_desc *d, int64_t seq)
     if (d->device_ptr != 0 && ulp__h5_attr_write_u64(ds, "device_ptr", d->device_ptr) < 0)
         return -1;
     if (d->stream != 0 && ulp__h5_attr_write_u64(ds, "stream", d->stream) < 0)
+        return -1;
+    if (ulp__capture_rows_write(ds, d) < 0)
         return -1;
     return 0;
 }

@@ -89,6 +89,25 @@ typedef struct ulp_capture_desc {
     uint64_t device_ptr; /* 0: not recorded                                  */
     uint64_t stream;     /* 0: not recorded                                  */
     int64_t time_ns;     /* 0: now                                           */
+
+    /*
+     * Token metadata (FORMAT.md, "Rows and tokens"), all optional.  The
+     * tensor is viewed as rows: its first `row_rank` axes (1..ndim) index
+     * the rows, the rest is one row.  `positions` holds one token position
+     * (>= 0) per row, row-major over those axes (shape[0] x ... x
+     * shape[row_rank-1] entries); `requests` (NULL: every row is request 0)
+     * the request each row belongs to.  A (request, position) pair may
+     * appear once per capture.  `inputs` names the captures this one was
+     * computed from (n_inputs names, each a valid capture name).  All are
+     * copied at the call.  ULP_EINVAL for a bad combination: requests
+     * without positions, row_rank out of range, a negative position, a
+     * repeated pair, or more rows than an attribute holds (16,000).
+     */
+    const int64_t *positions; /* NULL: no positions (row_rank ignored)  */
+    const int64_t *requests;  /* NULL: all rows are request 0           */
+    int32_t row_rank;         /* leading axes that index the rows       */
+    int32_t n_inputs;         /* entries of `inputs`                    */
+    const char *const *inputs;
 } ulp_capture_desc;
 
 /* A descriptor with the defaults: no layer, activation, no step. */

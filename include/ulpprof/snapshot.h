@@ -55,6 +55,14 @@ typedef struct ulp_capture_info {
     uint64_t device_ptr; /* 0 when absent                           */
     uint64_t stream;     /* 0 when absent                           */
     int64_t time_ns;     /* 0 when absent                           */
+
+    /* Token metadata (FORMAT.md, "Rows and tokens"), owned by the snapshot. */
+    int row_rank;             /* leading axes indexing rows; 0: no positions */
+    uint64_t rows;            /* product of shape[0..row_rank)               */
+    const int64_t *positions; /* `rows` positions, or NULL                   */
+    const int64_t *requests;  /* `rows` requests, or NULL: all request 0     */
+    size_t n_inputs;
+    const char *const *inputs; /* names of the captures it consumed, or NULL */
 } ulp_capture_info;
 
 /* One row of /trace/kernels, with its name resolved. */
