@@ -9,43 +9,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/kernel_row.h"
 #include "snapshot_priv.h"
-
-typedef struct raw_kernel {
-    uint64_t seq;
-    uint32_t correlation_id;
-    uint32_t name_id;
-    int32_t grid[3];
-    int32_t block[3];
-    int32_t shared_static;
-    int32_t shared_dynamic;
-    int32_t registers;
-    uint64_t stream;
-    uint32_t device;
-    uint64_t start_ns;
-    uint64_t end_ns;
-} raw_kernel;
-
-typedef enum field_kind { F_U64, F_U32, F_I32, F_I32X3 } field_kind;
-
-static const struct {
-    const char *name;
-    size_t offset;
-    field_kind kind;
-} fields[] = {
-    {"seq", offsetof(raw_kernel, seq), F_U64},
-    {"correlation_id", offsetof(raw_kernel, correlation_id), F_U32},
-    {"name_id", offsetof(raw_kernel, name_id), F_U32},
-    {"grid", offsetof(raw_kernel, grid), F_I32X3},
-    {"block", offsetof(raw_kernel, block), F_I32X3},
-    {"shared_static", offsetof(raw_kernel, shared_static), F_I32},
-    {"shared_dynamic", offsetof(raw_kernel, shared_dynamic), F_I32},
-    {"registers", offsetof(raw_kernel, registers), F_I32},
-    {"stream", offsetof(raw_kernel, stream), F_U64},
-    {"device", offsetof(raw_kernel, device), F_U32},
-    {"start_ns", offsetof(raw_kernel, start_ns), F_U64},
-    {"end_ns", offsetof(raw_kernel, end_ns), F_U64},
-};
 
 /* Opens dataset `path` if it exists: 1 absent, 0 opened, -1 not a dataset. */
 static int open_dataset(hid_t file, const char *path, hid_t *d)
@@ -192,9 +157,9 @@ cleanup:
 }
 
 /* Whether member type `t` can hold a field of kind `k`. */
-static int field_fits(hid_t t, field_kind k)
+static int field_fits(hid_t t, ulp__kernel_kind k)
 {
-    if (k != F_I32X3)
+    if (k != ULP__KERNEL_KIND_I32X3)
         return H5Tget_class(t) == H5T_INTEGER;
     if (H5Tget_class(t) != H5T_ARRAY || H5Tget_array_ndims(t) != 1)
         return 0;
@@ -209,39 +174,38 @@ static int field_fits(hid_t t, field_kind k)
 
 static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
 {
-    hid_t d = -1, type = -1, mt = -1, i32x3 = -1;
-    raw_kernel *raw = NULL;
+    hid_t d = -1, type = -1, mt = -1;
+    ulp__kernel_row *raw = NULL;
     ulp_status st = ULP_OK;
     hssize_t n;
     st = open_table(s, "/trace/kernels", H5T_COMPOUND, "1-D compound dataset", 0, &d, &type, &n,
                     err);
     if (st != ULP_OK || d < 0)
         return st;
-    hsize_t three = 3;
-    mt = H5Tcreate(H5T_COMPOUND, sizeof(raw_kernel));
-    i32x3 = H5Tarray_create2(H5T_NATIVE_INT32, 1, &three);
-    if (mt < 0 || i32x3 < 0)
+    mt = H5Tcreate(H5T_COMPOUND, sizeof(ulp__kernel_row));
+    if (mt < 0)
         goto hdf5_fail;
     int nmembers = 0;
-    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
-        int idx = H5Tget_member_index(type, fields[f].name);
+    for (size_t i = 0; i < ulp__kernel_field_count; i++) {
+        const ulp__kernel_field *f = &ulp__kernel_fields[i];
+        int idx = H5Tget_member_index(type, f->name);
         if (idx < 0)
             continue; /* optional: stays 0 */
         hid_t ft = H5Tget_member_type(type, (unsigned)idx);
-        int ok = ft >= 0 && field_fits(ft, fields[f].kind);
+        int ok = ft >= 0 && field_fits(ft, f->kind);
         if (ft >= 0)
             H5Tclose(ft);
         if (!ok) {
-            st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' field '%s' is not %s",
-                            s->path, fields[f].name,
-                            fields[f].kind == F_I32X3 ? "an array of 3 integers" : "an integer");
+            st = ulp__error(
+                err, ULP_EFORMAT, "'%s': '/trace/kernels' field '%s' is not %s", s->path, f->name,
+                f->kind == ULP__KERNEL_KIND_I32X3 ? "an array of 3 integers" : "an integer");
             goto cleanup;
         }
-        hid_t memt = fields[f].kind == F_U64   ? H5T_NATIVE_UINT64
-                     : fields[f].kind == F_U32 ? H5T_NATIVE_UINT32
-                     : fields[f].kind == F_I32 ? H5T_NATIVE_INT32
-                                               : i32x3;
-        if (H5Tinsert(mt, fields[f].name, fields[f].offset, memt) < 0)
+        hid_t memt = ulp__kernel_field_type(f->kind, 0);
+        int rc = memt >= 0 ? H5Tinsert(mt, f->name, f->offset, memt) : -1;
+        if (memt >= 0)
+            H5Tclose(memt);
+        if (rc < 0)
             goto hdf5_fail;
         nmembers++;
     }
@@ -254,7 +218,7 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
     if (n > 0 && nmembers > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
         goto hdf5_fail;
     for (hssize_t i = 0; i < n; i++) {
-        const raw_kernel *r = &raw[i];
+        const ulp__kernel_row *r = &raw[i];
         ulp_kernel_info *k = &s->kernels[i];
         k->seq = r->seq;
         k->correlation_id = r->correlation_id;
@@ -275,8 +239,6 @@ hdf5_fail:
     st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' cannot be read", s->path);
 cleanup:
     free(raw);
-    if (i32x3 >= 0)
-        H5Tclose(i32x3);
     if (mt >= 0)
         H5Tclose(mt);
     if (type >= 0)

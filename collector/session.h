@@ -32,8 +32,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kernel_row.h"
 #include "ulpprof/capture.h"
-#include "writer.h" /* ulp__kernel_row */
 
 /*
  * The least a queued item counts against the bound (a capture counts its

@@ -23,29 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/kernel_row.h" /* ulp__kernel_row */
 #include "ulpprof/capture.h"
 
 typedef struct ulp__writer ulp__writer;
-
-/*
- * One row of /trace/kernels (FORMAT.md), as the CUDA collector records a
- * kernel launch.  The file stores these fields under these names in a packed
- * little-endian compound; `name_id` is filled in by the writer.
- */
-typedef struct ulp__kernel_row {
-    uint64_t seq;            /* launch order, 0, 1, 2, ... in the process      */
-    uint32_t correlation_id; /* CUPTI correlation id                           */
-    uint32_t name_id;        /* row of /trace/names; set by the writer         */
-    int32_t grid[3];         /* blocks                                         */
-    int32_t block[3];        /* threads per block                              */
-    int32_t shared_static;   /* bytes                                          */
-    int32_t shared_dynamic;  /* bytes                                          */
-    int32_t registers;       /* per thread                                     */
-    uint32_t device;         /* device ordinal                                 */
-    uint64_t stream;         /* stream id or handle                            */
-    uint64_t start_ns;       /* GPU timestamps, ns                             */
-    uint64_t end_ns;
-} ulp__kernel_row;
 
 /* Which attribute-only group ulp__writer_set_attr() writes to. */
 typedef enum ulp__writer_group {

@@ -6,51 +6,6 @@
 /* Rows per chunk of the extendible /trace datasets: 80 KiB of kernel rows. */
 #define TRACE_CHUNK_ROWS 1024
 
-/* The row layout as a compound: `mem` for ulp__kernel_row, `file` packed LE. */
-static hid_t row_type(int file)
-{
-    hsize_t three = 3;
-    hid_t i32 = file ? H5T_STD_I32LE : H5T_NATIVE_INT32;
-    hid_t u32 = file ? H5T_STD_U32LE : H5T_NATIVE_UINT32;
-    hid_t u64 = file ? H5T_STD_U64LE : H5T_NATIVE_UINT64;
-    hid_t i32x3 = H5Tarray_create2(i32, 1, &three);
-    if (i32x3 < 0)
-        return -1;
-    struct field {
-        const char *name;
-        hid_t type;
-        size_t mem_offset;
-    } fields[] = {
-        {"seq", u64, offsetof(ulp__kernel_row, seq)},
-        {"correlation_id", u32, offsetof(ulp__kernel_row, correlation_id)},
-        {"name_id", u32, offsetof(ulp__kernel_row, name_id)},
-        {"grid", i32x3, offsetof(ulp__kernel_row, grid)},
-        {"block", i32x3, offsetof(ulp__kernel_row, block)},
-        {"shared_static", i32, offsetof(ulp__kernel_row, shared_static)},
-        {"shared_dynamic", i32, offsetof(ulp__kernel_row, shared_dynamic)},
-        {"registers", i32, offsetof(ulp__kernel_row, registers)},
-        {"stream", u64, offsetof(ulp__kernel_row, stream)},
-        {"device", u32, offsetof(ulp__kernel_row, device)},
-        {"start_ns", u64, offsetof(ulp__kernel_row, start_ns)},
-        {"end_ns", u64, offsetof(ulp__kernel_row, end_ns)},
-    };
-    size_t n = sizeof(fields) / sizeof(fields[0]);
-    size_t size = 0;
-    for (size_t i = 0; i < n; i++)
-        size += H5Tget_size(fields[i].type);
-    hid_t t = H5Tcreate(H5T_COMPOUND, file ? size : sizeof(ulp__kernel_row));
-    size_t off = 0;
-    for (size_t i = 0; t >= 0 && i < n; i++) {
-        if (H5Tinsert(t, fields[i].name, file ? off : fields[i].mem_offset, fields[i].type) < 0) {
-            H5Tclose(t);
-            t = -1;
-        }
-        off += H5Tget_size(fields[i].type);
-    }
-    H5Tclose(i32x3);
-    return t;
-}
-
 static hid_t extendible_1d(hid_t loc, const char *name, hid_t type, hid_t lcpl, hsize_t chunk)
 {
     hsize_t zero = 0, unlimited = H5S_UNLIMITED;
@@ -72,8 +27,8 @@ static int trace_open(ulp__writer *w)
     if (w->str_type < 0 || H5Tset_size(w->str_type, H5T_VARIABLE) < 0 ||
         H5Tset_cset(w->str_type, H5T_CSET_UTF8) < 0)
         return -1;
-    w->row_mtype = row_type(0);
-    w->row_ftype = row_type(1);
+    w->row_mtype = ulp__kernel_row_type(0);
+    w->row_ftype = ulp__kernel_row_type(1);
     if (w->row_mtype < 0 || w->row_ftype < 0)
         return -1;
     w->trace = H5Gcreate2(w->file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
