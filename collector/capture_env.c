@@ -5,6 +5,7 @@
 
 #include "capture_env.h"
 #include "common/error.h"
+#include "common/grow.h"
 
 /* --- key/value list ------------------------------------------------------------ */
 
@@ -45,15 +46,9 @@ ulp_status ulp__kvlist_set(ulp__kvlist *l, const char *key, const char *value)
             return ULP_OK;
         }
     }
-    if (l->count == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        ulp__kv_item *items = realloc(l->items, cap * sizeof(*items));
-        if (items == NULL) {
-            free(v);
-            return ULP_ENOMEM;
-        }
-        l->items = items;
-        l->cap = cap;
+    if (ULP__GROW(l->items, l->cap, l->count + 1) != 0) {
+        free(v);
+        return ULP_ENOMEM;
     }
     char *k = strdup(key);
     if (k == NULL) {
@@ -143,14 +138,8 @@ static int field_push(field *f, char c, int escaped)
     int blank = !escaped && (c == ' ' || c == '\t' || c == '\n' || c == '\r');
     if (f->len == 0 && blank)
         return 0; /* leading blanks */
-    if (f->len + 2 > f->cap) {
-        size_t cap = f->cap ? f->cap * 2 : 32;
-        char *b = realloc(f->buf, cap);
-        if (b == NULL)
-            return -1;
-        f->buf = b;
-        f->cap = cap;
-    }
+    if (ULP__GROW(f->buf, f->cap, f->len + 2) != 0)
+        return -1;
     f->buf[f->len++] = c;
     if (!blank)
         f->keep = f->len;

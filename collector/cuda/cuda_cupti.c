@@ -17,6 +17,7 @@
 #include <cupti.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "cuda_cupti.h"
 
 #define BUFFER_BYTES    ((size_t)1 << 20)
@@ -112,21 +113,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
                                       size_t size, size_t valid)
 {
     (void)size;
-    size_t cap = 256, n = 0;
-    ulp__cuda_kernel *k = malloc(cap * sizeof(*k));
+    size_t cap = 0, n = 0;
+    ulp__cuda_kernel *k = NULL;
     CUpti_Activity *rec = NULL;
-    while (k != NULL && valid > 0 &&
-           api.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    while (valid > 0 && api.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
             rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
             continue;
-        if (n == cap) {
-            ulp__cuda_kernel *nk = realloc(k, 2 * cap * sizeof(*k));
-            if (nk == NULL)
-                break;
-            k = nk;
-            cap *= 2;
-        }
+        if (ULP__GROW(k, cap, n + 1) != 0)
+            break;
         if (ulp__cuda_kernel_decode((const CUpti_ActivityKernel10 *)(const void *)rec, &k[n]) ==
             ULP_OK)
             n++;

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "cuda_trace.h"
 
 /* Unattributed kernels kept per stream before the oldest are dropped: a
@@ -61,14 +62,8 @@ static stream_pending *stream_get(ulp__cuda_trace *t, uint32_t id)
     for (size_t i = 0; i < t->nstreams; i++)
         if (t->streams[i].stream_id == id)
             return &t->streams[i];
-    if (t->nstreams == t->capstreams) {
-        size_t cap = t->capstreams ? 2 * t->capstreams : 8;
-        stream_pending *s = realloc(t->streams, cap * sizeof(*s));
-        if (s == NULL)
-            return NULL;
-        t->streams = s;
-        t->capstreams = cap;
-    }
+    if (ULP__GROW(t->streams, t->capstreams, t->nstreams + 1) != 0)
+        return NULL;
     stream_pending *s = &t->streams[t->nstreams++];
     memset(s, 0, sizeof(*s));
     s->stream_id = id;
@@ -83,14 +78,8 @@ static int pending_push(ulp__cuda_trace *t, stream_pending *s, uint32_t corr, ui
         s->n -= half;
         t->dropped += half;
     }
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        pending *v = realloc(s->v, cap * sizeof(*v));
-        if (v == NULL)
-            return -1;
-        s->v = v;
-        s->cap = cap;
-    }
+    if (ULP__GROW(s->v, s->cap, s->n + 1) != 0)
+        return -1;
     s->v[s->n].corr = corr;
     s->v[s->n].row = row;
     s->n++;
