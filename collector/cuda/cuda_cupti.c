@@ -19,6 +19,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "cuda_cupti.h"
+#include "cuda_graphcb.h"
 
 #define BUFFER_BYTES    ((size_t)1 << 20)
 #define FLUSH_PERIOD_MS 1000
@@ -46,6 +47,7 @@ static ulp__cuda_trace *g_trace;
 static atomic_int g_active;
 static atomic_int g_drv_captures, g_rt_captures;
 static atomic_uint_least64_t g_dropped;
+static _Atomic(ulp__devcap *) g_devcap;
 
 static __thread int t_in_copy;
 static __thread uint32_t t_copy_corr;
@@ -155,6 +157,8 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
                                  const void *cbdata)
 {
     (void)userdata;
+    /* Graph taps first; the capture counting below sees the same calls. */
+    ulp__graphcb_handle(atomic_load(&g_devcap), domain, cbid, cbdata);
     if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
         if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING)
             api.cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -260,6 +264,10 @@ ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
         api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
     api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RESOURCE,
                             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+    for (size_t i = 0; i < ulp__graphcb_driver_count; i++)
+        api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, ulp__graphcb_driver_ids[i]);
+    for (size_t i = 0; i < ulp__graphcb_resource_count; i++)
+        api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RESOURCE, ulp__graphcb_resource_ids[i]);
 
     g_trace = trace;
     r = api.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
@@ -277,6 +285,11 @@ ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
     api.cuptiActivityFlushPeriod(FLUSH_PERIOD_MS);
     atomic_store(&g_active, 1);
     return ULP_OK;
+}
+
+void ulp__cupti_set_devcap(ulp__devcap *dc)
+{
+    atomic_store(&g_devcap, dc);
 }
 
 int ulp__cupti_active(void)

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "cuda_devcap.h"
 #include "cuda_ops.h"
 #include "cuda_trace.h"
 #include "ulpprof/status.h"
@@ -25,6 +26,10 @@ int ulp__cupti_active(void);
 
 /* The hooks for cuda_devcap.c (all NULL when CUPTI is not active). */
 void ulp__cupti_hooks(ulp__cuda_hooks *out);
+
+/* The device capture whose graph taps follow CUDA graphs through the
+ * callbacks (cuda_graphcb.h); NULL stops that. */
+void ulp__cupti_set_devcap(ulp__devcap *dc);
 
 /* Delivers buffered kernel records: forced (incomplete buffers too) or not. */
 void ulp__cupti_flush(int forced);

@@ -30,6 +30,12 @@ typedef struct job {
     uint32_t corr; /* 0: no attribution */
     int done;      /* the copy has finished */
     int bad;       /* the wait failed: drop */
+    ulp__devcap_extra x;
+    /* A graph replay to harvest: one staging buffer per tap (NULL for an
+     * empty tensor or one larger than the pool), taken at launch. */
+    ulp__graph_replay *replay;
+    staging **replay_bufs;
+    size_t nreplay;
 } job;
 
 typedef struct event_slot {
@@ -50,6 +56,7 @@ struct ulp__devcap {
     uint64_t bufs_out; /* buffers held by jobs or the sink */
     event_slot *free_events;
     ulp__devcap_stats stats;
+    ulp__graphcap *graphs; /* NULL: marks during stream capture are skipped */
 };
 
 ulp_status ulp__devcap_create(const ulp__devcap_config *cfg, ulp__devcap **out)
@@ -63,6 +70,13 @@ ulp_status ulp__devcap_create(const ulp__devcap_config *cfg, ulp__devcap **out)
     dc->cfg = *cfg;
     if (dc->cfg.pool_bytes < BUF_MIN)
         dc->cfg.pool_bytes = BUF_MIN;
+    if (dc->cfg.graph_bytes > dc->cfg.pool_bytes / 2)
+        dc->cfg.graph_bytes = dc->cfg.pool_bytes / 2;
+    if (dc->cfg.graph_bytes > 0 && ulp__graphcap_supported(cfg->ops) &&
+        ulp__graphcap_create(cfg->ops, dc->cfg.graph_bytes, &dc->graphs) != ULP_OK) {
+        free(dc);
+        return ULP_ENOMEM;
+    }
     if (pthread_mutex_init(&dc->lock, NULL) != 0) {
         free(dc);
         return ULP_ETHREAD;
@@ -123,9 +137,14 @@ static staging *pool_get_locked(ulp__devcap *dc, size_t n, ulp_status *status)
                 *status = ULP_ENOMEM;
                 return NULL;
             }
-            /* Portable: the writer thread reads it without a context. */
-            if (dc->cfg.ops->mem_host_alloc(&b->p, want, CU_MEMHOSTALLOC_PORTABLE) !=
-                CUDA_SUCCESS) {
+            /* Portable: the writer thread reads it without a context.
+             * Relaxed: another thread's graph capture in GLOBAL mode would
+             * otherwise be invalidated by this "unsafe" call. */
+            int ok;
+            CUstreamCaptureMode m = ulp__cuda_mode_relax(dc->cfg.ops, &ok);
+            CUresult r = dc->cfg.ops->mem_host_alloc(&b->p, want, CU_MEMHOSTALLOC_PORTABLE);
+            ulp__cuda_mode_restore(dc->cfg.ops, m, ok);
+            if (r != CUDA_SUCCESS) {
                 free(b);
                 *status = ULP_EIO;
                 return NULL;
@@ -202,15 +221,21 @@ static void job_free(job *j)
 {
     if (j == NULL)
         return;
+    free(j->replay_bufs);
     free(j->name);
     free(j);
 }
 
-/* Drops a job whose bytes never arrived; the lock is held. */
+/* Drops a job whose bytes never arrived; the lock is held.  A replay's
+ * gate opens: the next launch may rewrite its slots. */
 static void job_drop_locked(ulp__devcap *dc, job *j)
 {
     pool_put_locked(dc, j->buf);
+    for (size_t i = 0; i < j->nreplay; i++)
+        pool_put_locked(dc, j->replay_bufs[i]);
     event_put_locked(dc, j->ev);
+    if (j->replay != NULL)
+        ulp__graphcap_replay_done(dc->graphs, j->replay);
     job_free(j);
 }
 
@@ -227,7 +252,8 @@ static int start_thread_locked(ulp__devcap *dc)
 }
 
 /* Whether a copy on `stream` (or, unknown, a context sync) is unsafe now
- * because a CUDA graph is being captured. */
+ * because a CUDA graph is being captured: 1, or 2 when `stream` itself is
+ * capturing (a tap can be made). */
 static int graph_capture_in_progress(ulp__devcap *dc, int has_stream, CUstream stream)
 {
     const ulp__cuda_ops *ops = dc->cfg.ops;
@@ -236,6 +262,8 @@ static int graph_capture_in_progress(ulp__devcap *dc, int has_stream, CUstream s
         CUresult r = ops->stream_is_capturing(stream, &cs);
         /* CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and friends: the legacy stream
          * while another captures.  Any error means "do not touch". */
+        if (r == CUDA_SUCCESS && cs == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+            return 2;
         return r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE;
     }
     if (dc->cfg.hooks.capture_active != NULL && dc->cfg.hooks.capture_active(dc->cfg.hooks.ctx))
@@ -269,6 +297,39 @@ static job *job_new(const ulp_capture_desc *d, uint64_t ptr, int has_stream, CUs
     return j;
 }
 
+/* A mark on a stream that captures a graph: a copy node into a slot. */
+static ulp_status graph_tap(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t ptr, size_t nbytes,
+                            CUstream stream)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    ulp_status st = ULP_EUNSUPPORTED;
+    if (dc->cfg.ops->stream_get_capture_info(stream, &cs, &id, NULL, NULL, NULL, NULL) ==
+            CUDA_SUCCESS &&
+        cs == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        int64_t gemms[2];
+        int has_gemms =
+            dc->cfg.sink.gemms != NULL && dc->cfg.sink.gemms(dc->cfg.sink.ctx, 0, stream, gemms);
+        ulp_capture_desc dd = *d;
+        if (dd.device_ptr == 0)
+            dd.device_ptr = ptr;
+        if (dd.stream == 0)
+            dd.stream = (uint64_t)(uintptr_t)stream;
+        st = ulp__graphcap_tap(dc->graphs, &dd, ptr, nbytes, stream, id, has_gemms ? gemms : NULL);
+    }
+    pthread_mutex_lock(&dc->lock);
+    if (st == ULP_OK)
+        dc->stats.graph_taps++;
+    else if (st == ULP_ERANGE)
+        dc->stats.graph_bound++;
+    else if (st == ULP_EUNSUPPORTED)
+        dc->stats.skipped_graph++;
+    else
+        dc->stats.failed++;
+    pthread_mutex_unlock(&dc->lock);
+    return st;
+}
+
 ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t ptr,
                                size_t nbytes, int has_stream, CUstream stream)
 {
@@ -287,7 +348,10 @@ ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp_capture_desc *d, uint6
         st = ULP_EIO; /* no context on this thread: the pointer means nothing */
         goto count;
     }
-    if (graph_capture_in_progress(dc, has_stream, stream)) {
+    int in_graph = graph_capture_in_progress(dc, has_stream, stream);
+    if (in_graph == 2 && dc->graphs != NULL)
+        return graph_tap(dc, d, ptr, nbytes, stream);
+    if (in_graph) {
         st = ULP_EUNSUPPORTED;
         goto count;
     }
@@ -296,6 +360,9 @@ ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp_capture_desc *d, uint6
         st = ULP_ENOMEM;
         goto count;
     }
+    if (dc->cfg.sink.gemms != NULL &&
+        dc->cfg.sink.gemms(dc->cfg.sink.ctx, !has_stream, stream, j->x.gemms))
+        j->x.has_gemms = 1;
     j->ctx = ctx;
     j->nbytes = nbytes;
     j->any_stream = !has_stream;
@@ -384,9 +451,65 @@ count:
     return st;
 }
 
+/* Hands the captures of one finished graph replay to the sink, in capture
+ * order; called without the lock. */
+static void deliver_replay(ulp__devcap *dc, job *j)
+{
+    ulp__graph_replay *rp = j->replay;
+    if (j->corr != 0 && dc->cfg.trace != NULL) {
+        /* The replay's kernels are not the next eager capture's. */
+        int64_t range[2];
+        ulp__cuda_trace_attribute(dc->cfg.trace, 0, j->stream_id, j->corr, range);
+    }
+    size_t i = 0;
+    for (const ulp__graph_tap *t = rp->taps; t != NULL; t = t->next, i++) {
+        staging *b = j->replay_bufs[i];
+        j->replay_bufs[i] = NULL;
+        ulp_capture_desc d = t->d;
+        d.step = j->d.step;
+        d.time_ns = j->d.time_ns;
+        ulp__devcap_extra x = {
+            1, rp->graph_id, rp->index, t->has_gemms, {t->gemms[0], t->gemms[1]}};
+        release_ctx *r = NULL;
+        if (b != NULL) {
+            memcpy(b->p, t->slot, t->nbytes);
+            r = malloc(sizeof(*r));
+            if (r == NULL) {
+                pthread_mutex_lock(&dc->lock);
+                pool_put_locked(dc, b);
+                dc->stats.failed++;
+                pthread_mutex_unlock(&dc->lock);
+                continue;
+            }
+            r->dc = dc;
+            r->buf = b;
+        } else if (t->nbytes > 0) {
+            continue; /* larger than the pool: counted at launch */
+        }
+        ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &d, &x, b ? b->p : NULL, t->nbytes,
+                                             r ? release_buf : NULL, r);
+        pthread_mutex_lock(&dc->lock);
+        if (st == ULP_OK) {
+            dc->stats.captured++;
+            dc->stats.graph_harvested++;
+        } else {
+            dc->stats.failed++;
+        }
+        pthread_mutex_unlock(&dc->lock);
+    }
+    pthread_mutex_lock(&dc->lock);
+    j->nreplay = 0;
+    job_drop_locked(dc, j); /* the gate opens */
+    pthread_mutex_unlock(&dc->lock);
+}
+
 /* Hands one finished job to the sink; called without the lock. */
 static void deliver(ulp__devcap *dc, job *j)
 {
+    if (j->replay != NULL) {
+        deliver_replay(dc, j);
+        return;
+    }
     if (j->corr != 0 && dc->cfg.trace != NULL) {
         int64_t range[2];
         if (ulp__cuda_trace_attribute(dc->cfg.trace, j->any_stream, j->stream_id, j->corr, range)) {
@@ -408,7 +531,7 @@ static void deliver(ulp__devcap *dc, job *j)
         r->dc = dc;
         r->buf = j->buf;
     }
-    ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &j->d, j->buf ? j->buf->p : NULL,
+    ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &j->d, &j->x, j->buf ? j->buf->p : NULL,
                                          j->nbytes, r ? release_buf : NULL, r);
     pthread_mutex_lock(&dc->lock);
     if (st == ULP_OK)
@@ -424,6 +547,11 @@ static void *devcap_thread(void *arg)
 {
     ulp__devcap *dc = arg;
     const ulp__cuda_ops *ops = dc->cfg.ops;
+    /* Waiting on events is "potentially unsafe" while another thread
+     * captures a graph in GLOBAL mode: this thread never captures, so it
+     * runs relaxed for good. */
+    int relaxed;
+    ulp__cuda_mode_relax(ops, &relaxed);
     pthread_mutex_lock(&dc->lock);
     for (;;) {
         while (dc->head == NULL && !dc->stopping)
@@ -482,6 +610,105 @@ static void *devcap_thread(void *arg)
     }
     pthread_mutex_unlock(&dc->lock);
     return NULL;
+}
+
+ulp__graphcap *ulp__devcap_graphcap(ulp__devcap *dc)
+{
+    return dc->graphs;
+}
+
+const ulp__cuda_ops *ulp__devcap_ops(ulp__devcap *dc)
+{
+    return dc->cfg.ops;
+}
+
+void ulp__devcap_graph_launching(ulp__devcap *dc, CUgraphExec exec)
+{
+    if (dc->graphs != NULL)
+        ulp__graphcap_launch_wait(dc->graphs, exec);
+}
+
+/* Takes one staging buffer per tap of a replay, in queue order as an eager
+ * capture does; the lock is held.  0 on success. */
+static int replay_buffers_locked(ulp__devcap *dc, job *j)
+{
+    size_t n = 0;
+    for (const ulp__graph_tap *t = j->replay->taps; t; t = t->next)
+        n++;
+    j->replay_bufs = calloc(n ? n : 1, sizeof(*j->replay_bufs));
+    if (j->replay_bufs == NULL)
+        return -1;
+    j->nreplay = n;
+    size_t i = 0;
+    for (const ulp__graph_tap *t = j->replay->taps; t; t = t->next, i++) {
+        if (t->nbytes == 0)
+            continue;
+        ulp_status st = ULP_OK;
+        j->replay_bufs[i] = pool_get_locked(dc, t->nbytes, &st);
+        if (j->replay_bufs[i] == NULL) {
+            if (st != ULP_ERANGE)
+                return -1;
+            dc->stats.too_large++;
+        }
+    }
+    return 0;
+}
+
+void ulp__devcap_graph_launched(ulp__devcap *dc, CUgraphExec exec, CUstream stream, uint32_t corr)
+{
+    const ulp__cuda_ops *ops = dc->cfg.ops;
+    const ulp__cuda_hooks *hk = &dc->cfg.hooks;
+    if (dc->graphs == NULL)
+        return;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (ops->stream_is_capturing(stream, &cs) != CUDA_SUCCESS ||
+        cs != CU_STREAM_CAPTURE_STATUS_NONE) {
+        /* A graph launched into another capture is a child graph: nothing
+         * ran now. */
+        ulp__graphcap_count_nested(dc->graphs);
+        return;
+    }
+    ulp__graph_replay *rp = ulp__graphcap_launched(dc->graphs, exec);
+    if (rp == NULL)
+        return;
+    job *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        ulp__graphcap_replay_done(dc->graphs, rp);
+        pthread_mutex_lock(&dc->lock);
+        dc->stats.failed++;
+        pthread_mutex_unlock(&dc->lock);
+        return;
+    }
+    j->replay = rp;
+    ulp_capture_desc_init(&j->d);
+    j->d.step = dc->cfg.sink.step_now ? dc->cfg.sink.step_now(dc->cfg.sink.ctx) : ULP_STEP_NONE;
+    ops->ctx_get_current(&j->ctx);
+    if (hk->stream_id != NULL && hk->stream_id(hk->ctx, j->ctx, stream, &j->stream_id) == 0)
+        j->has_stream_id = 1;
+    j->corr = dc->cfg.trace != NULL && j->has_stream_id && corr != 0 ? corr + 1 : 0;
+
+    pthread_mutex_lock(&dc->lock);
+    int bad = dc->closed || replay_buffers_locked(dc, j) != 0;
+    if (!bad) {
+        j->ev = event_get_locked(dc);
+        bad = j->ev == NULL || ops->event_record(j->ev, stream) != CUDA_SUCCESS ||
+              start_thread_locked(dc) != 0;
+    }
+    if (bad) {
+        if (!dc->closed)
+            dc->stats.failed++;
+        job_drop_locked(dc, j);
+        pthread_mutex_unlock(&dc->lock);
+        return;
+    }
+    if (dc->tail)
+        dc->tail->next = j;
+    else
+        dc->head = j;
+    dc->tail = j;
+    dc->in_flight++;
+    pthread_cond_broadcast(&dc->cond);
+    pthread_mutex_unlock(&dc->lock);
 }
 
 ulp_status ulp__devcap_flush(ulp__devcap *dc)
@@ -543,6 +770,7 @@ void ulp__devcap_free(ulp__devcap *dc)
     pthread_mutex_unlock(&dc->lock);
     if (out != 0)
         return; /* the sink still holds buffers that point back here: leak */
+    ulp__graphcap_free(dc->graphs);
     pthread_cond_destroy(&dc->cond);
     pthread_mutex_destroy(&dc->lock);
     free(dc);

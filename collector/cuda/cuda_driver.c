@@ -34,6 +34,8 @@ static const sym syms[] = {
     OP(event_synchronize, "cuEventSynchronize", 1),
     OP(memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", 1),
     OP(memcpy_dtoh, "cuMemcpyDtoH_v2", 1),
+    OP(stream_get_capture_info, "cuStreamGetCaptureInfo_v3", 0),
+    OP(thread_exchange_capture_mode, "cuThreadExchangeStreamCaptureMode", 0),
     OP(ctx_get_device, "cuCtxGetDevice", 0),
     OP(device_get_name, "cuDeviceGetName", 0),
     OP(driver_get_version, "cuDriverGetVersion", 0),

@@ -26,6 +26,7 @@
 #include "ulpprof/capture_device.h"
 
 #define DEFAULT_PINNED_MB 1024
+#define DEFAULT_GRAPH_MB  256
 
 typedef enum sess_state { SESS_UNTRIED = 0, SESS_OPEN, SESS_OFF, SESS_CLOSED } sess_state;
 
@@ -40,6 +41,8 @@ static ulp__cuda_ops g_ops;
 static ulp__devcap *g_devcap;
 static int g_env_device_done, g_env_libs_done;
 static atomic_int g_forked;
+/* The step of the last `ev=step` mark: graph replays' captures get it. */
+static _Atomic int64_t g_step = ULP_STEP_NONE;
 
 static atomic_uint_least64_t g_malformed, g_no_driver, g_host_failed;
 static char g_first_malformed[768];
@@ -248,10 +251,18 @@ static void session_release(void)
 
 /* --- sinks ------------------------------------------------------------- */
 
-static ulp_status sink_capture(void *ctx, const ulp_capture_desc *d, void *buf, size_t nbytes,
-                               void (*release)(void *rctx, void *buf), void *rctx)
+static int64_t sink_step_now(void *ctx)
 {
     (void)ctx;
+    return atomic_load(&g_step);
+}
+
+static ulp_status sink_capture(void *ctx, const ulp_capture_desc *d, const ulp__devcap_extra *x,
+                               void *buf, size_t nbytes, void (*release)(void *rctx, void *buf),
+                               void *rctx)
+{
+    (void)ctx;
+    (void)x;
     ulp_session *s = session_acquire();
     if (s == NULL) {
         if (release != NULL)
@@ -371,6 +382,10 @@ static ulp__devcap *devcap_get(void)
         long pinned = mb != NULL ? strtol(mb, NULL, 10) : DEFAULT_PINNED_MB;
         if (pinned <= 0)
             pinned = DEFAULT_PINNED_MB;
+        const char *gmb = getenv("ULPPROF_GRAPH_MB");
+        long graph = gmb != NULL ? strtol(gmb, NULL, 10) : DEFAULT_GRAPH_MB;
+        if (graph < 0)
+            graph = DEFAULT_GRAPH_MB;
         const char *attr = getenv("ULPPROF_KERNEL_ATTRIBUTION");
         int attribute = attr == NULL || strcmp(attr, "0") != 0;
         ulp__devcap_config cfg;
@@ -378,8 +393,10 @@ static ulp__devcap *devcap_get(void)
         cfg.ops = &g_ops;
         ulp__cupti_hooks(&cfg.hooks);
         cfg.sink.capture = sink_capture;
+        cfg.sink.step_now = sink_step_now;
         cfg.trace = attribute && ulp__cupti_active() ? g_trace : NULL;
         cfg.pool_bytes = (size_t)pinned << 20;
+        cfg.graph_bytes = (size_t)graph << 20;
         if (ulp__devcap_create(&cfg, &g_devcap) != ULP_OK) {
             g_devcap = NULL;
             g_driver_state = 2;
@@ -387,6 +404,7 @@ static ulp__devcap *devcap_get(void)
             warn_once(&warned_devcap, "cannot start device capture: out of memory");
             return NULL;
         }
+        ulp__cupti_set_devcap(g_devcap);
     }
     ulp__devcap *dc = g_devcap;
     pthread_mutex_unlock(&g_init);
@@ -464,6 +482,7 @@ void ulp__inject_mark(const char *msg)
     if (m.kind == ULP__MARK_NOT_OURS || !ulp__inject_enabled())
         return;
     if (m.kind == ULP__MARK_STEP) {
+        atomic_store(&g_step, m.step);
         ulp_session *s = session_acquire();
         if (s != NULL) {
             ulp_session_set_step(s, m.step);
@@ -585,8 +604,13 @@ static void at_exit(void)
         warn("%llu malformed NVTX mark%s ignored (first: %s)", (unsigned long long)malformed,
              malformed == 1 ? "" : "s", g_first_malformed);
     if (ds.skipped_graph > 0)
-        warn("%llu device capture%s skipped during CUDA graph capture",
+        warn("%llu device capture%s skipped during CUDA graph capture (unknown stream, invalidated "
+             "capture, or no driver support)",
              (unsigned long long)ds.skipped_graph, ds.skipped_graph == 1 ? "" : "s");
+    if (ds.graph_bound > 0)
+        warn("%llu device capture%s inside CUDA graphs refused: graph slots at their bound "
+             "(ULPPROF_GRAPH_MB)",
+             (unsigned long long)ds.graph_bound, ds.graph_bound == 1 ? "" : "s");
     if (ds.too_large > 0)
         warn("%llu device capture%s larger than the staging pool (ULPPROF_PINNED_MB) dropped",
              (unsigned long long)ds.too_large, ds.too_large == 1 ? "" : "s");

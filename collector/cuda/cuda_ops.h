@@ -29,6 +29,12 @@ typedef struct ulp__cuda_ops {
     CUresult (*event_synchronize)(CUevent ev);
     CUresult (*memcpy_dtoh_async)(void *dst, CUdeviceptr src, size_t bytes, CUstream stream);
     CUresult (*memcpy_dtoh)(void *dst, CUdeviceptr src, size_t bytes);
+    /* Captures inside CUDA graphs (cuda_graphcap.h); may be NULL, and then
+     * marks made during stream capture are skipped and counted. */
+    CUresult (*stream_get_capture_info)(CUstream stream, CUstreamCaptureStatus *status,
+                                        cuuint64_t *id, CUgraph *graph, const CUgraphNode **deps,
+                                        const CUgraphEdgeData **edges, size_t *ndeps);
+    CUresult (*thread_exchange_capture_mode)(CUstreamCaptureMode *mode);
     /* Facts for /env; may be NULL. */
     CUresult (*ctx_get_device)(CUdevice *dev);
     CUresult (*device_get_name)(char *name, int len, CUdevice dev);
