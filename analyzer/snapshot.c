@@ -275,6 +275,17 @@ static ulp_status read_optional_attrs(ulp_snapshot *s, hid_t d, const char *name
                          "attribute 'kernels' [%" PRId64 ", %" PRId64 ") is not a range",
                          c->kernels[0], c->kernels[1]);
 
+    if ((rc = ulp__attr_read_i64_array(d, "gemms", c->gemms, 2, &why)) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'gemms' %s", why);
+    c->has_gemms = rc == 0;
+    if (c->has_gemms && (c->gemms[0] < 0 || c->gemms[1] < c->gemms[0]))
+        return cap_error(s, err, ULP_EBADATTR, name, occ,
+                         "attribute 'gemms' [%" PRId64 ", %" PRId64 ") is not a range", c->gemms[0],
+                         c->gemms[1]);
+    if ((rc = ulp__attr_read_i64_array(d, "graph_replay", c->graph_replay, 2, &why)) < 0)
+        return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'graph_replay' %s", why);
+    c->has_graph_replay = rc == 0;
+
     if (ulp__attr_read_u64(d, "device_ptr", &c->device_ptr, &why) < 0)
         return cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'device_ptr' %s", why);
     if (ulp__attr_read_u64(d, "stream", &c->stream, &why) < 0)

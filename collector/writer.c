@@ -463,6 +463,11 @@ static int write_capture_attrs(hid_t ds, const ulp_capture_desc *d, int64_t seq)
         return -1;
     if (d->has_kernels && ulp__h5_attr_write_i64_array(ds, "kernels", d->kernels, 2) < 0)
         return -1;
+    if (d->has_gemms && ulp__h5_attr_write_i64_array(ds, "gemms", d->gemms, 2) < 0)
+        return -1;
+    if (d->has_graph_replay &&
+        ulp__h5_attr_write_i64_array(ds, "graph_replay", d->graph_replay, 2) < 0)
+        return -1;
     if (d->device_ptr != 0 && ulp__h5_attr_write_u64(ds, "device_ptr", d->device_ptr) < 0)
         return -1;
     if (d->stream != 0 && ulp__h5_attr_write_u64(ds, "stream", d->stream) < 0)

@@ -30,7 +30,6 @@ typedef struct job {
     uint32_t corr; /* 0: no attribution */
     int done;      /* the copy has finished */
     int bad;       /* the wait failed: drop */
-    ulp__devcap_extra x;
     /* A graph replay to harvest: one staging buffer per tap (NULL for an
      * empty tensor or one larger than the pool), taken at launch. */
     ulp__graph_replay *replay;
@@ -361,8 +360,8 @@ ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp_capture_desc *d, uint6
         goto count;
     }
     if (dc->cfg.sink.gemms != NULL &&
-        dc->cfg.sink.gemms(dc->cfg.sink.ctx, !has_stream, stream, j->x.gemms))
-        j->x.has_gemms = 1;
+        dc->cfg.sink.gemms(dc->cfg.sink.ctx, !has_stream, stream, j->d.gemms))
+        j->d.has_gemms = 1;
     j->ctx = ctx;
     j->nbytes = nbytes;
     j->any_stream = !has_stream;
@@ -468,8 +467,9 @@ static void deliver_replay(ulp__devcap *dc, job *j)
         ulp_capture_desc d = t->d;
         d.step = j->d.step;
         d.time_ns = j->d.time_ns;
-        ulp__devcap_extra x = {
-            1, rp->graph_id, rp->index, t->has_gemms, {t->gemms[0], t->gemms[1]}};
+        d.has_graph_replay = 1;
+        d.graph_replay[0] = (int64_t)rp->graph_id;
+        d.graph_replay[1] = (int64_t)rp->index;
         release_ctx *r = NULL;
         if (b != NULL) {
             memcpy(b->p, t->slot, t->nbytes);
@@ -486,7 +486,7 @@ static void deliver_replay(ulp__devcap *dc, job *j)
         } else if (t->nbytes > 0) {
             continue; /* larger than the pool: counted at launch */
         }
-        ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &d, &x, b ? b->p : NULL, t->nbytes,
+        ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &d, b ? b->p : NULL, t->nbytes,
                                              r ? release_buf : NULL, r);
         pthread_mutex_lock(&dc->lock);
         if (st == ULP_OK) {
@@ -531,7 +531,7 @@ static void deliver(ulp__devcap *dc, job *j)
         r->dc = dc;
         r->buf = j->buf;
     }
-    ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &j->d, &j->x, j->buf ? j->buf->p : NULL,
+    ulp_status st = dc->cfg.sink.capture(dc->cfg.sink.ctx, &j->d, j->buf ? j->buf->p : NULL,
                                          j->nbytes, r ? release_buf : NULL, r);
     pthread_mutex_lock(&dc->lock);
     if (st == ULP_OK)

@@ -28,26 +28,15 @@
 
 typedef struct ulp__devcap ulp__devcap;
 
-/* What a device capture carries beyond ulp_capture_desc (FORMAT.md
- * `graph_replay`, `gemms`). */
-typedef struct ulp__devcap_extra {
-    int has_replay;
-    uint64_t graph_id; /* stream-capture id of the graph */
-    uint64_t replay;   /* launches of the executable before this one */
-    int has_gemms;     /* [first, last) rows of /trace/gemms */
-    int64_t gemms[2];
-} ulp__devcap_extra;
-
 typedef struct ulp__devcap_sink {
     void *ctx;
     /*
      * Takes a finished capture.  `buf` (nbytes, may be NULL when 0) is
      * valid now; the sink calls release(rctx, buf) exactly once when done
-     * with it, on every path, errors included.  `x` is never NULL.
+     * with it, on every path, errors included.
      */
-    ulp_status (*capture)(void *ctx, const ulp_capture_desc *d, const ulp__devcap_extra *x,
-                          void *buf, size_t nbytes, void (*release)(void *rctx, void *buf),
-                          void *rctx);
+    ulp_status (*capture)(void *ctx, const ulp_capture_desc *d, void *buf, size_t nbytes,
+                          void (*release)(void *rctx, void *buf), void *rctx);
     /* The step a graph replay's captures get (the application's current
      * step when the graph was launched); NULL: ULP_STEP_NONE. */
     int64_t (*step_now)(void *ctx);

@@ -143,12 +143,16 @@ static ulp__graph_tap *tap_new(const ulp_capture_desc *d, size_t nbytes, const i
         memcpy(t->shape, d->shape, (size_t)d->ndim * sizeof(int64_t));
     t->d.shape = t->shape;
     t->d.has_kernels = 0;
-    t->nbytes = nbytes;
+    /* Token metadata points into the caller's memory: not kept. */
+    t->d.positions = t->d.requests = NULL;
+    t->d.inputs = NULL;
+    t->d.n_inputs = 0;
+    t->d.has_gemms = gemms != NULL;
     if (gemms != NULL) {
-        t->has_gemms = 1;
-        t->gemms[0] = gemms[0];
-        t->gemms[1] = gemms[1];
+        t->d.gemms[0] = gemms[0];
+        t->d.gemms[1] = gemms[1];
     }
+    t->nbytes = nbytes;
     return t;
 }
 

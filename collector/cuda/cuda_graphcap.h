@@ -39,13 +39,12 @@ typedef struct ulp__graphcap ulp__graphcap;
 
 typedef struct ulp__graph_tap {
     struct ulp__graph_tap *next;
-    ulp_capture_desc d; /* name and shape point into this tap; data NULL */
+    ulp_capture_desc d; /* name and shape point into this tap; data NULL;
+                           gemms: the GEMM calls made while capturing */
     char *name;
     int64_t shape[ULP_MAX_RANK];
     void *slot;    /* pinned; the graph's copy node writes it */
     size_t nbytes; /* bytes of the tensor */
-    int has_gemms; /* [first, last) of /trace/gemms made while capturing */
-    int64_t gemms[2];
 } ulp__graph_tap;
 
 /* One launch of an executable with taps, to harvest after it finished. */

@@ -257,12 +257,10 @@ static int64_t sink_step_now(void *ctx)
     return atomic_load(&g_step);
 }
 
-static ulp_status sink_capture(void *ctx, const ulp_capture_desc *d, const ulp__devcap_extra *x,
-                               void *buf, size_t nbytes, void (*release)(void *rctx, void *buf),
-                               void *rctx)
+static ulp_status sink_capture(void *ctx, const ulp_capture_desc *d, void *buf, size_t nbytes,
+                               void (*release)(void *rctx, void *buf), void *rctx)
 {
     (void)ctx;
-    (void)x;
     ulp_session *s = session_acquire();
     if (s == NULL) {
         if (release != NULL)

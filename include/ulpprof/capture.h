@@ -108,6 +108,12 @@ typedef struct ulp_capture_desc {
     int32_t row_rank;         /* leading axes that index the rows       */
     int32_t n_inputs;         /* entries of `inputs`                    */
     const char *const *inputs;
+
+    /* Written by the CUDA collector (FORMAT.md `gemms`, `graph_replay`). */
+    int has_gemms;           /* 1: `gemms` holds [first, last) of /trace/gemms */
+    int64_t gemms[2];        /*                                                */
+    int has_graph_replay;    /* 1: harvested from a CUDA graph replay         */
+    int64_t graph_replay[2]; /* [graph (stream-capture id), replay index]     */
 } ulp_capture_desc;
 
 /* A descriptor with the defaults: no layer, activation, no step. */

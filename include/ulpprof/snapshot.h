@@ -63,6 +63,11 @@ typedef struct ulp_capture_info {
     const int64_t *requests;  /* `rows` requests, or NULL: all request 0     */
     size_t n_inputs;
     const char *const *inputs; /* names of the captures it consumed, or NULL */
+
+    int has_gemms;
+    int64_t gemms[2]; /* [first, last) rows of /trace/gemms             */
+    int has_graph_replay;
+    int64_t graph_replay[2]; /* [graph id, replay index] of a CUDA graph    */
 } ulp_capture_info;
 
 /* One row of /trace/kernels, with its name resolved. */

@@ -190,11 +190,10 @@ static got *gots;
 static int ngot;
 static int hold_buffers; /* keep buffers until the test releases them */
 
-static ulp_status fake_sink(void *ctx, const ulp_capture_desc *d, const ulp__devcap_extra *x,
-                            void *buf, size_t n, void (*release)(void *, void *), void *rctx)
+static ulp_status fake_sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+                            void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;
-    assert_non_null(x);
     pthread_mutex_lock(&log_lock);
     got *g = &gots[ngot++];
     pthread_mutex_unlock(&log_lock);
@@ -641,11 +640,10 @@ static void test_cuda_devcap__attribution(void **state)
 
 static ulp_session *real_session;
 
-static ulp_status session_sink(void *ctx, const ulp_capture_desc *d, const ulp__devcap_extra *x,
-                               void *buf, size_t n, void (*release)(void *, void *), void *rctx)
+static ulp_status session_sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+                               void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;
-    (void)x;
     return ulp__session_capture_deferred(real_session, d, buf, n, NULL, release, rctx);
 }
 

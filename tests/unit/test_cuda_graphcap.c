@@ -384,7 +384,6 @@ static void launch(fake_graph *x, CUstream s)
 typedef struct got {
     char name[64];
     ulp_capture_desc d;
-    ulp__devcap_extra x;
     float v[16];
     size_t nbytes;
 } got;
@@ -392,8 +391,8 @@ static got gots[MAX_GOT];
 static int ngot;
 static int64_t step_now_value;
 
-static ulp_status sink(void *ctx, const ulp_capture_desc *d, const ulp__devcap_extra *x, void *buf,
-                       size_t n, void (*release)(void *, void *), void *rctx)
+static ulp_status sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+                       void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;
     pthread_mutex_lock(&drv);
@@ -402,7 +401,6 @@ static ulp_status sink(void *ctx, const ulp_capture_desc *d, const ulp__devcap_e
     pthread_mutex_unlock(&drv);
     snprintf(g->name, sizeof(g->name), "%s", d->name);
     g->d = *d;
-    g->x = *x;
     memcpy(g->v, buf, n);
     g->nbytes = n;
     if (release)
@@ -476,8 +474,8 @@ static void expect_got(int i, const char *name, float base, int n, int64_t step,
         fail_msg("capture %d (%s): v[0] %g, expected %g", i, name, (double)gots[i].v[0],
                  (double)base);
     assert_true(gots[i].d.step == step);
-    assert_int_equal(gots[i].x.has_replay, 1);
-    assert_true(gots[i].x.replay == replay);
+    assert_int_equal(gots[i].d.has_graph_replay, 1);
+    assert_true(gots[i].d.graph_replay[1] == (int64_t)replay);
 }
 
 /* --- the cases ----------------------------------------------------------- */
@@ -526,7 +524,7 @@ static void test_cuda_graphcap__replays(void **state)
     assert_int_equal(mark(S1, "l0", a, 4), ULP_OK);
     ulp__devcap_flush(dc);
     assert_int_equal(ngot, 10);
-    assert_int_equal(gots[9].x.has_replay, 0);
+    assert_int_equal(gots[9].d.has_graph_replay, 0);
     assert_true(gots[9].v[0] == 99.0f);
     /* The executable gone, its slots are freed (3 slots: the staging pool
      * still holds its own buffers). */
@@ -612,7 +610,7 @@ static void test_cuda_graphcap__modes(void **state)
             expect_got(0, "l1", 2, 4, ULP_STEP_NONE, 0);
             expect_got(1, "l0", 1, 4, ULP_STEP_NONE, 0);
             expect_got(2, "logits", 1, 2, ULP_STEP_NONE, 0);
-            assert_true(gots[0].x.graph_id != gots[1].x.graph_id);
+            assert_true(gots[0].d.graph_replay[0] != gots[1].d.graph_replay[0]);
             destroy_exec(x1);
             destroy_exec(x2);
             destroy_graph(g1);
@@ -648,7 +646,7 @@ static void test_cuda_graphcap__modes(void **state)
     assert_non_null(arg.g); /* not invalidated */
     assert_int_equal(unsafe_refused, 0);
     assert_int_equal(ngot, 1);
-    assert_true(gots[0].v[0] == 7.0f && gots[0].x.has_replay == 0);
+    assert_true(gots[0].v[0] == 7.0f && gots[0].d.has_graph_replay == 0);
     destroy_graph(arg.g);
     ulp__devcap_free(dc);
 }
