@@ -296,6 +296,43 @@ static ulp_status read_optional_attrs(ulp_snapshot *s, hid_t d, const char *name
 }
 
 /* Validates the dataset /captures/<name>/<occ> and describes it in `e`. */
+/*
+ * Refuses a dataset whose bytes this file does not hold, or that HDF5 here
+ * cannot decode: one in another file (reached through an external link, or
+ * a soft link through one: its offsets are not this file's), a virtual
+ * dataset (other files, and zeros where a source is missing), and a filter
+ * this HDF5 library lacks (named, instead of a read error later).
+ */
+static ulp_status check_storage(const ulp_snapshot *s, hid_t d, hid_t dcpl, const char *name,
+                                const char *occ, ulp_error *err)
+{
+    H5O_info_t oi;
+    if (H5Oget_info2(d, &oi, H5O_INFO_BASIC) < 0 || oi.fileno != s->fileno)
+        return cap_error(s, err, ULP_EFORMAT, name, occ,
+                         "lies in another file, reached through an external link (captures "
+                         "must be in the file)");
+    if (dcpl < 0)
+        return ULP_OK;
+    if (H5Pget_layout(dcpl) == H5D_VIRTUAL)
+        return cap_error(s, err, ULP_EFORMAT, name, occ,
+                         "is a virtual dataset (its data live in other files, not in the "
+                         "snapshot)");
+    int nf = H5Pget_nfilters(dcpl);
+    for (int k = 0; k < nf; k++) {
+        char fname[64] = "";
+        unsigned flags = 0, conf = 0;
+        size_t nv = 0;
+        H5Z_filter_t id =
+            H5Pget_filter2(dcpl, (unsigned)k, &flags, &nv, NULL, sizeof fname, fname, &conf);
+        if (id >= 0 && H5Zfilter_avail(id) <= 0)
+            return cap_error(s, err, ULP_EUNSUPPORTED, name, occ,
+                             "compressed with filter '%s' (id %d), which this HDF5 library "
+                             "lacks",
+                             fname[0] ? fname : "?", (int)id);
+    }
+    return ULP_OK;
+}
+
 static ulp_status read_capture(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
                                cap_entry *e, ulp_error *err)
 {
@@ -406,6 +443,8 @@ static ulp_status read_capture(ulp_snapshot *s, hid_t d, const char *name, const
     /* Where the bytes are.  A contiguous dataset with allocated storage is read
      * with pread(2); check here that it lies inside the file. */
     dcpl = H5Dget_create_plist(d);
+    if ((st = check_storage(s, d, dcpl, name, occ, err)) != ULP_OK)
+        goto cleanup;
     /* Raw data in another file: reading it would show that file's bytes as
      * the tensor (any file the reader may open, named by the snapshot). */
     if (dcpl >= 0 && H5Pget_external_count(dcpl) != 0) {
@@ -850,12 +889,17 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
     }
     if (S_ISDIR(sb.st_mode))
         return ulp__error(err, ULP_EIO, "cannot open '%s': is a directory", s->path);
-    s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
+    /* A FIFO or a device would block the open, or never end: refuse it now. */
+    if (!S_ISREG(sb.st_mode))
+        return ulp__error(err, ULP_EIO, "cannot open '%s': not a regular file", s->path);
+    s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (s->fd < 0)
         return ulp__error(err, errno == ENOENT ? ULP_ENOENT : ULP_EIO, "cannot open '%s': %s",
                           s->path, strerror(errno));
     if (fstat(s->fd, &sb) != 0)
         return ulp__error(err, ULP_EIO, "cannot open '%s': %s", s->path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) /* replaced since the stat above */
+        return ulp__error(err, ULP_EIO, "cannot open '%s': not a regular file", s->path);
     s->file_size = (uint64_t)sb.st_size;
     if (s->file_size == 0)
         return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file (empty file)",
@@ -907,6 +951,12 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
                           "(truncated or corrupt: %s)",
                           s->path, info.desc);
     }
+    /* Objects reached through an external link report another file number. */
+    H5O_info_t oi;
+    if (H5Oget_info2(s->file, &oi, H5O_INFO_BASIC) < 0)
+        return ulp__error(err, ULP_EHDF5, "cannot open '%s': its root group cannot be read",
+                          s->path);
+    s->fileno = oi.fileno;
     return ULP_OK;
 }
 

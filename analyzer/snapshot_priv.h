@@ -37,6 +37,7 @@ struct ulp_snapshot {
     int fd;                   /* for pread(2) of contiguous datasets    */
     ulp__h5_reader *h5;       /* serializes the H5Dread path            */
     uint64_t file_size;       /* bytes, at open                         */
+    unsigned long fileno;     /* HDF5's number of the open file         */
     const unsigned char *map; /* read-only mapping of the whole file, or NULL */
 
     char *label;

@@ -1,21 +1,70 @@
 /* Helpers shared by the `ulpprof` commands: errors, opening snapshots, formatting. */
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 
 void cli_error(const char *fmt, ...)
 {
+    /* One message, one line: a path or name with a newline or an escape
+     * sequence in it is shown escaped, as `ls` shows names. */
+    char msg[4096];
     va_list ap;
-    fputs("ulpprof: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fputs("ulpprof: ", stderr);
+    cli_print_escaped(stderr, msg);
     fputc('\n', stderr);
+}
+
+int cli_output_is_input(const char *cmd, const char *out, char *const *inputs, int n)
+{
+    struct stat so, si;
+    if (out == NULL || stat(out, &so) != 0)
+        return 0; /* a new file cannot be an input */
+    for (int i = 0; i < n; i++)
+        if (stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+            cli_error("%s: output '%s' is the input '%s': refusing to overwrite it", cmd, out,
+                      inputs[i]);
+            return 1;
+        }
+    return 0;
+}
+
+int cli_plot_dir_has_input(const char *cmd, const char *dir, char *const *inputs, int n)
+{
+    /* The plot writers name their files <plot>.dat, .gp, .png and .svg in DIR. */
+    static const char *const ext[] = {".dat", ".gp", ".png", ".svg"};
+    struct stat sd, sp;
+    if (dir == NULL || stat(dir, &sd) != 0)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        char parent[4096];
+        const char *slash = strrchr(inputs[i], '/');
+        const char *base = slash ? slash + 1 : inputs[i];
+        size_t blen = strlen(base);
+        snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - inputs[i]) + 1 : 1,
+                 slash ? inputs[i] : ".");
+        if (stat(parent, &sp) != 0 || sp.st_dev != sd.st_dev || sp.st_ino != sd.st_ino)
+            continue;
+        for (size_t k = 0; k < sizeof ext / sizeof ext[0]; k++) {
+            size_t elen = strlen(ext[k]);
+            if (blen > elen && strcmp(base + blen - elen, ext[k]) == 0) {
+                cli_error("%s: plot directory '%s' holds the input '%s', which a plot file "
+                          "could overwrite: refusing",
+                          cmd, dir, inputs[i]);
+                return 1;
+            }
+        }
+    }
+    return 0;
 }
 
 int cli_bad_option(const char *cmd, const char *usage, char **argv, int c)
@@ -71,6 +120,68 @@ static void guard_on_alarm(int sig)
 static const int guard_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 #define NGUARD (sizeof guard_signals / sizeof guard_signals[0])
 
+/*
+ * Snapshots are read through a mapping of the file: one that another
+ * program truncates while it is read raises SIGBUS in the reading thread.
+ * Each opened file's path and size are kept here; the handler names the
+ * one that shrank (stat(2) is async-signal-safe) and exits 2.  A SIGBUS
+ * with no shrunken file is re-raised as what it is.
+ */
+#define MAX_READING 8
+static struct {
+    char msg[1024];
+    char path[1024];
+    off_t size;
+} reading[MAX_READING];
+static volatile sig_atomic_t n_reading;
+
+/* `s` as cli_print_escaped() shows it, cut to fit `size`. */
+static void escape_into(char *buf, size_t size, const char *s)
+{
+    FILE *m = fmemopen(buf, size, "w");
+    buf[0] = '\0';
+    if (m == NULL)
+        return;
+    setvbuf(m, NULL, _IONBF, 0);
+    cli_print_escaped(m, s);
+    fclose(m);
+    buf[size - 1] = '\0';
+}
+
+static void reading_on_bus(int sig)
+{
+    struct stat sb;
+    for (int i = 0; i < n_reading; i++)
+        if (stat(reading[i].path, &sb) != 0 || sb.st_size < reading[i].size) {
+            guard_write(reading[i].msg);
+            _exit(CLI_EXIT_ERROR);
+        }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void reading_add(const char *path)
+{
+    struct stat sb;
+    int i = n_reading;
+    if (i == MAX_READING || strlen(path) >= sizeof reading[i].path || stat(path, &sb) != 0)
+        return;
+    snprintf(reading[i].path, sizeof reading[i].path, "%s", path);
+    reading[i].size = sb.st_size;
+    char esc[700];
+    escape_into(esc, sizeof esc, path);
+    snprintf(reading[i].msg, sizeof reading[i].msg,
+             "ulpprof: '%s': the file shrank while it was read (truncated by another "
+             "program?)\n",
+             esc);
+    n_reading = i + 1;
+    struct sigaction bus;
+    memset(&bus, 0, sizeof bus);
+    bus.sa_handler = reading_on_bus;
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, NULL);
+}
+
 int cli_repair_hint = 1;
 
 ulp_snapshot *cli_open_snapshot(const char *path)
@@ -80,14 +191,16 @@ ulp_snapshot *cli_open_snapshot(const char *path)
     const char *env = getenv("ULPPROF_OPEN_TIMEOUT");
     if (env != NULL && atoi(env) > 0)
         timeout = (unsigned)atoi(env);
+    char esc[700];
+    escape_into(esc, sizeof esc, path);
     snprintf(guard_crash_msg, sizeof guard_crash_msg,
              "ulpprof: cannot open '%s': the HDF5 library crashed decoding its metadata "
              "(damaged file)\n",
-             path);
+             esc);
     snprintf(guard_hang_msg, sizeof guard_hang_msg,
              "ulpprof: cannot open '%s': the HDF5 library was still decoding its metadata "
              "after %u s (damaged file?; ULPPROF_OPEN_TIMEOUT sets the limit)\n",
-             path, timeout);
+             esc, timeout);
 
     struct sigaction fatal, alarm_act, old[NGUARD], old_alarm;
     memset(&fatal, 0, sizeof fatal);
@@ -115,9 +228,10 @@ ulp_snapshot *cli_open_snapshot(const char *path)
         return NULL;
     }
     if (ulp_snapshot_warning(s) != NULL)
-        fprintf(stderr, "ulpprof: warning: '%s': %s%s%s%s\n", path, ulp_snapshot_warning(s),
-                cli_repair_hint ? " (for other HDF5 tools: ulpprof repair '" : "",
-                cli_repair_hint ? path : "", cli_repair_hint ? "' COPY.h5)" : "");
+        cli_error("warning: '%s': %s%s%s%s", path, ulp_snapshot_warning(s),
+                  cli_repair_hint ? " (for other HDF5 tools: ulpprof repair '" : "",
+                  cli_repair_hint ? path : "", cli_repair_hint ? "' COPY.h5)" : "");
+    reading_add(path);
     return s;
 }
 

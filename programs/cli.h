@@ -55,6 +55,16 @@ int cli_bad_option(const char *cmd, const char *usage, char **argv, int c);
 ulp_snapshot *cli_open_snapshot(const char *path);
 extern int cli_repair_hint;
 
+/*
+ * Whether `out` (an output file of command `cmd`) is one of the n `inputs`
+ * (the same file, through any path or link); if so prints one line and
+ * returns 1.  A command checks before it writes, so no input is replaced.
+ */
+int cli_output_is_input(const char *cmd, const char *out, char *const *inputs, int n);
+
+/* Whether the plot directory `dir` holds an input a plot file could replace (one line, 1). */
+int cli_plot_dir_has_input(const char *cmd, const char *dir, char *const *inputs, int n);
+
 /* Whether to colour output to `f`: a terminal, TERM not "dumb", NO_COLOR unset. */
 int cli_use_color(FILE *f);
 
@@ -69,5 +79,14 @@ void cli_print_escaped(FILE *f, const char *s);
 
 /* Display width of a UTF-8 string (code points; wide characters are not special-cased). */
 size_t cli_utf8_width(const char *s);
+
+/* --- JSON that keeps non-UTF-8 bytes (cli_json.c) ----------------------------------- */
+struct json_t;
+/* A JSON string of `s` (NULL: null); bytes that are not UTF-8 become \udcXX when printed. */
+struct json_t *cli_json_str(const char *s);
+/* json_object_set_new() for any key, bytes that are not UTF-8 included. */
+int cli_json_set(struct json_t *o, const char *key, struct json_t *v);
+/* Prints `doc` (indented) and a newline; -1 when out of memory. */
+int cli_json_print(struct json_t *doc, FILE *f);
 
 #endif /* ULPPROF_CLI_H */

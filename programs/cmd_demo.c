@@ -268,9 +268,11 @@ int cmd_demo(int argc, char **argv)
             }
             break;
         case 's': {
+            errno = 0;
             unsigned long long s = strtoull(optarg, &end, 10);
-            if (end == optarg || *end || optarg[0] == '-') {
-                fprintf(stderr, "ulpprof demo: seed '%s' is not a number\n", optarg);
+            if (end == optarg || *end || optarg[0] == '-' || errno == ERANGE) {
+                fprintf(stderr, "ulpprof demo: seed '%s' is not a number from 0 to 2^64-1\n",
+                        optarg);
                 return CLI_EXIT_ERROR;
             }
             o.seed = s;

@@ -162,6 +162,9 @@ int cmd_diff(int argc, char **argv)
                 argc - optind, DIFF_USAGE);
         return CLI_EXIT_ERROR;
     }
+    if (cli_output_is_input("diff", out_path, argv + optind, 2) ||
+        cli_plot_dir_has_input("diff", plot_dir, argv + optind, 2))
+        return CLI_EXIT_ERROR;
 
     int rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;

@@ -8,6 +8,7 @@
  * script (Myers' O((N+M)D) greedy algorithm) after trimming the common prefix
  * and suffix.  Exit status as diff(1): 0 same sequence, 1 they differ, 2 error.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -291,9 +292,9 @@ static void print_where(const char *side, const ulp_snapshot *s, size_t r)
 
 static json_t *kernel_json(size_t i, const ulp_kernel_info *k)
 {
-    return json_pack("{s:I, s:s, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name", k->name,
-                     "grid", k->grid[0], k->grid[1], k->grid[2], "block", k->block[0], k->block[1],
-                     k->block[2]);
+    return json_pack("{s:I, s:o, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name",
+                     cli_json_str(k->name), "grid", k->grid[0], k->grid[1], k->grid[2], "block",
+                     k->block[0], k->block[1], k->block[2]);
 }
 
 int cmd_kernels(int argc, char **argv)
@@ -318,9 +319,11 @@ int cmd_kernels(int argc, char **argv)
             break;
         case 'm':
         case 'c': {
+            errno = 0;
             long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end != '\0' || v < 0) {
-                cli_error("kernels: --%s needs a non-negative integer, not '%s'",
+            /* Beyond a million, a value is a typo, and 2 * context would overflow. */
+            if (end == optarg || *end != '\0' || v < 0 || v > 1000000 || errno) {
+                cli_error("kernels: --%s needs an integer from 0 to 1000000, not '%s'",
                           c == 'm' ? "max-hunks" : "context", optarg);
                 return CLI_EXIT_ERROR;
             }
@@ -396,12 +399,12 @@ int cmd_kernels(int argc, char **argv)
     }
 
     if (as_json) {
-        json_t *o =
-            json_pack("{s:s, s:i, s:{s:s, s:s, s:I}, s:{s:s, s:s, s:I}, s:b, s:b}", "format",
-                      "ulpprof-kernels", "format_version", 1, "a", "path", ulp_snapshot_path(A),
-                      "label", ulp_snapshot_label(A), "launches", (json_int_t)na, "b", "path",
-                      ulp_snapshot_path(B), "label", ulp_snapshot_label(B), "launches",
-                      (json_int_t)nb, "identical", identical, "aligned", aligned);
+        json_t *o = json_pack(
+            "{s:s, s:i, s:{s:o, s:o, s:I}, s:{s:o, s:o, s:I}, s:b, s:b}", "format",
+            "ulpprof-kernels", "format_version", 1, "a", "path", cli_json_str(ulp_snapshot_path(A)),
+            "label", cli_json_str(ulp_snapshot_label(A)), "launches", (json_int_t)na, "b", "path",
+            cli_json_str(ulp_snapshot_path(B)), "label", cli_json_str(ulp_snapshot_label(B)),
+            "launches", (json_int_t)nb, "identical", identical, "aligned", aligned);
         if (o == NULL)
             goto oom;
         if (aligned) {
@@ -433,12 +436,10 @@ int cmd_kernels(int argc, char **argv)
             }
             json_object_set_new(o, "edits", ops);
         }
-        char *txt = json_dumps(o, JSON_INDENT(2));
+        int bad = cli_json_print(o, stdout);
         json_decref(o);
-        if (txt == NULL)
+        if (bad)
             goto oom;
-        printf("%s\n", txt);
-        free(txt);
         rc = identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
         goto cleanup;
     }

@@ -137,38 +137,21 @@ static void print_text(const ulp_snapshot *s, int color)
            n == 1 ? "" : "s", total_elements, buf, total_bytes);
 }
 
-/* A JSON string; bytes that are not UTF-8 become '?' (jansson accepts only UTF-8). */
-static json_t *jstr(const char *s)
-{
-    json_t *j = json_string(s);
-    if (j != NULL)
-        return j;
-    char *copy = strdup(s);
-    if (copy == NULL)
-        return json_null();
-    for (unsigned char *p = (unsigned char *)copy; *p; p++)
-        if (*p >= 0x80)
-            *p = '?';
-    j = json_string(copy);
-    free(copy);
-    return j ? j : json_null();
-}
-
 static json_t *kvs_json(size_t n, const ulp_kv *(*get)(const ulp_snapshot *, size_t),
                         const ulp_snapshot *s)
 {
     json_t *o = json_object();
     for (size_t i = 0; i < n; i++)
-        json_object_set_new(o, get(s, i)->key, jstr(get(s, i)->value));
+        cli_json_set(o, get(s, i)->key, cli_json_str(get(s, i)->value));
     return o;
 }
 
 static json_t *snapshot_json(const ulp_snapshot *s)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "path", jstr(ulp_snapshot_path(s)));
-    json_object_set_new(o, "label", jstr(ulp_snapshot_label(s)));
-    json_object_set_new(o, "writer", jstr(ulp_snapshot_writer(s)));
+    json_object_set_new(o, "path", cli_json_str(ulp_snapshot_path(s)));
+    json_object_set_new(o, "label", cli_json_str(ulp_snapshot_label(s)));
+    json_object_set_new(o, "writer", cli_json_str(ulp_snapshot_writer(s)));
     json_object_set_new(o, "format_version", json_integer(ulp_snapshot_format_version(s)));
     json_object_set_new(o, "created_unix_ns", json_integer(ulp_snapshot_created_unix_ns(s)));
     json_object_set_new(o, "run", kvs_json(ulp_snapshot_run_count(s), ulp_snapshot_run, s));
@@ -176,7 +159,7 @@ static json_t *snapshot_json(const ulp_snapshot *s)
     json_object_set_new(o, "kernels", json_integer((json_int_t)ulp_snapshot_kernel_count(s)));
     /* What the reader read around (a killed writer's file), or null. */
     json_object_set_new(o, "warning",
-                        ulp_snapshot_warning(s) != NULL ? jstr(ulp_snapshot_warning(s))
+                        ulp_snapshot_warning(s) != NULL ? cli_json_str(ulp_snapshot_warning(s))
                                                         : json_null());
     json_t *caps = json_array();
     uint64_t total_elements = 0, total_bytes = 0;
@@ -187,11 +170,11 @@ static json_t *snapshot_json(const ulp_snapshot *s)
             json_array_append_new(shape, json_integer(c->shape[k]));
         json_t *r = json_object();
         json_object_set_new(r, "seq", json_integer(c->seq));
-        json_object_set_new(r, "name", jstr(c->name));
+        json_object_set_new(r, "name", cli_json_str(c->name));
         json_object_set_new(r, "occurrence", json_integer(c->occurrence));
         json_object_set_new(r, "layer", c->layer < 0 ? json_null() : json_integer(c->layer));
-        json_object_set_new(r, "role", jstr(c->role));
-        json_object_set_new(r, "dtype", jstr(ulp_dtype_name(c->dtype)));
+        json_object_set_new(r, "role", cli_json_str(c->role));
+        json_object_set_new(r, "dtype", cli_json_str(ulp_dtype_name(c->dtype)));
         json_object_set_new(r, "shape", shape);
         json_object_set_new(r, "elements", json_integer((json_int_t)c->elements));
         json_object_set_new(r, "bytes", json_integer((json_int_t)capture_bytes(c)));
@@ -253,8 +236,7 @@ int cmd_ls(int argc, char **argv)
         ulp_snapshot_close(s);
     }
     if (json) {
-        json_dumpf(all, stdout, JSON_INDENT(2));
-        printf("\n");
+        cli_json_print(all, stdout);
         json_decref(all);
     }
     return rc;

@@ -109,6 +109,8 @@ int cmd_plot(int argc, char **argv)
         fprintf(stderr, "ulpprof plot: no output directory (-o DIR)\nusage: %s\n", PLOT_USAGE);
         return CLI_EXIT_ERROR;
     }
+    if (cli_plot_dir_has_input("plot", popts.dir, argv + optind, 2))
+        return CLI_EXIT_ERROR;
 
     int rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;

@@ -23,12 +23,20 @@ ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, 
                             unsigned flags, ulp_error *err)
 {
     ulp_status st;
+    ulp_diff_result *shown = NULL;
+    if (format == ULP_REPORT_TABLE || format == ULP_REPORT_MARKDOWN) {
+        shown = ulp__report_display(r, format == ULP_REPORT_MARKDOWN);
+        if (shown == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
+    }
     switch (format) {
     case ULP_REPORT_TABLE:
-        st = ulp__report_table(r, f, flags);
+        st = ulp__report_table(shown, f, flags);
+        ulp__report_display_free(shown);
         break;
     case ULP_REPORT_MARKDOWN:
-        st = ulp__report_markdown(r, f);
+        st = ulp__report_markdown(shown, f);
+        ulp__report_display_free(shown);
         break;
     case ULP_REPORT_CSV:
         st = ulp__report_csv(r, f);

@@ -11,6 +11,10 @@
 
 static void csv_str(FILE *f, const char *s)
 {
+    /* A cell that starts with = + - @ (or a tab or CR) is a formula to a
+     * spreadsheet: a leading ' makes it text (OWASP's advice). */
+    if (strchr("=+-@\t\r", s[0]) != NULL && s[0] != '\0')
+        fputc('\'', f);
     if (strpbrk(s, ",\"\r\n") == NULL) {
         fputs(s, f);
         return;

@@ -63,7 +63,7 @@ static json_t *jkernels(const ulp_diff_kernel *k, size_t n)
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_object();
-        json_object_set_new(o, "name", json_string(k[i].name));
+        json_object_set_new(o, "name", ulp__json_str(k[i].name));
         json_object_set_new(o, "grid",
                             jshape(3, (const int64_t[]){k[i].grid[0], k[i].grid[1], k[i].grid[2]}));
         json_object_set_new(
@@ -96,16 +96,16 @@ static json_t *jrow(const ulp_diff_row *row)
     int paired = row->seq_a >= 0 && row->seq_b >= 0;
     int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
 
-    json_object_set_new(o, "name", json_string(row->name));
+    json_object_set_new(o, "name", ulp__json_str(row->name));
     json_object_set_new(o, "occurrence", json_integer(row->occurrence));
     json_object_set_new(o, "layer", jlayer(row->layer));
-    json_object_set_new(o, "role", json_string(row->role));
+    json_object_set_new(o, "role", ulp__json_str(row->role));
     json_object_set_new(o, "dtype",
-                        json_string(ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a)));
+                        ulp__json_str(ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a)));
     json_object_set_new(
         o, "shape", side_b ? jshape(row->ndim_b, row->shape_b) : jshape(row->ndim_a, row->shape_a));
     json_object_set_new(o, "elements", ju64(row->elements));
-    json_object_set_new(o, "status", json_string(ulp_diff_status_name(row->status)));
+    json_object_set_new(o, "status", ulp__json_str(ulp_diff_status_name(row->status)));
     if (compared) {
         json_object_set_new(o, "differing", ju64(m->differing));
         json_object_set_new(o, "max_ulp", ju64(m->max_ulp));
@@ -121,7 +121,7 @@ static json_t *jrow(const ulp_diff_row *row)
     json_object_set_new(o, "seq", row->seq_a >= 0 ? json_integer(row->seq_a) : json_null());
     json_object_set_new(o, "seq_b", row->seq_b >= 0 ? json_integer(row->seq_b) : json_null());
     if (paired) {
-        json_object_set_new(o, "dtype_b", json_string(ulp_dtype_name(row->dtype_b)));
+        json_object_set_new(o, "dtype_b", ulp__json_str(ulp_dtype_name(row->dtype_b)));
         json_object_set_new(o, "shape_b", jshape(row->ndim_b, row->shape_b));
     }
     if (compared) {
@@ -173,7 +173,7 @@ static json_t *jdoubles(const double *v, uint64_t n)
 static json_t *jlogits(const ulp_diff_logits *lg)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(lg->name));
+    json_object_set_new(o, "name", ulp__json_str(lg->name));
     json_object_set_new(o, "occurrence", json_integer(lg->occurrence));
     json_object_set_new(o, "rows", ju64(lg->rows));
     json_object_set_new(o, "argmax_flips", ju64(lg->argmax_flips));
@@ -194,7 +194,7 @@ static json_t *jlogits(const ulp_diff_logits *lg)
         json_array_append_new(fl, x);
     }
     json_object_set_new(o, "flipped", fl);
-    json_object_set_new(o, "dtype", json_string(ulp_dtype_name(lg->dtype)));
+    json_object_set_new(o, "dtype", ulp__json_str(ulp_dtype_name(lg->dtype)));
     json_object_set_new(o, "vocab", ju64(lg->vocab));
     json_object_set_new(o, "rows_at_risk", ju64(lg->rows_at_risk));
     json_t *risk = json_array();
@@ -233,8 +233,8 @@ static json_t *jlogits(const ulp_diff_logits *lg)
 static json_t *jside(const char *path, const char *label)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "path", json_string(path));
-    json_object_set_new(o, "label", json_string(label));
+    json_object_set_new(o, "path", ulp__json_str(path));
+    json_object_set_new(o, "label", ulp__json_str(label));
     return o;
 }
 
@@ -249,11 +249,11 @@ static json_t *build(const ulp_diff_result *r)
     if (r->has_first_divergence) {
         const ulp_diff_row *row = &r->rows[r->first_divergence];
         json_t *fd = json_object();
-        json_object_set_new(fd, "name", json_string(row->name));
+        json_object_set_new(fd, "name", ulp__json_str(row->name));
         json_object_set_new(fd, "occurrence", json_integer(row->occurrence));
         json_object_set_new(fd, "layer", jlayer(row->layer));
         json_object_set_new(fd, "row", json_integer((json_int_t)r->first_divergence));
-        json_object_set_new(fd, "status", json_string(ulp_diff_status_name(row->status)));
+        json_object_set_new(fd, "status", ulp__json_str(ulp_diff_status_name(row->status)));
         set_kernels(fd, row);
         json_object_set_new(doc, "first_divergence", fd);
     } else {
@@ -271,11 +271,11 @@ static json_t *build(const ulp_diff_result *r)
     json_t *lad = json_object(), *keys = json_array(), *kv = json_array();
     for (size_t i = 0; i < r->ladder.n_keys; i++) {
         const ulp_diff_run_key *k = &r->ladder.keys[i];
-        json_array_append_new(keys, json_string(k->key));
+        json_array_append_new(keys, ulp__json_str(k->key));
         json_t *x = json_object();
-        json_object_set_new(x, "key", json_string(k->key));
-        json_object_set_new(x, "a", k->value_a ? json_string(k->value_a) : json_null());
-        json_object_set_new(x, "b", k->value_b ? json_string(k->value_b) : json_null());
+        json_object_set_new(x, "key", ulp__json_str(k->key));
+        json_object_set_new(x, "a", k->value_a ? ulp__json_str(k->value_a) : json_null());
+        json_object_set_new(x, "b", k->value_b ? ulp__json_str(k->value_b) : json_null());
         json_object_set_new(
             x, "level", k->level != ULP_DIFF_LADDER_NONE ? json_integer(k->level) : json_null());
         json_array_append_new(kv, x);
@@ -285,7 +285,7 @@ static json_t *build(const ulp_diff_result *r)
                         r->ladder.level != ULP_DIFF_LADDER_NONE ? json_integer(r->ladder.level)
                                                                 : json_null());
     json_object_set_new(lad, "level_name",
-                        r->ladder.level_name ? json_string(r->ladder.level_name) : json_null());
+                        r->ladder.level_name ? ulp__json_str(r->ladder.level_name) : json_null());
     json_object_set_new(lad, "keys", kv);
     json_object_set_new(doc, "ladder", lad);
 
@@ -304,9 +304,9 @@ static json_t *build(const ulp_diff_result *r)
     if (r->amp.valid) {
         const ulp_diff_amplification *a = &r->amp;
         json_t *x = json_object();
-        json_object_set_new(x, "first", json_string(r->rows[a->first_row].name));
+        json_object_set_new(x, "first", ulp__json_str(r->rows[a->first_row].name));
         json_object_set_new(x, "first_occurrence", json_integer(r->rows[a->first_row].occurrence));
-        json_object_set_new(x, "last", json_string(r->rows[a->last_row].name));
+        json_object_set_new(x, "last", ulp__json_str(r->rows[a->last_row].name));
         json_object_set_new(x, "last_occurrence", json_integer(r->rows[a->last_row].occurrence));
         json_object_set_new(x, "differing_fraction_first", jnum(a->frac_first));
         json_object_set_new(x, "differing_fraction_last", jnum(a->frac_last));
@@ -362,8 +362,12 @@ ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
     json_decref(doc);
     if (text == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
-    int rc = write_doc(text, f);
+    char *plain = ulp__json_unmark(text);
     free(text);
+    if (plain == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
+    int rc = write_doc(plain, f);
+    free(plain);
     if (rc != 0)
         return ulp__error(err, ULP_EIO, "cannot write the JSON report");
     return ULP_OK;

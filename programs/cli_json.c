@@ -1,0 +1,123 @@
+/*
+ * JSON strings for `ls --json` and `kernels --json` that keep bytes that are
+ * not UTF-8: each such byte is written as \udcXX (Python's surrogateescape
+ * convention), valid UTF-8 as it is.  The same scheme as the analyzer's
+ * JSON report (reports/report_json_bytes.c, which explains the mark); the
+ * program uses only the public headers, hence this copy.
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+    if (p[0] < 0x80)
+        return 1;
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t k = 1; k < n; k++)
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong forms, surrogates and code points past U+10FFFF. */
+    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+/* The marked form of s in a new buffer (*len bytes), or NULL when s is valid UTF-8. */
+static char *marked(const char *s, size_t *len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t bad = 0, n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len(p + i);
+        bad += k == 0;
+        i += k ? k : 1;
+    }
+    if (bad == 0)
+        return NULL;
+    char *out = malloc(n + 2 * bad + 1), *q = out;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_len(p + i);
+        if (k == 0) {
+            static const char hex[] = "0123456789abcdef";
+            *q++ = '\0';
+            *q++ = hex[p[i] >> 4];
+            *q++ = hex[p[i] & 15];
+            i++;
+        } else {
+            memcpy(q, p + i, k);
+            q += k;
+            i += k;
+        }
+    }
+    *len = (size_t)(q - out);
+    return out;
+}
+
+json_t *cli_json_str(const char *s)
+{
+    if (s == NULL)
+        return json_null();
+    size_t len = 0;
+    char *m = marked(s, &len);
+    json_t *j = m != NULL ? json_stringn(m, len) : json_string(s);
+    free(m);
+    return j != NULL ? j : json_null();
+}
+
+int cli_json_set(json_t *o, const char *key, json_t *v)
+{
+    size_t len = 0;
+    char *m = marked(key, &len);
+    int rc = m != NULL ? json_object_setn_new(o, m, len, v) : json_object_set_new(o, key, v);
+    free(m);
+    return rc;
+}
+
+static char *unmark(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(n + 1), *q = out;
+    if (out == NULL)
+        return NULL;
+    for (const char *p = text; *p;) {
+        /* Every backslash in the dump starts an escape: skip escapes whole. */
+        if (p[0] == '\\' && strncmp(p + 1, "u0000", 5) == 0 && p[6] && p[7]) {
+            memcpy(q, "\\udc", 4);
+            q[4] = p[6];
+            q[5] = p[7];
+            q += 6;
+            p += 8;
+        } else if (p[0] == '\\' && p[1]) {
+            *q++ = *p++;
+            *q++ = *p++;
+        } else {
+            *q++ = *p++;
+        }
+    }
+    *q = '\0';
+    return out;
+}
+
+int cli_json_print(json_t *doc, FILE *f)
+{
+    char *text = json_dumps(doc, JSON_INDENT(2));
+    char *plain = text != NULL ? unmark(text) : NULL;
+    free(text);
+    if (plain == NULL)
+        return -1;
+    fputs(plain, f);
+    fputc('\n', f);
+    free(plain);
+    return 0;
+}

@@ -1,0 +1,170 @@
+/*
+ * The strings of a diff result as the table and Markdown reports show them.
+ * Names, labels, paths and /run values are bytes from the files: a newline
+ * would split a row, an escape sequence would reach the terminal, a
+ * backtick would end a Markdown code span.  They are shown escaped as
+ * `ulpprof ls` shows names: \\ \n \t, \xNN for other control bytes and for
+ * bytes that are not valid UTF-8, and in Markdown \x60 for a backtick.
+ * JSON and CSV quote the bytes themselves and use the result as it is.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_priv.h"
+
+typedef struct display {
+    ulp_diff_result r; /* the copy handed to the writer          */
+    char **strs;       /* escaped strings it owns                 */
+    size_t n, cap;
+    int markdown;
+    int oom;
+} display;
+
+/* Length of the valid UTF-8 sequence at p (2..4), or 0. */
+static size_t utf8_multi(const unsigned char *p)
+{
+    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
+               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
+                                              : 0;
+    for (size_t k = 1; k < n; k++)
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
+        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
+        return 0;
+    return n;
+}
+
+/* Keeps p (a string or a kernel list) with d; 0, or -1 (then p is freed). */
+static int keep(display *d, void *p)
+{
+    if (p == NULL) {
+        d->oom = 1;
+        return -1;
+    }
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 16;
+        char **v = realloc(d->strs, cap * sizeof *v);
+        if (v == NULL) {
+            free(p);
+            d->oom = 1;
+            return -1;
+        }
+        d->strs = v;
+        d->cap = cap;
+    }
+    d->strs[d->n++] = p;
+    return 0;
+}
+
+/* The escaped form of s, kept by d; NULL for NULL (and when out of memory). */
+static char *esc(display *d, const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t len = strlen(s);
+    char *out = malloc(4 * len + 1), *q = out;
+    if (keep(d, out) != 0)
+        return NULL;
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = p[i] >= 0x80 ? utf8_multi(p + i) : 0;
+        if (k > 0) {
+            memcpy(q, p + i, k);
+            q += k;
+            i += k;
+            continue;
+        }
+        unsigned char c = p[i++];
+        if (c == '\\')
+            q += sprintf(q, "\\\\");
+        else if (c == '\n')
+            q += sprintf(q, "\\n");
+        else if (c == '\t')
+            q += sprintf(q, "\\t");
+        else if (c < 0x20 || c >= 0x7f || (d->markdown && c == '`'))
+            q += sprintf(q, "\\x%02x", c);
+        else
+            *q++ = (char)c;
+    }
+    *q = '\0';
+    return out;
+}
+
+/* An escaped copy of a kernel list, kept by d. */
+static ulp_diff_kernel *kernels(display *d, const ulp_diff_kernel *k, size_t n)
+{
+    if (k == NULL || n == 0)
+        return NULL;
+    ulp_diff_kernel *c = malloc(n * sizeof *c);
+    if (keep(d, c) != 0)
+        return NULL;
+    memcpy(c, k, n * sizeof *c);
+    for (size_t i = 0; i < n; i++)
+        c[i].name = esc(d, k[i].name);
+    return c;
+}
+
+ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
+{
+    display *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return NULL;
+    d->markdown = markdown;
+    d->r = *r;
+    d->r.rows = NULL;
+    d->r.logits = NULL;
+    d->r.ladder.keys = NULL;
+    d->r.path_a = esc(d, r->path_a);
+    d->r.path_b = esc(d, r->path_b);
+    d->r.label_a = esc(d, r->label_a);
+    d->r.label_b = esc(d, r->label_b);
+    if (r->n_rows > 0 && (d->r.rows = malloc(r->n_rows * sizeof *r->rows)) != NULL) {
+        memcpy(d->r.rows, r->rows, r->n_rows * sizeof *r->rows);
+        for (size_t i = 0; i < r->n_rows; i++) {
+            ulp_diff_row *w = &d->r.rows[i];
+            w->name = esc(d, w->name);
+            w->role = esc(d, w->role);
+            w->kernels_a = kernels(d, w->kernels_a, w->n_kernels_a);
+            w->kernels_b = kernels(d, w->kernels_b, w->n_kernels_b);
+        }
+    }
+    if (r->n_logits > 0 && (d->r.logits = malloc(r->n_logits * sizeof *r->logits)) != NULL) {
+        memcpy(d->r.logits, r->logits, r->n_logits * sizeof *r->logits);
+        for (size_t i = 0; i < r->n_logits; i++)
+            d->r.logits[i].name = esc(d, d->r.logits[i].name);
+    }
+    size_t nk = r->ladder.n_keys;
+    if (nk > 0 && (d->r.ladder.keys = malloc(nk * sizeof *r->ladder.keys)) != NULL) {
+        memcpy(d->r.ladder.keys, r->ladder.keys, nk * sizeof *r->ladder.keys);
+        for (size_t i = 0; i < nk; i++) {
+            ulp_diff_run_key *k = &d->r.ladder.keys[i];
+            k->key = esc(d, k->key);
+            k->value_a = esc(d, k->value_a);
+            k->value_b = esc(d, k->value_b);
+        }
+    }
+    if (d->oom || (r->n_rows > 0 && d->r.rows == NULL) ||
+        (r->n_logits > 0 && d->r.logits == NULL) || (nk > 0 && d->r.ladder.keys == NULL)) {
+        ulp__report_display_free(&d->r);
+        return NULL;
+    }
+    return &d->r;
+}
+
+void ulp__report_display_free(ulp_diff_result *r)
+{
+    if (r == NULL)
+        return;
+    display *d = (display *)(void *)((char *)r - offsetof(display, r));
+    for (size_t i = 0; i < d->n; i++)
+        free(d->strs[i]);
+    free(d->strs);
+    free(d->r.rows);
+    free(d->r.logits);
+    free(d->r.ladder.keys);
+    free(d);
+}
