@@ -22,7 +22,7 @@
  * Measured with 256 KiB captures, a writer that never rests and SIGKILL at
  * random instants: 0 of 600 kills lost a flushed capture (5 of 600 before
  * the metadata blocks and ASCII links below; 2 of 60 with the plain
- * recipe of shared/notes/hdf5.md), none left a file that did not open or
+ * recipe of docs/hdf5.md), none left a file that did not open or
  * a named capture with wrong bytes.  tests/python/test_crash.py, which
  * kills at every write: all plain kills pass; one torn write (half of a
  * write reaching the disk) out of 110 still loses /captures.
@@ -224,7 +224,7 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
      */
     ulp__h5_fapl_fixed_cache(fapl, MDC_BYTES);
     /* The default (earliest) file format: after a kill it opens without
-     * h5clear, unlike the latest format (shared/notes/hdf5.md). */
+     * h5clear, unlike the latest format (docs/hdf5.md). */
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     if (fcpl >= 0 && H5Pset_sym_k(fcpl, 16, SYM_LEAF_K) < 0) {
         H5Pclose(fcpl);

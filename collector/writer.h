@@ -2,7 +2,7 @@
  * The snapshot writer: one HDF5 file in the format of FORMAT.md, written by
  * one thread at a time (the session's writer thread, or a test).
  *
- * Crash safety (shared/notes/hdf5.md): the file uses HDF5's earliest file
+ * Crash safety (docs/hdf5.md): the file uses HDF5's earliest file
  * format and is flushed with H5Fflush(H5F_SCOPE_GLOBAL) right after it is
  * created and after every dataset, attribute set and trace batch, so that a
  * process killed with SIGKILL leaves a file that opens with plain HDF5 calls

@@ -49,7 +49,7 @@ static int append_rows(hid_t ds, hid_t mtype, hsize_t at, hsize_t n, const void 
         return -1;
     hid_t fspace = H5Dget_space(ds);
     /* The memory space has the slab's size: H5S_ALL here would read the
-     * buffer at the slab's file offset (shared/notes/hdf5.md). */
+     * buffer at the slab's file offset (docs/hdf5.md). */
     hid_t mspace = H5Screate_simple(1, &n, NULL);
     int rc = -1;
     if (fspace >= 0 && mspace >= 0 &&

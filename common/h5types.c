@@ -8,7 +8,7 @@
 
 /*
  * A 2-byte float type.  The order of calls is the one that HDF5 1.10
- * accepts (shared/notes/hdf5.md): fields first, then size, then bias.
+ * accepts (docs/hdf5.md): fields first, then size, then bias.
  */
 static hid_t narrow_float(size_t exp_pos, size_t exp_bits, size_t man_bits, size_t bias)
 {

@@ -7,6 +7,7 @@
  * count of graph captures in progress.  Activity: CONCURRENT_KERNEL records
  * arrive in malloc'd buffers on CUPTI's threads, are decoded and numbered
  * by the trace, and the buffer is freed; nothing here calls CUDA.
+ * The CUPTI facts this relies on: docs/cupti-nvtx.md.
  */
 #include <dlfcn.h>
 #include <stdatomic.h>

@@ -4,6 +4,7 @@
  * NVTX (the program, cuBLAS, libtorch, ...), each time with that module's
  * function table, so installing our handlers is per call and idempotent.
  * The handlers run on the application's thread, outside any CUDA call.
+ * The NVTX loading facts this relies on: docs/cupti-nvtx.md.
  */
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>

@@ -100,7 +100,7 @@ ULP_API double ulp_dtype_ulp_at(ulp_dtype dtype, double x);
  * does: overflow gives inf (e4m3fn, which has none, gives NaN 0x7f/0xff),
  * underflow gives correctly rounded subnormals or signed zero, NaN stays
  * NaN (quiet, sign kept).  HDF5's own conversion gets several of these
- * wrong (shared/notes/hdf5.md); always round here and write raw bits.
+ * wrong (docs/hdf5.md); always round here and write raw bits.
  */
 ULP_API uint16_t ulp_f32_to_bf16(float f);
 ULP_API uint16_t ulp_f32_to_f16(float f);

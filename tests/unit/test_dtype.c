@@ -463,7 +463,7 @@ static void test_dtype__round_bf16(void **state)
 {
     (void)state;
     rounding_for(&REF_BF16);
-    /* Cases HDF5's own conversion gets wrong (notes/hdf5.md): ties to even,
+    /* Cases HDF5's own conversion gets wrong (docs/hdf5.md): ties to even,
      * overflow to inf. */
     assert_int_equal(ulp_f32_to_bf16(f32_from_bits(0x3f808000u)), 0x3f80); /* tie, even down */
     assert_int_equal(ulp_f32_to_bf16(f32_from_bits(0x3f818000u)), 0x3f82); /* tie, even up */
