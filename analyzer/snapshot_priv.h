@@ -1,6 +1,11 @@
 /*
- * Internals of the snapshot reader (snapshot.c, snapshot_attr.c,
- * snapshot_trace.c).  Not installed.
+ * Internals of the snapshot reader (snapshot*.c).  Not installed.
+ *
+ * The parts call each other one way only: snapshot.c (open) uses the
+ * capture index (snapshot_recover.c), which uses capture reading
+ * (snapshot_captures.c) and the journal (snapshot_journal.c); all of them
+ * use the attribute readers, the messages and the store (snapshot_attr.c,
+ * snapshot_errors.c, snapshot_store.c), which use nothing of the reader.
  */
 #ifndef ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
 #define ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
@@ -9,6 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "common/error.h"
 #include "ulpprof/snapshot.h"
 
 /* Where the bytes of one capture live. */
@@ -16,8 +22,9 @@ typedef struct ulp__capture_src {
     char *h5path;    /* "/captures/<name>/<occurrence>"; NULL when the
                         capture was found through the journal           */
     uint64_t oaddr;  /* object header address (for h5path == NULL)       */
-    uint64_t offset; /* contiguous: file offset of element 0; else UINT64_MAX */
+    uint64_t offset; /* contiguous: file offset of element 0; else ULP__NO_OFFSET */
 } ulp__capture_src;
+#define ULP__NO_OFFSET UINT64_MAX
 
 /*
  * The H5Dread path's state, behind a pointer so that the const snapshot of
@@ -66,8 +73,43 @@ struct ulp_snapshot {
     size_t nstrs, cap_strs;
 };
 
-/* Keeps `p` (malloc'd) for freeing at close; returns it, or NULL (and frees p) on OOM. */
+/* snapshot_store.c: keeps `p` (malloc'd) for freeing at close; returns it,
+ * or NULL (and frees p) on OOM. */
 char *ulp__snap_keep(ulp_snapshot *s, char *p);
+
+/*
+ * snapshot_store.c: whether `declared` bytes of a dataset cannot come from
+ * this file: more than any layout could expand the file's size to.  A
+ * damaged file must be refused before anything is allocated for what it
+ * declares.
+ */
+int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
+
+/* snapshot_errors.c: what HDF5's error stack says about a failure. */
+typedef struct ulp__h5_err_info {
+    char desc[256]; /* the innermost error's description */
+    int truncated;  /* some entry says the file is truncated */
+    int locked;     /* some entry says the file is locked */
+    int seen;
+} ulp__h5_err_info;
+
+/* What HDF5 said about its last failure on this thread. */
+void ulp__h5_last_error(ulp__h5_err_info *info);
+
+/*
+ * Installed as HDF5's automatic error handler while a file is validated
+ * (`data` is an ulp__h5_err_info): it prints nothing, and remembers whether
+ * any failure came from reading past the end of the file, so that the
+ * message can say "truncated".
+ */
+herr_t ulp__h5_err_note(hid_t estack, void *data);
+
+/* "'<path>': capture '<name>/<occ>': <problem>" */
+ulp_status ulp__cap_error(const ulp_snapshot *s, ulp_error *err, ulp_status st, const char *name,
+                          const char *occ, const char *fmt, ...) ULP__PRINTF(6, 7);
+
+/* The message in `err` without the "'<path>': " that starts it (said once already). */
+const char *ulp__snap_without_path(const ulp_snapshot *s, const ulp_error *err);
 
 /*
  * Attribute readers.  Each returns 1 when the attribute is absent, 0 on
@@ -94,12 +136,33 @@ ulp_status ulp__attr_read_kv(ulp_snapshot *s, const char *gpath, ulp_kv **out, s
 /* Reads /trace (absent: zero kernels). */
 ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
 
+/* snapshot_captures.c: captures found, before they are installed. */
+typedef struct ulp__cap_entry {
+    ulp_capture_info info;
+    ulp__capture_src src;
+} ulp__cap_entry;
+
+typedef struct ulp__cap_vec {
+    ulp__cap_entry *v;
+    size_t n, cap;
+} ulp__cap_vec;
+
+/* Appends one uninitialized entry (cv->v[cv->n - 1]); -1 when out of memory. */
+int ulp__cap_vec_push(ulp__cap_vec *cv);
+
 /*
- * Whether `declared` bytes of a dataset cannot come from this file: more
- * than any layout could expand the file's size to.  A damaged file must be
- * refused before anything is allocated for what it declares.
+ * Reads and checks capture dataset `d`, named `name`/`occ`, into `e`
+ * (strings kept by the snapshot).  The message names the capture.
  */
-int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
+ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                             ulp__cap_entry *e, ulp_error *err);
+
+/* Reads the captures that the /captures groups name into `cv`. */
+ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error *err);
+
+/* qsort orders: ulp__cap_entry by seq; ulp_capture_info pointers by (name, occurrence). */
+int ulp__cap_seq_cmp(const void *a, const void *b);
+int ulp__cap_name_cmp(const void *a, const void *b);
 
 /* A set of file offsets (blocks walked, heaps checked): a few dozen at most. */
 typedef struct ulp__offsets {
@@ -141,5 +204,13 @@ struct ulp__journal_record;
 typedef int (*ulp__journal_visit)(void *ctx, const struct ulp__journal_record *r);
 ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journal_visit visit,
                              void *ctx, ulp_error *err);
+
+/*
+ * snapshot_recover.c: reads every capture, checks seq, and fills s->caps,
+ * s->srcs, s->by_name, from the groups or the journal (`js`, found by
+ * ulp__journal_find()); `sticky` is what HDF5 said while the file was read.
+ */
+ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state *js,
+                                       const ulp__h5_err_info *sticky, ulp_error *err);
 
 #endif /* ULPPROF_ANALYZER_SNAPSHOT_PRIV_H */
