@@ -1,8 +1,10 @@
 /*
  * The determinism ladder (FORMAT.md /run): the /run keys whose values
  * differ between the two snapshots name the rung the pair tests --
- * repeat (0), batch size (1), cache (2), block size (3), parallelism (4),
- * quantization (5), engine (6), vendor/device (7).
+ * repeat (0), batch size (1), cache (2, and `split`, the prefix-cache fix
+ * that cuts a miss at the cached prefix), block size and chunked prefill
+ * (3: `block_size`, `prefill_chunk`), parallelism (4), quantization (5),
+ * engine (6), vendor/device (7).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +16,9 @@ static const struct {
     const char *key;
     int level;
 } rung_keys[] = {
-    {"repeat", 0}, {"batch_size", 1}, {"cache", 2},  {"block_size", 3}, {"tp", 4},     {"dp", 4},
-    {"ep", 4},     {"quant", 5},      {"engine", 6}, {"vendor", 7},     {"device", 7},
+    {"repeat", 0},        {"batch_size", 1}, {"cache", 2},  {"split", 2}, {"block_size", 3},
+    {"prefill_chunk", 3}, {"tp", 4},         {"dp", 4},     {"ep", 4},    {"quant", 5},
+    {"engine", 6},        {"vendor", 7},     {"device", 7},
 };
 
 static const char *const rung_names[] = {

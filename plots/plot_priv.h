@@ -54,4 +54,12 @@ void ulp__plot_dat_word(FILE *f, const char *s);
 /* Writes a double that gnuplot and Python read back exactly ("NaN" when not finite). */
 void ulp__plot_dat_num(FILE *f, double v);
 
+/* The gnuplot program to run (`buf` may hold it), or NULL when there is none. */
+const char *ulp__plot_find_gnuplot(const ulp_plot_options *o, char *buf, size_t len);
+/* Runs `prog script` in `dir`; a failure comes back with gnuplot's error line. */
+ulp_status ulp__plot_run_gnuplot(const char *prog, const char *dir, const char *script,
+                                 ulp_error *err);
+/* Creates `dir` (one level) unless it is a directory already. */
+ulp_status ulp__plot_make_dir(const char *dir, ulp_error *err);
+
 #endif /* ULPPROF_PLOT_PRIV_H */

@@ -26,8 +26,7 @@ static void add_file(ulp_plot_files *files, const char *dir, const char *name)
         snprintf(files->path[files->n++], sizeof files->path[0], "%s/%s", dir, name);
 }
 
-/* The gnuplot program to run, or NULL when there is none. */
-static const char *find_gnuplot(const ulp_plot_options *o, char *buf, size_t len)
+const char *ulp__plot_find_gnuplot(const ulp_plot_options *o, char *buf, size_t len)
 {
     const char *prog = o->gnuplot;
     if (!prog || !*prog)
@@ -84,7 +83,8 @@ static void error_line(const char *log, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)n, pick);
 }
 
-static ulp_status run_gnuplot(const char *prog, const char *dir, const char *script, ulp_error *err)
+ulp_status ulp__plot_run_gnuplot(const char *prog, const char *dir, const char *script,
+                                 ulp_error *err)
 {
     int pipefd[2];
     if (pipe(pipefd) != 0)
@@ -138,6 +138,18 @@ static ulp_status run_gnuplot(const char *prog, const char *dir, const char *scr
     return ulp__error(err, ULP_EIO, "gnuplot failed on '%s/%s': %s", dir, script, line);
 }
 
+ulp_status ulp__plot_make_dir(const char *dir, ulp_error *err)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (mkdir(dir, 0777) != 0)
+            return ulp__error(err, ULP_EIO, "cannot create '%s': %s", dir, strerror(errno));
+    } else if (!S_ISDIR(st.st_mode)) {
+        return ulp__error(err, ULP_EIO, "cannot write plots into '%s': not a directory", dir);
+    }
+    return ULP_OK;
+}
+
 ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
                           ulp_plot_files *files, ulp_error *err)
 {
@@ -147,15 +159,12 @@ ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
         return ulp__error(err, ULP_EINVAL, "no plot directory given");
     const char *dir = o->dir;
     struct stat st;
-    if (stat(dir, &st) != 0) {
-        if (mkdir(dir, 0777) != 0)
-            return ulp__error(err, ULP_EIO, "cannot create '%s': %s", dir, strerror(errno));
-    } else if (!S_ISDIR(st.st_mode)) {
-        return ulp__error(err, ULP_EIO, "cannot write plots into '%s': not a directory", dir);
-    }
+    ulp_status s = ulp__plot_make_dir(dir, err);
+    if (s != ULP_OK)
+        return s;
 
     ulp__plot_model m;
-    ulp_status s = ulp__plot_model_build(r, &m, err);
+    s = ulp__plot_model_build(r, &m, err);
     if (s != ULP_OK)
         return s;
 
@@ -205,7 +214,7 @@ ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
         return ULP_OK;
 
     char buf[1100];
-    const char *prog = find_gnuplot(o, buf, sizeof buf);
+    const char *prog = ulp__plot_find_gnuplot(o, buf, sizeof buf);
     if (!prog)
         return ulp__error(err, ULP_EUNSUPPORTED,
                           "gnuplot not found: wrote the plot data and scripts to '%s' but no "
@@ -213,7 +222,7 @@ ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
                           dir);
     for (size_t i = 0; i < nscripts; i++) {
         snprintf(name, sizeof name, "%s.gp", scripts[i]);
-        if ((s = run_gnuplot(prog, dir, name, err)) != ULP_OK)
+        if ((s = ulp__plot_run_gnuplot(prog, dir, name, err)) != ULP_OK)
             return s;
         const char *ext[] = {"png", "svg"};
         for (int e = 0; e < 2; e++) {

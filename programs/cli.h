@@ -28,6 +28,7 @@ int cmd_kernels(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_ladder(int argc, char **argv);
 
 /* --- Shared helpers (cli.c) -------------------------------------------------------- */
 

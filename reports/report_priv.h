@@ -36,4 +36,8 @@ void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
  * / kernels / logits), each prefixed with `bullet`. */
 void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code);
 
+/* The ladder's writers (ulp_ladder_report_write()). */
+ulp_status ulp__ladder_report_text(const ulp_ladder_result *r, FILE *f, int markdown);
+ulp_status ulp__ladder_report_json(const ulp_ladder_result *r, FILE *f, ulp_error *err);
+
 #endif /* ULPPROF_REPORTS_REPORT_PRIV_H */

@@ -28,6 +28,7 @@
 
 #include "ulpprof/diff.h"
 #include "ulpprof/export.h"
+#include "ulpprof/ladder.h"
 #include "ulpprof/status.h"
 
 #ifdef __cplusplus
@@ -62,6 +63,16 @@ typedef struct ulp_plot_files {
  */
 ULP_API ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *opts,
                                   ulp_plot_files *files, ulp_error *err);
+
+/*
+ * Writes the plots of a ladder (`ulpprof ladder --plot`) into opts->dir:
+ * ladder_matrix.{dat,gp,png,svg} (every pair of runs: the fraction of
+ * compared captures that differ, the rung the pair decides) and
+ * ladder.{dat,gp,png,svg} (each rung coloured by its verdict, with where it
+ * first breaks).  Returns as ulp_plot_write().
+ */
+ULP_API ulp_status ulp_plot_ladder_write(const ulp_ladder_result *r, const ulp_plot_options *opts,
+                                         ulp_plot_files *files, ulp_error *err);
 
 #ifdef __cplusplus
 }

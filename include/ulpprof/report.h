@@ -1,8 +1,8 @@
 /*
- * ulpprof reports: renders a diff result (ulpprof/diff.h) as a terminal
- * table, Markdown, CSV or JSON (FORMAT.md "Reports").  The writers read the
- * result's public fields only; they live in the reports library
- * (find_package(ulpprof): ulpprof::reports).
+ * ulpprof reports: renders a diff result (ulpprof/diff.h) or a ladder
+ * (ulpprof/ladder.h) as a terminal table, Markdown, CSV or JSON (FORMAT.md
+ * "Reports").  The writers read the results' public fields only; they live
+ * in the reports library (find_package(ulpprof): ulpprof::reports).
  */
 #ifndef ULPPROF_REPORT_H
 #define ULPPROF_REPORT_H
@@ -11,6 +11,7 @@
 
 #include "ulpprof/diff.h"
 #include "ulpprof/export.h"
+#include "ulpprof/ladder.h"
 #include "ulpprof/status.h"
 
 #ifdef __cplusplus
@@ -35,6 +36,13 @@ ULP_API int ulp_report_format_from_name(const char *name);
  */
 ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, FILE *f,
                                     unsigned flags, ulp_error *err);
+
+/*
+ * Writes a ladder as a table, Markdown or JSON (FORMAT.md "ulpprof ladder");
+ * ULP_EINVAL for CSV.  ULP_EIO when writing fails.
+ */
+ULP_API ulp_status ulp_ladder_report_write(const ulp_ladder_result *r, ulp_report_format format,
+                                           FILE *f, unsigned flags, ulp_error *err);
 
 #ifdef __cplusplus
 }

@@ -43,7 +43,8 @@ def h5_file_type(dtype):
             "i64": h5py.h5t.STD_I64LE}[dtype].copy()
 
 
-def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_names=None):
+def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_names=None,
+                   env=None):
     """captures: list of dicts with name, bits (ndarray of STORAGE raw type,
     shaped), dtype, and optionally occurrence (0), seq (list order), layer,
     role, kernels ([first,last)).  kernels: list of (name_id, grid, block)."""
@@ -56,7 +57,9 @@ def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_n
         g = f.create_group("run")
         for k, v in (run or {}).items():
             g.attrs[k] = v
-        f.create_group("env")
+        ge = f.create_group("env")
+        for k, v in (env or {}).items():
+            ge.attrs[k] = v
         caps = f.create_group("captures")
         for i, c in enumerate(captures):
             grp = caps.require_group(c["name"])

@@ -1,0 +1,379 @@
+/*
+ * ulp_ladder_run(): every pair of N runs compared (ladder.h), in parallel.
+ *
+ * The runs' files are opened once, up front, so that a bad file stops the
+ * whole ladder before any work (and names itself).  Worker threads then take
+ * pairs from one counter; each pair is compared rank by rank with
+ * ulp_diff_run() -- single-threaded, the parallelism is across pairs -- and
+ * only a summary is kept: memory is the open snapshots, one diff's chunk
+ * buffers per worker and a few hundred bytes per pair, whatever the tensor
+ * sizes.  Groups and verdicts are decided afterwards (ladder_verdict.c).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "ladder_priv.h"
+
+#define MAX_JOBS 16
+
+void ulp_ladder_options_init(ulp_ladder_options *opts)
+{
+    memset(opts, 0, sizeof *opts);
+    ulp_diff_options_init(&opts->diff);
+    opts->diff.threads = 1;
+}
+
+size_t ulp_ladder_pair_index(size_t n, size_t a, size_t b)
+{
+    if (a > b) {
+        size_t t = a;
+        a = b;
+        b = t;
+    }
+    /* Pairs (0,1..n-1), then (1,2..n-1), ...: row a starts after a*(2n-a-1)/2 pairs. */
+    return a * (2 * n - a - 1) / 2 + (b - a - 1);
+}
+
+typedef struct work {
+    ulp_ladder_result *r;
+    ulp_snapshot ***snaps; /* [run][file]                                     */
+    const ulp_ladder_options *opts;
+    atomic_size_t next, done;
+    pthread_mutex_t lock;
+    int failed;
+    ulp_status st;
+    ulp_error err;
+} work;
+
+/* Index along axis 0 of the first element whose bits differ; -1 when none. */
+static int64_t first_row(const ulp_snapshot *sa, size_t ia, const ulp_snapshot *sb, size_t ib,
+                         ulp_error *err, ulp_status *st)
+{
+    const ulp_capture_info *c = ulp_snapshot_capture(sa, ia);
+    size_t es = ulp_dtype_size(c->dtype);
+    if (c->ndim < 1 || c->shape[0] <= 0 || es == 0)
+        return -1;
+    uint64_t per_row = c->elements / (uint64_t)c->shape[0], chunk = 65536;
+    unsigned char *x = malloc(chunk * es), *y = malloc(chunk * es);
+    int64_t row = -1;
+    *st = x && y ? ULP_OK : ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (uint64_t at = 0; *st == ULP_OK && row < 0 && at < c->elements; at += chunk) {
+        uint64_t n = c->elements - at < chunk ? c->elements - at : chunk;
+        if ((*st = ulp_snapshot_read(sa, ia, at, n, x, err)) != ULP_OK ||
+            (*st = ulp_snapshot_read(sb, ib, at, n, y, err)) != ULP_OK)
+            break;
+        if (memcmp(x, y, n * es) == 0)
+            continue;
+        for (uint64_t k = 0; k < n; k++)
+            if (memcmp(x + k * es, y + k * es, es) != 0) {
+                row = per_row ? (int64_t)((at + k) / per_row) : 0;
+                break;
+            }
+    }
+    free(x);
+    free(y);
+    return row;
+}
+
+/* Layer order for "which divergence comes first": no layer (logits) after every layer. */
+static int64_t layer_key(int32_t layer)
+{
+    return layer >= 0 ? layer : INT32_MAX;
+}
+
+static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int rank,
+                             const ulp_snapshot *sa, const ulp_snapshot *sb, ulp_error *err)
+{
+    const ulp_diff_row *row = &d->rows[d->first_divergence];
+    if (p->has_first && layer_key(p->first.layer) <= layer_key(row->layer))
+        return ULP_OK;
+    char *name = strdup(row->name);
+    if (name == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    free(p->first.capture);
+    p->has_first = 1;
+    p->first = (ulp_ladder_divergence){.capture = name,
+                                       .occurrence = row->occurrence,
+                                       .layer = row->layer,
+                                       .rank = rank,
+                                       .status = row->status,
+                                       .differing = row->m.differing,
+                                       .elements = row->elements,
+                                       .max_ulp = row->m.max_ulp,
+                                       .row = -1};
+    if (row->status != ULP_DIFF_DIFFERS)
+        return ULP_OK;
+    ptrdiff_t ia = ulp_snapshot_find(sa, row->name, row->occurrence);
+    ptrdiff_t ib = ulp_snapshot_find(sb, row->name, row->occurrence);
+    ulp_status st = ULP_OK;
+    if (ia >= 0 && ib >= 0)
+        p->first.row = first_row(sa, (size_t)ia, sb, (size_t)ib, err, &st);
+    return st;
+}
+
+static ulp_status copy_keys(ulp_ladder_pair *p, const ulp_diff_ladder *l, ulp_error *err)
+{
+    p->keys = calloc(l->n_keys + 1, sizeof *p->keys);
+    if (p->keys == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t i = 0; i < l->n_keys; i++) {
+        const ulp_diff_run_key *k = &l->keys[i];
+        ulp_diff_run_key *q = &p->keys[p->n_keys++];
+        q->key = strdup(k->key);
+        q->value_a = k->value_a ? strdup(k->value_a) : NULL;
+        q->value_b = k->value_b ? strdup(k->value_b) : NULL;
+        q->level = k->level;
+        if (!q->key || (k->value_a && !q->value_a) || (k->value_b && !q->value_b))
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    return ULP_OK;
+}
+
+/* Compares the ranks both runs have; the first compared pair gives the /run keys. */
+static ulp_status compare_pair(work *w, ulp_ladder_pair *p, ulp_error *err)
+{
+    const ulp_ladder_run *ra = &w->r->runs[p->a], *rb = &w->r->runs[p->b];
+    p->identical = 1;
+    size_t i = 0, k = 0;
+    ulp_status st = ULP_OK;
+    while (st == ULP_OK && (i < ra->n_files || k < rb->n_files)) {
+        int xa = i < ra->n_files ? ra->files[i].rank : INT32_MAX;
+        int xb = k < rb->n_files ? rb->files[k].rank : INT32_MAX;
+        if (xa != xb) {
+            if (xa < xb) {
+                p->ranks_only_a++;
+                i++;
+            } else {
+                p->ranks_only_b++;
+                k++;
+            }
+            continue;
+        }
+        const ulp_snapshot *sa = w->snaps[p->a][i], *sb = w->snaps[p->b][k];
+        ulp_diff_result *d = NULL;
+        if ((st = ulp_diff_run(sa, sb, &w->opts->diff, &d, err)) != ULP_OK)
+            break;
+        if (d->n_rows == 0) {
+            st = ulp__error(err, ULP_EINVAL, "'%s' and '%s': nothing to compare (no capture%s)",
+                            ra->files[i].path, rb->files[k].path,
+                            w->opts->diff.match || w->opts->diff.role ? " selected" : "");
+        } else {
+            if (p->n_ranks == 0)
+                st = copy_keys(p, &d->ladder, err);
+            p->n_ranks++;
+            p->identical &= d->identical != 0;
+            p->rows += d->n_rows;
+            for (size_t q = 0; q < d->n_rows; q++)
+                p->differing_rows += d->rows[q].status != ULP_DIFF_IDENTICAL;
+            for (size_t q = 0; q < d->n_logits; q++) {
+                p->argmax_flips += d->logits[q].argmax_flips;
+                p->logits_rows += d->logits[q].rows;
+            }
+            if (st == ULP_OK && d->has_first_divergence)
+                st = note_first(p, d, xa, sa, sb, err);
+        }
+        ulp_diff_result_free(d);
+        i++;
+        k++;
+    }
+    if (st == ULP_OK && p->n_ranks == 0)
+        st =
+            ulp__error(err, ULP_EINVAL, "'%s' and '%s' have no rank in common", ra->path, rb->path);
+    return st;
+}
+
+static void *worker(void *arg)
+{
+    work *w = arg;
+    for (;;) {
+        size_t j = atomic_fetch_add(&w->next, 1);
+        if (j >= w->r->n_pairs)
+            break;
+        pthread_mutex_lock(&w->lock);
+        int stop = w->failed;
+        pthread_mutex_unlock(&w->lock);
+        if (stop)
+            break;
+        ulp_error e;
+        ulp_error_clear(&e);
+        ulp_status st = compare_pair(w, &w->r->pairs[j], &e);
+        size_t done = atomic_fetch_add(&w->done, 1) + 1;
+        if (w->opts->progress)
+            fprintf(stderr, "\rulpprof ladder: %zu of %zu pairs", done, w->r->n_pairs);
+        if (st != ULP_OK) {
+            pthread_mutex_lock(&w->lock);
+            if (!w->failed) {
+                w->failed = 1;
+                w->st = st;
+                w->err = e;
+            }
+            pthread_mutex_unlock(&w->lock);
+        }
+    }
+    return NULL;
+}
+
+static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, work *w, ulp_error *err)
+{
+    for (size_t i = 0; i < r->n_runs; i++) {
+        ulp_ladder_run *run = &r->runs[i];
+        ulp_status st;
+        if ((run->path = strdup(paths[i])) == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        if ((st = ulp_ladder_run_files(paths[i], &run->files, &run->n_files, err)) != ULP_OK)
+            return st;
+        if ((w->snaps[i] = calloc(run->n_files, sizeof *w->snaps[i])) == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        for (size_t f = 0; f < run->n_files; f++)
+            if ((st = ulp_snapshot_open(run->files[f].path, &w->snaps[i][f], err)) != ULP_OK)
+                return st;
+        const ulp_snapshot *s = w->snaps[i][0];
+        run->label = strdup(ulp_snapshot_label(s));
+        run->n_run = ulp_snapshot_run_count(s);
+        run->run = calloc(run->n_run + 1, sizeof *run->run);
+        if (run->label == NULL || run->run == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        for (size_t k = 0; k < run->n_run; k++) {
+            const ulp_kv *kv = ulp_snapshot_run(s, k);
+            run->run[k].key = strdup(kv->key);
+            run->run[k].value = strdup(kv->value);
+            if (!run->run[k].key || !run->run[k].value)
+                return ulp__error(err, ULP_ENOMEM, "out of memory");
+        }
+    }
+    return ULP_OK;
+}
+
+static int online_cpus(void)
+{
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    return c < 1 ? 1 : c > MAX_JOBS ? MAX_JOBS : (int)c;
+}
+
+static ulp_status run_pairs(work *w, int jobs)
+{
+    pthread_t tids[MAX_JOBS];
+    int started = 0;
+    if ((size_t)jobs > w->r->n_pairs)
+        jobs = (int)w->r->n_pairs;
+    for (int i = 1; i < jobs; i++) {
+        if (pthread_create(&tids[started], NULL, worker, w) != 0)
+            break; /* fewer workers still finish the work */
+        started++;
+    }
+    worker(w);
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    if (w->opts->progress)
+        fputc('\n', stderr);
+    return w->failed ? w->st : ULP_OK;
+}
+
+ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladder_options *opts_in,
+                              ulp_ladder_result **out, ulp_error *err)
+{
+    *out = NULL;
+    ulp_ladder_options opts;
+    if (opts_in)
+        opts = *opts_in;
+    else
+        ulp_ladder_options_init(&opts);
+    if (n < 2)
+        return ulp__error(err, ULP_EINVAL, "a ladder needs at least 2 runs, got %zu", n);
+    if (opts.n_ignore < 0 || opts.n_ignore > ULP_LADDER_MAX_IGNORE)
+        return ulp__error(err, ULP_EINVAL, "too many ignored keys");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+
+    ulp_ladder_result *r = calloc(1, sizeof *r);
+    work w = {.r = r, .opts = &opts};
+    if (r == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    r->n_runs = n;
+    r->n_pairs = n * (n - 1) / 2;
+    r->runs = calloc(n, sizeof *r->runs);
+    r->pairs = calloc(r->n_pairs, sizeof *r->pairs);
+    w.snaps = calloc(n, sizeof *w.snaps);
+    ulp_status st = ULP_OK;
+    if (!r->runs || !r->pairs || !w.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
+        free(w.snaps);
+        ulp_ladder_result_free(r);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < opts.n_ignore; i++)
+        if ((r->ignore[r->n_ignore++] = strdup(opts.ignore[i])) == NULL)
+            st = ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t a = 0, j = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++, j++) {
+            r->pairs[j].a = a;
+            r->pairs[j].b = b;
+            r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
+        }
+    if (st == ULP_OK)
+        st = open_runs(r, paths, &w, err);
+    if (st == ULP_OK)
+        st = run_pairs(&w, opts.jobs > 0 ? (opts.jobs > MAX_JOBS ? MAX_JOBS : opts.jobs)
+                                         : online_cpus());
+    if (st != ULP_OK && w.failed && err)
+        *err = w.err;
+    if (st == ULP_OK)
+        st = ulp__ladder_decide(r, err);
+
+    for (size_t i = 0; i < n; i++) {
+        for (size_t f = 0; w.snaps[i] && f < r->runs[i].n_files; f++)
+            ulp_snapshot_close(w.snaps[i][f]);
+        free(w.snaps[i]);
+    }
+    free(w.snaps);
+    pthread_mutex_destroy(&w.lock);
+    if (st != ULP_OK) {
+        ulp_ladder_result_free(r);
+        return st;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    *out = r;
+    return ULP_OK;
+}
+
+void ulp_ladder_result_free(ulp_ladder_result *r)
+{
+    if (r == NULL)
+        return;
+    for (size_t i = 0; r->runs && i < r->n_runs; i++) {
+        ulp_ladder_run *run = &r->runs[i];
+        free(run->path);
+        free(run->label);
+        ulp_ladder_files_free(run->files, run->n_files);
+        for (size_t k = 0; run->run && k < run->n_run; k++) {
+            free((char *)(uintptr_t)run->run[k].key);
+            free((char *)(uintptr_t)run->run[k].value);
+        }
+        free(run->run);
+    }
+    for (size_t j = 0; r->pairs && j < r->n_pairs; j++) {
+        ulp_ladder_pair *p = &r->pairs[j];
+        for (size_t k = 0; p->keys && k < p->n_keys; k++) {
+            free((char *)(uintptr_t)p->keys[k].key);
+            free((char *)(uintptr_t)p->keys[k].value_a);
+            free((char *)(uintptr_t)p->keys[k].value_b);
+        }
+        free(p->keys);
+        free(p->first.capture);
+    }
+    for (int g = 0; g < ULP_LADDER_RUNGS; g++) {
+        for (size_t k = 0; k < r->rungs[g].n_keys; k++)
+            free(r->rungs[g].keys[k]);
+        free(r->rungs[g].keys);
+    }
+    for (int i = 0; i < r->n_ignore; i++)
+        free(r->ignore[i]);
+    free(r->runs);
+    free(r->pairs);
+    free(r);
+}

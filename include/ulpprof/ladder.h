@@ -1,0 +1,172 @@
+/*
+ * ulpprof ladder: compares every pair of N runs and says, rung by rung of
+ * the determinism ladder (0 repeat, 1 batch size, 2 cache, 3 block size /
+ * chunking, 4 parallelism, 5 quantization, 6 engine, 7 vendor/device), which
+ * knob breaks bit-equality and where.
+ *
+ * A run is one snapshot file, or a directory of per-rank files of one
+ * multi-process run (their /env `rank`, else their order by file name).
+ * Two runs are compared rank by rank, over the ranks both have, with
+ * ulp_diff_run() -- the compare `ulpprof diff` does.  A pair is identical
+ * when every compared rank pair is; ranks only one run has are listed, not
+ * compared (a TP1 run has no rank 1 to hold against a TP2 run's).
+ *
+ * The pair's /run keys whose values differ (diff.h's ladder) name the
+ * rungs it tests.  A pair decides a rung when that is the only rung among
+ * its differing keys and every other differing key is ignored (options);
+ * a pair with no differing key at all decides rung 0 (a repeat).  A rung
+ * holds when every pair deciding it is identical, breaks when one is not,
+ * and is untested when no pair decides it.  Pairs that differ in several
+ * rungs, or in a key without a rung, are reported and decide nothing.
+ */
+#ifndef ULPPROF_LADDER_H
+#define ULPPROF_LADDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "ulpprof/diff.h"
+#include "ulpprof/export.h"
+#include "ulpprof/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ULP_LADDER_RUNGS      8  /* rungs 0..7                                  */
+#define ULP_LADDER_MAX_IGNORE 32 /* ignored /run keys                           */
+
+typedef enum ulp_ladder_verdict {
+    ULP_LADDER_UNTESTED = 0, /* no pair decides the rung                      */
+    ULP_LADDER_HOLDS,        /* every deciding pair is bitwise identical      */
+    ULP_LADDER_BREAKS        /* some deciding pair differs                    */
+} ulp_ladder_verdict;
+
+/* "untested", "holds", "breaks". */
+ULP_API const char *ulp_ladder_verdict_name(ulp_ladder_verdict v);
+
+typedef struct ulp_ladder_options {
+    ulp_diff_options diff;                     /* per pair; diff.threads 0: 1     */
+    const char *ignore[ULP_LADDER_MAX_IGNORE]; /* /run keys that describe a run
+                                                  rather than set a condition   */
+    int n_ignore;
+    int jobs;     /* pairs compared at once; 0: online CPUs, at most 16 */
+    int progress; /* 1: progress on stderr                               */
+} ulp_ladder_options;
+
+/* Fills `opts` with the defaults above. */
+ULP_API void ulp_ladder_options_init(ulp_ladder_options *opts);
+
+/* One file of a run. */
+typedef struct ulp_ladder_file {
+    char *path;
+    int rank; /* /env rank; else its index by file name          */
+} ulp_ladder_file;
+
+typedef struct ulp_ladder_run {
+    char *path;  /* as given                                        */
+    char *label; /* the first file's label                          */
+    size_t n_files;
+    ulp_ladder_file *files; /* by rank                                         */
+    size_t n_run;
+    ulp_kv *run;  /* /run of the first file, sorted by key           */
+    size_t group; /* index of its group of bitwise-identical runs   */
+} ulp_ladder_run;
+
+/* Where a pair first diverges. */
+typedef struct ulp_ladder_divergence {
+    char *capture; /* capture name                                    */
+    int64_t occurrence;
+    int32_t layer; /* -1 when absent                                  */
+    int rank;      /* the rank pair it was found in                   */
+    ulp_diff_status status;
+    uint64_t differing, elements;
+    uint64_t max_ulp;
+    int64_t row; /* index along axis 0 of the first differing element (the token
+                    row for [tokens, hidden] tensors); -1 when not compared
+                    (shape or dtype mismatch) or the tensor is a scalar */
+} ulp_ladder_divergence;
+
+typedef struct ulp_ladder_pair {
+    size_t a, b; /* run indices, a < b                              */
+    int identical;
+    size_t n_keys;
+    ulp_diff_run_key *keys; /* /run keys whose values differ, sorted           */
+    unsigned rungs;         /* bit L: a key of rung L differs (ignored keys not) */
+    int uncontrolled;       /* a key without a rung, not ignored, differs      */
+    int rung;               /* the rung the pair decides, or ULP_DIFF_LADDER_NONE */
+    size_t n_ranks;         /* rank pairs compared                             */
+    size_t ranks_only_a, ranks_only_b;
+    size_t rows, differing_rows; /* over the rank pairs                         */
+    int has_first;
+    ulp_ladder_divergence first;
+    uint64_t argmax_flips; /* over logits captures and rank pairs            */
+    uint64_t logits_rows;
+} ulp_ladder_pair;
+
+typedef struct ulp_ladder_rung {
+    int level;
+    const char *name; /* "repeat", "batch size", ...                     */
+    size_t n_keys;
+    char **keys; /* keys of this rung whose values vary, sorted     */
+    int varied;  /* some pair tests this rung (alone or not)        */
+    ulp_ladder_verdict verdict;
+    size_t n_deciding, n_breaking, n_mixed; /* pairs: deciding it, of them not identical,
+                                               testing it with another rung or key */
+    int has_first_break;
+    size_t first_break; /* pair index: of the breaking pairs, the one that
+                           diverges at the lowest layer (then the first)   */
+} ulp_ladder_rung;
+
+typedef struct ulp_ladder_result {
+    size_t n_runs;
+    ulp_ladder_run *runs;
+    size_t n_pairs;
+    ulp_ladder_pair *pairs; /* (0,1), (0,2), ..., (1,2), ...: a < b          */
+    size_t n_groups;        /* groups of bitwise-identical runs               */
+    ulp_ladder_rung rungs[ULP_LADDER_RUNGS];
+    char *ignore[ULP_LADDER_MAX_IGNORE];
+    int n_ignore;
+    double seconds;
+} ulp_ladder_result;
+
+/* Index of pair (a, b), a != b, in result->pairs. */
+ULP_API size_t ulp_ladder_pair_index(size_t n_runs, size_t a, size_t b);
+
+/*
+ * Opens the runs (`paths`: snapshot files or directories of per-rank files;
+ * at least 2), compares every pair and decides each rung.  On success *out
+ * owns a new result (ulp_ladder_result_free()).  A file that cannot be
+ * read, a directory without snapshots, two files of one rank, or a pair
+ * with nothing to compare (no capture in either, or none selected) is an
+ * error, with `err` naming the file or the pair.
+ */
+ULP_API ulp_status ulp_ladder_compare(const char *const *paths, size_t n,
+                                      const ulp_ladder_options *opts, ulp_ladder_result **out,
+                                      ulp_error *err);
+
+/*
+ * The runs in `dir`, in name order: every `*.h5` file is a run of one
+ * process, every subdirectory holding `*.h5` files a multi-rank run.
+ * *paths (an array of `*n` strings) is the caller's: free each, then it.
+ */
+ULP_API ulp_status ulp_ladder_list_dir(const char *dir, char ***paths, size_t *n, ulp_error *err);
+
+/*
+ * The files of one run: a snapshot file, or a directory of per-rank files
+ * ordered by rank (see above).  *files ([*n], each path malloc'd) is the
+ * caller's; release with ulp_ladder_files_free().
+ */
+ULP_API ulp_status ulp_ladder_run_files(const char *path, ulp_ladder_file **files, size_t *n,
+                                        ulp_error *err);
+ULP_API void ulp_ladder_files_free(ulp_ladder_file *files, size_t n);
+
+/* Frees a result.  NULL is accepted. */
+ULP_API void ulp_ladder_result_free(ulp_ladder_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULPPROF_LADDER_H */
