@@ -177,10 +177,11 @@ typedef struct blk_res {
         r->maxmag = maxmag;                                                                        \
     }                                                                                              \
     ULP__CLONES static uint32_t NAME##_k2(const T *restrict a, const T *restrict b, unsigned n,    \
-                                          uint32_t *restrict fv)                                   \
+                                          uint32_t *inexact)                                       \
     {                                                                                              \
-        uint32_t maxf = 0;                                                                         \
+        uint32_t maxf = 0, maxi = 0;                                                               \
         const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W)-1)) - 1);                             \
+        const uint32_t GAP = (W) == 32 ? 0 : 22 - (MANB);                                          \
         for (unsigned i = 0; i < n; i++) {                                                         \
             uint32_t x = a[i], y = b[i];                                                           \
             uint32_t mx = x & MAG, my = y & MAG;                                                   \
@@ -197,10 +198,38 @@ typedef struct blk_res {
             uint32_t db;                                                                           \
             memcpy(&db, &df, 4);                                                                   \
             db &= 0x7fffffffu & fin;                                                               \
-            fv[i] = db;                                                                            \
             maxf = db > maxf ? db : maxf;                                                          \
+            uint32_t ex = mx >> (MANB), ey = my >> (MANB);                                         \
+            ex += ex == 0;                                                                         \
+            ey += ey == 0;                                                                         \
+            uint32_t gap = ex > ey ? ex - ey : ey - ex;                                            \
+            uint32_t exact = -(uint32_t)((gap <= GAP) & ((W) < 32 || ((x ^ y) >> ((W)-1)) == 0));  \
+            db &= ~exact;                                                                          \
+            maxi = db > maxi ? db : maxi;                                                          \
         }                                                                                          \
+        *inexact = maxi;                                                                           \
         return maxf;                                                                               \
+    }                                                                                              \
+    ULP__CLONES static double NAME##_k3(const T *restrict a, const T *restrict b, unsigned n)      \
+    {                                                                                              \
+        double maxd = 0;                                                                           \
+        const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W)-1)) - 1);                             \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            uint32_t x = a[i], y = b[i];                                                           \
+            uint32_t mx = x & MAG, my = y & MAG;                                                   \
+            uint32_t bx, by;                                                                       \
+            NARROW_TO_F32(mx, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, bx);                            \
+            NARROW_TO_F32(my, DIRECT, SHIFT, MANB, BIAS, SUBSCALE, by);                            \
+            bx |= (x >> ((W)-1)) << 31;                                                            \
+            by |= (y >> ((W)-1)) << 31;                                                            \
+            float vx, vy;                                                                          \
+            memcpy(&vx, &bx, 4);                                                                   \
+            memcpy(&vy, &by, 4);                                                                   \
+            double d = fabs((double)vx - (double)vy);                                              \
+            d = (mx < (NF)) & (my < (NF)) ? d : 0.0;                                               \
+            maxd = d > maxd ? d : maxd;                                                            \
+        }                                                                                          \
+        return maxd;                                                                               \
     }                                                                                              \
     static inline double NAME##_val(uint32_t x)                                                    \
     {                                                                                              \
@@ -238,33 +267,57 @@ DEFINE_KERNELS(e5m2, uint8_t, 8, 2, 15, 0x1p-16, 0x7cu, 0, 0, uint16_t, int16_t,
 DEFINE_HIST(hist16, uint16_t)
 DEFINE_HIST(hist32, uint32_t)
 
-/* A block is sparse when at most one element in SPARSE_DIV differs. */
-#define SPARSE_DIV 16
+/*
+ * Sparse or dense, per block, by cost.  Measured with
+ * tests/perf/bench_density.c (AVX-512, bf16 and f32): the sparse path
+ * costs about 13-16 ns per differing element (it branches on each), the
+ * dense one about 0.2 ns per element for k2 plus 0.02 ns per histogram
+ * bin in use.  Sparse when ndiff * 13 <= m * (0.2 + 0.02 * passes), in
+ * whole numbers; choosing by cost rather than by a fixed share of
+ * differing elements leaves no density at which the slower path runs.
+ */
+#define SPARSE_COST 650
+#define DENSE_K2    10
 
-static void update_abs(ulp__acc *acc, double d, int64_t flat)
+/*
+ * Can a block hold an element whose |a - b| (in double, as reported)
+ * exceeds the running maximum?  `maxf`: the block's largest float32
+ * |a - b| (bits); `maxi`: the same over the elements whose float32
+ * difference may be rounded (k2 proves the others exact: operands of the
+ * same sign and binade for f32, a small exponent gap for the narrower
+ * formats).  float32 subtraction rounds the exact difference correctly and
+ * rounding is monotone, so when the running maximum is itself a float32,
+ * only a larger maxf, or an inexact element at the same value, can beat
+ * it.  Otherwise rounding twice (to double, then to float32) may move a
+ * value by one float32 ULP, so anything within one ULP is looked at.
+ */
+static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
 {
-    if (acc->max_abs_diff_flat < 0 || d > acc->max_abs_diff) {
-        acc->max_abs_diff = d;
-        acc->max_abs_diff_flat = flat;
-        float f = (float)d;
-        uint32_t fb;
-        memcpy(&fb, &f, 4);
-        if (fb > acc->max_fdiff)
-            acc->max_fdiff = fb;
-    }
+    if (maxf == 0)
+        return 0;
+    float f = (float)acc->max_abs_diff;
+    uint32_t run;
+    memcpy(&run, &f, 4);
+    if (run == 0 || maxf > run)
+        return 1;
+    if ((double)f == acc->max_abs_diff)
+        return maxf == run && maxi == run;
+    return maxf + 1 >= run;
 }
 
 /*
  * The per-block work after the first kernel (see the file comment).
  * Sparse blocks visit their few elements with a non-zero distance through
- * 64-bit words of dv; dense blocks run the second kernel.
+ * 64-bit words of dv (histogram bin, float32 |a - b|); dense blocks count
+ * the histogram in vectorized passes and run k2.  Either way only a block
+ * whose float32 maximum reaches the running one is visited again, to find
+ * its elements at that maximum and their exact |a - b| in double.
  */
 #define DEFINE_ADD(NAME, T, L, HIST)                                                               \
     static void NAME##_add(ulp__acc *acc, ulp_dtype dtype, const T *a, const T *b, uint64_t n,     \
                            uint64_t base)                                                          \
     {                                                                                              \
         L dv[BLOCK] __attribute__((aligned(64)));                                                  \
-        uint32_t fv[BLOCK] __attribute__((aligned(64)));                                           \
         for (uint64_t off = 0; off < n; off += BLOCK) {                                            \
             unsigned m = (unsigned)(n - off < BLOCK ? n - off : BLOCK);                            \
             const T *pa = a + off, *pb = b + off;                                                  \
@@ -292,12 +345,16 @@ static void update_abs(ulp__acc *acc, double d, int64_t flat)
                 first_diffs(acc, dtype, pa, pb, m, at, r.nnf > 0);                                 \
             if (r.maxd == 0)                                                                       \
                 continue;                                                                          \
-            if (r.ndiff * SPARSE_DIV <= m) {                                                       \
+            unsigned passes = (unsigned)hist_bin(r.maxd) + 1;                                      \
+            if ((uint64_t)r.ndiff * SPARSE_COST <= (uint64_t)m * (DENSE_K2 + passes)) {            \
                 /* Four 64-bit words of distances at a time; most are zero. */                     \
-                unsigned per = 32 / sizeof(L), i = 0;                                              \
-                for (; i + per <= m; i += per) {                                                   \
-                    uint64_t w[4];                                                                 \
-                    memcpy(w, &dv[i], 32);                                                         \
+                unsigned per = 32 / sizeof(L);                                                     \
+                for (unsigned i = 0; i < m; i += per) {                                            \
+                    uint64_t w[4] = {0, 0, 0, 0};                                                  \
+                    if (i + per <= m)                                                              \
+                        memcpy(w, &dv[i], 32);                                                     \
+                    else                                                                           \
+                        memcpy(w, &dv[i], (m - i) * sizeof(L));                                    \
                     if ((w[0] | w[1] | w[2] | w[3]) == 0)                                          \
                         continue;                                                                  \
                     for (unsigned k = 0; k < 4; k++) {                                             \
@@ -307,29 +364,31 @@ static void update_abs(ulp__acc *acc, double d, int64_t flat)
                             unsigned q = i + k * (8 / sizeof(L)) + lane;                           \
                             x &= ~((uint64_t)(L) ~(L)0 << (lane * 8 * sizeof(L)));                 \
                             acc->hist[hist_bin(dv[q])]++;                                          \
-                            update_abs(acc, fabs(NAME##_val(pa[q]) - NAME##_val(pb[q])),           \
-                                       (int64_t)(at + q));                                         \
+                            double d = fabs(NAME##_val(pa[q]) - NAME##_val(pb[q]));                \
+                            if (d > acc->max_abs_diff) {                                           \
+                                acc->max_abs_diff = d;                                             \
+                                acc->max_abs_diff_flat = (int64_t)(at + q);                        \
+                            }                                                                      \
                         }                                                                          \
                     }                                                                              \
                 }                                                                                  \
-                for (; i < m; i++) {                                                               \
-                    if (dv[i] == 0)                                                                \
-                        continue;                                                                  \
-                    acc->hist[hist_bin(dv[i])]++;                                                  \
-                    update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),                   \
-                               (int64_t)(at + i));                                                 \
+            } else {                                                                               \
+                HIST(acc->hist, dv, m, r.maxd);                                                    \
+                /* float32 |a - b| first; the exact maximum in double only where it                \
+                 * can reach the running one (see may_grow). */                                    \
+                uint32_t maxi, maxf = NAME##_k2(pa, pb, m, &maxi);                                 \
+                if (!may_grow(acc, maxf, maxi))                                                    \
+                    continue;                                                                      \
+                double d = NAME##_k3(pa, pb, m);                                                   \
+                if (d > acc->max_abs_diff) {                                                       \
+                    for (unsigned i = 0; i < m; i++) {                                             \
+                        if (dv[i] != 0 && fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])) == d) {      \
+                            acc->max_abs_diff = d;                                                 \
+                            acc->max_abs_diff_flat = (int64_t)(at + i);                            \
+                            break;                                                                 \
+                        }                                                                          \
+                    }                                                                              \
                 }                                                                                  \
-                continue;                                                                          \
-            }                                                                                      \
-            HIST(acc->hist, dv, m, r.maxd);                                                        \
-            uint32_t maxf = NAME##_k2(pa, pb, m, fv);                                              \
-            if (maxf != 0 && maxf >= acc->max_fdiff) {                                             \
-                for (unsigned i = 0; i < m; i++)                                                   \
-                    if (fv[i] == maxf)                                                             \
-                        update_abs(acc, fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])),               \
-                                   (int64_t)(at + i));                                             \
-                if (maxf > acc->max_fdiff)                                                         \
-                    acc->max_fdiff = maxf;                                                         \
             }                                                                                      \
         }                                                                                          \
     }
@@ -506,8 +565,6 @@ void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src)
         dst->max_abs_diff = src->max_abs_diff;
         dst->max_abs_diff_flat = src->max_abs_diff_flat;
     }
-    if (src->max_fdiff > dst->max_fdiff)
-        dst->max_fdiff = src->max_fdiff;
     if (src->max_abs > dst->max_abs)
         dst->max_abs = src->max_abs;
     if (src->max_mag_bits > dst->max_mag_bits)

@@ -27,8 +27,6 @@ typedef struct ulp__acc {
     int64_t first_nf;     /* first nonfinite mismatch, or -1               */
     double max_abs_diff;
     int64_t max_abs_diff_flat;         /* -1 while no finite pair differs               */
-    uint32_t max_fdiff;                /* float32 bits of max_abs_diff's rounding: lets
-                                          a block whose float32 max is smaller be skipped */
     double max_abs;                    /* finite elements of both sides (f64, integers) */
     uint64_t max_mag_bits;             /* the same as magnitude bits (other floats)     */
     uint64_t hist[ULP_DIFF_HIST_BINS]; /* bins >= 1 only; bin 0 is derived       */

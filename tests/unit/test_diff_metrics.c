@@ -657,6 +657,66 @@ static void test_diff_metrics__hist_bins(void **state)
     assert_int_equal(ulp_diff_hist_hi(4), 8);
 }
 
+/*
+ * The largest |a - b| is reported exactly (in double) while the kernels
+ * screen blocks with float32 differences: pairs whose float32 differences
+ * round to the same value as the running maximum but whose exact
+ * differences are larger, in a later block, must still win; an exact tie
+ * keeps the earlier index.  In a sparse and in a dense background (both
+ * paths), for f32 and bf16.
+ */
+static void test_diff_metrics__max_abs_rounding(void **state)
+{
+    (void)state;
+    const uint64_t n = 8 * 1024;
+    for (int dense = 0; dense < 2; dense++) {
+        /* f32: 1 - 0 = 1 exactly at [7]; 1 - (-2^-28) and 1 - (-2^-27) both round to 1.0f. */
+        float *a = malloc(n * 4), *b = malloc(n * 4);
+        for (uint64_t i = 0; i < n; i++) {
+            a[i] = 0.5f;
+            b[i] = dense || i % 500 == 0 ? nextafterf(0.5f, 1.0f) : 0.5f;
+        }
+        a[7] = 1.0f;
+        b[7] = 0.0f;
+        a[2 * 1024 + 5] = 1.0f;
+        b[2 * 1024 + 5] = -0x1p-28f;
+        a[5 * 1024 + 3] = 1.0f; /* the maximum */
+        b[5 * 1024 + 3] = -0x1p-27f;
+        a[6 * 1024 + 9] = -0x1p-27f; /* a tie, later: loses */
+        b[6 * 1024 + 9] = 1.0f;
+        ulp_diff_metrics m;
+        ulp_diff_buffers(ULP_DTYPE_F32, a, b, n, 0, NULL, &m);
+        assert_true(m.max_abs_diff == 1.0 + 0x1p-27);
+        assert_int_equal(m.max_abs_diff_flat, 5 * 1024 + 3);
+        /* The running maximum itself inexact in float32 (1 + 2^-30 first). */
+        b[7] = -0x1p-30f;
+        ulp_diff_buffers(ULP_DTYPE_F32, a, b, n, 0, NULL, &m);
+        assert_true(m.max_abs_diff == 1.0 + 0x1p-27);
+        assert_int_equal(m.max_abs_diff_flat, 5 * 1024 + 3);
+        free(a);
+        free(b);
+        /* bf16: 1.0 = 0x3f80; -2^-20 = 0xb580, -2^-19 = 0xb600 (exponent gaps past 15). */
+        uint16_t *x = malloc(n * 2), *y = malloc(n * 2);
+        for (uint64_t i = 0; i < n; i++) {
+            x[i] = 0x3f00;
+            y[i] = dense || i % 500 == 0 ? 0x3f01 : 0x3f00;
+        }
+        x[7] = 0x3f80;
+        y[7] = 0x0000;
+        x[2 * 1024 + 5] = 0x3f80;
+        y[2 * 1024 + 5] = 0xb580;
+        x[5 * 1024 + 3] = 0x3f80;
+        y[5 * 1024 + 3] = 0xb600;
+        x[6 * 1024 + 9] = 0xb600;
+        y[6 * 1024 + 9] = 0x3f80;
+        ulp_diff_buffers(ULP_DTYPE_BF16, x, y, n, 0, NULL, &m);
+        assert_true(m.max_abs_diff == 1.0 + 0x1p-19);
+        assert_int_equal(m.max_abs_diff_flat, 5 * 1024 + 3);
+        free(x);
+        free(y);
+    }
+}
+
 /* Splitting a tensor into chunks merged in any order gives the same metrics. */
 static void test_diff_metrics__chunk_merge(void **state)
 {
@@ -712,6 +772,7 @@ int main(void)
         cmocka_unit_test(test_diff_metrics__f64_stepped),
         cmocka_unit_test(test_diff_metrics__int8_all_pairs),
         cmocka_unit_test(test_diff_metrics__chunk_merge),
+        cmocka_unit_test(test_diff_metrics__max_abs_rounding),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
