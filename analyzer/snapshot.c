@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,6 +65,17 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
         void *m = mmap(NULL, (size_t)s->file_size, PROT_READ, MAP_SHARED, s->fd, 0);
         s->map = m == MAP_FAILED ? NULL : m;
     }
+
+    /*
+     * A live writer holds HDF5's exclusive lock (flock(2)) on the file; HDF5's
+     * own open then fails with an error that names nothing.  Ask first.
+     */
+    if (flock(s->fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        return ulp__error(err, ULP_EIO,
+                          "cannot open '%s': locked by a running writer (read it once the "
+                          "writer has closed it)",
+                          s->path);
+    flock(s->fd, LOCK_UN);
 
     htri_t is = H5Fis_hdf5(s->path);
     if (is <= 0) {

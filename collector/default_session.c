@@ -9,6 +9,7 @@
  */
 #include <hdf5.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,16 @@ static ulp_session *g_session;
 static ulp_status g_status = ULP_OK;
 static pthread_once_t g_atexit_once = PTHREAD_ONCE_INIT;
 static ulp_session *g_forked; /* a fork child's dead copy, kept reachable */
+/*
+ * Set while ulp_capture_close() runs: new calls are refused before they
+ * take the lock.  Without it, threads that capture without pause keep the
+ * lock shared forever (readers are preferred), and close -- or exit(),
+ * which calls it -- waits forever.
+ */
+static atomic_int g_closing;
+/* This thread holds the lock shared: a signal handler that interrupted it
+ * and calls in again is refused (ULP_EBUSY) instead of deadlocking. */
+static __thread int t_holding;
 
 /*
  * In a fork child the default session is the parent's (session.c turns the
@@ -84,6 +95,13 @@ static ulp_status open_locked(const ulp_session_options *opts)
     return st;
 }
 
+/* Ends what acquire() began. */
+static void release(void)
+{
+    t_holding = 0;
+    pthread_rwlock_unlock(&g_lock);
+}
+
 /*
  * Takes the lock shared with a live session in *out, opening the session
  * from the environment on the first call.  On ULP_OK the caller releases
@@ -91,6 +109,10 @@ static ulp_status open_locked(const ulp_session_options *opts)
  */
 static ulp_status acquire(ulp_session **out)
 {
+    if (t_holding)
+        return ULP_EBUSY;
+    if (atomic_load(&g_closing))
+        return ULP_ECLOSED;
     pthread_rwlock_rdlock(&g_lock);
     if (g_state == STATE_UNTRIED) {
         pthread_rwlock_unlock(&g_lock);
@@ -104,6 +126,7 @@ static ulp_status acquire(ulp_session **out)
     switch (g_state) {
     case STATE_OPEN:
         *out = g_session;
+        t_holding = 1;
         return ULP_OK;
     case STATE_OFF:
         /* Reported (or silently disabled) when the open was tried. */
@@ -147,7 +170,7 @@ ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype, 
         return st;
     ulp_capture_desc d = ulp__capture_desc_make(name, ptr, dtype, ndim, shape, layer, role);
     st = ulp_session_capture(s, &d);
-    pthread_rwlock_unlock(&g_lock);
+    release();
     return st;
 }
 
@@ -158,7 +181,7 @@ ulp_status ulp_capture_set_run(const char *key, const char *value)
     if (st != ULP_OK)
         return st;
     st = ulp_session_set_run(s, key, value);
-    pthread_rwlock_unlock(&g_lock);
+    release();
     return st;
 }
 
@@ -169,7 +192,7 @@ ulp_status ulp_capture_set_step(int64_t step)
     if (st != ULP_OK)
         return st;
     st = ulp_session_set_step(s, step);
-    pthread_rwlock_unlock(&g_lock);
+    release();
     return st;
 }
 
@@ -180,12 +203,15 @@ ulp_status ulp_capture_flush(void)
     if (st != ULP_OK)
         return st;
     st = ulp_session_flush(s);
-    pthread_rwlock_unlock(&g_lock);
+    release();
     return st;
 }
 
 ulp_status ulp_capture_close(void)
 {
+    if (t_holding)
+        return ULP_EBUSY;
+    atomic_store(&g_closing, 1);
     pthread_rwlock_wrlock(&g_lock);
     ulp_status st = ULP_OK;
     if (g_state == STATE_OPEN) {
@@ -195,6 +221,7 @@ ulp_status ulp_capture_close(void)
     /* Later captures must not reopen (and truncate) the file. */
     if (g_state != STATE_UNTRIED)
         g_state = STATE_CLOSED;
+    atomic_store(&g_closing, 0);
     pthread_rwlock_unlock(&g_lock);
     return st;
 }

@@ -135,8 +135,8 @@ void ulp__item_list_free(ulp__item *it)
  * builds the item outside the lock -- so that threads copy in parallel --
  * and appends it.
  */
-ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp__item_builder build,
-                                void *arg)
+static ulp_status enqueue(ulp_session *s, size_t charge, size_t size, ulp__item_builder build,
+                          void *arg)
 {
     ulp__item *evict = NULL, *it = NULL;
     if (s->forked)
@@ -168,6 +168,23 @@ ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp_
         append(s, it);
     }
     pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+/*
+ * A request from a signal handler that interrupted this thread inside the
+ * queue (its mutex held, or malloc) would deadlock: it is refused instead.
+ */
+static __thread int t_in_enqueue;
+
+ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp__item_builder build,
+                                void *arg)
+{
+    if (t_in_enqueue)
+        return ULP_EBUSY;
+    t_in_enqueue = 1;
+    ulp_status st = enqueue(s, charge, size, build, arg);
+    t_in_enqueue = 0;
     return st;
 }
 

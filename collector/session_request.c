@@ -33,10 +33,14 @@ static ulp_status refuse(ulp_status st, const char *fmt, ...)
 static ulp_status refused_by_queue(const ulp_session *s, ulp_status st, const char *what,
                                    const char *name)
 {
-    if (st == ULP_OK || st == ULP_EIO || st == ULP_ENOSPC || s->forked)
+    /* EBUSY: from a signal handler, where stdio is not safe. */
+    if (st == ULP_OK || st == ULP_EIO || st == ULP_ENOSPC || st == ULP_EBUSY || s->forked)
         return st;
     return refuse(st, "%s '%.200s' refused by '%s'", what, name, s->path);
 }
+
+#define ULP__ATTR_KEY_MAX   1024
+#define ULP__ATTR_VALUE_MAX 16384
 
 typedef struct attr_arg {
     ulp__writer_group group;
@@ -63,6 +67,16 @@ static ulp_status set_attr(ulp_session *s, ulp__writer_group group, const char *
     const char *what = group == ULP__WRITER_RUN ? "/run attribute" : "/env attribute";
     if (s == NULL || key == NULL || key[0] == '\0' || value == NULL)
         return refuse(ULP_EINVAL, "cannot set a %s without a session, key and value", what);
+    /*
+     * The attribute is a fixed-length string in the group's object header,
+     * whose messages HDF5 limits to 64 KiB: a longer one would fail in the
+     * writer, after this call said OK.  Refuse it here.
+     */
+    if (strlen(key) > ULP__ATTR_KEY_MAX || strlen(value) > ULP__ATTR_VALUE_MAX)
+        return refuse(ULP_EINVAL,
+                      "%s '%.40s%s': key of %zu bytes or value of %zu bytes (at most %d and %d)",
+                      what, key, strlen(key) > 40 ? "..." : "", strlen(key), strlen(value),
+                      ULP__ATTR_KEY_MAX, ULP__ATTR_VALUE_MAX);
     attr_arg a = {group, key, value};
     size_t text = strlen(key) + strlen(value) + 2;
     return refused_by_queue(s,
@@ -137,6 +151,12 @@ static ulp_status desc_check(const ulp_capture_desc *d, size_t *nbytes, char *wh
     /* The charge adds an overhead, so keep clear of SIZE_MAX. */
     if (elements > (SIZE_MAX / 2) / esize) {
         snprintf(why, n, "capture '%.200s': %" PRIu64 " elements are too many", d->name, elements);
+        return ULP_EINVAL;
+    }
+    /* A range the file would hold and every reader then refuse (FORMAT.md). */
+    if (d->has_kernels && (d->kernels[0] < 0 || d->kernels[1] < d->kernels[0])) {
+        snprintf(why, n, "capture '%.200s': kernel range [%" PRId64 ", %" PRId64 ") is %s", d->name,
+                 d->kernels[0], d->kernels[1], d->kernels[0] < 0 ? "negative" : "backwards");
         return ULP_EINVAL;
     }
     *nbytes = (size_t)elements * esize;

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -192,6 +194,31 @@ static void writer_free(ulp__writer *w)
  * sec2 driver's descriptor and flushes.  Sets w->file (or leaves it
  * invalid on error).
  */
+/*
+ * H5Fcreate(H5F_ACC_TRUNC) truncates the file before it finds that another
+ * writer holds HDF5's lock on it (flock(2)), so a second session on the
+ * same path wiped the first one's captures.  Ask for the lock first, on a
+ * descriptor that truncates nothing.  Not a regular file: refused too (a
+ * FIFO would block, a device is no snapshot).
+ */
+static ulp_status check_not_in_use(const char *path, ulp_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return ULP_OK; /* absent (or unreadable: H5Fcreate says why) */
+    struct stat sb;
+    ulp_status st = ULP_OK;
+    if (fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode))
+        st = ulp__error(err, ULP_EIO, "cannot create '%s': not a regular file", path);
+    else if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        st = ulp__error(err, ULP_EIO,
+                        "cannot create '%s': another process or session is using it (its "
+                        "writer still runs?); the file is left as it is",
+                        path);
+    close(fd); /* releases the probe's lock */
+    return st;
+}
+
 static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
 {
     ulp_status st = ULP_OK;
@@ -229,6 +256,13 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
     if (fcpl >= 0 && H5Pset_sym_k(fcpl, 16, SYM_LEAF_K) < 0) {
         H5Pclose(fcpl);
         fcpl = H5I_INVALID_HID;
+    }
+    if ((st = check_not_in_use(path, err)) != ULP_OK) {
+        if (fcpl >= 0)
+            H5Pclose(fcpl);
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        return st;
     }
     w->file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl >= 0 ? fcpl : H5P_DEFAULT,
                         fapl >= 0 ? fapl : H5P_DEFAULT);

@@ -10,6 +10,18 @@
  * bound.  All functions are thread-safe.  Errors come back as a status and
  * one line on stderr; nothing here aborts or exits the host program.
  *
+ * Signal handlers: the calls are not async-signal-safe (they allocate and
+ * lock).  A call from a handler that interrupted this thread inside the
+ * library is refused with ULP_EBUSY (silently) instead of deadlocking; one
+ * that interrupted malloc(3) elsewhere can still deadlock in malloc.  Set a
+ * flag in the handler and capture outside it.
+ *
+ * A kernel range given backwards or negative, and a /run or /env key over
+ * 1,024 bytes or value over 16,384 bytes are refused at the call
+ * (ULP_EINVAL); the requests around them are not affected.  Opening a
+ * path that another live session or process writes is refused (ULP_EIO),
+ * and that file is left as it is.
+ *
  * Two ways to use it:
  *   - an explicit session:  ulp_session_open() ... ulp_session_capture() ...
  *     ulp_session_close();
@@ -154,7 +166,11 @@ ULP_API ulp_status ulp_capture_set_run(const char *key, const char *value);
 ULP_API ulp_status ulp_capture_set_step(int64_t step);
 ULP_API ulp_status ulp_capture_flush(void);
 
-/* Closes the default session (also done at exit).  Returns its first error. */
+/*
+ * Closes the default session (also done at exit).  Returns its first error.
+ * Calls made while it runs, from other threads, are refused (ULP_ECLOSED),
+ * so it ends even while they capture without pause.
+ */
 ULP_API ulp_status ulp_capture_close(void);
 
 /* The default session, or NULL when none is open. */

@@ -40,7 +40,8 @@ extern "C" {
     XX(ETHREAD, -17, "thread error")                                                               \
     XX(ERANGE, -18, "value out of range")                                                          \
     XX(EUNSUPPORTED, -19, "not supported")                                                         \
-    XX(ENOSPC, -20, "no space left on device")
+    XX(ENOSPC, -20, "no space left on device")                                                     \
+    XX(EBUSY, -21, "called again while in use (from a signal handler?)")
 
 typedef enum ulp_status {
 #define ULP__STATUS_ENUM(name, code, msg) ULP_##name = (code),
