@@ -160,6 +160,26 @@ def count_writes(args, tmp):
         return int(fh.read())
 
 
+def torn_listing(tmp):
+    """h5_captures' torn mode on a group that lists a name it cannot open (a
+    dangling link stands in for a torn entry): left out and reported, not a
+    KeyError that stops the test (once a flake of part C)."""
+    path = os.path.join(tmp, "listed_not_openable.h5")
+    with h5py.File(path, "w") as f:
+        f.require_group("captures").require_group("ok").create_dataset(
+            "0", data=np.zeros(4, np.uint16)).attrs.update({"dtype": "bf16", "seq": 0})
+        f["captures"]["gone"] = h5py.SoftLink("/nowhere")
+    torn = []
+    got = rc.h5_captures(path, torn)
+    check(got == [(0, "ok", 0, "bf16", (4,))] and torn == ["gone"], "torn listing: %r %r"
+          % (got, torn))
+    try:
+        rc.h5_captures(path)
+        check(False, "torn listing: a whole-file read accepted an unopenable name")
+    except KeyError:
+        pass
+
+
 def part_c(tmp):
     if not os.path.exists(rc.REFMODEL) or not os.path.exists(KILLWRITE):
         print("SKIP C: %s or %s not built" % (rc.REFMODEL, KILLWRITE))
@@ -179,13 +199,21 @@ def part_c(tmp):
             r = subprocess.run([rc.REFMODEL, "--mode", "miss", "--out", path],
                                env=killwrite_env(k, torn), capture_output=True, text=True)
             check(r.returncode == -signal.SIGKILL, "%s: exit %d" % (tag, r.returncode))
-            got = rc.h5_captures(path)
+            # A torn kill can leave a group listing a name it cannot open
+            # (h5py: "object ... doesn't exist"): those are left out of h5py's
+            # view, and ulpprof must still read every capture through the journal.
+            unopenable = []
+            got = rc.h5_captures(path, unopenable if torn else None)
             n = len(got)
-            m = rc.ls_seqs(path, tag, n)
+            m = rc.ls_seqs(path, tag, None if unopenable else n)
             if m < 0:
                 continue
             seen.add(m)
-            check(got == want[:n], "%s: captures are not a prefix of the full run's" % tag)
+            if unopenable:
+                check(m >= n and set(got) <= set(want[:m]),
+                      "%s: h5py reads captures outside the journal's prefix" % tag)
+            else:
+                check(got == want[:n], "%s: captures are not a prefix of the full run's" % tag)
             with h5py.File(path, "r") as f:
                 for c in got:
                     check(np.array_equal(rc.raw_bits(f["captures"][c[1]][str(c[2])]),
@@ -304,6 +332,7 @@ def main():
     tmp = rc.tmpdir("crash")
     part_a(tmp)
     part_b(tmp)
+    torn_listing(tmp)
     part_c(tmp)
     part_d(tmp)
     if not rc.failures:

@@ -68,13 +68,32 @@ def raw_bits(d):
     return out
 
 
-def h5_captures(path):
-    """[(seq, name, occurrence, dtype, shape)] in seq order, read by h5py alone."""
+def h5_captures(path, torn=None):
+    """[(seq, name, occurrence, dtype, shape)] in seq order, read by h5py alone.
+
+    torn: a list for a killed writer's file whose last group write may have
+    been cut (SIGKILL inside a multi-page write): a group can then list a
+    name it cannot open.  Such names are appended to `torn` and left out
+    (the capture journal, not the group, is what ulpprof reads there);
+    without the list they raise, as in a file that must be whole."""
     caps = []
     with h5py.File(path, "r") as f:
         for name in f.get("captures", {}):
-            for occ in f["captures"][name]:
-                d = f["captures"][name][occ]
+            try:
+                occs = list(f["captures"][name])
+            except (KeyError, OSError, RuntimeError):
+                if torn is None:
+                    raise
+                torn.append(name)
+                continue
+            for occ in occs:
+                try:
+                    d = f["captures"][name][occ]
+                except (KeyError, OSError, RuntimeError):
+                    if torn is None:
+                        raise
+                    torn.append("%s/%s" % (name, occ))
+                    continue
                 dt = d.attrs["dtype"]
                 dt = dt.decode() if isinstance(dt, bytes) else str(dt)
                 caps.append((int(d.attrs["seq"]), name, int(occ), dt, tuple(d.shape)))
@@ -160,7 +179,8 @@ def ls_seqs(path, tag, n_h5py, unclosed=True):
     seqs = [c["seq"] for c in j["captures"]]
     n = len(seqs)
     check(seqs == list(range(n)), "%s: ls lists seq %r" % (tag, seqs))
-    check(n_h5py <= n <= n_h5py + 1, "%s: ls lists %d captures, h5py %d" % (tag, n, n_h5py))
+    if n_h5py is not None:  # None: h5py could not read the groups whole
+        check(n_h5py <= n <= n_h5py + 1, "%s: ls lists %d captures, h5py %d" % (tag, n, n_h5py))
     return n
 
 
