@@ -1,6 +1,6 @@
 /*
- * Internals of `ulpprof diff` (diff.c, diff_metrics.c, logits.c, ladder.c).
- * Not installed.
+ * Internals of `ulpprof diff` (diff.c, diff_pair.c, diff_jobs.c,
+ * diff_metrics.c, logits.c, ladder.c).  Not installed.
  */
 #ifndef ULPPROF_ANALYZER_DIFF_PRIV_H
 #define ULPPROF_ANALYZER_DIFF_PRIV_H
@@ -50,6 +50,33 @@ void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src);
  */
 void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64_t *shape,
                      ulp_diff_metrics *m);
+
+/* The most worker threads ulp_diff_run() starts, whatever it is asked. */
+#define ULP__DIFF_MAX_THREADS 64
+
+/* diff_pair.c: a row whose two captures are compared element by element. */
+typedef struct ulp__diff_pair {
+    size_t row;    /* index into the result's rows                     */
+    size_t ia, ib; /* capture indices in A and in B                    */
+} ulp__diff_pair;
+
+/*
+ * diff_pair.c: fills r->rows and the row counts by pairing A and B under
+ * `opts` (filters); the rows to compare go to a new array *pairs (the
+ * caller frees it, whatever the status) of *npairs, in row order.
+ */
+ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
+                               const ulp_diff_options *opts, ulp_diff_result *r,
+                               ulp__diff_pair **pairs, size_t *npairs, ulp_error *err);
+
+/*
+ * diff_jobs.c: the element metrics of every pair on opts->threads threads
+ * (options resolved: threads >= 1, chunk_elements > 0): each row's
+ * metrics, status and worst element, and r->bytes_read.
+ */
+ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
+                             const ulp_diff_options *opts, ulp_diff_result *r,
+                             const ulp__diff_pair *pairs, size_t npairs, ulp_error *err);
 
 /* logits.c: analyses one logits pair; `lg` gets the per-row data. */
 ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,

@@ -1,0 +1,232 @@
+/*
+ * The element metrics of ulp_diff_run(): every compared pair's elements are
+ * split into chunks of at most `chunk_bytes` per side, handed out to the
+ * worker threads from one atomic counter in pair order, and each chunk's
+ * metrics are merged into its row under a lock (ulp__acc_merge() does not
+ * depend on the order).  Memory is two chunk buffers per thread whatever
+ * the tensor sizes.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+
+/* One compared pair and its share of the work. */
+typedef struct job_row {
+    size_t row; /* index into result rows                      */
+    size_t ia, ib;
+    ulp_dtype dtype;
+    uint64_t elements;
+    uint64_t chunk;      /* elements per chunk                          */
+    uint64_t first_task; /* tasks [first_task, first_task + nchunks)    */
+    uint64_t nchunks;
+    ulp__acc acc;
+} job_row;
+
+typedef struct job {
+    const ulp_snapshot *a, *b;
+    job_row *jrows;
+    size_t njrows;
+    uint64_t ntasks;
+    size_t buf_bytes;
+    atomic_uint_fast64_t next;
+    atomic_int stop;
+    atomic_uint_fast64_t bytes_done;
+    uint64_t bytes_total;
+    int progress;
+    pthread_mutex_t lock; /* guards the accumulators and the error       */
+    ulp_error err;
+} job;
+
+static job_row *find_jrow(job *j, uint64_t t)
+{
+    size_t lo = 0, hi = j->njrows;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (j->jrows[mid].first_task <= t)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return &j->jrows[lo];
+}
+
+static void job_fail(job *j, const ulp_error *e)
+{
+    pthread_mutex_lock(&j->lock);
+    if (j->err.status == ULP_OK)
+        j->err = *e;
+    pthread_mutex_unlock(&j->lock);
+    atomic_store(&j->stop, 1);
+}
+
+static void show_progress(job *j, int done)
+{
+    uint64_t d = atomic_load(&j->bytes_done);
+    if (done) {
+        fputs("\r\033[K", stderr);
+        return;
+    }
+    fprintf(stderr, "\rulpprof diff: %3d%% of %.1f MiB",
+            (int)(100.0 * (double)d / (double)(j->bytes_total ? j->bytes_total : 1)),
+            (double)j->bytes_total / 1048576.0);
+    fflush(stderr);
+}
+
+static void *worker(void *arg)
+{
+    job *j = arg;
+    unsigned char *ba = malloc(j->buf_bytes ? j->buf_bytes : 1);
+    unsigned char *bb = malloc(j->buf_bytes ? j->buf_bytes : 1);
+    ulp_error e;
+    ulp_error_clear(&e);
+    if (ba == NULL || bb == NULL) {
+        ulp__error(&e, ULP_ENOMEM, "out of memory for the comparison buffers");
+        job_fail(j, &e);
+        goto cleanup;
+    }
+    for (;;) {
+        if (atomic_load(&j->stop))
+            break;
+        uint64_t t = atomic_fetch_add(&j->next, 1);
+        if (t >= j->ntasks)
+            break;
+        job_row *jr = find_jrow(j, t);
+        uint64_t first = (t - jr->first_task) * jr->chunk;
+        uint64_t n = jr->elements - first < jr->chunk ? jr->elements - first : jr->chunk;
+        const void *va, *vb;
+        if (ulp_snapshot_view(j->a, jr->ia, first, n, ba, &va, &e) != ULP_OK ||
+            ulp_snapshot_view(j->b, jr->ib, first, n, bb, &vb, &e) != ULP_OK) {
+            job_fail(j, &e);
+            break;
+        }
+        ulp__acc acc;
+        ulp__acc_init(&acc);
+        ulp__acc_add(&acc, jr->dtype, va, vb, n, first);
+        ulp_snapshot_view_release(j->a, va, n * ulp_dtype_size(jr->dtype));
+        ulp_snapshot_view_release(j->b, vb, n * ulp_dtype_size(jr->dtype));
+        pthread_mutex_lock(&j->lock);
+        ulp__acc_merge(&jr->acc, &acc);
+        pthread_mutex_unlock(&j->lock);
+        uint64_t bytes = 2 * n * ulp_dtype_size(jr->dtype);
+        uint64_t before = atomic_fetch_add(&j->bytes_done, bytes);
+        /* Progress from whichever thread crosses a 64 MiB mark. */
+        if (j->progress && (before >> 26) != ((before + bytes) >> 26))
+            show_progress(j, 0);
+    }
+cleanup:
+    free(ba);
+    free(bb);
+    return NULL;
+}
+
+static ulp_status run_jobs(job *j, int nthreads)
+{
+    pthread_t tids[ULP__DIFF_MAX_THREADS];
+    int started = 0;
+    if ((uint64_t)nthreads > j->ntasks)
+        nthreads = j->ntasks > 0 ? (int)j->ntasks : 1;
+    for (int i = 1; i < nthreads; i++) {
+        if (pthread_create(&tids[started], NULL, worker, j) != 0)
+            break; /* fewer threads still finish the work */
+        started++;
+    }
+    worker(j);
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    if (j->progress)
+        show_progress(j, 1);
+    return j->err.status;
+}
+
+/* Reads the worst element's bits on both sides. */
+static ulp_status fill_worst(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
+                             ulp_diff_row *row, ulp_error *err)
+{
+    unsigned char xa[8] = {0}, xb[8] = {0};
+    ulp_status st;
+    if (row->m.worst_flat < 0)
+        return ULP_OK;
+    st = ulp_snapshot_read(a, ia, (uint64_t)row->m.worst_flat, 1, xa, err);
+    if (st == ULP_OK)
+        st = ulp_snapshot_read(b, ib, (uint64_t)row->m.worst_flat, 1, xb, err);
+    if (st != ULP_OK)
+        return st;
+    row->m.worst_bits_a = ulp_dtype_load_bits(row->dtype_a, xa);
+    row->m.worst_bits_b = ulp_dtype_load_bits(row->dtype_a, xb);
+    row->m.worst_a = ulp_dtype_to_double(row->dtype_a, row->m.worst_bits_a);
+    row->m.worst_b = ulp_dtype_to_double(row->dtype_a, row->m.worst_bits_b);
+    return ULP_OK;
+}
+
+/* Splits every pair into chunks: job rows in pair order, tasks numbered across them. */
+static void plan(job *j, const ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                 uint64_t chunk_bytes)
+{
+    for (size_t q = 0; q < npairs; q++) {
+        const ulp_diff_row *row = &r->rows[pairs[q].row];
+        job_row *jr = &j->jrows[j->njrows++];
+        jr->row = pairs[q].row;
+        jr->ia = pairs[q].ia;
+        jr->ib = pairs[q].ib;
+        jr->dtype = row->dtype_a;
+        jr->elements = row->elements;
+        size_t sz = ulp_dtype_size(jr->dtype);
+        jr->chunk = chunk_bytes / sz ? chunk_bytes / sz : 1;
+        jr->nchunks = (jr->elements + jr->chunk - 1) / jr->chunk;
+        jr->first_task = j->ntasks;
+        j->ntasks += jr->nchunks;
+        j->bytes_total += 2 * jr->elements * sz;
+        ulp__acc_init(&jr->acc);
+    }
+}
+
+ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
+                             const ulp_diff_options *opts, ulp_diff_result *r,
+                             const ulp__diff_pair *pairs, size_t npairs, ulp_error *err)
+{
+    job j;
+    ulp_status st = ULP_OK;
+    memset(&j, 0, sizeof j);
+    if ((j.jrows = calloc(npairs + 1, sizeof *j.jrows)) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    uint64_t chunk_bytes = opts->chunk_elements * 2; /* a 2-byte element's share */
+    plan(&j, r, pairs, npairs, chunk_bytes);
+    j.a = a;
+    j.b = b;
+    j.buf_bytes = (size_t)(chunk_bytes > 8 ? chunk_bytes : 8);
+    j.progress = opts->progress;
+    ulp_error_clear(&j.err);
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, 0);
+    atomic_init(&j.bytes_done, 0);
+    if (pthread_mutex_init(&j.lock, NULL) != 0) {
+        free(j.jrows);
+        return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
+    }
+    if (j.ntasks > 0 && run_jobs(&j, opts->threads) != ULP_OK) {
+        st = j.err.status;
+        if (err)
+            *err = j.err;
+        goto cleanup;
+    }
+    for (size_t q = 0; q < j.njrows; q++) {
+        job_row *jr = &j.jrows[q];
+        ulp_diff_row *row = &r->rows[jr->row];
+        jr->acc.elements = jr->elements; /* empty tensors have no chunks */
+        ulp__acc_finish(&jr->acc, jr->dtype, row->ndim_a, row->shape_a, &row->m);
+        row->status = row->m.differing ? ULP_DIFF_DIFFERS : ULP_DIFF_IDENTICAL;
+        st = fill_worst(a, jr->ia, b, jr->ib, row, err);
+        if (st != ULP_OK)
+            goto cleanup;
+        r->bytes_read += 2 * jr->elements * ulp_dtype_size(jr->dtype);
+    }
+cleanup:
+    pthread_mutex_destroy(&j.lock);
+    free(j.jrows);
+    return st;
+}
