@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ulpprof/refmodel.h"
 #include "ulpprof/snapshot.h"
 
 #define CLI_EXIT_OK     0
@@ -29,6 +30,9 @@ int cmd_plot(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
+
+/* `ulpprof demo --ladder` (cmd_demo_ladder.c): the runs, the ladder, its plots; an exit status. */
+int demo_ladder(const ulp_refmodel_options *base, const char *dir, const char *gnuplot, int plots);
 
 /* --- Shared helpers (cli.c) -------------------------------------------------------- */
 

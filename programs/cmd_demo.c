@@ -22,7 +22,7 @@
 
 #define DEMO_USAGE                                                                                 \
     "ulpprof demo [--dir DIR] [--gemm tiled|blas|exact] [--preset tiny|qwen1.5b]\n"                \
-    "                    [--seed N] [--prompt-len N] [--cached N] [--no-plots]"
+    "                    [--seed N] [--prompt-len N] [--cached N] [--no-plots] [--ladder]"
 
 static void demo_help(void)
 {
@@ -53,12 +53,16 @@ static void demo_help(void)
            "      --cached N       tokens a hit takes from the cache (default N - N mod 16)\n"
            "      --logits-rows N  logits of the last N suffix rows only (default all)\n"
            "      --no-plots       skip the plots\n"
+           "      --ladder         climb the determinism ladder instead: the miss, a repeat,\n"
+           "                       batch of 4, hit and split, chunked prefill (64 tokens),\n"
+           "                       the reduction order of 2 and 4 TP ranks (emulated), then\n"
+           "                       `ulpprof ladder` over the 8 runs: where each rung breaks\n"
            "      --gnuplot PROG   gnuplot program (default $ULPPROF_GNUPLOT or gnuplot)\n"
            "      --color WHEN     auto (default), always or never\n"
            "  -h, --help           show this help\n"
            "\n"
            "exit status: 0 the demo ran and split equals hit, 1 split differs from\n"
-           "hit, 2 error\n",
+           "hit (--ladder: 0 the ladder ran), 2 error\n",
            ULP_REFMODEL_DEFAULT_SEED, ULP_REFMODEL_DEFAULT_PROMPT_LEN);
 }
 
@@ -220,7 +224,7 @@ static void explain(const ulp_diff_result *r, const ulp_refmodel_options *o, int
 
 int cmd_demo(int argc, char **argv)
 {
-    enum { OPT_CACHED = 256, OPT_LOGITS_ROWS, OPT_NO_PLOTS, OPT_GNUPLOT, OPT_COLOR };
+    enum { OPT_CACHED = 256, OPT_LOGITS_ROWS, OPT_NO_PLOTS, OPT_GNUPLOT, OPT_COLOR, OPT_LADDER };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
         {"gemm", required_argument, NULL, 'g'},
@@ -232,13 +236,14 @@ int cmd_demo(int argc, char **argv)
         {"no-plots", no_argument, NULL, OPT_NO_PLOTS},
         {"gnuplot", required_argument, NULL, OPT_GNUPLOT},
         {"color", required_argument, NULL, OPT_COLOR},
+        {"ladder", no_argument, NULL, OPT_LADDER},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     ulp_refmodel_options o;
     ulp_refmodel_options_init(&o);
     const char *dir = "ulpprof-demo", *gnuplot = NULL, *color = "auto";
-    int plots = 1, c;
+    int plots = 1, ladder = 0, c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":d:g:p:s:n:h", longopts, NULL)) != -1) {
@@ -290,6 +295,9 @@ int cmd_demo(int argc, char **argv)
         case OPT_NO_PLOTS:
             plots = 0;
             break;
+        case OPT_LADDER:
+            ladder = 1;
+            break;
         case OPT_GNUPLOT:
             gnuplot = optarg;
             break;
@@ -325,6 +333,9 @@ int cmd_demo(int argc, char **argv)
         cli_error("cannot create '%s': %s", dir, strerror(errno));
         return CLI_EXIT_ERROR;
     }
+
+    if (ladder)
+        return demo_ladder(&o, dir, gnuplot, plots);
 
     double t0 = now_s();
     int progress = isatty(STDERR_FILENO), rc = CLI_EXIT_ERROR;

@@ -40,13 +40,18 @@ static const char *value_of(const ulp_ladder_run *run, const char *key)
     return NULL;
 }
 
-/* The /run keys whose values differ in some pair, each once, in first-seen order. */
+/* The /run keys (not ignored) whose values differ in some pair, once each, first seen first. */
 static size_t varying_keys(const ulp_ladder_result *r, const char **keys, size_t cap)
 {
     size_t n = 0;
     for (size_t j = 0; j < r->n_pairs && n < cap; j++)
         for (size_t k = 0; k < r->pairs[j].n_keys && n < cap; k++) {
             const char *key = r->pairs[j].keys[k].key;
+            int ign = 0;
+            for (int i = 0; i < r->n_ignore; i++)
+                ign |= strcmp(r->ignore[i], key) == 0;
+            if (ign)
+                continue; /* a description, not a condition: the JSON has it */
             size_t q = 0;
             while (q < n && strcmp(keys[q], key) != 0)
                 q++;
@@ -120,12 +125,12 @@ static void print_first(const out *o, const ulp_ladder_pair *p)
 static void print_rungs(const out *o, const ulp_ladder_result *r)
 {
     if (o->md)
-        fputs("\n| rung | | keys | verdict | deciding pairs | first break |\n"
+        fputs("\n| rung | | keys | verdict | pairs that differ | first break |\n"
               "|--:|---|---|---|--:|---|\n",
               o->f);
     else
         fprintf(o->f, "\nladder\n  %-4s %-14s %-22s %-9s %-8s %s\n", "rung", "", "keys", "verdict",
-                "pairs", "first break");
+                "differ", "first break");
     for (int level = 0; level < ULP_LADDER_RUNGS; level++) {
         const ulp_ladder_rung *g = &r->rungs[level];
         char keys[160] = "-";
@@ -135,10 +140,7 @@ static void print_rungs(const out *o, const ulp_ladder_result *r)
         char verdict[40];
         snprintf(verdict, sizeof verdict, "%s", ulp_ladder_verdict_name(g->verdict));
         char pairs[48];
-        if (g->n_deciding)
-            snprintf(pairs, sizeof pairs, "%zu/%zu", g->n_breaking, g->n_deciding);
-        else
-            snprintf(pairs, sizeof pairs, "0");
+        snprintf(pairs, sizeof pairs, "%zu of %zu", g->n_breaking, g->n_deciding);
         if (o->md) {
             fprintf(o->f, "| %d | %s | ", level, g->name);
             text(o, keys);

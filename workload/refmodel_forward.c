@@ -161,6 +161,32 @@ static void rmsnorm(const float *x, float *y, int rows, int n, const uint16_t *w
     }
 }
 
+/*
+ * A row-parallel linear (attention output, MLP down) as `tp` ranks compute
+ * it, EMULATED: rank r holds rows [r*in/tp, (r+1)*in/tp) of W and the same
+ * columns of x, computes its partial product and rounds it to bf16 (its
+ * output tensor); the all-reduce sums the partials in rank order in fp32,
+ * and the sum is rounded to bf16 once.  With tp = 1 this is linear()
+ * without a bias.  `part` holds rows*out floats.
+ */
+static void linear_row_parallel(ulp_refmodel_gemm g, int tp, const float *x, int rows, int in,
+                                int out, const uint16_t *w, float *wbuf, float *part, float *y)
+{
+    size_t n = (size_t)rows * (size_t)out;
+    widen(wbuf, w, (size_t)in * (size_t)out);
+    int shard = in / tp;
+    for (int r = 0; r < tp; r++) {
+        ulp__rm_gemm(g, rows, out, shard, x + (size_t)r * (size_t)shard, in,
+                     wbuf + (size_t)r * (size_t)shard * (size_t)out, out, part, out);
+        for (size_t i = 0; i < n; i++) {
+            float v = ulp__rm_round_bf16(part[i]);
+            y[i] = r == 0 ? v : y[i] + v;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        y[i] = ulp__rm_round_bf16(y[i]);
+}
+
 /* y[rows x out] = bf16(x[rows x in] W + bias); `wbuf` holds in*out floats. */
 static void linear(ulp_refmodel_gemm g, const float *x, int rows, int in, int out,
                    const uint16_t *w, const uint16_t *bias, float *wbuf, float *y)
@@ -195,12 +221,13 @@ typedef struct step_bufs {
     float *wbuf;    /* widened weight of the current projection */
     float *kt, *vv; /* [kv_heads][head_dim][T], [kv_heads][T][head_dim] */
     float *scores;  /* [rows of one sequence][T] */
+    float *part;    /* [rows][hidden]: a rank's partial product (tp > 1) */
 } step_bufs;
 
 static void bufs_free(step_bufs *b)
 {
-    float **all[] = {&b->x,    &b->xn, &b->q,    &b->k,  &b->v,  &b->ctx,   &b->o,
-                     &b->gate, &b->up, &b->wbuf, &b->kt, &b->vv, &b->scores};
+    float **all[] = {&b->x,    &b->xn, &b->q,    &b->k,  &b->v,  &b->ctx,    &b->o,
+                     &b->gate, &b->up, &b->wbuf, &b->kt, &b->vv, &b->scores, &b->part};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         free(*all[i]);
         *all[i] = NULL;
@@ -309,8 +336,9 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
     b.kt = malloc((size_t)kvd * (size_t)t_max * sizeof(float));
     b.vv = malloc((size_t)kvd * (size_t)t_max * sizeof(float));
     b.scores = malloc((size_t)c_max * (size_t)t_max * sizeof(float));
-    if (!b.x || !b.xn || !b.q || !b.k || !b.v || !b.ctx || !b.o || !b.gate || !b.up || !b.wbuf ||
-        !b.kt || !b.vv || !b.scores) {
+    b.part = m->tp > 1 ? malloc(R * (size_t)h * sizeof(float)) : NULL;
+    if ((m->tp > 1 && !b.part) || !b.x || !b.xn || !b.q || !b.k || !b.v || !b.ctx || !b.o ||
+        !b.gate || !b.up || !b.wbuf || !b.kt || !b.vv || !b.scores) {
         bufs_free(&b);
         return ulp__error(err, ULP_ENOMEM, "cannot allocate a step of %d rows", rows);
     }
@@ -348,7 +376,10 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
             attention(m, c, g, l, &seqs[i], count[i], r, &b);
         round_all(b.ctx, R * (size_t)qd);
 
-        linear(g, b.ctx, rows, qd, h, L->wo, NULL, b.wbuf, b.o);
+        if (m->tp > 1)
+            linear_row_parallel(g, m->tp, b.ctx, rows, qd, h, L->wo, b.wbuf, b.part, b.o);
+        else
+            linear(g, b.ctx, rows, qd, h, L->wo, NULL, b.wbuf, b.o);
         if (tap_n)
             tap->fn(tap->ctx, "attn_out", l, 0, b.o + (size_t)tap_row * (size_t)h, tap_n, h);
         for (size_t i = 0; i < R * (size_t)h; i++)
@@ -361,7 +392,10 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
             float gv = b.gate[i];
             b.gate[i] = ulp__rm_round_bf16(gv / (1.0f + (float)exp(-(double)gv)) * b.up[i]);
         }
-        linear(g, b.gate, rows, f, h, L->wd, NULL, b.wbuf, b.o);
+        if (m->tp > 1)
+            linear_row_parallel(g, m->tp, b.gate, rows, f, h, L->wd, b.wbuf, b.part, b.o);
+        else
+            linear(g, b.gate, rows, f, h, L->wd, NULL, b.wbuf, b.o);
         if (tap_n)
             tap->fn(tap->ctx, "mlp_out", l, 0, b.o + (size_t)tap_row * (size_t)h, tap_n, h);
         for (size_t i = 0; i < R * (size_t)h; i++)

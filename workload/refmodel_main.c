@@ -31,6 +31,10 @@ static void usage(FILE *f)
         "  --logits-rows N    logits of the last N suffix rows only (default: all)\n"
         "  --threads N        OpenBLAS threads (default 1)\n"
         "  --label NAME       run label (default: the mode)\n"
+        "  --tp N             EMULATE the reduction order of N tensor-parallel ranks in the\n"
+        "                     row-parallel GEMMs (attention output, MLP down): K in N shards,\n"
+        "                     each rounded to bf16, summed in rank order (default 1)\n"
+        "  --prefill-chunk N  miss only: prefill in steps of N tokens (chunked prefill)\n"
         "  --probe            no model run: measure which of the model's GEMM shapes give\n"
         "                     different bits for the suffix rows as M changes (no --out)\n"
         "  -v, --verbose      timings on stderr\n"
@@ -62,6 +66,8 @@ int main(int argc, char **argv)
                                              {"logits-rows", required_argument, NULL, 'r'},
                                              {"threads", required_argument, NULL, 't'},
                                              {"label", required_argument, NULL, 'l'},
+                                             {"tp", required_argument, NULL, 'T'},
+                                             {"prefill-chunk", required_argument, NULL, 'C'},
                                              {"out", required_argument, NULL, 'o'},
                                              {"verbose", no_argument, NULL, 'v'},
                                              {"probe", no_argument, NULL, 'P'},
@@ -125,6 +131,16 @@ int main(int argc, char **argv)
             break;
         case 'l':
             o.label = optarg;
+            break;
+        case 'T':
+            if (parse_int("--tp", optarg, 1, 64, &v))
+                return 2;
+            o.tp = (int)v;
+            break;
+        case 'C':
+            if (parse_int("--prefill-chunk", optarg, 1, 65536, &v))
+                return 2;
+            o.prefill_chunk = (int)v;
             break;
         case 'o':
             o.out = optarg;

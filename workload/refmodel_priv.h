@@ -50,6 +50,8 @@ typedef struct ulp__rm_model {
     uint16_t *lm_head;     /* [hidden x vocab]            */
     ulp__rm_layer *layers; /* [layers]                    */
     uint16_t *arena;       /* every tensor above          */
+    int tp;                /* emulated tensor-parallel degree of the row-parallel
+                              GEMMs (ulp_refmodel_options.tp); <= 1: none        */
 } ulp__rm_model;
 
 ulp_status ulp__rm_model_init(ulp__rm_model *m, const ulp_refmodel_dims *d, uint64_t seed,

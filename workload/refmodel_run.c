@@ -230,6 +230,18 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
                           "cached prefix of %d tokens must be a positive multiple of %d below "
                           "the prompt length %d",
                           cached, bs, n);
+    int tp = o->tp > 1 ? o->tp : 1;
+    if (tp > 64 || (d->heads * d->head_dim) % tp || d->mlp % tp)
+        return ulp__error(err, ULP_EINVAL,
+                          "tensor-parallel degree %d must divide the attention width %d and the "
+                          "MLP size %d",
+                          o->tp, d->heads * d->head_dim, d->mlp);
+    int chunk = o->prefill_chunk > 0 ? o->prefill_chunk : 0;
+    if (chunk && (o->mode != ULP_REFMODEL_MISS || cached / chunk != (n - 1) / chunk))
+        return ulp__error(err, ULP_EINVAL,
+                          "a prefill chunk of %d tokens needs the miss mode and must not cut the "
+                          "captured suffix [%d, %d)",
+                          chunk, cached, n);
     int batch = o->mode == ULP_REFMODEL_BATCH ? o->batch : 1;
     if (batch < 1)
         return ulp__error(err, ULP_EINVAL, "batch size %d must be at least 1", batch);
@@ -271,6 +283,7 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     }
     if ((st = ulp__rm_model_init(&model, d, o->seed, err)) != ULP_OK)
         goto cleanup;
+    model.tp = tp;
     if ((st = ulp__rm_kvcache_init(&cache, d, blocks, err)) != ULP_OK)
         goto cleanup;
     double t_model = now_s();
@@ -289,7 +302,7 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     if ((st = ulp_session_open(&so, &s, err)) != ULP_OK)
         goto cleanup;
 
-    int suffix_m = o->mode == ULP_REFMODEL_MISS    ? n
+    int suffix_m = o->mode == ULP_REFMODEL_MISS    ? (chunk ? n - cached / chunk * chunk : n)
                    : o->mode == ULP_REFMODEL_BATCH ? 0
                                                    : n - cached;
     if (o->mode == ULP_REFMODEL_BATCH)
@@ -314,6 +327,11 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     set_run(s, "suffix_rows", "%d", n - cached);
     set_run(s, "split", "%s", o->mode == ULP_REFMODEL_SPLIT ? "at prefix_len" : "none");
     set_run(s, "suffix_gemm", "%s", gdesc);
+    set_run(s, "tp", "%d", tp);
+    if (chunk)
+        set_run(s, "prefill_chunk", "%d", chunk);
+    else
+        set_run(s, "prefill_chunk", "none");
 
     tc.s = s;
     ulp__rm_tap tap = {.seq = batch - 1,
@@ -325,6 +343,18 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     ulp__rm_seq *tgt = &seqs[batch - 1];
     switch (o->mode) {
     case ULP_REFMODEL_MISS:
+        if (chunk) {
+            /* Chunked prefill: steps of `chunk` tokens; the one that holds the suffix taps it. */
+            if ((st = ulp__rm_seq_init(tgt, &cache, tokens[0], n, 0, 0, err)) != ULP_OK)
+                goto cleanup;
+            tap.seq = 0;
+            while (st == ULP_OK && tgt->computed < n) {
+                count[0] = n - tgt->computed < chunk ? n - tgt->computed : chunk;
+                st = ulp__rm_forward(&model, &cache, o->gemm, tgt, count, 1, &tap, err);
+            }
+            break;
+        }
+        /* fall through */
     case ULP_REFMODEL_BATCH:
         for (int i = 0; i < batch; i++) {
             if ((st = ulp__rm_seq_init(&seqs[i], &cache, tokens[i], lens[i], 0, 0, err)) != ULP_OK)

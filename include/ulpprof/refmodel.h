@@ -93,6 +93,15 @@ typedef struct ulp_refmodel_options {
     const char *out;   /* snapshot path                                            */
     const char *label; /* run label; NULL: the mode's name                         */
     int verbose;       /* 1: one line per phase on stderr                          */
+    int tp;            /* tensor-parallel degree whose reduction order the
+                          row-parallel GEMMs (attention output, MLP down) EMULATE:
+                          K cut into `tp` shards, each shard's product rounded to
+                          bf16 as a rank's output, the shards summed in rank order
+                          (the all-reduce) in fp32 and rounded once; 0 or 1: none.
+                          Must divide heads * head_dim and the MLP size        */
+    int prefill_chunk; /* MISS: the prompt prefilled in steps of this many tokens
+                          (chunked prefill); the captured suffix must lie in one
+                          step; 0: one step                                    */
 } ulp_refmodel_options;
 
 /* Tiny preset, tiled GEMM, miss, default seed and prompt length. */

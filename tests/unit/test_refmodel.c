@@ -417,6 +417,19 @@ static void test_refmodel__bad_options(void **state)
     assert_true(ulp_refmodel_run(&o, &err) != ULP_OK);
     assert_true(err.msg[0] != '\0');
 
+    o.out = p;
+    o.prompt_len = 127;
+    o.tp = 3; /* divides neither the attention width 256 nor the MLP size 768 */
+    assert_int_equal(ulp_refmodel_run(&o, &err), ULP_EINVAL);
+    assert_non_null(strstr(err.msg, "tensor-parallel degree 3"));
+    o.tp = 1;
+    o.prefill_chunk = 120; /* steps [0,120) and [120,127) cut the suffix [112,127) */
+    assert_int_equal(ulp_refmodel_run(&o, &err), ULP_EINVAL);
+    assert_non_null(strstr(err.msg, "must not cut the captured suffix [112, 127)"));
+    o.prefill_chunk = 64;
+    o.mode = ULP_REFMODEL_HIT; /* chunking is a way to run a miss */
+    assert_int_equal(ulp_refmodel_run(&o, &err), ULP_EINVAL);
+
     ulp_refmodel_mode mode;
     int batch;
     assert_int_equal(ulp_refmodel_mode_parse("batch=0", &mode, &batch), -1);
