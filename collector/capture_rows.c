@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "writer.h"
+#include "capture_name.h"
 
 /* Rows of a descriptor with positions: the product of its leading extents. */
 static uint64_t row_count(const ulp_capture_desc *d)

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_name.h"
 #include "capture_rows.h"
 #include "session_internal.h"
 

@@ -89,10 +89,4 @@ ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err);
 /* Closes the file and frees the writer.  NULL is accepted. */
 ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err);
 
-/*
- * Whether `name` can be a capture name: not empty, no '/', not "." or "..",
- * valid UTF-8 without control characters below 0x20.
- */
-int ulp__capture_name_ok(const char *name);
-
 #endif /* ULPPROF_COLLECTOR_WRITER_H */

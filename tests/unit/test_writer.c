@@ -14,6 +14,7 @@
 #include <inttypes.h>
 
 #include "capture_testutil.h"
+#include "collector/capture_name.h"
 #include "collector/writer.h"
 
 static char g_path[1200];
