@@ -74,7 +74,7 @@ static herr_t select_range(hid_t space, int rank, const hsize_t *dims, hsize_t *
 /*
  * Opens a dataset with a chunk cache that holds a few of its chunks: HDF5's
  * default of 1 MiB makes slab reads of larger compressed chunks re-inflate
- * the chunk for every slab (notes/hdf5.md: 29 s instead of 0.6 s).
+ * the chunk for every slab (docs/hdf5.md: 29 s instead of 0.6 s).
  */
 static hid_t open_for_reading(hid_t file, const ulp__capture_src *src)
 {
@@ -155,7 +155,7 @@ static ulp_status read_h5(const ulp_snapshot *s, size_t i, uint64_t first, uint6
     if (H5Sget_select_npoints(fspace) != (hssize_t)count)
         goto fail;
     /* Memory type = file type: HDF5 moves the bits and converts nothing.  The
-     * memory space has the slab's size (never H5S_ALL, see notes/hdf5.md). */
+     * memory space has the slab's size (never H5S_ALL, see docs/hdf5.md). */
     if (H5Dread(d, type, mspace, fspace, H5P_DEFAULT, buf) < 0)
         goto fail;
     goto cleanup;
