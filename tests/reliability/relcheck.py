@@ -22,7 +22,7 @@ import make_snapshots  # noqa: E402
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "")
 ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
 LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
-REFMODEL = os.path.join(BUILD, "samples", "refmodel", "ulpprof-refmodel")
+REFMODEL = os.path.join(BUILD, "workload", "ulpprof-refmodel")
 SIZES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1,
          "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1}
 UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
