@@ -231,6 +231,13 @@ typedef struct blk_res {
         }                                                                                          \
         return maxd;                                                                               \
     }                                                                                              \
+    /* The spacing of the format at magnitude bits m: |a - b| <= distance * spacing at the         \
+     * larger magnitude, since every step between them is at most that wide. */                    \
+    static inline double NAME##_spacing(uint32_t m)                                                \
+    {                                                                                              \
+        int e = (int)(m >> (MANB));                                                                \
+        return ldexp(1.0, (e ? e : 1) - (BIAS) - (MANB));                                          \
+    }                                                                                              \
     static inline double NAME##_val(uint32_t x)                                                    \
     {                                                                                              \
         uint32_t mx = x & (uint32_t)(((uint64_t)1 << ((W)-1)) - 1), bx;                            \
@@ -345,8 +352,13 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
                 first_diffs(acc, dtype, pa, pb, m, at, r.nnf > 0);                                 \
             if (r.maxd == 0)                                                                       \
                 continue;                                                                          \
+            /* Can this block beat the running max |a - b|?  Its bound: the largest distance       \
+             * times the spacing at its largest magnitude (exact in double). */                    \
+            int want_abs = acc->max_abs_diff_flat < 0 ||                                           \
+                           (double)r.maxd * NAME##_spacing(r.maxmag) > acc->max_abs_diff;          \
             unsigned passes = (unsigned)hist_bin(r.maxd) + 1;                                      \
-            if ((uint64_t)r.ndiff * SPARSE_COST <= (uint64_t)m * (DENSE_K2 + passes)) {            \
+            if ((uint64_t)r.ndiff * SPARSE_COST <=                                                 \
+                (uint64_t)m * ((want_abs ? DENSE_K2 : 0) + passes)) {                              \
                 /* Four 64-bit words of distances at a time; most are zero. */                     \
                 unsigned per = 32 / sizeof(L);                                                     \
                 for (unsigned i = 0; i < m; i += per) {                                            \
@@ -364,6 +376,8 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
                             unsigned q = i + k * (8 / sizeof(L)) + lane;                           \
                             x &= ~((uint64_t)(L) ~(L)0 << (lane * 8 * sizeof(L)));                 \
                             acc->hist[hist_bin(dv[q])]++;                                          \
+                            if (!want_abs)                                                         \
+                                continue;                                                          \
                             double d = fabs(NAME##_val(pa[q]) - NAME##_val(pb[q]));                \
                             if (d > acc->max_abs_diff) {                                           \
                                 acc->max_abs_diff = d;                                             \
@@ -374,6 +388,8 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
                 }                                                                                  \
             } else {                                                                               \
                 HIST(acc->hist, dv, m, r.maxd);                                                    \
+                if (!want_abs)                                                                     \
+                    continue;                                                                      \
                 /* float32 |a - b| first; the exact maximum in double only where it                \
                  * can reach the running one (see may_grow). */                                    \
                 uint32_t maxi, maxf = NAME##_k2(pa, pb, m, &maxi);                                 \
