@@ -90,6 +90,8 @@ typedef struct ulp__logits_row {
 } ulp__logits_row;
 void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab,
                            ulp__logits_row *out);
+/* logits_row.c: the same from float32 rows, vectorized (vocab < 2^32). */
+void ulp__logits_row_f32(const float *za, const float *zb, uint64_t vocab, ulp__logits_row *out);
 /* Total variation and P(inverse-CDF picks differ) at temperature t.
  * `work` holds 2 * vocab doubles. */
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,

@@ -11,10 +11,16 @@
  * inverse-CDF sampling driven by the same uniform draw picks different
  * tokens (exactly: the measure of u in [0, 1) whose tokens differ).
  *
- * Rows are read a few at a time (at least one whole row), so memory is
- * bounded by the chunk size or one row, whichever is larger.
+ * The rows are shared out to the diff's worker threads a chunk's worth
+ * (at least one row) at a time and read in place from the file's mapping;
+ * each row goes through float32 kernels that gcc vectorizes
+ * (logits_row.c) when its format fits in float32, through doubles
+ * otherwise, and through doubles for the sampling figures.  Memory: one
+ * chunk (or one row, if larger) per thread, and a few bytes per row.
  */
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,8 +154,8 @@ void ulp__logits_free(ulp_diff_logits *lg)
     memset(lg, 0, sizeof *lg);
 }
 
-static void explain(const ulp_diff_logits *lg, const double *za, const double *zb, uint64_t row,
-                    ulp_diff_flip *f)
+/* Why row `row` flipped; z4: z_A[argmax_a], z_A[argmax_b], z_B[argmax_a], z_B[argmax_b]. */
+static void explain(const ulp_diff_logits *lg, const double *z4, uint64_t row, ulp_diff_flip *f)
 {
     f->row = row;
     f->argmax_a = lg->argmax_a[row];
@@ -161,8 +167,8 @@ static void explain(const ulp_diff_logits *lg, const double *za, const double *z
         f->gap_perturbation_ulps = (double)NAN;
         return;
     }
-    double a1 = za[f->argmax_a], a2 = za[f->argmax_b];
-    double b1 = zb[f->argmax_a], b2 = zb[f->argmax_b];
+    double a1 = z4[0], a2 = z4[1];
+    double b1 = z4[2], b2 = z4[3];
     f->gap_a = a1 - a2;
     f->gap_b = b1 - b2;
     f->gap_perturbation = f->gap_b - f->gap_a;
@@ -174,21 +180,185 @@ static void explain(const ulp_diff_logits *lg, const double *za, const double *z
     f->gap_perturbation_ulps = fabs(f->gap_perturbation) / ulp_dtype_ulp_at(lg->dtype, mag);
 }
 
-ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
-                           const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err)
-{
-    const ulp_capture_info *c = ulp_snapshot_capture(a, ia);
-    ulp_status st = ULP_OK;
-    unsigned char *ra = NULL, *rb = NULL;
-    double *za = NULL, *zb = NULL, *work = NULL;
-    size_t sz = ulp_dtype_size(c->dtype);
+/* The rows of one logits pair, shared by the threads that analyse them. */
+typedef struct lg_job {
+    const ulp_snapshot *a, *b;
+    size_t ia, ib;
+    const ulp_diff_options *opts;
+    ulp_diff_logits *lg;
+    ulp_diff_flip *slot; /* [rows]: the explanation of a flipped row, in place */
+    uint64_t per;        /* rows per task                                       */
+    atomic_uint_fast64_t next;
+    atomic_int stop;
+    pthread_mutex_t lock; /* guards err                                         */
+    ulp_error err;
+} lg_job;
 
-    lg->dtype = c->dtype;
-    lg->vocab = c->ndim ? (uint64_t)c->shape[c->ndim - 1] : 1;
-    lg->rows = 1;
-    for (int k = 0; k + 1 < c->ndim; k++)
-        lg->rows *= (uint64_t)c->shape[k];
+/* Raw bits -> float32 (exact for every float format up to 32 bits). */
+static void to_float(ulp_dtype dt, const unsigned char *raw, uint64_t n, float *out)
+{
+    size_t sz = ulp_dtype_size(dt);
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = (float)ulp_dtype_to_double(dt, ulp_dtype_load_bits(dt, raw + i * sz));
+}
+
+static void to_double(ulp_dtype dt, const unsigned char *raw, uint64_t n, double *out)
+{
+    size_t sz = ulp_dtype_size(dt);
+    for (uint64_t i = 0; i < n; i++)
+        out[i] = ulp_dtype_to_double(dt, ulp_dtype_load_bits(dt, raw + i * sz));
+}
+
+/* Per-thread scratch: float rows for formats other than f32, double rows for f64 and sampling. */
+typedef struct lg_scratch {
+    unsigned char *ba, *bb; /* per * vocab elements each, when a view needs a copy */
+    float *fa, *fb;         /* vocab each                                       */
+    double *za, *zb, *work; /* vocab, vocab, 2 * vocab                          */
+} lg_scratch;
+
+static void scratch_free(lg_scratch *s)
+{
+    free(s->ba);
+    free(s->bb);
+    free(s->fa);
+    free(s->fb);
+    free(s->za);
+    free(s->zb);
+    free(s->work);
+}
+
+static int scratch_init(lg_scratch *s, const lg_job *j)
+{
+    ulp_dtype dt = j->lg->dtype;
+    uint64_t V = j->lg->vocab;
+    size_t bytes = (size_t)(j->per * V * ulp_dtype_size(dt)) + 1;
+    int wide = !(dt == ULP_DTYPE_F32 || dt == ULP_DTYPE_BF16 || dt == ULP_DTYPE_F16 ||
+                 dt == ULP_DTYPE_F8E4M3 || dt == ULP_DTYPE_F8E5M2);
+    memset(s, 0, sizeof *s);
+    s->ba = malloc(bytes);
+    s->bb = malloc(bytes);
+    if (!s->ba || !s->bb)
+        return -1;
+    if (!wide && dt != ULP_DTYPE_F32) {
+        s->fa = malloc((V + 1) * sizeof *s->fa);
+        s->fb = malloc((V + 1) * sizeof *s->fb);
+        if (!s->fa || !s->fb)
+            return -1;
+    }
+    if (wide || j->opts->n_temperatures > 0) {
+        s->za = malloc((V + 1) * sizeof *s->za);
+        s->zb = malloc((V + 1) * sizeof *s->zb);
+        s->work = malloc((2 * V + 1) * sizeof *s->work);
+        if (!s->za || !s->zb || !s->work)
+            return -1;
+    }
+    return 0;
+}
+
+/* One row: the statistics, the flip's explanation, the sampling figures. */
+static void one_row(lg_job *j, lg_scratch *s, const unsigned char *ra, const unsigned char *rb,
+                    uint64_t row)
+{
+    ulp_diff_logits *lg = j->lg;
+    ulp_dtype dt = lg->dtype;
+    uint64_t V = lg->vocab;
+    ulp__logits_row rs;
+    const float *fa = NULL, *fb = NULL;
+    if (s->za != NULL) {
+        to_double(dt, ra, V, s->za);
+        to_double(dt, rb, V, s->zb);
+    }
+    if (dt == ULP_DTYPE_F32) {
+        fa = (const float *)(const void *)ra;
+        fb = (const float *)(const void *)rb;
+    } else if (s->fa != NULL) {
+        to_float(dt, ra, V, s->fa);
+        to_float(dt, rb, V, s->fb);
+        fa = s->fa;
+        fb = s->fb;
+    }
+    if (fa != NULL && V <= UINT32_MAX)
+        ulp__logits_row_f32(fa, fb, V, &rs);
+    else
+        ulp__logits_row_stats(s->za, s->zb, V, &rs);
+    lg->argmax_a[row] = rs.argmax_a;
+    lg->argmax_b[row] = rs.argmax_b;
+    lg->margin_a[row] = rs.margin_a;
+    lg->margin_b[row] = rs.margin_b;
+    lg->max_perturbation[row] = rs.max_perturbation;
+    lg->flipped[row] = rs.argmax_a != rs.argmax_b;
+    double mm = rs.margin_a < rs.margin_b ? rs.margin_a : rs.margin_b;
+    lg->at_risk[row] = !lg->flipped[row] && mm < rs.max_perturbation;
+    if (lg->flipped[row]) {
+        double z4[4] = {0, 0, 0, 0};
+        int64_t at[4] = {rs.argmax_a, rs.argmax_b, rs.argmax_a, rs.argmax_b};
+        for (int k = 0; k < 4; k++) {
+            if (at[k] < 0)
+                continue;
+            const unsigned char *r = k < 2 ? ra : rb;
+            z4[k] = ulp_dtype_to_double(
+                dt, ulp_dtype_load_bits(dt, r + (size_t)at[k] * ulp_dtype_size(dt)));
+        }
+        explain(lg, z4, row, &j->slot[row]);
+    }
+    for (int k = 0; k < lg->n_sampling; k++) {
+        ulp_diff_sampling *sp = &lg->sampling[k];
+        ulp__logits_sampling(s->za, s->zb, V, sp->temperature, s->work, &sp->tv[row],
+                             &sp->p_differ[row]);
+    }
+}
+
+static void lg_fail(lg_job *j, const ulp_error *e)
+{
+    pthread_mutex_lock(&j->lock);
+    if (j->err.status == ULP_OK)
+        j->err = *e;
+    pthread_mutex_unlock(&j->lock);
+    atomic_store(&j->stop, 1);
+}
+
+/* Takes `per` rows at a time until none is left; reads the file's pages in place. */
+static void *lg_worker(void *arg)
+{
+    lg_job *j = arg;
+    ulp_diff_logits *lg = j->lg;
     uint64_t R = lg->rows, V = lg->vocab;
+    size_t sz = ulp_dtype_size(lg->dtype);
+    lg_scratch s;
+    ulp_error e;
+    ulp_error_clear(&e);
+    if (scratch_init(&s, j) != 0) {
+        ulp__error(&e, ULP_ENOMEM, "out of memory for logits rows");
+        lg_fail(j, &e);
+        goto cleanup;
+    }
+    for (;;) {
+        if (atomic_load(&j->stop))
+            break;
+        uint64_t r0 = atomic_fetch_add(&j->next, 1) * j->per;
+        if (r0 >= R)
+            break;
+        uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
+        const void *va, *vb;
+        if (ulp_snapshot_view(j->a, j->ia, r0 * V, nr * V, s.ba, &va, &e) != ULP_OK ||
+            ulp_snapshot_view(j->b, j->ib, r0 * V, nr * V, s.bb, &vb, &e) != ULP_OK) {
+            lg_fail(j, &e);
+            break;
+        }
+        for (uint64_t q = 0; q < nr; q++)
+            one_row(j, &s, (const unsigned char *)va + q * V * sz,
+                    (const unsigned char *)vb + q * V * sz, r0 + q);
+        ulp_snapshot_view_release(j->a, va, nr * V * sz);
+        ulp_snapshot_view_release(j->b, vb, nr * V * sz);
+    }
+cleanup:
+    scratch_free(&s);
+    return NULL;
+}
+
+static ulp_status alloc_rows(ulp_diff_logits *lg, const ulp_diff_options *opts)
+{
+    uint64_t R = lg->rows;
     lg->argmax_a = calloc(R + 1, sizeof *lg->argmax_a);
     lg->argmax_b = calloc(R + 1, sizeof *lg->argmax_b);
     lg->margin_a = calloc(R + 1, sizeof *lg->margin_a);
@@ -198,75 +368,33 @@ ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot 
     lg->at_risk = calloc(R + 1, 1);
     if (!lg->argmax_a || !lg->argmax_b || !lg->margin_a || !lg->margin_b || !lg->max_perturbation ||
         !lg->flipped || !lg->at_risk)
-        goto oom;
+        return ULP_ENOMEM;
     lg->n_sampling = opts->n_temperatures;
     for (int k = 0; k < lg->n_sampling; k++) {
         lg->sampling[k].temperature = opts->temperatures[k];
         lg->sampling[k].tv = calloc(R + 1, sizeof(double));
         lg->sampling[k].p_differ = calloc(R + 1, sizeof(double));
         if (!lg->sampling[k].tv || !lg->sampling[k].p_differ)
-            goto oom;
+            return ULP_ENOMEM;
     }
+    return ULP_OK;
+}
 
-    uint64_t per = V ? opts->chunk_elements / V : 1;
-    if (per == 0)
-        per = 1;
-    if (per > R)
-        per = R ? R : 1;
-    ra = malloc(per * V * sz + 1);
-    rb = malloc(per * V * sz + 1);
-    za = malloc((V + 1) * sizeof *za);
-    zb = malloc((V + 1) * sizeof *zb);
-    work = malloc((2 * V + 1) * sizeof *work);
-    if (!ra || !rb || !za || !zb || !work)
-        goto oom;
-
-    size_t cap_flips = 0;
-    for (uint64_t r0 = 0; r0 < R; r0 += per) {
-        uint64_t nr = R - r0 < per ? R - r0 : per;
-        if (V > 0) {
-            st = ulp_snapshot_read(a, ia, r0 * V, nr * V, ra, err);
-            if (st == ULP_OK)
-                st = ulp_snapshot_read(b, ib, r0 * V, nr * V, rb, err);
-            if (st != ULP_OK)
-                goto cleanup;
-        }
-        for (uint64_t q = 0; q < nr; q++) {
-            uint64_t row = r0 + q;
-            for (uint64_t i = 0; i < V; i++) {
-                size_t off = (size_t)((q * V + i) * sz);
-                za[i] = ulp_dtype_to_double(c->dtype, ulp_dtype_load_bits(c->dtype, ra + off));
-                zb[i] = ulp_dtype_to_double(c->dtype, ulp_dtype_load_bits(c->dtype, rb + off));
-            }
-            ulp__logits_row rs;
-            ulp__logits_row_stats(za, zb, V, &rs);
-            lg->argmax_a[row] = rs.argmax_a;
-            lg->argmax_b[row] = rs.argmax_b;
-            lg->margin_a[row] = rs.margin_a;
-            lg->margin_b[row] = rs.margin_b;
-            lg->max_perturbation[row] = rs.max_perturbation;
-            lg->flipped[row] = rs.argmax_a != rs.argmax_b;
-            double mm = rs.margin_a < rs.margin_b ? rs.margin_a : rs.margin_b;
-            lg->at_risk[row] = !lg->flipped[row] && mm < rs.max_perturbation;
-            lg->rows_at_risk += lg->at_risk[row];
-            if (lg->flipped[row]) {
-                lg->argmax_flips++;
-                if (lg->n_flips == cap_flips) {
-                    size_t nc = cap_flips ? 2 * cap_flips : 8;
-                    ulp_diff_flip *nf = realloc(lg->flips, nc * sizeof *nf);
-                    if (nf == NULL)
-                        goto oom;
-                    lg->flips = nf;
-                    cap_flips = nc;
-                }
-                explain(lg, za, zb, row, &lg->flips[lg->n_flips++]);
-            }
-            for (int k = 0; k < lg->n_sampling; k++) {
-                ulp_diff_sampling *s = &lg->sampling[k];
-                ulp__logits_sampling(za, zb, V, s->temperature, work, &s->tv[row],
-                                     &s->p_differ[row]);
-            }
-        }
+/* Counts, the flips in row order, the sampling summaries. */
+static ulp_status summarize(ulp_diff_logits *lg, const ulp_diff_flip *slot)
+{
+    uint64_t R = lg->rows;
+    for (uint64_t row = 0; row < R; row++) {
+        lg->argmax_flips += lg->flipped[row];
+        lg->rows_at_risk += lg->at_risk[row];
+    }
+    if (lg->argmax_flips > 0) {
+        lg->flips = calloc((size_t)lg->argmax_flips, sizeof *lg->flips);
+        if (lg->flips == NULL)
+            return ULP_ENOMEM;
+        for (uint64_t row = 0; row < R; row++)
+            if (lg->flipped[row])
+                lg->flips[lg->n_flips++] = slot[row];
     }
     for (int k = 0; k < lg->n_sampling; k++) {
         ulp_diff_sampling *s = &lg->sampling[k];
@@ -281,15 +409,70 @@ ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot 
         s->tv_mean = R ? st_tv / (double)R : 0.0;
         s->p_differ_mean = R ? st_p / (double)R : 0.0;
     }
-    goto cleanup;
+    return ULP_OK;
+}
 
-oom:
-    st = ulp__error(err, ULP_ENOMEM, "out of memory for the logits of '%s'", c->name);
-cleanup:
-    free(ra);
-    free(rb);
-    free(za);
-    free(zb);
-    free(work);
+ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
+                           const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err)
+{
+    const ulp_capture_info *c = ulp_snapshot_capture(a, ia);
+    lg_job j;
+    memset(&j, 0, sizeof j);
+    lg->dtype = c->dtype;
+    lg->vocab = c->ndim ? (uint64_t)c->shape[c->ndim - 1] : 1;
+    lg->rows = 1;
+    for (int k = 0; k + 1 < c->ndim; k++)
+        lg->rows *= (uint64_t)c->shape[k];
+    uint64_t R = lg->rows, V = lg->vocab;
+    j.slot = calloc(R + 1, sizeof *j.slot);
+    if (j.slot == NULL || alloc_rows(lg, opts) != ULP_OK) {
+        free(j.slot);
+        return ulp__error(err, ULP_ENOMEM, "out of memory for the logits of '%s'", c->name);
+    }
+    if (R == 0 || V == 0) {
+        /* Empty rows: nothing to read; argmax -1, margins NaN, as for all-NaN rows. */
+        for (uint64_t row = 0; row < R; row++) {
+            lg->argmax_a[row] = lg->argmax_b[row] = -1;
+            lg->margin_a[row] = lg->margin_b[row] = (double)NAN;
+        }
+        ulp_status st = summarize(lg, j.slot);
+        free(j.slot);
+        return st == ULP_OK ? ULP_OK : ulp__error(err, st, "out of memory");
+    }
+    j.a = a;
+    j.b = b;
+    j.ia = ia;
+    j.ib = ib;
+    j.opts = opts;
+    j.lg = lg;
+    /* Rows per task: a chunk's worth, at least one row. */
+    j.per = opts->chunk_elements / V ? opts->chunk_elements / V : 1;
+    ulp_error_clear(&j.err);
+    atomic_init(&j.next, 0);
+    atomic_init(&j.stop, 0);
+    pthread_mutex_init(&j.lock, NULL);
+    uint64_t tasks = (R + j.per - 1) / j.per;
+    int nthreads = opts->threads < 1 ? 1 : opts->threads;
+    if ((uint64_t)nthreads > tasks)
+        nthreads = (int)tasks;
+    pthread_t tids[64];
+    int started = 0;
+    for (int i = 1; i < nthreads && i < 64; i++) {
+        if (pthread_create(&tids[started], NULL, lg_worker, &j) != 0)
+            break; /* fewer threads still finish the work */
+        started++;
+    }
+    lg_worker(&j);
+    for (int i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    pthread_mutex_destroy(&j.lock);
+    ulp_status st = j.err.status;
+    if (st != ULP_OK) {
+        if (err)
+            *err = j.err;
+    } else if (summarize(lg, j.slot) != ULP_OK) {
+        st = ulp__error(err, ULP_ENOMEM, "out of memory for the logits of '%s'", c->name);
+    }
+    free(j.slot);
     return st;
 }

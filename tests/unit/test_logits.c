@@ -135,12 +135,126 @@ static void test_logits__two_tokens_by_hand(void **state)
     assert_true(fabs(tv - fabs(s - q)) < 1e-15);
 }
 
+/* The definition, written out here (FORMAT.md): first index of the largest
+ * non-NaN value; margin top-1 minus top-2 (a repeated top is a tie, 0; a
+ * lone candidate inf; none NaN); largest |a - b| over finite pairs. */
+static void ref_top2(const float *z, size_t n, int64_t *arg, double *margin)
+{
+    int64_t best = -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(z[i]) && (best < 0 || z[i] > z[best]))
+            best = (int64_t)i;
+    *arg = best;
+    if (best < 0) {
+        *margin = (double)NAN;
+        return;
+    }
+    int64_t second = -1;
+    for (size_t i = 0; i < n; i++)
+        if ((int64_t)i != best && !isnan(z[i]) && (second < 0 || z[i] > z[second]))
+            second = (int64_t)i;
+    if (second < 0)
+        *margin = HUGE_VAL;
+    else if (z[second] == z[best])
+        *margin = 0.0;
+    else
+        *margin = (double)z[best] - (double)z[second];
+}
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static uint64_t rnd64(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static float draw_logit(int kind)
+{
+    uint64_t r = rnd64();
+    switch (kind == 0 ? r % 10 : 9) {
+    case 0:
+        return NAN;
+    case 1:
+        return HUGE_VALF;
+    case 2:
+        return -HUGE_VALF;
+    case 3:
+        return 2.0f; /* ties */
+    default:
+        return (float)((int64_t)(r >> 40) % 2001 - 1000) / 64.0f;
+    }
+}
+
+static void same_double(double got, double want)
+{
+    if (isnan(want))
+        assert_true(isnan(got));
+    else
+        assert_true(got == want);
+}
+
+/* The float32 kernels and the double path against the definition, rows of every size class. */
+static void test_logits__row_kernels_vs_definition(void **state)
+{
+    (void)state;
+    static const size_t sizes[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 65, 1000, 151936};
+    size_t nmax = 151936;
+    float *a = malloc(nmax * 4), *b = malloc(nmax * 4);
+    double *da = malloc(nmax * 8), *db = malloc(nmax * 8);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        for (int rep = 0; rep < 40; rep++) {
+            size_t n = sizes[s];
+            int plain = rep % 2; /* half the rows without specials */
+            for (size_t i = 0; i < n; i++) {
+                a[i] = draw_logit(!plain);
+                b[i] = rnd64() % 4 ? a[i] : draw_logit(!plain);
+            }
+            if (rep == 2)
+                for (size_t i = 0; i < n; i++)
+                    a[i] = NAN;
+            if (rep == 4)
+                for (size_t i = 0; i < n; i++)
+                    a[i] = -HUGE_VALF;
+            int64_t arg;
+            double margin, pert = 0;
+            for (size_t i = 0; i < n; i++) {
+                da[i] = a[i];
+                db[i] = b[i];
+                if (isfinite(a[i]) && isfinite(b[i]) && fabs(da[i] - db[i]) > pert)
+                    pert = fabs(da[i] - db[i]);
+            }
+            ulp__logits_row rf, rd;
+            ulp__logits_row_f32(a, b, n, &rf);
+            ulp__logits_row_stats(da, db, n, &rd);
+            ref_top2(a, n, &arg, &margin);
+            assert_int_equal(rf.argmax_a, arg);
+            assert_int_equal(rd.argmax_a, arg);
+            same_double(rf.margin_a, margin);
+            same_double(rd.margin_a, margin);
+            ref_top2(b, n, &arg, &margin);
+            assert_int_equal(rf.argmax_b, arg);
+            assert_int_equal(rd.argmax_b, arg);
+            same_double(rf.margin_b, margin);
+            same_double(rd.margin_b, margin);
+            assert_true(rf.max_perturbation == pert);
+            assert_true(rd.max_perturbation == pert);
+        }
+    }
+    free(a);
+    free(b);
+    free(da);
+    free(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_logits__argmax_ties_and_margins),
         cmocka_unit_test(test_logits__sampling_vs_monte_carlo),
         cmocka_unit_test(test_logits__two_tokens_by_hand),
+        cmocka_unit_test(test_logits__row_kernels_vs_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
