@@ -1,0 +1,59 @@
+#!/bin/bash
+# .ci/includes: two modules that include each other fail, naming both; a
+# module's own private header (x.c -> x_internal.h -> x.h) is no circle; a
+# longer circle through three modules fails too.
+set -u
+: "${ULPPROF_SOURCE_DIR:?source tree}"
+CHECK=$ULPPROF_SOURCE_DIR/.ci/includes
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+TMP=$(mktemp -d "${ULPPROF_BUILD_DIR:-/tmp}/test_includes.XXXXXX") || exit 2
+trap 'rm -rf "$TMP"' EXIT
+export GIT_CEILING_DIRECTORIES=$TMP
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+# expect NAME WANT_RC DIR
+expect() {
+    "$PY" "$CHECK" "$3" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ "$rc" -eq "$2" ] || fail "$1: exit $rc, want $2 ($(cat "$TMP/out" "$TMP/err"))"
+}
+# src DIR FILE INCLUDES...: writes FILE including each of INCLUDES.
+src() {
+    local dir=$1 file=$2
+    shift 2
+    mkdir -p "$dir/$(dirname "$file")"
+    : >"$dir/$file"
+    for i in "$@"; do echo "#include \"$i\"" >>"$dir/$file"; done
+}
+
+T=$TMP/ok
+src "$T" lib/x.h
+src "$T" lib/x_internal.h x.h
+src "$T" lib/x.c x_internal.h other.h
+src "$T" lib/other.h "../include/pub/api.h"
+src "$T" lib/other.c other.h
+src "$T" include/pub/api.h
+expect "private header" 0 "$T"
+grep -q "no circle" "$TMP/out" || fail "private header: no verdict line"
+
+T=$TMP/two
+src "$T" col/session.h
+src "$T" col/session.c session.h writer.h
+src "$T" col/writer.h
+src "$T" col/writer.c writer.h col/session.h
+expect "two modules" 1 "$T"
+grep -q "col/session.*col/writer" "$TMP/err" || fail "two modules: circle not named"
+
+T=$TMP/three
+src "$T" a.c b.h
+src "$T" b.c c.h
+src "$T" c.c a.h
+src "$T" a.h
+src "$T" b.h
+src "$T" c.h
+expect "three modules" 1 "$T"
+
+[ "$fails" -eq 0 ] && echo "test_includes: all passed"
+exit $((fails > 0))
