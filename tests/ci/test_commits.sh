@@ -1,8 +1,9 @@
 #!/bin/bash
 # .ci/commits: a subject over 72 characters after the base fails, one of 72
-# passes (characters, not bytes), subjects before the base are not judged,
-# and a history without the base (shallow clone, unrelated branch, no git
-# repository) is reported as not checked, never failed.
+# passes (characters, not bytes), subjects before the base and exempt
+# commits are not judged, and a history without the base (shallow clone,
+# unrelated branch, no git repository) is reported as not checked, never
+# failed.
 set -u
 : "${ULPPROF_SOURCE_DIR:?source tree}"
 CHECK=$ULPPROF_SOURCE_DIR/.ci/commits
@@ -18,7 +19,8 @@ export GIT_CEILING_DIRECTORIES=$TMP
 # expect NAME WANT_RC REPO [BASE]: runs the check, output in $TMP/out, $TMP/err.
 expect() {
     local name=$1 want=$2 repo=$3 base=${4:-}
-    ULPPROF_COMMITS_BASE=$base bash "$CHECK" "$repo" >"$TMP/out" 2>"$TMP/err"
+    ULPPROF_COMMITS_BASE=$base ULPPROF_COMMITS_EXEMPT=${EXEMPT:-} bash "$CHECK" "$repo" \
+        >"$TMP/out" 2>"$TMP/err"
     local rc=$?
     [ "$rc" -eq "$want" ] || fail "$name: exit $rc, want $want ($(cat "$TMP/out" "$TMP/err"))"
 }
@@ -41,6 +43,12 @@ bad=$(git -C "$R" rev-parse --short HEAD)
 expect "73 characters" 1 "$R" "$base"
 grep -q "$bad: subject of 73 characters" "$TMP/err" || fail "73 characters: commit not named"
 [ "$(grep -c 'subject of' "$TMP/err")" -eq 1 ] || fail "73 characters: the commits before the base were judged"
+# A commit named as exempt (landed before the rule was enforced) is excused, only it.
+EXEMPT=$(git -C "$R" rev-parse HEAD) expect "exempt commit" 0 "$R" "$base"
+commit "$(subject 74)"
+EXEMPT=$(git -C "$R" rev-parse HEAD~1) expect "exempt and another" 1 "$R" "$base"
+grep -q "subject of 74" "$TMP/err" || fail "exempt and another: the other not named"
+grep -q "subject of 73" "$TMP/err" && fail "exempt and another: the exempt one named"
 
 # Histories the check cannot judge pass, and say so.
 expect "unknown base" 0 "$R" "0123456789abcdef"
