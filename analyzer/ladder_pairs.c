@@ -50,18 +50,26 @@ typedef struct work {
     ulp_error err;
 } work;
 
-/* Index along axis 0 of the first element whose bits differ; -1 when none. */
+/*
+ * The row of the first element whose bits differ: over the capture's row
+ * axes when it records positions, else along axis 0; -1 when none.
+ */
 static int64_t first_row(const ulp_snapshot *sa, size_t ia, const ulp_snapshot *sb, size_t ib,
                          ulp_error *err, ulp_status *st)
 {
     const ulp_capture_info *c = ulp_snapshot_capture(sa, ia);
     size_t es = ulp_dtype_size(c->dtype);
-    if (c->ndim < 1 || c->shape[0] <= 0 || es == 0)
+    uint64_t rows = c->row_rank > 0 && c->positions ? c->rows
+                    : c->ndim >= 1                  ? (uint64_t)c->shape[0]
+                                                    : 0;
+    *st = ULP_OK;
+    if (rows == 0 || es == 0)
         return -1;
-    uint64_t per_row = c->elements / (uint64_t)c->shape[0], chunk = 65536;
+    uint64_t per_row = c->elements / rows, chunk = 65536;
     unsigned char *x = malloc(chunk * es), *y = malloc(chunk * es);
     int64_t row = -1;
-    *st = x && y ? ULP_OK : ulp__error(err, ULP_ENOMEM, "out of memory");
+    if (!x || !y)
+        *st = ulp__error(err, ULP_ENOMEM, "out of memory");
     for (uint64_t at = 0; *st == ULP_OK && row < 0 && at < c->elements; at += chunk) {
         uint64_t n = c->elements - at < chunk ? c->elements - at : chunk;
         if ((*st = ulp_snapshot_read(sa, ia, at, n, x, err)) != ULP_OK ||
@@ -105,7 +113,8 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
                                        .differing = row->m.differing,
                                        .elements = row->elements,
                                        .max_ulp = row->m.max_ulp,
-                                       .row = -1};
+                                       .row = -1,
+                                       .position = -1};
     if (row->status != ULP_DIFF_DIFFERS)
         return ULP_OK;
     ptrdiff_t ia = ulp_snapshot_find(sa, row->name, row->occurrence);
@@ -113,6 +122,9 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
     ulp_status st = ULP_OK;
     if (ia >= 0 && ib >= 0)
         p->first.row = first_row(sa, (size_t)ia, sb, (size_t)ib, err, &st);
+    const ulp_capture_info *c = ia >= 0 ? ulp_snapshot_capture(sa, (size_t)ia) : NULL;
+    if (c && c->positions && p->first.row >= 0 && (uint64_t)p->first.row < c->rows)
+        p->first.position = c->positions[p->first.row];
     return st;
 }
 

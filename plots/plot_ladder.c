@@ -144,7 +144,10 @@ static void rung_text(const ulp_ladder_result *r, const ulp_ladder_rung *g, char
                                r->runs[p->b].label);
         if (p->has_first && at < len) {
             at += (size_t)snprintf(buf + at, len - at, ", first at %s", p->first.capture);
-            if (p->first.row >= 0 && at < len)
+            if (p->first.position >= 0 && at < len)
+                at += (size_t)snprintf(buf + at, len - at, " position %lld",
+                                       (long long)p->first.position);
+            else if (p->first.row >= 0 && at < len)
                 at += (size_t)snprintf(buf + at, len - at, " row %lld", (long long)p->first.row);
         }
         if (p->logits_rows && at < len)

@@ -129,8 +129,8 @@ static void explain(const ulp_ladder_result *r)
             printf(", %zu of %zu pairs differ; earliest: %s vs %s at %s", g->n_breaking,
                    g->n_deciding, r->runs[p->a].label, r->runs[p->b].label,
                    p->has_first ? p->first.capture : "?");
-            if (p->has_first && p->first.row >= 0)
-                printf(" row %lld", (long long)p->first.row);
+            if (p->has_first && p->first.position >= 0)
+                printf(" token position %lld", (long long)p->first.position);
         }
         printf("\n");
     }

@@ -116,6 +116,8 @@ static void print_first(const out *o, const ulp_ladder_pair *p)
         fprintf(o->f, " (layer %d)", d->layer);
     if (d->status != ULP_DIFF_DIFFERS)
         fprintf(o->f, " %s", ulp_diff_status_name(d->status));
+    else if (d->position >= 0)
+        fprintf(o->f, " position %" PRId64, d->position);
     else if (d->row >= 0)
         fprintf(o->f, " row %" PRId64, d->row);
     if (p->n_ranks > 1 || d->rank > 0)

@@ -138,6 +138,8 @@ typedef struct tap_ctx {
     ulp_status st;  /* first capture error */
     uint16_t *bits; /* bf16 staging */
     size_t cap_bits;
+    int hi;             /* the tapped rows end at token position hi (exclusive) */
+    int64_t *positions; /* [hi]: 0, 1, ..., hi - 1                              */
 } tap_ctx;
 
 static void on_tap(void *vctx, const char *what, int layer, int is_logits, const float *rows,
@@ -154,6 +156,11 @@ static void on_tap(void *vctx, const char *what, int layer, int is_logits, const
     d.ndim = 2;
     d.shape = shape;
     size_t n = (size_t)nrows * (size_t)ncols;
+    /* Every tapped tensor holds the last rows of the suffix: positions [hi - nrows, hi). */
+    if (t->positions && nrows <= t->hi) {
+        d.positions = t->positions + (t->hi - nrows);
+        d.row_rank = 1;
+    }
     if (is_logits) {
         snprintf(name, sizeof name, "lm_head.logits");
         d.data = rows;
@@ -334,6 +341,13 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
         set_run(s, "prefill_chunk", "none");
 
     tc.s = s;
+    tc.hi = n;
+    if ((tc.positions = malloc((size_t)n * sizeof *tc.positions)) == NULL) {
+        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+        goto cleanup;
+    }
+    for (int i = 0; i < n; i++)
+        tc.positions[i] = i;
     ulp__rm_tap tap = {.seq = batch - 1,
                        .lo = cached,
                        .hi = n,
@@ -419,6 +433,7 @@ cleanup:
     free(lens);
     free(count);
     free(tc.bits);
+    free(tc.positions);
     ulp__rm_kvcache_release(&cache);
     ulp__rm_model_release(&model);
     return st;

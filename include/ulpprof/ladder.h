@@ -83,9 +83,11 @@ typedef struct ulp_ladder_divergence {
     ulp_diff_status status;
     uint64_t differing, elements;
     uint64_t max_ulp;
-    int64_t row; /* index along axis 0 of the first differing element (the token
-                    row for [tokens, hidden] tensors); -1 when not compared
-                    (shape or dtype mismatch) or the tensor is a scalar */
+    int64_t row;      /* the row of the first differing element: its index over the
+                         capture's row axes (FORMAT.md `positions`), else along axis 0;
+                         -1 when not compared (shape or dtype mismatch) or a scalar */
+    int64_t position; /* that row's token position (A's); -1 when the capture
+                         records none                                        */
 } ulp_ladder_divergence;
 
 typedef struct ulp_ladder_pair {

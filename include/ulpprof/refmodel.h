@@ -112,7 +112,8 @@ ULP_API void ulp_refmodel_options_init(ulp_refmodel_options *opts);
  * and writes the snapshot `opts->out`: per layer `model.layers.<i>.attn_out`,
  * `.mlp_out` and `.out` (bf16, [suffix_rows, hidden]) and `lm_head.logits`
  * (f32, role logits, [logits_rows, vocab]), with the conditions in /run.
- * The suffix rows are the prompt's last N - cached tokens in every mode.
+ * The suffix rows are the prompt's last N - cached tokens in every mode;
+ * each capture records its rows' token positions (FORMAT.md `positions`).
  * On error `err` (may be NULL) says why.
  */
 ULP_API ulp_status ulp_refmodel_run(const ulp_refmodel_options *opts, ulp_error *err);

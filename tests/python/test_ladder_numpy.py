@@ -71,8 +71,10 @@ def write_run(path, run, label, perturb=None, flip=False, reshape_layer=None, en
         bits = acts[lay]
         if reshape_layer == lay:
             bits = bits.reshape(ROWS * 2, HIDDEN // 2)
+        # Token positions on every capture but the reshaped one (rows 100..103).
+        pos = None if reshape_layer == lay else list(range(100, 100 + ROWS))
         caps.append({"name": "model.layers.%d.out" % lay, "bits": bits, "dtype": "bf16",
-                     "layer": lay})
+                     "layer": lay, "positions": pos})
     caps.append({"name": "lm_head.logits", "bits": logits.view(np.uint32), "dtype": "f32",
                  "role": "logits"})
     ds.write_snapshot(path, caps, label=label, run=run, env=env)
@@ -93,8 +95,10 @@ def read_snapshot(path):
                 dtype = dtype.decode() if isinstance(dtype, bytes) else dtype
                 layer = int(d.attrs["layer"]) if "layer" in d.attrs else None
                 raw = np.array(d[()]).view(ds.STORAGE[dtype][0])
+                pos = np.array(d.attrs["positions"]) if "positions" in d.attrs else None
                 caps.append({"name": name, "occ": int(occ), "seq": int(d.attrs["seq"]),
-                             "dtype": dtype, "bits": raw, "layer": layer, "role": role})
+                             "dtype": dtype, "bits": raw, "layer": layer, "role": role,
+                             "positions": pos})
     caps.sort(key=lambda c: c["seq"])
     return {"run": run, "env": env, "caps": caps, "label": None}
 
@@ -134,11 +138,16 @@ def compare_files(a, b):
             continue
         identical = False
         if first is None:
-            row = None
-            if status == "differs" and c["bits"].ndim >= 1 and c["bits"].shape[0] > 0:
-                row = int(ne[0] // (c["bits"].size // c["bits"].shape[0]))
+            row = position = None
+            pos = c["positions"]
+            rows = pos.size if pos is not None else (
+                c["bits"].shape[0] if c["bits"].ndim >= 1 else 0)
+            if status == "differs" and rows > 0:
+                row = int(ne[0] // (c["bits"].size // rows))
+                if pos is not None:
+                    position = int(pos.ravel()[row])
             first = {"capture": c["name"], "occurrence": c["occ"], "layer": c["layer"],
-                     "status": status, "row": row}
+                     "status": status, "row": row, "position": position}
     for c in b["caps"]:
         if (c["name"], c["occ"]) not in amap:
             identical = False
@@ -236,7 +245,7 @@ def compare_report(name, rep, runs, ignore=()):
         else:
             check(fd is not None and all(fd[k] == ef[k] for k in
                                          ("capture", "occurrence", "layer", "status", "row",
-                                          "rank")),
+                                          "position", "rank")),
                   "%s first divergence %r vs %r" % (tag, fd, ef))
     for got, exp in zip(rep["rungs"], rungs):
         tag = "%s: rung %d" % (name, exp["level"])
