@@ -3,12 +3,17 @@
  * runs CMD with the capture session configured through its environment
  * (ULPPROF_OUTPUT, ULPPROF_LABEL, ULPPROF_ATTR) and libulpprof_cuda.so as
  * both its CUDA and its NVTX injection library, as `nsys profile` does.
- * The exit status is CMD's (128+N when a signal N killed it, 127 when it
- * could not be started), so `record` can stand in for the command in
- * scripts; errors of `record` itself exit 2 before CMD runs.
+ * It also tells CMD where the host capture library is
+ * (ULPPROF_CAPTURE_LIBRARY), for helpers that load it, such as the Python
+ * package's.  The exit status is CMD's (128+N when a signal N killed it, 127
+ * when it could not be started), so `record` can stand in for the command in
+ * scripts; errors of `record` itself exit 2 before CMD runs, and a CMD that
+ * exits 0 without writing a snapshot makes it exit 2 (unless --allow-empty),
+ * so that a CI script cannot carry on with nothing.
  */
 #include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,8 +26,10 @@
 #include "cli.h"
 
 #define RECORD_USAGE                                                                               \
-    "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] -- CMD [ARGS...]"
-#define CUDA_LIB_NAME "libulpprof_cuda.so"
+    "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] [--allow-empty] -- CMD "       \
+    "[ARGS...]"
+#define CUDA_LIB_NAME    "libulpprof_cuda.so"
+#define CAPTURE_LIB_NAME "libulpprof_capture.so"
 
 static void record_help(void)
 {
@@ -37,6 +44,8 @@ static void record_help(void)
            "  ULPPROF_ATTR            /run attributes (--attr, appended to any set)\n"
            "  CUDA_INJECTION64_PATH   libulpprof_cuda.so (unless --no-cuda)\n"
            "  NVTX_INJECTION64_PATH   libulpprof_cuda.so (unless --no-cuda)\n"
+           "  ULPPROF_CAPTURE_LIBRARY libulpprof_capture.so, the host capture library\n"
+           "                          (for helpers that load it, e.g. ulpprof.torch)\n"
            "\n"
            "options:\n"
            "  -o, --output FILE  snapshot to write; %%p is the process id, %%r the rank\n"
@@ -46,11 +55,14 @@ static void record_help(void)
            "  -l, --label L      run label, e.g. miss, hit, bs1 (default: run)\n"
            "  -a, --attr K=V     a /run attribute (repeatable), e.g. cache=hit\n"
            "      --no-cuda      do not set the injection variables\n"
+           "      --allow-empty  exit with CMD's status 0 even when no snapshot was written\n"
            "  -h, --help         show this help\n"
            "\n"
-           "ULPPROF_CUDA_LIBRARY overrides where libulpprof_cuda.so is found.\n"
+           "ULPPROF_CUDA_LIBRARY and ULPPROF_CAPTURE_LIBRARY override where the\n"
+           "libraries are found (default: beside the program, or ../lib).\n"
            "Exit status: CMD's; 128+N if signal N killed it; 127 if it could not\n"
-           "be run; 2 for a usage error of record itself.\n");
+           "be run; 2 for a usage error of record itself, and 2 when CMD exited 0\n"
+           "but no snapshot was written (unless --allow-empty).\n");
 }
 
 /* Appends `s` to `out` with ',', '=' and '\' escaped for ULPPROF_ATTR. */
@@ -70,15 +82,17 @@ static int file_exists(const char *p)
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* The injection library: $ULPPROF_CUDA_LIBRARY, else beside the program in
- * an install or a build tree.  Returns 0 and fills `out` when found. */
-static int find_cuda_library(char *out, size_t size)
+/* A library of ours: $<env_var>, else beside the program in an install (or
+ * a pip package: ulpprof/bin, ulpprof/lib) or in a build tree (<build_dir>).
+ * Returns 0 and fills `out` when found. */
+static int find_library(const char *lib_name, const char *env_var, const char *build_dir, char *out,
+                        size_t size)
 {
-    const char *env = getenv("ULPPROF_CUDA_LIBRARY");
+    const char *env = getenv(env_var);
     if (env != NULL && *env != '\0') {
         if (realpath(env, out) != NULL && file_exists(out))
             return 0;
-        cli_error("record: ULPPROF_CUDA_LIBRARY '%s' does not exist", env);
+        cli_error("record: %s '%s' does not exist", env_var, env);
         return -1;
     }
     char exe[PATH_MAX];
@@ -90,20 +104,101 @@ static int find_cuda_library(char *out, size_t size)
     if (slash == NULL)
         return -1;
     *slash = '\0';
-    static const char *const rel[] = {
-        "",        /* beside the program                 */
-        "/../lib", /* installed: PREFIX/bin, PREFIX/lib  */
-        "/../lib64",
-        "/../lib/x86_64-linux-gnu",
-        "/../collector/cuda", /* build tree: programs/ulpprof       */
-    };
+    /* Beside the program; installed (PREFIX/bin and PREFIX/lib, also the pip
+     * package's ulpprof/bin and ulpprof/lib); the build tree. */
+    const char *rel[] = {"", "/../lib", "/../lib64", "/../lib/x86_64-linux-gnu", build_dir};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        char cand[PATH_MAX + 64];
-        snprintf(cand, sizeof(cand), "%s%s/" CUDA_LIB_NAME, exe, rel[i]);
+        char cand[PATH_MAX + 128];
+        snprintf(cand, sizeof(cand), "%s%s/%s", exe, rel[i], lib_name);
         if (file_exists(cand) && realpath(cand, out) != NULL && strlen(out) < size)
             return 0;
     }
     return -1;
+}
+
+/*
+ * The files the output pattern can name: %p, %r and %h become '*', %l the
+ * label, %% a '%'.  Fills `g` (globfree() it); returns the number found.
+ */
+static size_t output_files(const char *pattern, const char *label, glob_t *g)
+{
+    char pat[PATH_MAX * 2];
+    size_t n = 0;
+    for (const char *p = pattern; *p != '\0' && n + 8 < sizeof(pat); p++) {
+        if (*p == '%' && (p[1] == 'p' || p[1] == 'r' || p[1] == 'h')) {
+            pat[n++] = '*';
+            p++;
+        } else if (*p == '%' && p[1] == 'l') {
+            for (const char *q = label; *q != '\0' && n + 8 < sizeof(pat); q++) {
+                if (*q == '*' || *q == '?' || *q == '[' || *q == '\\')
+                    pat[n++] = '\\';
+                pat[n++] = *q;
+            }
+            p++;
+        } else if (*p == '%' && p[1] == '%') {
+            pat[n++] = '%';
+            p++;
+        } else {
+            if (*p == '*' || *p == '?' || *p == '[' || *p == '\\')
+                pat[n++] = '\\';
+            pat[n++] = *p;
+        }
+    }
+    pat[n] = '\0';
+    memset(g, 0, sizeof(*g));
+    if (glob(pat, 0, NULL, g) != 0)
+        return 0;
+    return g->gl_pathc;
+}
+
+/* What a file was before CMD ran, to tell whether CMD wrote it. */
+typedef struct file_mark {
+    char *path;
+    struct stat st;
+} file_mark;
+
+static int stat_changed(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino != b->st_ino || a->st_dev != b->st_dev || a->st_size != b->st_size ||
+           a->st_mtim.tv_sec != b->st_mtim.tv_sec || a->st_mtim.tv_nsec != b->st_mtim.tv_nsec;
+}
+
+/* Records the files the pattern names now; returns their count (marks owned). */
+static size_t marks_take(const char *pattern, const char *label, file_mark **out)
+{
+    glob_t g;
+    size_t n = output_files(pattern, label, &g);
+    *out = n > 0 ? calloc(n, sizeof(**out)) : NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n && *out != NULL; i++) {
+        (*out)[k].path = strdup(g.gl_pathv[i]);
+        if ((*out)[k].path != NULL && stat(g.gl_pathv[i], &(*out)[k].st) == 0)
+            k++;
+        else
+            free((*out)[k].path);
+    }
+    globfree(&g);
+    return k;
+}
+
+/* 1 when a file the pattern names is new or changed since the marks. */
+static int snapshot_written(const char *pattern, const char *label, const file_mark *marks,
+                            size_t n_marks)
+{
+    glob_t g;
+    size_t n = output_files(pattern, label, &g);
+    int written = 0;
+    for (size_t i = 0; i < n && !written; i++) {
+        struct stat st;
+        if (stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        written = 1;
+        for (size_t j = 0; j < n_marks; j++)
+            if (strcmp(marks[j].path, g.gl_pathv[i]) == 0 && !stat_changed(&marks[j].st, &st))
+                written = 0;
+    }
+    globfree(&g);
+    return written;
 }
 
 static int set_env(const char *name, const char *value)
@@ -164,12 +259,18 @@ static int run_child(char **argv)
 int cmd_record(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'}, {"label", required_argument, NULL, 'l'},
-        {"attr", required_argument, NULL, 'a'},   {"no-cuda", no_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'},
+        {"label", required_argument, NULL, 'l'},
+        {"attr", required_argument, NULL, 'a'},
+        {"no-cuda", no_argument, NULL, 'N'},
+        {"help", no_argument, NULL, 'h'},
+        {"allow-empty", no_argument, NULL, 'E'},
+        {NULL, 0, NULL, 0},
     };
     const char *output = NULL, *label = NULL;
-    int no_cuda = 0;
+    int no_cuda = 0, allow_empty = 0;
+    file_mark *marks = NULL;
+    size_t n_marks = 0;
     /* ULPPROF_ATTR as built: every --attr escaped, after any inherited. */
     size_t attr_cap = 64, attr_len = 0;
     for (int i = 1; i < argc; i++)
@@ -217,6 +318,9 @@ int cmd_record(int argc, char **argv)
         case 'N':
             no_cuda = 1;
             break;
+        case 'E':
+            allow_empty = 1;
+            break;
         case 'h':
             record_help();
             rc = CLI_EXIT_OK;
@@ -258,7 +362,8 @@ int cmd_record(int argc, char **argv)
         goto cleanup;
     if (!no_cuda) {
         char lib[PATH_MAX];
-        if (find_cuda_library(lib, sizeof(lib)) == 0) {
+        if (find_library(CUDA_LIB_NAME, "ULPPROF_CUDA_LIBRARY", "/../collector/cuda", lib,
+                         sizeof(lib)) == 0) {
             const char *vars[] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
             for (int i = 0; i < 2; i++) {
                 const char *old = getenv(vars[i]);
@@ -275,12 +380,37 @@ int cmd_record(int argc, char **argv)
         }
     }
 
+    {
+        char lib[PATH_MAX];
+        if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../collector", lib,
+                         sizeof(lib)) == 0) {
+            if (set_env("ULPPROF_CAPTURE_LIBRARY", lib) != 0)
+                goto cleanup;
+        } else if (getenv("ULPPROF_CAPTURE_LIBRARY") != NULL) {
+            goto cleanup; /* a bad override was named above */
+        }
+    }
+
+    const char *run_label = label != NULL ? label : "run";
+    n_marks = marks_take(abs_out, run_label, &marks);
     rc = run_child(argv + optind);
 
-    /* A plain path that never appeared: the program captured nothing. */
-    if (strchr(abs_out, '%') == NULL && !file_exists(abs_out))
-        cli_error("record: no snapshot was written to '%s' (nothing was captured)", abs_out);
+    /* Nothing written: the program captured nothing.  A successful exit
+     * with nothing to show is an error, so that a script cannot go on. */
+    if (!snapshot_written(abs_out, run_label, marks, n_marks)) {
+        if (rc == CLI_EXIT_OK && !allow_empty) {
+            cli_error("record: '%s' exited 0 but no snapshot was written to '%s' (nothing was "
+                      "captured; --allow-empty accepts that)",
+                      argv[optind], abs_out);
+            rc = CLI_EXIT_ERROR;
+        } else {
+            cli_error("record: no snapshot was written to '%s' (nothing was captured)", abs_out);
+        }
+    }
 cleanup:
+    for (size_t i = 0; i < n_marks; i++)
+        free(marks[i].path);
+    free(marks);
     free(attrs);
     return rc;
 }

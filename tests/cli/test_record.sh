@@ -81,9 +81,32 @@ expect_rc 137 $? "killed child"
 grep -q "killed by signal 9" "$T/err" || fail "signal not reported: $(cat "$T/err")"
 "$ULPPROF" record -o "$T/n.h5" -- "$T/does-not-exist" 2>"$T/err"
 expect_rc 127 $? "missing program"
+# A child that exits 0 but writes no snapshot: exit 2, one line; --allow-empty
+# keeps its 0 (and still says it); a failing child keeps its own status.
 "$ULPPROF" record -o "$T/z.h5" -- true 2>"$T/err"
-expect_rc 0 $? "true"
-grep -q "no snapshot was written" "$T/err" || fail "empty run not noted: $(cat "$T/err")"
+expect_rc 2 $? "true, nothing written"
+grep -q "^ulpprof: record: 'true' exited 0 but no snapshot was written to '$T/z.h5'" "$T/err" ||
+    fail "empty run not refused: $(cat "$T/err")"
+[[ $(grep -c . "$T/err") == 1 ]] || fail "empty run: one line expected: $(cat "$T/err")"
+"$ULPPROF" record --allow-empty -o "$T/z.h5" -- true 2>"$T/err"
+expect_rc 0 $? "--allow-empty"
+grep -q "no snapshot was written" "$T/err" || fail "allowed empty run not noted: $(cat "$T/err")"
+"$ULPPROF" record -o "$T/z.h5" -- false 2>"$T/err"
+expect_rc 1 $? "false, nothing written"
+# A file left by an earlier run does not count as written by this one.
+cp "$T/run.h5" "$T/old.h5"
+"$ULPPROF" record -o "$T/old.h5" -- true 2>"$T/err"
+expect_rc 2 $? "stale file"
+"$ULPPROF" record -o "$T/old-%p.h5" -- true 2>"$T/err"
+expect_rc 2 $? "pattern, nothing written"
+# The child is told where the host capture library is.
+"$ULPPROF" record --allow-empty -o "$T/e.h5" -- sh -c 'echo "$ULPPROF_CAPTURE_LIBRARY"' \
+    >"$T/out" 2>/dev/null
+[[ "$(cat "$T/out")" == "$(realpath "$ULPPROF_BUILD_DIR/collector/libulpprof_capture.so")" ]] ||
+    fail "ULPPROF_CAPTURE_LIBRARY: '$(cat "$T/out")'"
+ULPPROF_CAPTURE_LIBRARY="$T/nope.so" "$ULPPROF" record -o "$T/e.h5" -- true 2>"$T/err"
+expect_rc 2 $? "bad ULPPROF_CAPTURE_LIBRARY"
+grep -q "ULPPROF_CAPTURE_LIBRARY '$T/nope.so' does not exist" "$T/err" || fail "$(cat "$T/err")"
 
 # 4. Usage: --help on stdout with 0; errors on one stderr line with 2.
 "$ULPPROF" record --help >"$T/out" 2>"$T/err"

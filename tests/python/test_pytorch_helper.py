@@ -1,8 +1,10 @@
-"""samples/pytorch/ulpprof_torch.py on CPU: forward hooks -> host capture API
-(ctypes) -> snapshot, run under `ulpprof record`.  The captured bits are
-compared with the same model recomputed here with plain torch (no hooks),
-so a capture of the wrong tensor, shape, dtype or bytes fails.  Skipped,
-loudly, without torch (Debian: python3-torch)."""
+"""ulpprof.torch (the package in python/ulpprof) on CPU with Debian's torch:
+forward hooks -> the host capture library through ctypes -> a snapshot that
+h5py reads.  Every captured tensor is compared bit for bit with the same
+modules run by hand, without hooks, in the same process before the capture
+(one thread: the same kernels).  Also: names, layers, roles, steps, tuple
+outputs, row selection, the package's library lookup, one session per file,
+and the errors.  Skipped, loudly, without torch (Debian: python3-torch)."""
 import os
 import subprocess
 import sys
@@ -18,13 +20,26 @@ import numpy as np
 
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
 SRC = os.environ["ULPPROF_SOURCE_DIR"]
-ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 LIB = os.path.join(BUILD, "collector", "libulpprof_capture.so")
-SAMPLE = os.path.join(SRC, "samples", "pytorch")
-sys.path.insert(0, SAMPLE)
+ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = LIB
+sys.path.insert(0, os.path.join(SRC, "python"))
+sys.path.insert(0, os.path.join(SRC, "samples", "pytorch"))
 import tiny_model  # noqa: E402
+import ulpprof.torch  # noqa: E402
+from ulpprof import _lib  # noqa: E402
 
+torch.set_num_threads(1)
 fails = []
+
+
+def check(cond, msg):
+    if not cond:
+        fails.append(msg)
+
+
+def s(v):
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def raw(ds):
@@ -37,73 +52,129 @@ def raw(ds):
 
 def bits(t):
     t = t.contiguous()
-    width = t.element_size()
-    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[width]
-    u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[width]
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    u = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[t.element_size()]
     return t.view(view).numpy().view(u)
 
 
-def expected(batch, dtype, layers=4, tokens=16, seed=0):
-    """Layer outputs (row 0) and logits (row 0), recomputed without hooks."""
-    torch.manual_seed(seed)
-    model = tiny_model.TinyLM(n_layers=layers).to("cpu", getattr(torch, dtype)).eval()
-    g = torch.Generator().manual_seed(seed + 1)
-    tok = torch.randint(0, 512, (batch, tokens), generator=g)
-    tok[0] = torch.randint(0, 512, (tokens,), generator=torch.Generator().manual_seed(99))
-    outs = []
+def by_hand(model, ids):
+    """{name: tensor} of every module the helper hooks, run without hooks."""
+    out = {}
     with torch.no_grad():
-        x = model.embed(tok)
-        for layer in model.layers:
-            x = layer(x)
-            outs.append(x[:1].clone())
-        logits = model.lm_head(model.norm(x))
-    return outs, logits[:1].clone()
+        x = model.model.embed_tokens(ids)
+        out["model.embed_tokens"] = x
+        for i, layer in enumerate(model.model.layers):
+            a = layer.self_attn(layer.input_layernorm(x))
+            h = x + a
+            m = layer.mlp(layer.post_attention_layernorm(h))
+            x = h + m
+            out["model.layers.%d.self_attn" % i] = a
+            out["model.layers.%d.mlp" % i] = m
+            out["model.layers.%d" % i] = x
+        n = model.model.norm(x)
+        out["model.norm"] = n
+        out["lm_head"] = model.lm_head(n)
+    return out
 
 
-torch.set_num_threads(1)
-env = dict(os.environ, ULPPROF_CAPTURE_LIBRARY=LIB, OMP_NUM_THREADS="1")
+NAMES = (["model.embed_tokens"] + ["model.layers.%d%s" % (i, sub) for i in range(2)
+                                   for sub in (".self_attn", ".mlp", "")]
+         + ["model.norm", "lm_head"])
+
 with tempfile.TemporaryDirectory() as tmp:
+    # 1. Bits, names, layers, roles, steps: two dtypes, two batch sizes, two passes.
     for dtype, fmt in (("float32", "f32"), ("bfloat16", "bf16")):
         for batch in (1, 3):
+            model, ids = tiny_model.make(batch, tokens=6, layers=2, dtype=dtype)
+            want = by_hand(model, ids)
             path = os.path.join(tmp, "%s-bs%d.h5" % (dtype, batch))
-            p = subprocess.run([ULPPROF, "record", "--no-cuda", "-o", path, "--label",
-                                "bs%d" % batch, "--attr", "batch_size=%d" % batch, "--",
-                                sys.executable, os.path.join(SAMPLE, "tiny_model.py"),
-                                "--device", "cpu", "--batch", str(batch), "--dtype", dtype],
-                               env=env, capture_output=True, text=True, timeout=600)
-            if p.returncode != 0 or p.stderr:
-                fails.append("%s: exit %d, stderr %r" % (path, p.returncode, p.stderr))
-                continue
-            outs, logits = expected(batch, dtype)
+            with torch.no_grad(), ulpprof.torch.capture(
+                    model, path, label="bs%d" % batch, run={"batch_size": batch}) as cap:
+                check([sp.name for sp in cap.specs] == NAMES, "specs %s" % cap.specs)
+                model(ids)
+                model(ids)
+            check(_lib.library_path() == os.path.realpath(LIB), "library %s" % _lib.library_path())
             with h5py.File(path, "r") as f:
-                caps = f["captures"]
-                names = ["model.layers.%d.out" % i for i in range(4)] + ["logits"]
-                if sorted(caps) != sorted(names):
-                    fails.append("%s: captures %s" % (path, sorted(caps)))
-                    continue
-                for i, name in enumerate(names):
-                    ds = caps[name]["0"]
-                    want = outs[i] if name != "logits" else logits
-                    dt = ds.attrs["dtype"]
-                    dt = dt.decode() if isinstance(dt, bytes) else dt
-                    if dt != fmt or tuple(ds.shape) != tuple(want.shape):
-                        fails.append("%s %s: dtype %s shape %s, want %s %s"
-                                     % (path, name, dt, ds.shape, fmt, tuple(want.shape)))
-                        continue
-                    if not np.array_equal(raw(ds), bits(want)):
-                        fails.append("%s %s: bits differ from the recomputation" % (path, name))
-                    role = ds.attrs.get("role", b"activation")
-                    role = role.decode() if isinstance(role, bytes) else role
-                    if role != ("logits" if name == "logits" else "activation"):
-                        fails.append("%s %s: role %s" % (path, name, role))
-                    layer = int(ds.attrs.get("layer", -1))
-                    if layer != (i if name != "logits" else -1):
-                        fails.append("%s %s: layer %d" % (path, name, layer))
-                    if int(ds.attrs.get("step", -99)) != 0:
-                        fails.append("%s %s: step" % (path, name))
-                run = f["run"].attrs["batch_size"]
-                if (run.decode() if isinstance(run, bytes) else run) != str(batch):
-                    fails.append("%s: /run batch_size" % path)
+                check(sorted(f["captures"]) == sorted(NAMES), "%s: %s" % (path, list(f["captures"])))
+                check(s(f.attrs["label"]) == "bs%d" % batch, "%s: label" % path)
+                check(s(f["run"].attrs["batch_size"]) == str(batch), "%s: /run" % path)
+                for name in NAMES:
+                    for occ in range(2):
+                        ds = f["captures"][name][str(occ)]
+                        w = want[name]
+                        check(s(ds.attrs["dtype"]) == fmt and ds.shape == tuple(w.shape),
+                              "%s %s: %s %s" % (path, name, s(ds.attrs["dtype"]), ds.shape))
+                        check(np.array_equal(raw(ds), bits(w)),
+                              "%s %s/%d: bits differ from the modules run by hand"
+                              % (path, name, occ))
+                        check(int(ds.attrs["step"]) == occ, "%s %s: step" % (path, name))
+                        layer = int(ds.attrs.get("layer", -1))
+                        wl = int(name.split(".")[2]) if name.startswith("model.layers.") else -1
+                        check(layer == wl, "%s %s: layer %d" % (path, name, layer))
+                        role = s(ds.attrs.get("role", "activation"))
+                        check(role == ("logits" if name == "lm_head" else "activation"),
+                              "%s %s: role %s" % (path, name, role))
+
+    # 2. select keeps batch rows; match keeps names; outputs="all" takes the
+    #    tuple's other tensors (here None: nothing more).
+    model, ids = tiny_model.make(3, tokens=5, layers=2)
+    want = by_hand(model, ids)
+    path = os.path.join(tmp, "sel.h5")
+    with torch.no_grad(), ulpprof.torch.capture(model, path, select=[0, 2],
+                                                match=r"layers\.1$|lm_head", outputs="all"):
+        model(ids)
+    with h5py.File(path, "r") as f:
+        check(sorted(f["captures"]) == ["lm_head", "model.layers.1"], list(f["captures"]))
+        for name in ("lm_head", "model.layers.1"):
+            check(np.array_equal(raw(f["captures"][name]["0"]), bits(want[name][[0, 2]])),
+                  "select: %s rows 0, 2" % name)
+
+    # 3. One session per file: a second capture on an open file shares it.
+    m1, ids1 = tiny_model.make(1, tokens=4, layers=2)
+    m2, _ = tiny_model.make(1, tokens=4, layers=2, seed=5)
+    path = os.path.join(tmp, "two.h5")
+    with torch.no_grad(), ulpprof.torch.capture(m1, path), \
+            ulpprof.torch.capture(m2, path, prefix="draft."):
+        m1(ids1)
+        m2(ids1)
+    with h5py.File(path, "r") as f:
+        check("draft.lm_head" in f["captures"] and "lm_head" in f["captures"],
+              "shared file: %s" % list(f["captures"]))
+    try:
+        with _lib.Session(path) as one:
+            _lib.Session(path)
+        fails.append("a second session on one file was opened")
+    except _lib.CaptureError as e:
+        check("one session per file" in str(e), str(e))
+
+    # 4. Errors: an unwritable path, a model without layers, hooks removed.
+    try:
+        ulpprof.torch.capture(m1, os.path.join(tmp, "no", "such", "dir.h5"))
+        fails.append("capture into a missing directory did not raise")
+    except ulpprof.torch.CaptureError as e:
+        check("cannot capture to" in str(e), str(e))
+    try:
+        ulpprof.torch.capture(torch.nn.Linear(2, 2), os.path.join(tmp, "x.h5"))
+        fails.append("a model without layers did not raise")
+    except ValueError as e:
+        check("no decoder layers" in str(e), str(e))
+    check(not any(m._forward_hooks for m in m1.modules()), "hooks left after close")
+    check("forward" not in m1.__dict__, "forward wrapper left after close")
+
+    # 5. The sample program under `ulpprof record` (path from -o).
+    out = os.path.join(tmp, "rec.h5")
+    env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
+    env.pop("ULPPROF_CAPTURE_LIBRARY")
+    p = subprocess.run([ULPPROF, "record", "--no-cuda", "-o", out, "--label", "bs2", "--",
+                        sys.executable, os.path.join(SRC, "samples", "pytorch", "tiny_model.py"),
+                        "--batch", "2", "--device", "cpu", "--layers", "2"],
+                       env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and p.stderr == "", "record: %d %r" % (p.returncode, p.stderr))
+    if p.returncode == 0:
+        with h5py.File(out, "r") as f:
+            check(sorted(f["captures"]) == sorted(NAMES), list(f["captures"]))
+            check(f["captures"]["lm_head"]["0"].shape == (1, 16, 512), "select=[0] in the sample")
+            check(s(f.attrs["label"]) == "bs2", "record's label")
 
 for f in fails:
     print("FAIL:", f)

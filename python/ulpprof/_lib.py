@@ -1,0 +1,268 @@
+"""The host capture library (libulpprof_capture.so) through ctypes.
+
+One copy of the library serves the whole process: the first one found is
+loaded and kept, and a copy that is already mapped into the process (a C
+extension linked to it) is the one used.  Sessions are explicit
+(ulp_session_open); at most one is open per file in this process.
+"""
+import ctypes
+import os
+import threading
+
+__all__ = ["CaptureError", "Session", "library", "library_path", "DTYPE_CODES", "ROLE_CODES"]
+
+# FORMAT.md dtype names -> ulp_dtype values (include/ulpprof/dtype.h).
+DTYPE_CODES = {"f64": 0, "f32": 1, "f16": 2, "bf16": 3, "f8e4m3": 4, "f8e5m2": 5,
+               "i64": 6, "i32": 7, "i16": 8, "i8": 9, "u8": 10}
+DTYPE_SIZES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "f8e4m3": 1, "f8e5m2": 1,
+               "i64": 8, "i32": 4, "i16": 2, "i8": 1, "u8": 1}
+# Role names -> ulp_role values (include/ulpprof/format.h).
+ROLE_CODES = {"activation": 0, "logits": 1, "kv": 2, "input": 3, "weight": 4}
+LAYER_NONE = -1
+STEP_NONE = -(2 ** 63)
+_ULP_EDISABLED = -15
+LIB_NAME = "libulpprof_capture.so"
+
+
+class CaptureError(RuntimeError):
+    """A capture session could not be opened or used; the message says why."""
+
+
+class _Options(ctypes.Structure):
+    # ulp_session_options (include/ulpprof/capture.h), the fields we set.
+    _fields_ = [("path", ctypes.c_char_p), ("label", ctypes.c_char_p),
+                ("attrs", ctypes.c_char_p), ("queue_bytes", ctypes.c_size_t),
+                ("writer", ctypes.c_char_p), ("record_env", ctypes.c_int)]
+
+
+class _Desc(ctypes.Structure):
+    # ulp_capture_desc (include/ulpprof/capture.h).  The token fields at the
+    # end are read only by a library that knows them; an older one stops
+    # before them, so passing them is harmless.
+    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+                ("ndim", ctypes.c_int), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("layer", ctypes.c_int32), ("role", ctypes.c_int), ("step", ctypes.c_int64),
+                ("has_kernels", ctypes.c_int), ("kernels", ctypes.c_int64 * 2),
+                ("device_ptr", ctypes.c_uint64), ("stream", ctypes.c_uint64),
+                ("time_ns", ctypes.c_int64),
+                ("positions", ctypes.POINTER(ctypes.c_int64)),
+                ("requests", ctypes.POINTER(ctypes.c_int64)),
+                ("row_rank", ctypes.c_int32), ("n_inputs", ctypes.c_int32),
+                ("inputs", ctypes.POINTER(ctypes.c_char_p))]
+
+
+_lock = threading.RLock()
+_lib = None
+_lib_path = None
+_open_paths = {}  # realpath -> Session, the sessions this process has open
+
+
+def _package_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def _mapped_copy(stem):
+    """The path of a copy of `stem` (e.g. libulpprof_capture.so) already mapped here."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.rstrip("\n").split(" ")[-1]
+                if os.path.basename(path).startswith(stem):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def candidates():
+    """Where the host library is looked for, in order."""
+    out = []
+    mapped = _mapped_copy(LIB_NAME)
+    if mapped:
+        out.append(mapped)
+    env = os.environ.get("ULPPROF_CAPTURE_LIBRARY")
+    if env:
+        out.append(env)
+    pkg = _package_dir()
+    for sub in ("lib", "lib64"):
+        d = os.path.join(pkg, sub)
+        if os.path.isdir(d):
+            for name in sorted(os.listdir(d)):
+                if name.startswith(LIB_NAME):
+                    out.append(os.path.join(d, name))
+    return out
+
+
+def _declare(lib):
+    c = ctypes
+    lib.ulp_session_options_init.argtypes = [c.c_void_p]
+    lib.ulp_session_options_init.restype = None
+    lib.ulp_session_open.argtypes = [c.c_void_p, c.POINTER(c.c_void_p), c.c_void_p]
+    lib.ulp_session_open.restype = c.c_int
+    lib.ulp_session_path.argtypes = [c.c_void_p]
+    lib.ulp_session_path.restype = c.c_char_p
+    for fn in (lib.ulp_session_set_run, lib.ulp_session_set_env):
+        fn.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p]
+        fn.restype = c.c_int
+    lib.ulp_session_set_step.argtypes = [c.c_void_p, c.c_int64]
+    lib.ulp_session_set_step.restype = c.c_int
+    lib.ulp_capture_desc_init.argtypes = [c.c_void_p]
+    lib.ulp_capture_desc_init.restype = None
+    lib.ulp_session_capture.argtypes = [c.c_void_p, c.c_void_p]
+    lib.ulp_session_capture.restype = c.c_int
+    lib.ulp_session_flush.argtypes = [c.c_void_p]
+    lib.ulp_session_flush.restype = c.c_int
+    lib.ulp_session_close.argtypes = [c.c_void_p]
+    lib.ulp_session_close.restype = c.c_int
+    lib.ulp_status_str.argtypes = [c.c_int]
+    lib.ulp_status_str.restype = c.c_char_p
+    lib.ulp_capture_session.argtypes = []
+    lib.ulp_capture_session.restype = c.c_void_p
+
+
+def library():
+    """The process's one host capture library (loaded once); CaptureError if none."""
+    global _lib, _lib_path
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = candidates()
+        errors = []
+        for path in tried:
+            try:
+                lib = ctypes.CDLL(path)
+                _declare(lib)
+            except (OSError, AttributeError) as e:
+                errors.append("%s: %s" % (path, e))
+                continue
+            _lib, _lib_path = lib, os.path.realpath(path)
+            return _lib
+        if not tried:
+            raise CaptureError("%s not found: not in this package (%s/lib) and "
+                               "ULPPROF_CAPTURE_LIBRARY is not set" % (LIB_NAME, _package_dir()))
+        raise CaptureError("cannot load %s: %s" % (LIB_NAME, "; ".join(errors)))
+
+
+def library_path():
+    """The path of the loaded host library, or None before library()."""
+    return _lib_path
+
+
+def status_str(st):
+    return library().ulp_status_str(st).decode()
+
+
+class Session:
+    """An explicit capture session on one snapshot file.
+
+    path None means $ULPPROF_OUTPUT (what `ulpprof record -o` sets), label
+    None $ULPPROF_LABEL; `run` adds /run attributes.  Raises CaptureError when
+    the file cannot be created, or when this process already has a session
+    open on it.
+    """
+
+    def __init__(self, path=None, label=None, run=None, queue_mb=None):
+        lib = library()
+        target = path if path is not None else os.environ.get("ULPPROF_OUTPUT")
+        if not target:
+            raise CaptureError("no snapshot path: pass one, or run under "
+                               "`ulpprof record -o FILE` (ULPPROF_OUTPUT is not set)")
+        buf = ctypes.create_string_buffer(256)  # room for fields a newer library adds
+        lib.ulp_session_options_init(buf)
+        opts = _Options.from_buffer(buf)
+        keep = []
+        if path is not None:
+            keep.append(os.fsencode(path))
+            opts.path = keep[-1]
+        if label is not None:
+            keep.append(str(label).encode())
+            opts.label = keep[-1]
+        if queue_mb:
+            opts.queue_bytes = int(queue_mb) << 20
+        opts.record_env = 1
+        handle = ctypes.c_void_p()
+        with _lock:
+            real = os.path.realpath(target)
+            if "%" not in target and real in _open_paths:
+                raise CaptureError("'%s' already has a capture session open in this process "
+                                   "(one session per file)" % target)
+            default = lib.ulp_capture_session()
+            if default and os.path.realpath(lib.ulp_session_path(default).decode()) == real:
+                raise CaptureError("'%s' is the default session's file (ULPPROF_OUTPUT) of the "
+                                   "host library: one session per file" % target)
+            st = lib.ulp_session_open(buf, ctypes.byref(handle), None)
+            if st != 0:
+                raise CaptureError("cannot capture to '%s': %s" % (target, status_str(st)))
+            self._h = handle
+            self.path = lib.ulp_session_path(handle).decode()
+            self._key = os.path.realpath(self.path)
+            _open_paths[self._key] = self
+        self._lib = lib
+        self._warned = set()
+        for k, v in (run or {}).items():
+            self.set_run(k, v)
+
+    def set_run(self, key, value):
+        st = self._lib.ulp_session_set_run(self._h, str(key).encode(), str(value).encode())
+        if st != 0:
+            raise CaptureError("cannot set /run %s: %s" % (key, status_str(st)))
+
+    def set_step(self, step):
+        self._lib.ulp_session_set_step(self._h, int(step))
+
+    def capture(self, name, ptr, dtype, shape, layer=LAYER_NONE, role="activation",
+                step=STEP_NONE, positions=None, requests=None, row_rank=0, inputs=None):
+        """Queues one tensor: `ptr` is the address of its row-major bytes (copied
+        during the call).  positions/requests: int64 sequences, one per row of
+        the first `row_rank` axes.  Returns the ulp_status (0 = OK); a failure
+        is said once per status on stderr by the library, not raised."""
+        if self._h is None:
+            return -14  # ULP_ECLOSED
+        d = _Desc()
+        self._lib.ulp_capture_desc_init(ctypes.byref(d))
+        d.name = name.encode()
+        d.data = ptr
+        d.dtype = DTYPE_CODES[dtype]
+        d.ndim = len(shape)
+        c_shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        d.shape = c_shape
+        d.layer = int(layer)
+        d.role = ROLE_CODES[role]
+        d.step = int(step)
+        keep = []
+        if positions is not None:
+            p = (ctypes.c_int64 * len(positions))(*positions)
+            keep.append(p)
+            d.positions = p
+            d.row_rank = int(row_rank)
+            if requests is not None:
+                r = (ctypes.c_int64 * len(requests))(*requests)
+                keep.append(r)
+                d.requests = r
+        if inputs:
+            arr = (ctypes.c_char_p * len(inputs))(*[s.encode() for s in inputs])
+            keep.append(arr)
+            d.n_inputs = len(inputs)
+            d.inputs = arr
+        return self._lib.ulp_session_capture(self._h, ctypes.byref(d))
+
+    def flush(self):
+        if self._h is not None:
+            self._lib.ulp_session_flush(self._h)
+
+    def close(self):
+        """Writes what is queued and closes the file; returns the first error's
+        status (0 = OK).  Closing twice is fine."""
+        if self._h is None:
+            return 0
+        with _lock:
+            st = self._lib.ulp_session_close(self._h)
+            self._h = None
+            _open_paths.pop(self._key, None)
+        return st
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

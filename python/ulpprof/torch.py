@@ -1,0 +1,366 @@
+"""Capture a PyTorch model's per-layer tensors into an ulpprof snapshot.
+
+    import ulpprof.torch
+    with ulpprof.torch.capture(model, "miss.h5", label="miss", run={"cache": "miss"}):
+        model(input_ids)
+
+What is captured (HF-style decoder models: `model.layers.N`, `transformer.h.N`,
+`gpt_neox.layers.N`, ...): the input embeddings, each decoder layer's output
+and its attention and MLP outputs, the final norm and the logits.  Names are
+the modules' paths in the model (`model.layers.3.mlp`, `lm_head`), with
+`prefix` in front when given (two models in one file: `draft.`); a
+sub-module of layer N has layer N; the logits module has role `logits`.
+
+Tuple outputs: HF layers return `(hidden_states, attn_weights?, cache?)`
+and attention modules `(attn_output, attn_weights, cache)`.  By default
+(`outputs="first"`) the first tensor is captured; `outputs="all"` captures
+every tensor of the tuple, element i > 0 as `<name>.<i>` (non-tensors such
+as a Cache object are skipped).  `kv=True` also captures each attention's
+key and value projections (`...self_attn.k_proj`, role `kv`): the new
+tokens' keys (before RoPE) and values; earlier positions' were captured by
+the pass that computed them.
+
+Tokens: every capture whose leading axes are (batch, tokens) of the forward
+call records, per row, its token position and request (FORMAT.md): the
+position from the call's `position_ids`, else `cache_position`, else the
+cache length + 0, 1, ...; the request is the batch row, or `requests[row]`
+when given.  Padded tokens (attention_mask 0) are left out.  So a cache miss
+and a hit, or batch 1 and batch 4, pair position by position.  Each call of
+the model's forward is one step (0, 1, ...).
+
+`select` says what to keep: None keeps every batch row; an int, a list of
+ints or a slice keeps those rows (their request ids stay the row numbers, or
+`requests`); `match` (a regular expression) keeps only the captures whose
+names it finds.
+
+Where the bytes go: CPU tensors go to the host capture library shipped in
+this package (libulpprof_capture, through ctypes).  Under `ulpprof record`
+with a CUDA build of torch, every tensor is announced by an NVTX mark
+(collector/cuda/PROTOCOL.md; CPU tensors as `dev=host`) to the CUDA
+collector that `record` loads, which copies on the tensor's stream without
+synchronizing; the file is then record's `-o` (pass path=None).  Outside
+`record`, CUDA tensors are copied to the host (this synchronizes).  One
+capture library serves the process, and captures on one file share one
+session.
+"""
+import os
+import re
+import sys
+
+import torch as _torch
+
+from . import _layout
+from ._lib import CaptureError, Session, _mapped_copy
+
+__all__ = ["capture", "Capture", "CaptureError", "DTYPES"]
+
+# torch dtype -> FORMAT.md dtype name
+DTYPES = {_torch.float64: "f64", _torch.float32: "f32", _torch.float16: "f16",
+          _torch.bfloat16: "bf16", _torch.int64: "i64", _torch.int32: "i32",
+          _torch.int16: "i16", _torch.int8: "i8", _torch.uint8: "u8"}
+for _n, _f in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2")):
+    if hasattr(_torch, _n):  # torch >= 2.1
+        DTYPES[getattr(_torch, _n)] = _f
+
+_shared = {}  # realpath -> [Session, users]: captures on one file share a session
+
+
+def _warn(msg):
+    print("ulpprof.torch: " + msg, file=sys.stderr)
+
+
+def _mode():
+    """'nvtx' when the CUDA collector is (or will be) this process's capture
+    library, else 'host'.  Decided per capture, the same way every time."""
+    if _mapped_copy("libulpprof_cuda.so"):
+        return "nvtx"
+    inj = os.environ.get("NVTX_INJECTION64_PATH", "")
+    if "ulpprof_cuda" in os.path.basename(inj) and _torch.cuda.is_available():
+        return "nvtx"
+    return "host"
+
+
+def _past_length(pkv):
+    if pkv is None:
+        return 0
+    get = getattr(pkv, "get_seq_length", None)
+    if callable(get):
+        return int(get())
+    try:
+        return int(pkv[0][0].shape[-2])
+    except (TypeError, IndexError, AttributeError):
+        return 0
+
+
+def _token_context(args, kwargs):
+    """(positions[b, s] int64 CPU, keep[b, s] bool or None) of a forward call, or None."""
+    ids = kwargs.get("input_ids")
+    if ids is None and args and _torch.is_tensor(args[0]):
+        ids = args[0]
+    emb = kwargs.get("inputs_embeds")
+    if ids is not None and ids.dim() == 2:
+        b, s = ids.shape
+    elif emb is not None and emb.dim() == 3:
+        b, s = emb.shape[:2]
+    else:
+        return None
+    pos = kwargs.get("position_ids")
+    if pos is None and kwargs.get("cache_position") is not None:
+        pos = kwargs["cache_position"].view(1, -1)
+    if pos is None:
+        past = _past_length(kwargs.get("past_key_values"))
+        pos = _torch.arange(past, past + s).view(1, -1)
+    pos = pos.detach().to("cpu", _torch.int64)
+    if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
+        return None
+    pos = pos.expand(b, s)
+    keep = None
+    mask = kwargs.get("attention_mask")
+    if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
+        m = mask[:, -s:].detach().to("cpu") != 0
+        if not bool(m.all()):
+            keep = m
+    return pos, keep
+
+
+def _tensors(output, outputs):
+    """(suffix, tensor) pairs of a module output."""
+    if _torch.is_tensor(output):
+        return [("", output)]
+    if isinstance(output, (tuple, list)):
+        if outputs != "all":
+            return [("", output[0])] if output and _torch.is_tensor(output[0]) else []
+        return [("" if i == 0 else ".%d" % i, t) for i, t in enumerate(output)
+                if _torch.is_tensor(t)]
+    t = getattr(output, "last_hidden_state", None)
+    if t is None:
+        t = getattr(output, "logits", None)
+    return [("", t)] if _torch.is_tensor(t) else []
+
+
+class Capture:
+    """Hooks on a model that capture its tensors into one snapshot.  Made by
+    capture(); close() (or leaving the `with` block) removes the hooks and
+    closes the file."""
+
+    def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
+                 match=None, requests=None, outputs="first", kv=False, layers=None,
+                 sublayers=True, queue_mb=None):
+        if outputs not in ("first", "all"):
+            raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
+        self.model = model
+        self._rows = select
+        self._match = re.compile(match) if match else None
+        self._requests = list(requests) if requests is not None else None
+        self._outputs = outputs
+        self._handles = []
+        self._ctx = None
+        self._pass = -1
+        self._warned = set()
+        self._session = None
+        self._key = None
+        self.mode = _mode()
+        self.specs = _layout.discover(model, layers=layers, prefix=prefix, sublayers=sublayers,
+                                      kv=kv)
+        if self._match:
+            self.specs = [s for s in self.specs if self._match.search(s.name)]
+        if self.mode == "nvtx":
+            out = os.environ.get("ULPPROF_OUTPUT")
+            if path is not None and (not out or os.path.realpath(path) != os.path.realpath(out)):
+                raise CaptureError("under `ulpprof record` with CUDA the snapshot is record's "
+                                   "-o file (%s): pass path=None" % out)
+            if label is not None or run:
+                _warn("under `ulpprof record`, the label and /run come from its --label "
+                      "and --attr")
+        else:
+            self._open(path, label, run, queue_mb)
+        self._install()
+
+    # --- session ------------------------------------------------------------
+    def _open(self, path, label, run, queue_mb):
+        target = path if path is not None else os.environ.get("ULPPROF_OUTPUT", "")
+        key = os.path.realpath(target) if target and "%" not in target else None
+        if key in _shared:
+            entry = _shared[key]
+            entry[1] += 1
+            self._session = entry[0]
+            for k, v in (run or {}).items():
+                self._session.set_run(k, v)
+        else:
+            self._session = Session(path, label=label, run=run, queue_mb=queue_mb)
+            key = os.path.realpath(self._session.path)
+            _shared[key] = [self._session, 1]
+        self._key = key
+
+    @property
+    def path(self):
+        return self._session.path if self._session else os.environ.get("ULPPROF_OUTPUT")
+
+    # --- hooks --------------------------------------------------------------
+    def _install(self):
+        model = self.model
+        orig = model.forward
+        self._orig_forward = orig
+        cap = self
+
+        def forward(*args, **kwargs):
+            outer = cap._ctx
+            cap._pass += 1
+            cap._ctx = _token_context(args, kwargs)
+            cap.step(cap._pass)
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                cap._ctx = outer
+
+        model.forward = forward
+        modules = dict(model.named_modules())
+        for spec in self.specs:
+            self._handles.append(modules[spec.path].register_forward_hook(self._hook(spec)))
+
+    def _hook(self, spec):
+        def hook(module, inputs, output):
+            for suffix, t in _tensors(output, self._outputs):
+                self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
+                             inputs=spec.inputs, tokens=True)
+
+        return hook
+
+    def _warn_once(self, key, msg):
+        if key not in self._warned:
+            self._warned.add(key)
+            _warn(msg)
+
+    # --- rows and tokens ------------------------------------------------------
+    def _token_rows(self, t):
+        """(tensor, positions, requests, row_rank) for t in the current call."""
+        ctx = self._ctx
+        if ctx is None:
+            return t, None, None, 0
+        pos, keep = ctx
+        b, s = pos.shape
+        req = _torch.arange(b, dtype=_torch.int64).view(b, 1).expand(b, s)
+        if self._requests is not None:
+            if len(self._requests) != b:
+                self._warn_once("requests", "requests has %d entries for a batch of %d: "
+                                "rows are numbered instead" % (len(self._requests), b))
+            else:
+                req = _torch.tensor(self._requests, dtype=_torch.int64).view(b, 1).expand(b, s)
+        if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == s:
+            pass
+        elif t.dim() >= 2 and t.shape[0] == b and 0 < t.shape[1] < s:
+            n = t.shape[1]  # e.g. logits of the last tokens only
+            pos, req = pos[:, s - n:], req[:, s - n:]
+            keep = keep[:, s - n:] if keep is not None else None
+            s = n
+        elif t.dim() >= 1 and t.shape[0] == b * s and (b > 1 or s > 1):
+            t = t.reshape((b, s) + tuple(t.shape[1:]))  # flattened tokens
+        else:
+            return t, None, None, 0
+        if self._rows is not None:
+            rows = self._rows
+            rows = [rows] if isinstance(rows, int) else rows
+            t, pos, req = t[rows], pos[rows], req[rows]
+            keep = keep[rows] if keep is not None else None
+        if keep is not None:
+            t, pos, req = t[keep], pos[keep], req[keep]
+            return t, pos.reshape(-1).tolist(), req.reshape(-1).tolist(), 1
+        return t, pos.reshape(-1).tolist(), req.reshape(-1).tolist(), 2
+
+    # --- the public methods ---------------------------------------------------
+    def capture(self, name, t, layer=-1, role="activation", inputs=None, tokens=False):
+        """Captures one tensor (any module's, or your own).  tokens=True gives it
+        the positions and requests of the current forward call when its leading
+        axes are (batch, tokens)."""
+        if not _torch.is_tensor(t):
+            return
+        dtype = DTYPES.get(t.dtype)
+        if dtype is None:
+            self._warn_once(("dtype", t.dtype), "%s: dtype %s is not in the snapshot format: "
+                            "not captured" % (name, t.dtype))
+            return
+        t = t.detach()
+        pos = req = None
+        rank = 0
+        if tokens:
+            t, pos, req, rank = self._token_rows(t)
+        elif self._rows is not None and t.dim() >= 1:
+            rows = [self._rows] if isinstance(self._rows, int) else self._rows
+            t = t[rows]
+        if self.mode == "nvtx":
+            self._mark(name, t.contiguous(), dtype, layer, role)
+            return
+        if t.is_cuda:
+            self._warn_once("cuda", "not under `ulpprof record`: CUDA tensors are copied to "
+                            "the host (this synchronizes)")
+        t = t.to("cpu").contiguous()
+        st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
+                                   role=role, positions=pos, requests=req, row_rank=rank,
+                                   inputs=inputs)
+        if st != 0:
+            self._warn_once(("status", st), "capture of %s failed (ulp_status %d); see the "
+                            "library's message above" % (name, st))
+
+    def _mark(self, name, t, dtype, layer, role):
+        esc = name.replace("\\", "\\\\").replace("|", "\\|")
+        shape = ",".join(str(n) for n in t.shape)
+        nbytes = t.numel() * t.element_size()
+        if t.is_cuda:
+            stream = _torch.cuda.current_stream(t.device).cuda_stream
+            where = "dev=cuda:%d|stream=0x%x" % (t.device.index, stream)
+        else:
+            where = "dev=host"
+        _torch.cuda.nvtx.mark("ulp1|name=%s|ptr=0x%x|dtype=%s|shape=%s|layer=%d|role=%s|%s|"
+                              "bytes=%d" % (esc, t.data_ptr(), dtype, shape, layer, role, where,
+                                            nbytes))
+
+    def step(self, n):
+        """Sets the step (forward pass, decode step) of the captures that follow;
+        each forward call of the model sets it to its call number."""
+        if self.mode == "nvtx":
+            _torch.cuda.nvtx.mark("ulp1|ev=step|step=%d" % int(n))
+        elif self._session is not None:
+            self._session.set_step(n)
+
+    def flush(self):
+        """Waits until the captures so far are in the file (host library)."""
+        if self._session is not None:
+            self._session.flush()
+
+    def close(self):
+        """Removes the hooks and, for the last capture on its file, closes it."""
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        if getattr(self, "_orig_forward", None) is not None:
+            if self.model.__dict__.get("forward") is not None:
+                del self.model.forward  # the class's forward again
+            self._orig_forward = None
+        if self._session is not None:
+            entry = _shared.get(self._key)
+            if entry is not None and entry[0] is self._session:
+                entry[1] -= 1
+                if entry[1] == 0:
+                    del _shared[self._key]
+                    self._session.close()
+            self._session = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def capture(model, path=None, label=None, run=None, **options):
+    """Hooks `model` and returns a Capture (a context manager).
+
+    path: the snapshot to write; None: $ULPPROF_OUTPUT (`ulpprof record -o`).
+    label: the run's label (e.g. "miss"); run: /run attributes, e.g.
+    {"cache": "miss", "batch_size": 1}, what `ulpprof diff` names as the
+    condition that differs.  options: prefix, select, match, requests,
+    outputs ("first" / "all"), kv, layers (path of the layer list when it is
+    not found), sublayers (False: layer outputs only), queue_mb.  The
+    module's docstring says what each means.
+    """
+    return Capture(model, path, label=label, run=run, **options)
