@@ -36,9 +36,9 @@ class _Options(ctypes.Structure):
 
 
 class _Desc(ctypes.Structure):
-    # ulp_capture_desc (include/ulpprof/capture.h).  The token fields at the
-    # end are read only by a library that knows them; an older one stops
-    # before them, so passing them is harmless.
+    # ulp_capture_desc (include/ulpprof/capture.h), up to the fields this
+    # package sets.  Fields after them (the CUDA collector's) stay as
+    # ulp_capture_desc_init() left them.
     _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
                 ("ndim", ctypes.c_int), ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("layer", ctypes.c_int32), ("role", ctypes.c_int), ("step", ctypes.c_int64),
@@ -51,6 +51,7 @@ class _Desc(ctypes.Structure):
                 ("inputs", ctypes.POINTER(ctypes.c_char_p))]
 
 
+_DESC_BYTES = 1024  # > sizeof(ulp_capture_desc) of any library version we load
 _lock = threading.RLock()
 _lib = None
 _lib_path = None
@@ -218,8 +219,11 @@ class Session:
         is said once per status on stderr by the library, not raised."""
         if self._h is None:
             return -14  # ULP_ECLOSED
-        d = _Desc()
-        self._lib.ulp_capture_desc_init(ctypes.byref(d))
+        # The library's descriptor may be larger than the fields we know (a
+        # newer one appends): initialize a generous buffer, fill ours in it.
+        buf = ctypes.create_string_buffer(_DESC_BYTES)
+        self._lib.ulp_capture_desc_init(buf)
+        d = _Desc.from_buffer(buf)
         d.name = name.encode()
         d.data = ptr
         d.dtype = DTYPE_CODES[dtype]
@@ -244,7 +248,7 @@ class Session:
             keep.append(arr)
             d.n_inputs = len(inputs)
             d.inputs = arr
-        return self._lib.ulp_session_capture(self._h, ctypes.byref(d))
+        return self._lib.ulp_session_capture(self._h, buf)
 
     def flush(self):
         if self._h is not None:
