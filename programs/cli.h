@@ -29,6 +29,7 @@ int cmd_kernels(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
 
 /* `ulpprof demo --ladder` (cmd_demo_ladder.c): the runs, the ladder, its plots; an exit status. */

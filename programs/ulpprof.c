@@ -24,6 +24,7 @@ static const command commands[] = {
     {"demo", cmd_demo, "run the reference transformer as cache miss, hit and split; report"},
     {"kernels", cmd_kernels, "align the kernel launches of two snapshots and show where they part"},
     {"repair", cmd_repair, "write a clean copy of a killed writer's snapshot for other HDF5 tools"},
+    {"import", cmd_import, "turn .npy/.npz/.safetensors/torch.save dumps into a snapshot"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -338,8 +338,15 @@ def _write(tensors, out, label, attrs):
             os.unlink(tmp)
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        # One line, as every ulpprof usage error.
+        sys.stderr.write("ulpprof: import: %s; see 'ulpprof import --help'\n" % message)
+        sys.exit(2)
+
+
 def main(argv):
-    ap = argparse.ArgumentParser(prog="ulpprof import", description=__doc__.split("\n")[0],
+    ap = _Parser(prog="ulpprof import", description=__doc__.split("\n")[0],
                                  epilog="exit status: 0 written, 2 error")
     ap.add_argument("paths", nargs="+", metavar="PATH")
     ap.add_argument("-o", "--output", required=True, help="snapshot to write")
@@ -361,6 +368,11 @@ def main(argv):
             print("ulpprof: import: --attr '%s' is not KEY=VALUE" % kv, file=sys.stderr)
             return 2
         attrs[k] = v
+    outdir = os.path.dirname(os.path.abspath(a.output))
+    if not os.path.isdir(outdir):
+        print("ulpprof: import: cannot write '%s': no directory '%s'" % (a.output, outdir),
+              file=sys.stderr)
+        return 2
     try:
         tensors = _load(_files(a.paths), a.unsafe_pickle, a.rank)
         _write(tensors, a.output, a.label, attrs)
