@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "snapshot_priv.h"
 
 /* Opens attribute `name`: 1 absent, 0 opened (*a, *type, *npoints set), -1 error. */
@@ -210,15 +211,9 @@ static void sb_add(strbuf *b, const char *s)
     size_t n = strlen(s);
     if (b->oom)
         return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap * 2 : 64) + n;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    if (ULP__GROW(b->p, b->cap, b->len + n + 1) != 0) {
+        b->oom = 1;
+        return;
     }
     memcpy(b->p + b->len, s, n + 1);
     b->len += n;
@@ -336,15 +331,9 @@ static herr_t kv_visit(hid_t loc, const char *name, const H5A_info_t *info, void
 {
     kv_ctx *c = data;
     (void)info;
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 16;
-        ulp_kv *kv = realloc(c->kv, cap * sizeof *kv);
-        if (kv == NULL) {
-            c->failed = 1;
-            return -1;
-        }
-        c->kv = kv;
-        c->cap = cap;
+    if (ULP__GROW(c->kv, c->cap, c->n + 1) != 0) {
+        c->failed = 1;
+        return -1;
     }
     hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
     char *value = a >= 0 ? render_attr(a) : strdup("(unreadable)");

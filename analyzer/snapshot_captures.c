@@ -125,7 +125,7 @@ static ulp_status read_optional_attrs(ulp_snapshot *s, hid_t d, const char *name
     char *role = NULL;
     if ((rc = ulp__attr_read_str(d, "role", &role, &why)) < 0)
         return ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'role' %s", why);
-    c->role = "activation";
+    c->role = ulp_role_name(ULP_ROLE_ACTIVATION);
     if (rc == 0) {
         if ((c->role = ulp__snap_keep(s, role)) == NULL)
             return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);

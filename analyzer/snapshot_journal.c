@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/journal.h"
 #include "snapshot_priv.h"
 
@@ -84,14 +85,8 @@ int ulp__offsets_add(ulp__offsets *l, uint64_t off)
     for (size_t i = 0; i < l->n; i++)
         if (l->v[i] == off)
             return 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 16;
-        uint64_t *v = realloc(l->v, cap * sizeof *v);
-        if (v == NULL)
-            return -1;
-        l->v = v;
-        l->cap = cap;
-    }
+    if (ULP__GROW(l->v, l->cap, l->n + 1) != 0)
+        return -1;
     l->v[l->n++] = off;
     return 1;
 }

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "plot_priv.h"
+#include "ulpprof/format.h"
 
 void ulp__plot_dat_num(FILE *f, double v)
 {
@@ -37,7 +38,7 @@ void ulp__plot_dat_word(FILE *f, const char *s)
 static int is_activation(const ulp_diff_row *row)
 {
     return (row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS) &&
-           (!row->role || strcmp(row->role, "activation") == 0);
+           (!row->role || strcmp(row->role, ulp_role_name(ULP_ROLE_ACTIVATION)) == 0);
 }
 
 /* "model.layers.14.out" with layer 14 -> "model.layers.*.out". */

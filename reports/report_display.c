@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "report_priv.h"
 
 typedef struct display {
@@ -45,16 +46,10 @@ static int keep(display *d, void *p)
         d->oom = 1;
         return -1;
     }
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? 2 * d->cap : 16;
-        char **v = realloc(d->strs, cap * sizeof *v);
-        if (v == NULL) {
-            free(p);
-            d->oom = 1;
-            return -1;
-        }
-        d->strs = v;
-        d->cap = cap;
+    if (ULP__GROW(d->strs, d->cap, d->n + 1) != 0) {
+        free(p);
+        d->oom = 1;
+        return -1;
     }
     d->strs[d->n++] = p;
     return 0;
