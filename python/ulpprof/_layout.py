@@ -14,7 +14,7 @@ ATTENTION = ("self_attn", "attn", "attention", "self_attention", "mixer")
 MLP = ("mlp", "feed_forward", "ffn", "block_sparse_moe", "moe")
 FINAL_NORM = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "norm_f")
 EMBEDDING = ("embed_tokens", "wte", "embed_in", "word_embeddings", "tok_embeddings")
-LOGITS = ("lm_head", "embed_out", "output")
+LOGITS = ("logits_processor", "lm_head", "embed_out", "output")  # vLLM, SGLang: logits_processor
 KV = ("k_proj", "v_proj")
 
 _LAYER_IN_NAME = re.compile(r"(?:^|\.)(?:layers|h|blocks|block|layer)\.(\d+)(?:\.|$)")
@@ -130,7 +130,8 @@ def discover(model, layers=None, prefix="", sublayers=True, kv=False, embeddings
             target = get_out() if callable(get_out) else None
         except (NotImplementedError, AttributeError):
             target = None
-        head = _module_path(modules, target) if target is not None else None
+        head = _child(modules, "", LOGITS[:1])  # the engines compute logits there
+        head = head or (_module_path(modules, target) if target is not None else None)
         head = head or _child(modules, "", LOGITS)
         if head is not None and head != emb:
             specs.append(Spec(head, nm(head), -1, "logits", [prev] if prev else []))

@@ -92,12 +92,30 @@ def _past_length(pkv):
         return 0
 
 
-def _token_context(args, kwargs):
-    """(positions[b, s] int64 CPU, keep[b, s] bool or None) of a forward call, or None."""
+def _restarts(pos):
+    """Request ids of flattened tokens: a position that does not follow the
+    previous one starts the next request (vLLM / SGLang batches)."""
+    step = _torch.ones_like(pos)
+    if pos.numel() > 1:
+        step[1:] = (pos[1:] != pos[:-1] + 1).to(pos.dtype)
+    step[0] = 0
+    return _torch.cumsum(step, 0)
+
+
+def _token_context(args, kwargs, requests):
+    """(positions[b, s], requests[b, s], keep[b, s] or None) of a forward
+    call, int64 / bool on the CPU, or None when the call has no tokens."""
     ids = kwargs.get("input_ids")
     if ids is None and args and _torch.is_tensor(args[0]):
         ids = args[0]
     emb = kwargs.get("inputs_embeds")
+    flat = kwargs.get("positions")
+    if flat is None and len(args) > 1 and _torch.is_tensor(args[1]):
+        flat = args[1]
+    if ids is not None and ids.dim() == 1 and _torch.is_tensor(flat) and flat.shape == ids.shape:
+        # The engines' convention: forward(input_ids[T], positions[T], ...).
+        pos = flat.detach().to("cpu", _torch.int64).view(1, -1)
+        return pos, _restarts(pos[0]).view(1, -1), None
     if ids is not None and ids.dim() == 2:
         b, s = ids.shape
     elif emb is not None and emb.dim() == 3:
@@ -114,13 +132,15 @@ def _token_context(args, kwargs):
     if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
         return None
     pos = pos.expand(b, s)
+    rows = list(requests) if requests is not None and len(requests) == b else range(b)
+    req = _torch.tensor(rows, dtype=_torch.int64).view(b, 1).expand(b, s)
     keep = None
     mask = kwargs.get("attention_mask")
     if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
         m = mask[:, -s:].detach().to("cpu") != 0
         if not bool(m.all()):
             keep = m
-    return pos, keep
+    return pos, req, keep
 
 
 def _tensors(output, outputs):
@@ -206,7 +226,7 @@ class Capture:
         def forward(*args, **kwargs):
             outer = cap._ctx
             cap._pass += 1
-            cap._ctx = _token_context(args, kwargs)
+            cap._ctx = _token_context(args, kwargs, cap._requests)
             cap.step(cap._pass)
             try:
                 return orig(*args, **kwargs)
@@ -232,29 +252,26 @@ class Capture:
             _warn(msg)
 
     # --- rows and tokens ------------------------------------------------------
-    def _token_rows(self, t):
+    def _token_rows(self, t, role):
         """(tensor, positions, requests, row_rank) for t in the current call."""
         ctx = self._ctx
         if ctx is None:
             return t, None, None, 0
-        pos, keep = ctx
+        pos, req, keep = ctx
         b, s = pos.shape
-        req = _torch.arange(b, dtype=_torch.int64).view(b, 1).expand(b, s)
-        if self._requests is not None:
-            if len(self._requests) != b:
-                self._warn_once("requests", "requests has %d entries for a batch of %d: "
-                                "rows are numbered instead" % (len(self._requests), b))
-            else:
-                req = _torch.tensor(self._requests, dtype=_torch.int64).view(b, 1).expand(b, s)
         if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == s:
             pass
-        elif t.dim() >= 2 and t.shape[0] == b and 0 < t.shape[1] < s:
-            n = t.shape[1]  # e.g. logits of the last tokens only
+        elif role == "logits" and t.dim() >= 2 and t.shape[0] == b and 0 < t.shape[1] < s:
+            n = t.shape[1]  # logits of the last tokens only (generate)
             pos, req = pos[:, s - n:], req[:, s - n:]
             keep = keep[:, s - n:] if keep is not None else None
             s = n
         elif t.dim() >= 1 and t.shape[0] == b * s and (b > 1 or s > 1):
             t = t.reshape((b, s) + tuple(t.shape[1:]))  # flattened tokens
+            if b == 1:  # the engines' [T, ...]: rows are tokens, one axis
+                if self._rows is not None:
+                    self._warn_once("flat", "select does not apply to flattened tokens")
+                return t[0], pos[0].tolist(), req[0].tolist(), 1
         else:
             return t, None, None, 0
         if self._rows is not None:
@@ -283,7 +300,7 @@ class Capture:
         pos = req = None
         rank = 0
         if tokens:
-            t, pos, req, rank = self._token_rows(t)
+            t, pos, req, rank = self._token_rows(t, role)
         elif self._rows is not None and t.dim() >= 1:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
