@@ -123,6 +123,7 @@ static void verdict(ulp_diff_result *r)
         }
     }
     amplification(r);
+    ulp__origin_run(r);
 }
 
 /* The logits analysis of every compared pair whose role is logits. */
@@ -140,7 +141,9 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
     r->logits = calloc(nlog, sizeof *r->logits);
     if (r->logits == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t q = 0; q < npairs; q++) {
+    ulp__segs segs = {0};
+    ulp_status st = ULP_OK;
+    for (size_t q = 0; q < npairs && st == ULP_OK; q++) {
         const ulp_diff_row *row = &r->rows[pairs[q].row];
         if (strcmp(row->role, logits_role) != 0)
             continue;
@@ -148,11 +151,21 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
         lg->name = row->name;
         lg->occurrence = row->occurrence;
         lg->row_index = pairs[q].row;
-        ulp_status st = ulp__logits_run(a, pairs[q].ia, b, pairs[q].ib, opts, lg, err);
-        if (st != ULP_OK)
-            return st;
+        /* The row's pairs, consecutive, are its compared view. */
+        segs.n = 0;
+        for (; q < npairs && pairs[q].row == lg->row_index; q++) {
+            ulp__segment seg = {pairs[q].ia,    pairs[q].ib,  pairs[q].off_a,
+                                pairs[q].off_b, pairs[q].len, pairs[q].base};
+            if (ulp__segs_push(&segs, &seg) < 0)
+                st = ulp__error(err, ULP_ENOMEM, "out of memory");
+        }
+        q--;
+        if (st == ULP_OK)
+            st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, lg,
+                                      err);
     }
-    return ULP_OK;
+    free(segs.v);
+    return st;
 }
 
 ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
@@ -214,6 +227,11 @@ void ulp_diff_result_free(ulp_diff_result *r)
         free((char *)(uintptr_t)row->role);
         free_kernels(row->kernels_a, row->n_kernels_a);
         free_kernels(row->kernels_b, row->n_kernels_b);
+        free(row->keys);
+        for (size_t k = 0; k < row->n_inputs; k++)
+            free((char *)(uintptr_t)row->inputs[k]);
+        free(row->inputs);
+        free((char *)(uintptr_t)row->hint);
     }
     for (size_t i = 0; i < r->n_logits; i++)
         ulp__logits_free(&r->logits[i]);

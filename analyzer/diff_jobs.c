@@ -15,11 +15,15 @@
 #include "common/error.h"
 #include "diff_priv.h"
 
-/* One compared pair and its share of the work. */
+/* One compared pair (a run of a row's elements) and its share of the work. */
 typedef struct job_row {
     size_t row; /* index into result rows                      */
     size_t ia, ib;
     ulp_dtype dtype;
+    uint64_t off_a, off_b; /* first element in each capture             */
+    uint64_t base;         /* view index of off_a                       */
+    uint64_t rowlen;       /* aligned: elements per key; else 0         */
+    ulp_diff_key *keys;    /* aligned: the row's keys, `differs` set here */
     uint64_t elements;
     uint64_t chunk;      /* elements per chunk                          */
     uint64_t first_task; /* tasks [first_task, first_task + nchunks)    */
@@ -77,6 +81,21 @@ static void show_progress(job *j, int done)
     fflush(stderr);
 }
 
+/* Marks the keys of an aligned row whose bytes differ in view elements [v, v + n). */
+static void mark_keys(job_row *jr, uint64_t v, const void *a, const void *b, uint64_t n)
+{
+    size_t sz = ulp_dtype_size(jr->dtype);
+    uint64_t done = 0;
+    while (done < n) {
+        uint64_t key = (v + done) / jr->rowlen;
+        uint64_t end = (key + 1) * jr->rowlen - v; /* end of this key's row, in the chunk */
+        uint64_t m = (end < n ? end : n) - done;
+        if (memcmp((const char *)a + done * sz, (const char *)b + done * sz, m * sz) != 0)
+            __atomic_store_n(&jr->keys[key].differs, 1, __ATOMIC_RELAXED);
+        done += m;
+    }
+}
+
 static void *worker(void *arg)
 {
     job *j = arg;
@@ -99,14 +118,16 @@ static void *worker(void *arg)
         uint64_t first = (t - jr->first_task) * jr->chunk;
         uint64_t n = jr->elements - first < jr->chunk ? jr->elements - first : jr->chunk;
         const void *va, *vb;
-        if (ulp_snapshot_view(j->a, jr->ia, first, n, ba, &va, &e) != ULP_OK ||
-            ulp_snapshot_view(j->b, jr->ib, first, n, bb, &vb, &e) != ULP_OK) {
+        if (ulp_snapshot_view(j->a, jr->ia, jr->off_a + first, n, ba, &va, &e) != ULP_OK ||
+            ulp_snapshot_view(j->b, jr->ib, jr->off_b + first, n, bb, &vb, &e) != ULP_OK) {
             job_fail(j, &e);
             break;
         }
         ulp__acc acc;
         ulp__acc_init(&acc);
-        ulp__acc_add(&acc, jr->dtype, va, vb, n, first);
+        ulp__acc_add(&acc, jr->dtype, va, vb, n, jr->base + first);
+        if (jr->keys != NULL)
+            mark_keys(jr, jr->base + first, va, vb, n);
         ulp_snapshot_view_release(j->a, va, n * ulp_dtype_size(jr->dtype));
         ulp_snapshot_view_release(j->b, vb, n * ulp_dtype_size(jr->dtype));
         pthread_mutex_lock(&j->lock);
@@ -143,17 +164,24 @@ static ulp_status run_jobs(job *j, int nthreads)
     return j->err.status;
 }
 
-/* Reads the worst element's bits on both sides. */
-static ulp_status fill_worst(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
-                             ulp_diff_row *row, ulp_error *err)
+/* Reads the worst element's bits on both sides, through the job row that holds it. */
+static ulp_status fill_worst(const ulp_snapshot *a, const ulp_snapshot *b, const job_row *jrs,
+                             size_t n, ulp_diff_row *row, ulp_error *err)
 {
     unsigned char xa[8] = {0}, xb[8] = {0};
     ulp_status st;
     if (row->m.worst_flat < 0)
         return ULP_OK;
-    st = ulp_snapshot_read(a, ia, (uint64_t)row->m.worst_flat, 1, xa, err);
+    uint64_t v = (uint64_t)row->m.worst_flat;
+    const job_row *jr = NULL;
+    for (size_t q = 0; q < n && jr == NULL; q++)
+        if (v >= jrs[q].base && v - jrs[q].base < jrs[q].elements)
+            jr = &jrs[q];
+    if (jr == NULL)
+        return ULP_OK;
+    st = ulp_snapshot_read(a, jr->ia, jr->off_a + (v - jr->base), 1, xa, err);
     if (st == ULP_OK)
-        st = ulp_snapshot_read(b, ib, (uint64_t)row->m.worst_flat, 1, xb, err);
+        st = ulp_snapshot_read(b, jr->ib, jr->off_b + (v - jr->base), 1, xb, err);
     if (st != ULP_OK)
         return st;
     row->m.worst_bits_a = ulp_dtype_load_bits(row->dtype_a, xa);
@@ -163,18 +191,44 @@ static ulp_status fill_worst(const ulp_snapshot *a, size_t ia, const ulp_snapsho
     return ULP_OK;
 }
 
+/* Aligned rows: how many keys differ, the first one, the worst element's key. */
+static void finish_keys(ulp_diff_row *row, uint64_t rowlen)
+{
+    if (!row->aligned || rowlen == 0)
+        return;
+    for (size_t k = 0; k < row->n_keys; k++) {
+        if (!row->keys[k].differs)
+            continue;
+        row->positions_differing++;
+        if (row->first_position < 0) {
+            row->first_request = row->keys[k].request;
+            row->first_position = row->keys[k].position;
+        }
+    }
+    if (row->m.worst_flat >= 0) {
+        const ulp_diff_key *w = &row->keys[(uint64_t)row->m.worst_flat / rowlen];
+        row->worst_request = w->request;
+        row->worst_position = w->position;
+    }
+}
+
 /* Splits every pair into chunks: job rows in pair order, tasks numbered across them. */
 static void plan(job *j, const ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
                  uint64_t chunk_bytes)
 {
     for (size_t q = 0; q < npairs; q++) {
-        const ulp_diff_row *row = &r->rows[pairs[q].row];
+        ulp_diff_row *row = &r->rows[pairs[q].row];
         job_row *jr = &j->jrows[j->njrows++];
         jr->row = pairs[q].row;
         jr->ia = pairs[q].ia;
         jr->ib = pairs[q].ib;
         jr->dtype = row->dtype_a;
-        jr->elements = row->elements;
+        jr->off_a = pairs[q].off_a;
+        jr->off_b = pairs[q].off_b;
+        jr->base = pairs[q].base;
+        jr->rowlen = pairs[q].rowlen;
+        jr->keys = row->aligned && pairs[q].rowlen > 0 ? row->keys : NULL;
+        jr->elements = pairs[q].len;
         size_t sz = ulp_dtype_size(jr->dtype);
         jr->chunk = chunk_bytes / sz ? chunk_bytes / sz : 1;
         jr->nchunks = (jr->elements + jr->chunk - 1) / jr->chunk;
@@ -214,16 +268,23 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
             *err = j.err;
         goto cleanup;
     }
-    for (size_t q = 0; q < j.njrows; q++) {
-        job_row *jr = &j.jrows[q];
-        ulp_diff_row *row = &r->rows[jr->row];
-        jr->acc.elements = jr->elements; /* empty tensors have no chunks */
-        ulp__acc_finish(&jr->acc, jr->dtype, row->ndim_a, row->shape_a, &row->m);
+    for (size_t q = 0; q < j.njrows;) {
+        /* A row's job rows are consecutive: merge them. */
+        size_t q0 = q;
+        ulp_diff_row *row = &r->rows[j.jrows[q].row];
+        ulp__acc acc;
+        ulp__acc_init(&acc);
+        for (; q < j.njrows && j.jrows[q].row == j.jrows[q0].row; q++) {
+            ulp__acc_merge(&acc, &j.jrows[q].acc);
+            r->bytes_read += 2 * j.jrows[q].elements * ulp_dtype_size(j.jrows[q].dtype);
+        }
+        acc.elements = row->elements; /* empty tensors have no chunks */
+        ulp__acc_finish(&acc, j.jrows[q0].dtype, row->ndim_a, row->shape_a, &row->m);
         row->status = row->m.differing ? ULP_DIFF_DIFFERS : ULP_DIFF_IDENTICAL;
-        st = fill_worst(a, jr->ia, b, jr->ib, row, err);
+        st = fill_worst(a, b, j.jrows + q0, q - q0, row, err);
         if (st != ULP_OK)
             goto cleanup;
-        r->bytes_read += 2 * jr->elements * ulp_dtype_size(jr->dtype);
+        finish_keys(row, j.jrows[q0].rowlen);
     }
 cleanup:
     pthread_mutex_destroy(&j.lock);

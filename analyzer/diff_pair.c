@@ -1,9 +1,12 @@
 /*
- * Pairing (FORMAT.md "Pairing and comparison semantics"): captures of A and
- * B pair by name and occurrence; rows come in A's seq order, then the
- * captures only B has, in B's seq order.  A pair of one dtype and shape is
- * compared element by element (diff_jobs.c); the others are rows with a
- * mismatch status.
+ * Pairing (FORMAT.md "Pairing and comparison semantics", "Aligned diff"):
+ * captures of A and B pair by name and occurrence -- or, when every capture
+ * of a name has positions on both sides, all occurrences of the name form
+ * one row paired on (request, position) keys (align.c); rows come in A's
+ * seq order, then the captures only B has, in B's seq order.  A pair of one
+ * dtype and shape (or a --rows slice of one) is compared element by element
+ * (diff_jobs.c); the others are rows with a mismatch status and, where one
+ * axis differs, a hint.
  */
 #include <fnmatch.h>
 #include <stdlib.h>
@@ -97,49 +100,191 @@ static ulp_status new_row(ulp_diff_result *r, const ulp_capture_info *c, ulp_dif
     row->elements = c->elements;
     row->m.worst_flat = -1;
     row->m.max_abs_diff_flat = -1;
+    row->first_request = row->first_position = -1;
+    row->worst_request = row->worst_position = -1;
     *out = row;
     return ULP_OK;
 }
 
-/* Adds the row of A's capture `i`; a compared pair goes to pairs[*np]. */
-static ulp_status pair_a(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
-                         size_t i, ulp_diff_result *r, unsigned char *b_used, ulp__diff_pair *pairs,
-                         size_t *np)
+/* The pairing's state: both snapshots, the result and the pairs being built. */
+typedef struct pair_ctx {
+    const ulp_snapshot *a, *b;
+    ulp_diff_result *r;
+    const ulp_diff_options *opts;
+    unsigned char *b_used; /* B captures paired or filtered out      */
+    unsigned char *a_done; /* A captures already in an aligned row  */
+    ulp__names *na, *nb;
+    ulp__rows_spec rows;
+    size_t n_sliced;
+    ulp__segs segs;
+    ulp__diff_pair *pairs;
+    size_t npairs, cap_pairs;
+} pair_ctx;
+
+/* Queues a segment of the last row for element comparison. */
+static ulp_status add_pair(pair_ctx *pc, const ulp__segment *seg, uint64_t rowlen)
 {
-    const ulp_capture_info *ca = ulp_snapshot_capture(a, i);
-    ptrdiff_t k = ulp_snapshot_find(b, ca->name, ca->occurrence);
+    if (pc->npairs == pc->cap_pairs) {
+        size_t cap = pc->cap_pairs ? 2 * pc->cap_pairs : 64;
+        ulp__diff_pair *v = realloc(pc->pairs, cap * sizeof *v);
+        if (v == NULL)
+            return ULP_ENOMEM;
+        pc->pairs = v;
+        pc->cap_pairs = cap;
+    }
+    ulp__diff_pair *p = &pc->pairs[pc->npairs++];
+    p->row = pc->r->n_rows - 1;
+    p->ia = seg->ia;
+    p->ib = seg->ib;
+    p->off_a = seg->off_a;
+    p->off_b = seg->off_b;
+    p->len = seg->len;
+    p->base = seg->base;
+    p->rowlen = rowlen;
+    return ULP_OK;
+}
+
+/* All captures of ca's name, compared on their (request, position) keys. */
+static ulp_status pair_aligned(pair_ctx *pc, const ulp_capture_info *ca, const size_t *ia,
+                               size_t na, const size_t *ib, size_t nb, ulp_error *err)
+{
+    ulp_diff_row *row;
+    if (new_row(pc->r, ca, &row) != ULP_OK)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, ib[0]);
+    row->seq_a = ca->seq;
+    row->seq_b = cb->seq;
+    pc->r->n_shared++;
+    if (copy_kernels(pc->a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
+        copy_kernels(pc->b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b))
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    uint64_t rowlen = 0;
+    pc->segs.n = 0;
+    ulp_status st = ulp__align_row(pc->a, ia, na, pc->b, ib, nb, row, &pc->segs, &rowlen, err);
+    if (st != ULP_OK || row->status != ULP_DIFF_IDENTICAL)
+        return st;
+    for (size_t q = 0; q < pc->segs.n; q++)
+        if (add_pair(pc, &pc->segs.v[q], rowlen) != ULP_OK)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+    return ULP_OK;
+}
+
+/* A pair of one occurrence on each side, of one dtype: sliced, whole, or a mismatch. */
+static ulp_status pair_elements(pair_ctx *pc, ulp_diff_row *row, const ulp_capture_info *ca,
+                                size_t i, const ulp_capture_info *cb, size_t k, ulp_error *err)
+{
+    row->status = ULP_DIFF_IDENTICAL; /* until a chunk differs */
+    if (pc->rows.mode != 0) {
+        pc->segs.n = 0;
+        int rc = ulp__rows_slice(&pc->rows, ca, i, cb, k, row, &pc->segs);
+        if (rc == -2)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        if (rc == -1)
+            return ULP_OK;
+        if (rc == 1) {
+            pc->n_sliced++;
+            for (size_t q = 0; q < pc->segs.n; q++)
+                if (add_pair(pc, &pc->segs.v[q], 0) != ULP_OK)
+                    return ulp__error(err, ULP_ENOMEM, "out of memory");
+            return ULP_OK;
+        }
+    }
+    if (!same_shape(ca, cb)) {
+        row->status = ULP_DIFF_SHAPE_MISMATCH;
+        row->hint = ulp__rows_hint(ca, cb);
+        return ULP_OK;
+    }
+    ulp__segment whole = {i, k, 0, 0, ca->elements, 0};
+    if (add_pair(pc, &whole, 0) != ULP_OK)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    return ULP_OK;
+}
+
+/* Pairs capture i of A: alone by occurrence, or with every capture of its name. */
+static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
+{
+    const ulp_capture_info *ca = ulp_snapshot_capture(pc->a, i);
+    ulp_diff_result *r = pc->r;
+    if (pc->a_done[i])
+        return ULP_OK;
+    ptrdiff_t k = ulp_snapshot_find(pc->b, ca->name, ca->occurrence);
     if (k >= 0)
-        b_used[k] = 1; /* even when filtered out: it is not "only in B" */
-    if (!selected(opts, ca))
+        pc->b_used[k] = 1; /* even when filtered out: it is not "only in B" */
+    size_t na = 0, nb = 0;
+    const size_t *ia = ulp__names_find(pc->na, ca->name, &na);
+    const size_t *ib = ulp__names_find(pc->nb, ca->name, &nb);
+    int pa = ulp__names_positions(pc->a, ia, na), pb = ulp__names_positions(pc->b, ib, nb);
+    if (pa == 1 && pb == 1) {
+        for (size_t q = 0; q < na; q++)
+            pc->a_done[ia[q]] = 1;
+        for (size_t q = 0; q < nb; q++)
+            pc->b_used[ib[q]] = 1;
+        return selected(pc->opts, ca) ? pair_aligned(pc, ca, ia, na, ib, nb, err) : ULP_OK;
+    }
+    if (!selected(pc->opts, ca))
         return ULP_OK;
     ulp_diff_row *row;
     if (new_row(r, ca, &row) != ULP_OK)
-        return ULP_ENOMEM;
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
     fill_side(row, ca, 0);
+    if (pa == 1 && pb != 1)
+        row->positions_in = "a";
+    else if (pb == 1 && pa != 1)
+        row->positions_in = "b";
     if (k < 0) {
         row->status = ULP_DIFF_ONLY_IN_A;
         r->n_only_a++;
         return ULP_OK;
     }
-    const ulp_capture_info *cb = ulp_snapshot_capture(b, (size_t)k);
+    const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, (size_t)k);
     fill_side(row, cb, 1);
     r->n_shared++;
-    if (copy_kernels(a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
-        copy_kernels(b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b))
-        return ULP_ENOMEM;
+    if (copy_kernels(pc->a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
+        copy_kernels(pc->b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b))
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
     if (ca->dtype != cb->dtype) {
         row->status = ULP_DIFF_DTYPE_MISMATCH;
         return ULP_OK;
     }
-    if (!same_shape(ca, cb)) {
-        row->status = ULP_DIFF_SHAPE_MISMATCH;
-        return ULP_OK;
+    return pair_elements(pc, row, ca, i, cb, (size_t)k, err);
+}
+
+/* A selection that selects nothing is an error, never "identical". */
+static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
+{
+    const ulp_diff_options *o = pc->opts;
+    const char *pa = ulp_snapshot_path(pc->a), *pb = ulp_snapshot_path(pc->b);
+    if (pc->r->n_rows == 0 && (o->match != NULL || o->role != NULL))
+        return ulp__error(err, ULP_ENOTFOUND, "%s%s%s%s%s%s selects no capture of '%s' or '%s'",
+                          o->match ? "--match '" : "", o->match ? o->match : "",
+                          o->match ? "'" : "", o->match && o->role ? " with " : "",
+                          o->role ? "--role " : "", o->role ? o->role : "", pa, pb);
+    if (pc->r->n_rows == 0)
+        return ulp__error(err, ULP_ENOTFOUND,
+                          "neither '%s' nor '%s' holds a capture: nothing to compare", pa, pb);
+    if (pc->rows.mode != 0 && pc->n_sliced == 0)
+        return ulp__error(err, ULP_ENOTFOUND,
+                          "--rows '%s' selects nothing: no pair of captures without positions "
+                          "has the rows on its token axis",
+                          o->rows);
+    return ULP_OK;
+}
+
+/* The captures only B has, in B's seq order. */
+static ulp_status pair_only_b(pair_ctx *pc)
+{
+    size_t nb = ulp_snapshot_capture_count(pc->b);
+    for (size_t k = 0; k < nb; k++) {
+        const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, k);
+        if (pc->b_used[k] || !selected(pc->opts, cb))
+            continue;
+        ulp_diff_row *row;
+        if (new_row(pc->r, cb, &row) != ULP_OK)
+            return ULP_ENOMEM;
+        fill_side(row, cb, 1);
+        row->status = ULP_DIFF_ONLY_IN_B;
+        pc->r->n_only_b++;
     }
-    row->status = ULP_DIFF_IDENTICAL; /* until a chunk differs */
-    ulp__diff_pair *p = &pairs[(*np)++];
-    p->row = r->n_rows - 1;
-    p->ia = i;
-    p->ib = (size_t)k;
     return ULP_OK;
 }
 
@@ -148,28 +293,35 @@ ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
                                ulp__diff_pair **pairs, size_t *npairs, ulp_error *err)
 {
     size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
-    unsigned char *b_used = calloc(nb + 1, 1);
-    ulp_status st = ULP_OK;
+    pair_ctx pc;
+    memset(&pc, 0, sizeof pc);
+    pc.a = a;
+    pc.b = b;
+    pc.r = r;
+    pc.opts = opts;
     *npairs = 0;
-    *pairs = calloc(na + 1, sizeof **pairs);
-    r->rows = calloc(na + nb + 1, sizeof *r->rows);
-    if (b_used == NULL || *pairs == NULL || r->rows == NULL)
-        st = ULP_ENOMEM;
-    for (size_t i = 0; st == ULP_OK && i < na; i++)
-        st = pair_a(a, b, opts, i, r, b_used, *pairs, npairs);
-    for (size_t k = 0; st == ULP_OK && k < nb; k++) {
-        const ulp_capture_info *cb = ulp_snapshot_capture(b, k);
-        if (b_used[k] || !selected(opts, cb))
-            continue;
-        ulp_diff_row *row;
-        if ((st = new_row(r, cb, &row)) != ULP_OK)
-            break;
-        fill_side(row, cb, 1);
-        row->status = ULP_DIFF_ONLY_IN_B;
-        r->n_only_b++;
-    }
-    free(b_used);
+    *pairs = NULL;
+    ulp_status st = ulp__rows_parse(opts->rows, &pc.rows, err);
     if (st != ULP_OK)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    return ULP_OK;
+        return st;
+    pc.b_used = calloc(nb + 1, 1);
+    pc.a_done = calloc(na + 1, 1);
+    r->rows = calloc(na + nb + 1, sizeof *r->rows);
+    if (pc.b_used == NULL || pc.a_done == NULL || r->rows == NULL ||
+        ulp__names_build(a, &pc.na) != ULP_OK || ulp__names_build(b, &pc.nb) != ULP_OK)
+        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t i = 0; st == ULP_OK && i < na; i++)
+        st = pair_a(&pc, i, err);
+    if (st == ULP_OK && pair_only_b(&pc) != ULP_OK)
+        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+    if (st == ULP_OK)
+        st = check_selection(&pc, err);
+    free(pc.b_used);
+    free(pc.a_done);
+    ulp__names_free(pc.na);
+    ulp__names_free(pc.nb);
+    free(pc.segs.v);
+    *pairs = pc.pairs;
+    *npairs = pc.npairs;
+    return st;
 }

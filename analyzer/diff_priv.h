@@ -54,10 +54,18 @@ void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64
 /* The most worker threads ulp_diff_run() starts, whatever it is asked. */
 #define ULP__DIFF_MAX_THREADS 64
 
-/* diff_pair.c: a row whose two captures are compared element by element. */
+/*
+ * diff_pair.c: a run of elements of a row compared element by element: `len`
+ * elements from element off_a of capture ia of A and off_b of capture ib of
+ * B, elements [base, base + len) of the row's compared view (the whole
+ * tensor, a --rows slice, or an aligned row's keys).  A row's pairs are
+ * consecutive and in base order.
+ */
 typedef struct ulp__diff_pair {
     size_t row;    /* index into the result's rows                     */
     size_t ia, ib; /* capture indices in A and in B                    */
+    uint64_t off_a, off_b, len, base;
+    uint64_t rowlen; /* aligned rows: elements per key; else 0         */
 } ulp__diff_pair;
 
 /*
@@ -68,6 +76,70 @@ typedef struct ulp__diff_pair {
 ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
                                const ulp_diff_options *opts, ulp_diff_result *r,
                                ulp__diff_pair **pairs, size_t *npairs, ulp_error *err);
+
+/*
+ * align.c: the aligned pairing.  A segment is a run of `len` elements at
+ * element `off_a` of capture `ia` of A and `off_b` of capture `ib` of B,
+ * compared as elements [base, base + len) of the row's compared view.
+ */
+typedef struct ulp__segment {
+    size_t ia, ib;
+    uint64_t off_a, off_b, len, base;
+} ulp__segment;
+typedef struct ulp__segs {
+    ulp__segment *v;
+    size_t n, cap;
+} ulp__segs;
+int ulp__segs_push(ulp__segs *s, const ulp__segment *seg);
+
+/* Capture indices of a snapshot grouped by name, in seq order. */
+typedef struct ulp__names ulp__names;
+ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out);
+void ulp__names_free(ulp__names *n);
+const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *count);
+/* 1: every capture idx[0..n) has positions (n > 0); 0: none has; -1: some have. */
+int ulp__names_positions(const ulp_snapshot *s, const size_t *idx, size_t n);
+
+/*
+ * Pairs all captures of one name (ia[0..na) of A, ib[0..nb) of B, all with
+ * positions) on their (request, position) keys: fills the row's aligned
+ * fields, keys, inputs, compared shape, status (identical until compared,
+ * or a dtype / row-shape mismatch) and appends the segments to `segs`
+ * (none for a mismatch: the caller passes an empty `segs`).  *rowlen:
+ * elements per key.  ULP_EBADATTR when a side has one key in two
+ * occurrences.
+ */
+ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, const ulp_snapshot *b,
+                          const size_t *ib, size_t nb, ulp_diff_row *row, ulp__segs *segs,
+                          uint64_t *rowlen, ulp_error *err);
+
+/* rows_slice.c: `--rows` and the shape hint. */
+typedef struct ulp__rows_spec {
+    int mode; /* 0 none, 1 head:N, 2 tail:N, 3 A:B */
+    int64_t n, first;
+} ulp__rows_spec;
+ulp_status ulp__rows_parse(const char *spec, ulp__rows_spec *out, ulp_error *err);
+/* The token axis of a capture: the next-to-last axis, axis 0 of a vector; -1 for a scalar. */
+int ulp__token_axis(int ndim);
+/*
+ * Slices a same-dtype pair on its token axis: 1 and segments appended (the
+ * row's shapes become the slice's), 0 when the capture has no token axis,
+ * -1 when the slice does not fit (row->status shape_mismatch, hint set),
+ * -2 out of memory.
+ */
+int ulp__rows_slice(const ulp__rows_spec *spec, const ulp_capture_info *ca, size_t ia,
+                    const ulp_capture_info *cb, size_t ib, ulp_diff_row *row, ulp__segs *segs);
+/* A malloc'd sentence on what would compare two shapes, or NULL. */
+char *ulp__rows_hint(const ulp_capture_info *ca, const ulp_capture_info *cb);
+
+/* origin.c: introduced / carried in / not captured, for every differing aligned key. */
+void ulp__origin_run(ulp_diff_result *r);
+
+/* logits.c: the same over a compared view (aligned or sliced rows) of `shape`. */
+ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
+                                const ulp__segment *segs, size_t nsegs, int ndim,
+                                const int64_t *shape, const ulp_diff_options *opts,
+                                ulp_diff_logits *lg, ulp_error *err);
 
 /*
  * diff_jobs.c: the element metrics of every pair on opts->threads threads

@@ -146,6 +146,7 @@ void ulp__logits_free(ulp_diff_logits *lg)
     free(lg->max_perturbation);
     free(lg->flipped);
     free(lg->at_risk);
+    free(lg->tied);
     free(lg->flips);
     for (int k = 0; k < lg->n_sampling; k++) {
         free(lg->sampling[k].tv);
@@ -183,7 +184,8 @@ static void explain(const ulp_diff_logits *lg, const double *z4, uint64_t row, u
 /* The rows of one logits pair, shared by the threads that analyse them. */
 typedef struct lg_job {
     const ulp_snapshot *a, *b;
-    size_t ia, ib;
+    const ulp__segment *segs; /* the compared view: whole pair, slice or aligned keys */
+    size_t nsegs;
     const ulp_diff_options *opts;
     ulp_diff_logits *lg;
     ulp_diff_flip *slot; /* [rows]: the explanation of a flipped row, in place */
@@ -286,7 +288,10 @@ static void one_row(lg_job *j, lg_scratch *s, const unsigned char *ra, const uns
     lg->margin_a[row] = rs.margin_a;
     lg->margin_b[row] = rs.margin_b;
     lg->max_perturbation[row] = rs.max_perturbation;
-    lg->flipped[row] = rs.argmax_a != rs.argmax_b;
+    /* A row tied in one run (margin 0: its argmax is the lowest index of the
+     * tied tokens) that picks another token is a tie, not a flip. */
+    lg->tied[row] = rs.argmax_a != rs.argmax_b && (rs.margin_a == 0 || rs.margin_b == 0);
+    lg->flipped[row] = rs.argmax_a != rs.argmax_b && !lg->tied[row];
     double mm = rs.margin_a < rs.margin_b ? rs.margin_a : rs.margin_b;
     lg->at_risk[row] = !lg->flipped[row] && mm < rs.max_perturbation;
     if (lg->flipped[row]) {
@@ -317,6 +322,53 @@ static void lg_fail(lg_job *j, const ulp_error *e)
     atomic_store(&j->stop, 1);
 }
 
+/*
+ * Views elements [first, first + n) of the compared view on both sides: in
+ * place when one segment holds them, else copied into ba/bb segment by
+ * segment.  *copied says which (the views of a copy need no release).
+ */
+static ulp_status view_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
+                            const void **va, const void **vb, int *copied, ulp_error *e)
+{
+    size_t sz = ulp_dtype_size(j->lg->dtype);
+    size_t q = 0;
+    while (q < j->nsegs && first >= j->segs[q].base + j->segs[q].len)
+        q++;
+    if (q < j->nsegs && first >= j->segs[q].base && first + n <= j->segs[q].base + j->segs[q].len) {
+        const ulp__segment *g = &j->segs[q];
+        uint64_t in = first - g->base;
+        *copied = 0;
+        ulp_status st = ulp_snapshot_view(j->a, g->ia, g->off_a + in, n, s->ba, va, e);
+        if (st == ULP_OK) {
+            st = ulp_snapshot_view(j->b, g->ib, g->off_b + in, n, s->bb, vb, e);
+            if (st != ULP_OK)
+                ulp_snapshot_view_release(j->a, *va, n * sz);
+        }
+        return st;
+    }
+    *copied = 1;
+    for (uint64_t done = 0; done < n;) {
+        uint64_t v = first + done;
+        while (q < j->nsegs && v >= j->segs[q].base + j->segs[q].len)
+            q++;
+        if (q == j->nsegs || v < j->segs[q].base)
+            return ulp__error(e, ULP_ERANGE, "logits: element %llu of the view has no source",
+                              (unsigned long long)v);
+        const ulp__segment *g = &j->segs[q];
+        uint64_t m = g->base + g->len - v < n - done ? g->base + g->len - v : n - done;
+        ulp_status st =
+            ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, s->ba + done * sz, e);
+        if (st == ULP_OK)
+            st = ulp_snapshot_read(j->b, g->ib, g->off_b + (v - g->base), m, s->bb + done * sz, e);
+        if (st != ULP_OK)
+            return st;
+        done += m;
+    }
+    *va = s->ba;
+    *vb = s->bb;
+    return ULP_OK;
+}
+
 /* Takes `per` rows at a time until none is left; reads the file's pages in place. */
 static void *lg_worker(void *arg)
 {
@@ -340,16 +392,18 @@ static void *lg_worker(void *arg)
             break;
         uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
         const void *va, *vb;
-        if (ulp_snapshot_view(j->a, j->ia, r0 * V, nr * V, s.ba, &va, &e) != ULP_OK ||
-            ulp_snapshot_view(j->b, j->ib, r0 * V, nr * V, s.bb, &vb, &e) != ULP_OK) {
+        int copied = 0;
+        if (view_rows(j, r0 * V, nr * V, &s, &va, &vb, &copied, &e) != ULP_OK) {
             lg_fail(j, &e);
             break;
         }
         for (uint64_t q = 0; q < nr; q++)
             one_row(j, &s, (const unsigned char *)va + q * V * sz,
                     (const unsigned char *)vb + q * V * sz, r0 + q);
-        ulp_snapshot_view_release(j->a, va, nr * V * sz);
-        ulp_snapshot_view_release(j->b, vb, nr * V * sz);
+        if (!copied) {
+            ulp_snapshot_view_release(j->a, va, nr * V * sz);
+            ulp_snapshot_view_release(j->b, vb, nr * V * sz);
+        }
     }
 cleanup:
     scratch_free(&s);
@@ -366,8 +420,9 @@ static ulp_status alloc_rows(ulp_diff_logits *lg, const ulp_diff_options *opts)
     lg->max_perturbation = calloc(R + 1, sizeof *lg->max_perturbation);
     lg->flipped = calloc(R + 1, 1);
     lg->at_risk = calloc(R + 1, 1);
-    if (!lg->argmax_a || !lg->argmax_b || !lg->margin_a || !lg->margin_b || !lg->max_perturbation ||
-        !lg->flipped || !lg->at_risk)
+    lg->tied = calloc(R + 1, 1);
+    if (!lg->tied || !lg->argmax_a || !lg->argmax_b || !lg->margin_a || !lg->margin_b ||
+        !lg->max_perturbation || !lg->flipped || !lg->at_risk)
         return ULP_ENOMEM;
     lg->n_sampling = opts->n_temperatures;
     for (int k = 0; k < lg->n_sampling; k++) {
@@ -386,6 +441,7 @@ static ulp_status summarize(ulp_diff_logits *lg, const ulp_diff_flip *slot)
     uint64_t R = lg->rows;
     for (uint64_t row = 0; row < R; row++) {
         lg->argmax_flips += lg->flipped[row];
+        lg->argmax_ties += lg->tied[row];
         lg->rows_at_risk += lg->at_risk[row];
     }
     if (lg->argmax_flips > 0) {
@@ -416,13 +472,23 @@ ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot 
                            const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err)
 {
     const ulp_capture_info *c = ulp_snapshot_capture(a, ia);
+    ulp__segment whole = {ia, ib, 0, 0, c->elements, 0};
+    return ulp__logits_run_view(a, b, &whole, 1, c->ndim, c->shape, opts, lg, err);
+}
+
+ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
+                                const ulp__segment *segs, size_t nsegs, int ndim,
+                                const int64_t *shape, const ulp_diff_options *opts,
+                                ulp_diff_logits *lg, ulp_error *err)
+{
+    const ulp_capture_info *c = ulp_snapshot_capture(a, segs[0].ia);
     lg_job j;
     memset(&j, 0, sizeof j);
     lg->dtype = c->dtype;
-    lg->vocab = c->ndim ? (uint64_t)c->shape[c->ndim - 1] : 1;
+    lg->vocab = ndim ? (uint64_t)shape[ndim - 1] : 1;
     lg->rows = 1;
-    for (int k = 0; k + 1 < c->ndim; k++)
-        lg->rows *= (uint64_t)c->shape[k];
+    for (int k = 0; k + 1 < ndim; k++)
+        lg->rows *= (uint64_t)shape[k];
     uint64_t R = lg->rows, V = lg->vocab;
     j.slot = calloc(R + 1, sizeof *j.slot);
     if (j.slot == NULL || alloc_rows(lg, opts) != ULP_OK) {
@@ -441,8 +507,8 @@ ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot 
     }
     j.a = a;
     j.b = b;
-    j.ia = ia;
-    j.ib = ib;
+    j.segs = segs;
+    j.nsegs = nsegs;
     j.opts = opts;
     j.lg = lg;
     /* Rows per task: a chunk's worth, at least one row. */

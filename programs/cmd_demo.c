@@ -193,6 +193,14 @@ static void explain(const ulp_diff_result *r, const ulp_refmodel_options *o, int
            "     (max |a-b| %.3g).\n",
            f->name, (unsigned long long)f->m.differing, (unsigned long long)f->elements,
            (unsigned long long)f->m.max_ulp, f->m.max_abs_diff);
+    if (f->aligned && f->first_position >= 0)
+        printf("     The same token compared in both runs: %llu of %llu positions differ, the\n"
+               "     first at position %lld; %s.\n",
+               (unsigned long long)f->positions_differing,
+               (unsigned long long)f->positions_compared, (long long)f->first_position,
+               f->origin == ULP_DIFF_ORIGIN_INTRODUCED
+                   ? "introduced there: every input it was computed from is identical"
+                   : "see the report for where it came from");
     if (r->amp.valid && r->amp.last_row != r->amp.first_row) {
         const ulp_diff_row *l = &r->rows[r->amp.last_row];
         printf("  3. Each layer feeds the difference forward: at %s, %llu of %llu\n"
@@ -354,8 +362,9 @@ int cmd_demo(int argc, char **argv)
     gemm_words(o.gemm, n, gm, sizeof gm);
     gemm_words(o.gemm, n - cached, gh, sizeof gh);
     printf("ulpprof demo: a %d-layer bf16 transformer (hidden %d, %d heads, vocab %d; preset %s,\n"
-           "seed %llu) prefills one %d-token prompt three ways and captures, for its last %d\n"
-           "tokens, every layer's attention, MLP and residual outputs and the logits:\n",
+           "seed %llu) prefills one %d-token prompt three ways and captures every layer's\n"
+           "attention, MLP and residual outputs at every position of every pass (the hit's\n"
+           "prefix pass too, each row with its position), and the logits of the last %d:\n",
            d->layers, d->hidden, d->heads, d->vocab, d->name, (unsigned long long)o.seed, n,
            n - cached);
     printf("  miss   all %d tokens in one pass                      GEMMs %s\n", n, gm);

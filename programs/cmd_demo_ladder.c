@@ -66,6 +66,8 @@ static void *run_steps(void *arg)
         o.prefill_chunk = steps[i].chunk;
         o.label = steps[i].label;
         o.out = w->paths[i];
+        /* The ladder pairs captures by occurrence: the suffix rows, one pass each. */
+        o.suffix_only = 1;
         ulp_error_clear(&w->err[i]);
         w->st[i] = ulp_refmodel_run(&o, &w->err[i]);
     }

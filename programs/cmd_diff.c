@@ -11,12 +11,14 @@
 
 #include "cli.h"
 #include "ulpprof/diff.h"
+#include "ulpprof/format.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
 
 #define DIFF_USAGE                                                                                 \
     "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"                \
-    "                    [--role ROLE] [--temperature T]... [--threads N] [--plot DIR]\n"          \
+    "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
+    "                    [--threads N] [--plot DIR]\n"                                             \
     "                    A.h5 B.h5"
 
 static void diff_help(void)
@@ -24,7 +26,10 @@ static void diff_help(void)
     printf("usage: " DIFF_USAGE "\n"
            "\n"
            "Pairs the captures of two snapshots by name and occurrence and compares\n"
-           "each pair bit for bit: elements that differ, max and mean ULP distance in\n"
+           "each pair bit for bit (captures with positions on both sides: all\n"
+           "occurrences of a name, row by row on the (request, position) keys both\n"
+           "runs have, and where each difference was introduced): elements that differ, max and "
+           "mean ULP distance in\n"
            "the tensor's own format, a ULP histogram, max |a-b|, NaN/inf mismatches\n"
            "and the worst element.  Then: the first divergence and how it grows to\n"
            "the last activation, the kernels behind it (when the files have a trace),\n"
@@ -34,7 +39,10 @@ static void diff_help(void)
            "  -f, --format FMT       table (default), markdown, csv or json\n"
            "  -o, --out FILE         write the report to FILE instead of stdout\n"
            "  -m, --match GLOB       only captures whose name matches GLOB (fnmatch)\n"
-           "  -r, --role ROLE        only captures of this role (activation, logits, ...)\n"
+           "  -r, --role ROLE        only captures of this role (activation, logits, kv,\n"
+           "                         input, weight)\n"
+           "      --rows SPEC        captures without positions: compare only rows of the\n"
+           "                         token axis (next-to-last axis): head:N, tail:N or A:B\n"
            "  -t, --temperature T    for logits: total variation and the probability that\n"
            "                         same-draw sampling at temperature T differs\n"
            "                         (repeatable, at most %d)\n"
@@ -62,7 +70,7 @@ static int parse_u64(const char *s, uint64_t *out)
 
 int cmd_diff(int argc, char **argv)
 {
-    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT };
+    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
         {"out", required_argument, NULL, 'o'},
@@ -73,6 +81,7 @@ int cmd_diff(int argc, char **argv)
         {"chunk-elements", required_argument, NULL, OPT_CHUNK},
         {"color", required_argument, NULL, OPT_COLOR},
         {"plot", required_argument, NULL, OPT_PLOT},
+        {"rows", required_argument, NULL, OPT_ROWS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -104,7 +113,17 @@ int cmd_diff(int argc, char **argv)
             opts.match = optarg;
             break;
         case 'r':
+            if (ulp_role_from_name(optarg) < 0) {
+                fprintf(stderr,
+                        "ulpprof diff: unknown role '%s' (activation, logits, kv, input, "
+                        "weight)\n",
+                        optarg);
+                return CLI_EXIT_ERROR;
+            }
             opts.role = optarg;
+            break;
+        case OPT_ROWS:
+            opts.rows = optarg;
             break;
         case 't': {
             char *end;

@@ -42,7 +42,7 @@ static json_t *ju64(uint64_t v)
         return json_integer((json_int_t)v);
     char b[96];
     snprintf(b, sizeof b, "%s%" PRIu64, u64_mark, v);
-    return json_string(b);
+    return ulp__json_str(b);
 }
 
 static json_t *jshape(int ndim, const int64_t *shape)
@@ -77,7 +77,7 @@ static json_t *jbits(uint64_t bits, ulp_dtype dt)
 {
     char b[24];
     snprintf(b, sizeof b, "0x%0*" PRIx64, (int)(2 * ulp_dtype_size(dt)), bits);
-    return json_string(b);
+    return ulp__json_str(b);
 }
 
 static void set_kernels(json_t *o, const ulp_diff_row *row)
@@ -86,6 +86,93 @@ static void set_kernels(json_t *o, const ulp_diff_row *row)
         json_object_set_new(o, "kernels_a", jkernels(row->kernels_a, row->n_kernels_a));
     if (row->has_kernels_b)
         json_object_set_new(o, "kernels_b", jkernels(row->kernels_b, row->n_kernels_b));
+}
+
+static json_t *jkey(int has, int64_t request, int64_t position)
+{
+    if (!has)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "request", json_integer(request));
+    json_object_set_new(o, "position", json_integer(position));
+    return o;
+}
+
+/* The runs of differing keys with their origin (FORMAT.md, "Aligned diff"). */
+static json_t *jruns(const ulp_diff_row *row)
+{
+    json_t *a = json_array();
+    ulp__key_run run;
+    size_t k = 0;
+    while (ulp__next_run(row, &k, &run)) {
+        json_t *o = json_object();
+        json_object_set_new(o, "request", json_integer(run.request));
+        json_object_set_new(o, "first", json_integer(run.first));
+        json_object_set_new(o, "last", json_integer(run.last));
+        const char *origin = ulp_diff_origin_name(run.origin);
+        json_object_set_new(o, "origin", origin ? ulp__json_str(origin) : json_null());
+        json_object_set_new(o, "input",
+                            run.input >= 0 && (size_t)run.input < row->n_inputs
+                                ? ulp__json_str(row->inputs[run.input])
+                                : json_null());
+        json_t *oa = json_array(), *ob = json_array();
+        for (size_t q = run.k0; q < run.k1; q++) {
+            const ulp_diff_key *key = &row->keys[q];
+            if (q == run.k0 || key->occurrence_a != row->keys[q - 1].occurrence_a)
+                json_array_append_new(oa, json_integer(key->occurrence_a));
+            if (q == run.k0 || key->occurrence_b != row->keys[q - 1].occurrence_b)
+                json_array_append_new(ob, json_integer(key->occurrence_b));
+        }
+        json_object_set_new(o, "occurrences_a", oa);
+        json_object_set_new(o, "occurrences_b", ob);
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+/* Keys of aligned, sliced and hinted rows. */
+static void set_aligned(json_t *o, const ulp_diff_row *row)
+{
+    json_object_set_new(o, "aligned", json_boolean(row->aligned));
+    if (row->positions_in != NULL)
+        json_object_set_new(o, "positions_only_on", ulp__json_str(row->positions_in));
+    if (row->hint != NULL)
+        json_object_set_new(o, "hint", ulp__json_str(row->hint));
+    if (row->sliced) {
+        json_t *sl = json_object();
+        json_object_set_new(sl, "axis", json_integer(row->token_axis));
+        json_object_set_new(sl, "first_a", json_integer(row->slice_first_a));
+        json_object_set_new(sl, "first_b", json_integer(row->slice_first_b));
+        json_object_set_new(sl, "count", json_integer(row->slice_rows));
+        json_object_set_new(o, "rows_slice", sl);
+    }
+    if (!row->aligned)
+        return;
+    json_object_set_new(o, "positions_compared", ju64(row->positions_compared));
+    json_object_set_new(o, "positions_only_in_a", ju64(row->positions_only_in_a));
+    json_object_set_new(o, "positions_only_in_b", ju64(row->positions_only_in_b));
+    json_object_set_new(o, "positions_differing", ju64(row->positions_differing));
+    json_object_set_new(o, "first_differing",
+                        jkey(row->first_position >= 0, row->first_request, row->first_position));
+    json_object_set_new(o, "worst_key",
+                        jkey(row->worst_position >= 0, row->worst_request, row->worst_position));
+    json_t *in = json_array();
+    for (size_t k = 0; k < row->n_inputs; k++)
+        json_array_append_new(in, ulp__json_str(row->inputs[k]));
+    json_object_set_new(o, "inputs", in);
+    const char *origin = ulp_diff_origin_name(row->origin);
+    json_object_set_new(o, "origin", origin ? ulp__json_str(origin) : json_null());
+    json_object_set_new(o, "differing_positions", jruns(row));
+    if (row->capture_next != NULL) {
+        json_t *cn = json_object();
+        json_object_set_new(cn, "name", ulp__json_str(row->capture_next));
+        json_object_set_new(cn, "request", json_integer(row->capture_request));
+        json_object_set_new(cn, "first", json_integer(row->capture_first));
+        json_object_set_new(cn, "last", json_integer(row->capture_last));
+        json_object_set_new(o, "capture_next", cn);
+    } else {
+        json_object_set_new(o, "capture_next", json_null());
+    }
 }
 
 static json_t *jrow(const ulp_diff_row *row)
@@ -159,6 +246,7 @@ static json_t *jrow(const ulp_diff_row *row)
         }
     }
     set_kernels(o, row);
+    set_aligned(o, row);
     return o;
 }
 
@@ -194,6 +282,21 @@ static json_t *jlogits(const ulp_diff_logits *lg)
         json_array_append_new(fl, x);
     }
     json_object_set_new(o, "flipped", fl);
+    /* Rows whose argmax differs only because one run's top two tie (margin 0). */
+    json_object_set_new(o, "argmax_ties", ju64(lg->argmax_ties));
+    json_t *ties = json_array();
+    for (uint64_t r = 0; lg->tied != NULL && r < lg->rows; r++) {
+        if (!lg->tied[r])
+            continue;
+        json_t *x = json_object();
+        json_object_set_new(x, "row", ju64(r));
+        json_object_set_new(x, "argmax_a", json_integer(lg->argmax_a[r]));
+        json_object_set_new(x, "argmax_b", json_integer(lg->argmax_b[r]));
+        json_object_set_new(x, "margin_a", jnum(lg->margin_a[r]));
+        json_object_set_new(x, "margin_b", jnum(lg->margin_b[r]));
+        json_array_append_new(ties, x);
+    }
+    json_object_set_new(o, "tied", ties);
     json_object_set_new(o, "dtype", ulp__json_str(ulp_dtype_name(lg->dtype)));
     json_object_set_new(o, "vocab", ju64(lg->vocab));
     json_object_set_new(o, "rows_at_risk", ju64(lg->rows_at_risk));
@@ -241,7 +344,7 @@ static json_t *jside(const char *path, const char *label)
 static json_t *build(const ulp_diff_result *r)
 {
     json_t *doc = json_object();
-    json_object_set_new(doc, "format", json_string("ulpprof-diff"));
+    json_object_set_new(doc, "format", ulp__json_str("ulpprof-diff"));
     json_object_set_new(doc, "format_version", json_integer(1));
     json_object_set_new(doc, "a", jside(r->path_a, r->label_a));
     json_object_set_new(doc, "b", jside(r->path_b, r->label_b));
@@ -254,6 +357,14 @@ static json_t *build(const ulp_diff_result *r)
         json_object_set_new(fd, "layer", jlayer(row->layer));
         json_object_set_new(fd, "row", json_integer((json_int_t)r->first_divergence));
         json_object_set_new(fd, "status", ulp__json_str(ulp_diff_status_name(row->status)));
+        int key = row->aligned && row->first_position >= 0;
+        json_object_set_new(fd, "request", key ? json_integer(row->first_request) : json_null());
+        json_object_set_new(fd, "position", key ? json_integer(row->first_position) : json_null());
+        const char *origin = ulp_diff_origin_name(row->origin);
+        json_object_set_new(fd, "origin", origin ? ulp__json_str(origin) : json_null());
+        char text[2048];
+        ulp__first_divergence_text(r, text, sizeof text, "");
+        json_object_set_new(fd, "text", ulp__json_str(text));
         set_kernels(fd, row);
         json_object_set_new(doc, "first_divergence", fd);
     } else {

@@ -40,4 +40,23 @@ void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, 
 ulp_status ulp__ladder_report_text(const ulp_ladder_result *r, FILE *f, int markdown);
 ulp_status ulp__ladder_report_json(const ulp_ladder_result *r, FILE *f, ulp_error *err);
 
+/* The first divergence in one line (without the "first divergence: " lead). */
+void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, const char *code);
+
+/* report_keys.c: runs of differing keys of an aligned row, and their words. */
+typedef struct ulp__key_run {
+    int64_t request, first, last; /* positions first..last, consecutive           */
+    ulp_diff_origin origin;
+    int input;     /* index into the row's inputs, or -1                */
+    size_t k0, k1; /* keys [k0, k1) of the row                          */
+} ulp__key_run;
+/* The next run of differing keys from key *k on (advancing *k); 0 when none. */
+int ulp__next_run(const ulp_diff_row *row, size_t *k, ulp__key_run *run);
+/* "positions 88-95" or "request 2, position 7". */
+void ulp__fmt_run(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_run *run);
+/* Where the run's difference came from, in words. */
+void ulp__fmt_origin(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_run *run);
+/* The shortest digits that read back as the same value of `dt`. */
+void ulp__fmt_value(char *buf, size_t n, ulp_dtype dt, uint64_t bits, double v);
+
 #endif /* ULPPROF_REPORTS_REPORT_PRIV_H */

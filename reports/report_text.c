@@ -152,6 +152,11 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
         if (lg->rows_at_risk)
             fprintf(f, ", %" PRIu64 " more at risk (margin below the row's largest perturbation)",
                     lg->rows_at_risk);
+        if (lg->argmax_ties)
+            fprintf(f,
+                    ", %" PRIu64 " tie%s (the top two tokens are equal in one run, which picks "
+                    "the lower index: not a flip)",
+                    lg->argmax_ties, lg->argmax_ties > 1 ? "s" : "");
         fputc('\n', f);
         for (size_t k = 0; k < lg->n_flips && k < max_flips; k++) {
             const ulp_diff_flip *fl = &lg->flips[k];
@@ -184,9 +189,126 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
     }
 }
 
+/* Where a row is: "layer 3 `name`" or "`name`". */
+static void fmt_where(char *buf, size_t n, const ulp_diff_row *row, const char *code)
+{
+    char name[300];
+    fmt_row_name(name, sizeof name, row);
+    if (row->aligned)
+        snprintf(name, sizeof name, "%s", row->name); /* all its occurrences */
+    if (row->layer >= 0)
+        snprintf(buf, n, "layer %d %s%s%s", row->layer, code, name, code);
+    else
+        snprintf(buf, n, "%s%s%s", code, name, code);
+}
+
+/* Whether the worst pair of a float row has opposite signs (its ULP distance crosses zero). */
+static int crosses_zero(const ulp_diff_row *row)
+{
+    const ulp_dtype_info *di = ulp_dtype_get(row->dtype_a);
+    if (di == NULL || !di->is_float || row->m.worst_flat < 0)
+        return 0;
+    unsigned bits = 8u * (unsigned)ulp_dtype_size(row->dtype_a);
+    uint64_t sign = (uint64_t)1 << (bits - 1);
+    return ((row->m.worst_bits_a ^ row->m.worst_bits_b) & sign) != 0 && isfinite(row->m.worst_a) &&
+           isfinite(row->m.worst_b);
+}
+
+void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, const char *code)
+{
+    const ulp_diff_row *row = &r->rows[r->first_divergence];
+    char where[400], b1[80], b2[80], b3[80], b4[80], b5[80];
+    size_t w = 0;
+    fmt_where(where, sizeof where, row, code);
+    if (row->status != ULP_DIFF_DIFFERS) {
+        char sa[120], sb[120];
+        fmt_row_name(b5, sizeof b5, row);
+        ulp__fmt_shape(sa, sizeof sa, row->ndim_a, row->shape_a);
+        ulp__fmt_shape(sb, sizeof sb, row->ndim_b, row->shape_b);
+        w = (size_t)snprintf(buf, n, "%s%s%s: %s, A %s %s vs B %s %s", code, b5, code,
+                             ulp_diff_status_name(row->status), ulp_dtype_name(row->dtype_a), sa,
+                             ulp_dtype_name(row->dtype_b), sb);
+        if (row->hint != NULL && w < n)
+            snprintf(buf + w, n - w, "; %s", row->hint);
+        return;
+    }
+    const ulp_diff_metrics *m = &row->m;
+    ulp__fmt_num(b1, sizeof b1, m->max_abs_diff_ulps_at_max);
+    ulp__fmt_num(b2, sizeof b2, m->max_abs_diff);
+    ulp__fmt_num(b3, sizeof b3, m->max_abs);
+    w += (size_t)snprintf(buf + w, n - w, "%s ulp@max (max |diff| %s, values up to %s) at %s", b1,
+                          b2, b3, where);
+    if (row->aligned && w < n) {
+        ulp__key_run run;
+        size_t k = 0;
+        int shown = 0;
+        while (ulp__next_run(row, &k, &run) && w < n) {
+            if (shown == 3) {
+                w += (size_t)snprintf(buf + w, n - w, " and more");
+                break;
+            }
+            ulp__fmt_run(b4, sizeof b4, row, &run);
+            w += (size_t)snprintf(buf + w, n - w, "%s%s", shown ? ", " : ", ", b4);
+            shown++;
+        }
+        if (w < n)
+            w += (size_t)snprintf(buf + w, n - w,
+                                  " (%" PRIu64 " of %" PRIu64 " positions compared differ)",
+                                  row->positions_differing, row->positions_compared);
+    }
+    if (w < n) {
+        char frac[80];
+        fmt_frac(frac, sizeof frac, m->differing, row->elements);
+        w += (size_t)snprintf(buf + w, n - w, ": %s elements differ, max %" PRIu64 " ULP", frac,
+                              m->max_ulp);
+    }
+    if (crosses_zero(row) && w < n)
+        w += (size_t)snprintf(buf + w, n - w,
+                              " (that many only because the values crossed zero: the worst pair "
+                              "has opposite signs)");
+    if (m->worst_flat >= 0 && w < n) {
+        ulp__fmt_shape(b4, sizeof b4, row->ndim_a, m->worst_index);
+        ulp__fmt_value(b1, sizeof b1, row->dtype_a, m->worst_bits_a, m->worst_a);
+        ulp__fmt_value(b2, sizeof b2, row->dtype_a, m->worst_bits_b, m->worst_b);
+        if (row->aligned && row->worst_position >= 0)
+            w += (size_t)snprintf(buf + w, n - w,
+                                  "; worst at request %" PRId64 ", position %" PRId64
+                                  " (index %s): %s vs %s",
+                                  row->worst_request, row->worst_position, b4, b1, b2);
+        else
+            w += (size_t)snprintf(buf + w, n - w, "; worst at %s: %s vs %s", b4, b1, b2);
+    }
+    (void)w;
+}
+
+/* Rows compared by occurrence although one side has positions, or with a hint. */
+static void summary_notes(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
+{
+    size_t only = 0, sliced = 0;
+    const char *side = NULL, *first = NULL;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        if (r->rows[i].positions_in != NULL) {
+            if (only++ == 0) {
+                side = r->rows[i].positions_in;
+                first = r->rows[i].name;
+            }
+        }
+        sliced += r->rows[i].sliced != 0;
+    }
+    if (only)
+        fprintf(f,
+                "%spositions only in %s for %zu capture%s (first %s%s%s): compared by "
+                "occurrence; capture positions on both sides to compare the same tokens\n",
+                bullet, strcmp(side, "a") == 0 ? "A" : "B", only, only > 1 ? "s" : "", code, first,
+                code);
+    if (sliced)
+        fprintf(f, "%s--rows: %zu capture%s compared on a slice of the token axis\n", bullet,
+                sliced, sliced > 1 ? "s" : "");
+}
+
 void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
 {
-    char b1[80], b2[80], b3[40], b4[40], name[300];
+    char b1[80], b3[40], b4[40], name[300];
     size_t ndiff = 0, nshape = 0, ndtype = 0;
     for (size_t i = 0; i < r->n_rows; i++) {
         ndiff += r->rows[i].status == ULP_DIFF_DIFFERS;
@@ -217,46 +339,52 @@ void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, 
     }
     if (r->has_first_divergence) {
         const ulp_diff_row *row = &r->rows[r->first_divergence];
-        fmt_row_name(name, sizeof name, row);
-        fprintf(f, "%sfirst divergence: %s%s%s", bullet, code, name, code);
-        if (row->layer >= 0)
-            fprintf(f, " (layer %d)", row->layer);
-        if (row->status == ULP_DIFF_DIFFERS) {
-            fmt_frac(b1, sizeof b1, row->m.differing, row->elements);
-            ulp__fmt_num(b3, sizeof b3, row->m.max_abs_diff);
-            fprintf(f, ": %s elements differ, max %" PRIu64 " ULP, max |diff| %s", b1,
-                    row->m.max_ulp, b3);
-            if (row->m.worst_flat >= 0) {
-                ulp__fmt_shape(b2, sizeof b2, row->ndim_a, row->m.worst_index);
-                ulp__fmt_num(b3, sizeof b3, row->m.worst_a);
-                ulp__fmt_num(b4, sizeof b4, row->m.worst_b);
-                fprintf(f, "; worst at %s: %s vs %s", b2, b3, b4);
+        char text[2048];
+        ulp__first_divergence_text(r, text, sizeof text, code);
+        fprintf(f, "%sfirst divergence: %s\n", bullet, text);
+        if (row->aligned && row->positions_differing > 0) {
+            ulp__key_run run;
+            size_t k = 0;
+            const char *sub = bullet[0] ? "  - " : "  ";
+            int shown = 0;
+            while (ulp__next_run(row, &k, &run) && shown < 4) {
+                ulp__fmt_run(b1, sizeof b1, row, &run);
+                ulp__fmt_origin(text, sizeof text, row, &run);
+                fprintf(f, "%s%s: %s\n", sub, b1, text);
+                shown++;
             }
-        } else {
-            char sa[120], sb[120];
-            ulp__fmt_shape(sa, sizeof sa, row->ndim_a, row->shape_a);
-            ulp__fmt_shape(sb, sizeof sb, row->ndim_b, row->shape_b);
-            fprintf(f, ": %s, A %s %s vs B %s %s", ulp_diff_status_name(row->status),
-                    ulp_dtype_name(row->dtype_a), sa, ulp_dtype_name(row->dtype_b), sb);
+            if (row->capture_next != NULL)
+                fprintf(f,
+                        "%snext: capture %s%s%s with positions on both sides (request %" PRId64
+                        ", positions %" PRId64 "-%" PRId64 ")\n",
+                        sub, code, row->capture_next, code, row->capture_request,
+                        row->capture_first, row->capture_last);
         }
-        fputc('\n', f);
         summary_kernels(row, f, bullet, code);
     }
+    summary_notes(r, f, bullet, code);
     if (r->amp.valid && r->amp.last_row != r->amp.first_row) {
         const ulp_diff_amplification *a = &r->amp;
         char nl[300], f1[40], f2[40], f3[40];
         fmt_row_name(name, sizeof name, &r->rows[a->first_row]);
         fmt_row_name(nl, sizeof nl, &r->rows[a->last_row]);
-        ulp__fmt_num(b3, sizeof b3, a->abs_first);
-        ulp__fmt_num(b4, sizeof b4, a->abs_last);
-        snprintf(f1, sizeof f1, "%.3g%%", 100.0 * a->frac_first);
-        snprintf(f2, sizeof f2, "%.3g%%", 100.0 * a->frac_last);
-        ulp__fmt_num(f3, sizeof f3, a->frac_factor);
-        ulp__fmt_num(b1, sizeof b1, a->abs_factor);
-        fprintf(f,
-                "%samplification %s%s%s -> %s%s%s: differing %s -> %s (x%s), max |diff| %s -> %s "
-                "(x%s)\n",
-                bullet, code, name, code, code, nl, code, f1, f2, f3, b3, b4, b1);
+        if (r->rows[a->last_row].status == ULP_DIFF_IDENTICAL) {
+            fprintf(f,
+                    "%samplification %s%s%s -> %s%s%s: none, the last activation is identical "
+                    "again\n",
+                    bullet, code, name, code, code, nl, code);
+        } else {
+            ulp__fmt_num(b3, sizeof b3, a->abs_first);
+            ulp__fmt_num(b4, sizeof b4, a->abs_last);
+            snprintf(f1, sizeof f1, "%.3g%%", 100.0 * a->frac_first);
+            snprintf(f2, sizeof f2, "%.3g%%", 100.0 * a->frac_last);
+            ulp__fmt_num(f3, sizeof f3, a->frac_factor);
+            ulp__fmt_num(b1, sizeof b1, a->abs_factor);
+            fprintf(f,
+                    "%samplification %s%s%s -> %s%s%s: differing %s -> %s (x%s), max |diff| %s "
+                    "-> %s (x%s)\n",
+                    bullet, code, name, code, code, nl, code, f1, f2, f3, b3, b4, b1);
+        }
     }
     summary_ladder(r, f, bullet, code);
     summary_logits(r, f, bullet, code, 10);

@@ -308,15 +308,20 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
             c_max = count[i];
     }
 
-    /* Where the tapped rows sit in this step, if it computes all of them. */
-    int tap_row = -1, tap_n = 0;
+    /* Where the tapped rows sit in this step: those of [lo, hi) it computes. */
+    int tap_row = -1, tap_n = 0, tap_pos = 0, tap_last = 0;
     if (tap && tap->seq >= 0 && tap->seq < nseq) {
         const ulp__rm_seq *ts = &seqs[tap->seq];
-        if (tap->lo >= ts->computed && tap->hi <= ts->computed + count[tap->seq]) {
-            tap_row = tap->lo - ts->computed;
+        int lo = tap->lo > ts->computed ? tap->lo : ts->computed;
+        int hi =
+            tap->hi < ts->computed + count[tap->seq] ? tap->hi : ts->computed + count[tap->seq];
+        if (hi > lo) {
+            tap_row = lo - ts->computed;
             for (int i = 0; i < tap->seq; i++)
                 tap_row += count[i];
-            tap_n = tap->hi - tap->lo;
+            tap_n = hi - lo;
+            tap_pos = lo;
+            tap_last = hi == tap->hi;
         }
     }
 
@@ -348,6 +353,8 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
         for (int j = 0; j < count[i]; j++, r++)
             widen(b.x + (size_t)r * (size_t)h,
                   m->embed + (size_t)seqs[i].tokens[seqs[i].computed + j] * (size_t)h, (size_t)h);
+    if (tap_n)
+        tap->fn(tap->ctx, "embed", -1, 0, b.x + (size_t)tap_row * (size_t)h, tap_n, h, tap_pos);
 
     for (int l = 0; l < d->layers; l++) {
         const ulp__rm_layer *L = &m->layers[l];
@@ -381,7 +388,8 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
         else
             linear(g, b.ctx, rows, qd, h, L->wo, NULL, b.wbuf, b.o);
         if (tap_n)
-            tap->fn(tap->ctx, "attn_out", l, 0, b.o + (size_t)tap_row * (size_t)h, tap_n, h);
+            tap->fn(tap->ctx, "attn_out", l, 0, b.o + (size_t)tap_row * (size_t)h, tap_n, h,
+                    tap_pos);
         for (size_t i = 0; i < R * (size_t)h; i++)
             b.x[i] = ulp__rm_round_bf16(b.x[i] + b.o[i]);
 
@@ -397,15 +405,16 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
         else
             linear(g, b.gate, rows, f, h, L->wd, NULL, b.wbuf, b.o);
         if (tap_n)
-            tap->fn(tap->ctx, "mlp_out", l, 0, b.o + (size_t)tap_row * (size_t)h, tap_n, h);
+            tap->fn(tap->ctx, "mlp_out", l, 0, b.o + (size_t)tap_row * (size_t)h, tap_n, h,
+                    tap_pos);
         for (size_t i = 0; i < R * (size_t)h; i++)
             b.x[i] = ulp__rm_round_bf16(b.x[i] + b.o[i]);
         if (tap_n)
-            tap->fn(tap->ctx, "out", l, 0, b.x + (size_t)tap_row * (size_t)h, tap_n, h);
+            tap->fn(tap->ctx, "out", l, 0, b.x + (size_t)tap_row * (size_t)h, tap_n, h, tap_pos);
     }
 
     ulp_status st = ULP_OK;
-    if (tap_n) {
+    if (tap_n && tap_last) {
         /* Logits of the last `logits_rows` tapped rows only, as an engine computes them. */
         int lr = tap->logits_rows > 0 && tap->logits_rows < tap_n ? tap->logits_rows : tap_n;
         int first = tap_row + tap_n - lr;
@@ -418,7 +427,7 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
                     (float)d->norm_eps);
             widen(wl, m->lm_head, (size_t)h * (size_t)d->vocab);
             ulp__rm_gemm(g, lr, d->vocab, h, b.xn, h, wl, d->vocab, logits, d->vocab);
-            tap->fn(tap->ctx, "logits", -1, 1, logits, lr, d->vocab);
+            tap->fn(tap->ctx, "logits", -1, 1, logits, lr, d->vocab, tap_pos + tap_n - lr);
         }
         free(wl);
         free(logits);

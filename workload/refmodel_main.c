@@ -29,6 +29,8 @@ static void usage(FILE *f)
         "  --cached N         tokens a hit takes from the cache, a multiple of %d\n"
         "                     (default N - N mod %d)\n"
         "  --logits-rows N    logits of the last N suffix rows only (default: all)\n"
+        "  --suffix-only      capture the suffix rows only (default: every position of\n"
+        "                     every pass, with inputs)\n"
         "  --threads N        OpenBLAS threads (default 1)\n"
         "  --label NAME       run label (default: the mode)\n"
         "  --tp N             EMULATE the reduction order of N tensor-parallel ranks in the\n"
@@ -71,6 +73,7 @@ int main(int argc, char **argv)
                                              {"out", required_argument, NULL, 'o'},
                                              {"verbose", no_argument, NULL, 'v'},
                                              {"probe", no_argument, NULL, 'P'},
+                                             {"suffix-only", no_argument, NULL, 'S'},
                                              {"help", no_argument, NULL, 'h'},
                                              {NULL, 0, NULL, 0}};
     ulp_refmodel_options o;
@@ -150,6 +153,9 @@ int main(int argc, char **argv)
             break;
         case 'P':
             probe = 1;
+            break;
+        case 'S':
+            o.suffix_only = 1;
             break;
         case 'h':
             usage(stdout);

@@ -99,14 +99,19 @@ void ulp__rm_seq_release(ulp__rm_seq *s);
 /* Publishes the sequence's full, computed blocks for prefix reuse. */
 void ulp__rm_seq_publish(ulp__rm_seq *s, ulp__rm_kvcache *c);
 
-/* Tensors handed out by a forward step for the target sequence's rows. */
+/*
+ * Tensors handed out by a forward step for the target sequence's rows:
+ * `nrows` rows of token positions first_pos, first_pos + 1, ...
+ */
 typedef void (*ulp__rm_tap_fn)(void *ctx, const char *name, int layer, int is_logits,
-                               const float *rows, int nrows, int ncols);
+                               const float *rows, int nrows, int ncols, int first_pos);
 
 typedef struct ulp__rm_tap {
     int seq;         /* index of the target sequence in the step         */
-    int lo, hi;      /* positions [lo, hi) of it whose rows are tapped   */
-    int logits_rows; /* last rows of [lo, hi) that get logits            */
+    int lo, hi;      /* positions [lo, hi) of it whose rows are tapped:
+                        those of them the step computes                  */
+    int logits_rows; /* last rows of [lo, hi) that get logits, in the
+                        step that computes position hi - 1               */
     ulp__rm_tap_fn fn;
     void *ctx;
 } ulp__rm_tap;
@@ -115,8 +120,10 @@ typedef struct ulp__rm_tap {
  * One prefill step: for each sequence i, computes its next count[i] tokens
  * (positions computed .. computed + count[i] - 1) in one pass whose GEMMs
  * have M = sum(count) rows, writes their K/V into the cache and advances
- * `computed`.  When `tap` is not NULL and this step computes the target's
- * positions [lo, hi), hands their per-layer tensors and logits to tap->fn.
+ * `computed`.  When `tap` is not NULL, hands the per-layer tensors of the
+ * target's rows in [lo, hi) that this step computes to tap->fn (the
+ * embedding as layer -1 "embed"), and their logits when the step computes
+ * position hi - 1.
  */
 ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmodel_gemm g,
                            ulp__rm_seq *seqs, const int *count, int nseq, const ulp__rm_tap *tap,

@@ -138,17 +138,60 @@ typedef struct tap_ctx {
     ulp_status st;  /* first capture error */
     uint16_t *bits; /* bf16 staging */
     size_t cap_bits;
-    int hi;             /* the tapped rows end at token position hi (exclusive) */
-    int64_t *positions; /* [hi]: 0, 1, ..., hi - 1                              */
+    int64_t *pos; /* positions staging */
+    size_t cap_pos;
+    int layers;      /* of the model, for the logits' input */
+    int suffix_only; /* the suffix rows only: no inputs, no embedding */
 } tap_ctx;
 
+/* The captures a tap's tensor was computed from (FORMAT.md `inputs`). */
+static int tap_inputs(const tap_ctx *t, const char *what, int layer, int is_logits,
+                      char names[3][96])
+{
+    char prev[96];
+    if (layer <= 0)
+        snprintf(prev, sizeof prev, "model.embed_tokens");
+    else
+        snprintf(prev, sizeof prev, "model.layers.%d.out", layer - 1);
+    if (is_logits) {
+        snprintf(names[0], 96, "model.layers.%d.out", t->layers - 1);
+        return 1;
+    }
+    if (strcmp(what, "embed") == 0)
+        return 0;
+    if (strcmp(what, "attn_out") == 0) {
+        snprintf(names[0], 96, "%s", prev);
+        return 1;
+    }
+    snprintf(names[0], 96, "model.layers.%d.attn_out", layer);
+    snprintf(names[1], 96, "%s", prev);
+    if (strcmp(what, "mlp_out") == 0)
+        return 2;
+    snprintf(names[2], 96, "model.layers.%d.mlp_out", layer);
+    return 3;
+}
+
+static int stage(void **buf, size_t *cap, size_t n, size_t size)
+{
+    if (n <= *cap)
+        return 0;
+    void *p = realloc(*buf, n * size);
+    if (!p)
+        return -1;
+    *buf = p;
+    *cap = n;
+    return 0;
+}
+
 static void on_tap(void *vctx, const char *what, int layer, int is_logits, const float *rows,
-                   int nrows, int ncols)
+                   int nrows, int ncols, int first_pos)
 {
     tap_ctx *t = vctx;
-    if (t->st != ULP_OK)
+    int is_embed = strcmp(what, "embed") == 0;
+    if (t->st != ULP_OK || (is_embed && t->suffix_only))
         return;
-    char name[96];
+    char name[96], in[3][96];
+    const char *inputs[3] = {in[0], in[1], in[2]};
     int64_t shape[2] = {nrows, ncols};
     ulp_capture_desc d;
     ulp_capture_desc_init(&d);
@@ -156,10 +199,18 @@ static void on_tap(void *vctx, const char *what, int layer, int is_logits, const
     d.ndim = 2;
     d.shape = shape;
     size_t n = (size_t)nrows * (size_t)ncols;
-    /* Every tapped tensor holds the last rows of the suffix: positions [hi - nrows, hi). */
-    if (t->positions && nrows <= t->hi) {
-        d.positions = t->positions + (t->hi - nrows);
-        d.row_rank = 1;
+    /* Every row's token position; with all positions, the inputs too. */
+    if (stage((void **)&t->pos, &t->cap_pos, (size_t)nrows, sizeof *t->pos) < 0) {
+        t->st = ULP_ENOMEM;
+        return;
+    }
+    for (int i = 0; i < nrows; i++)
+        t->pos[i] = first_pos + i;
+    d.positions = t->pos;
+    d.row_rank = 1;
+    if (!t->suffix_only) {
+        d.inputs = inputs;
+        d.n_inputs = tap_inputs(t, what, layer, is_logits, in);
     }
     if (is_logits) {
         snprintf(name, sizeof name, "lm_head.logits");
@@ -167,22 +218,20 @@ static void on_tap(void *vctx, const char *what, int layer, int is_logits, const
         d.dtype = ULP_DTYPE_F32;
         d.role = ULP_ROLE_LOGITS;
     } else {
-        snprintf(name, sizeof name, "model.layers.%d.%s", layer, what);
-        if (n > t->cap_bits) {
-            uint16_t *p = realloc(t->bits, n * sizeof(uint16_t));
-            if (!p) {
-                t->st = ULP_ENOMEM;
-                return;
-            }
-            t->bits = p;
-            t->cap_bits = n;
+        if (is_embed)
+            snprintf(name, sizeof name, "model.embed_tokens");
+        else
+            snprintf(name, sizeof name, "model.layers.%d.%s", layer, what);
+        if (stage((void **)&t->bits, &t->cap_bits, n, sizeof *t->bits) < 0) {
+            t->st = ULP_ENOMEM;
+            return;
         }
         /* The values are bf16 already; this only takes their bits. */
         for (size_t i = 0; i < n; i++)
             t->bits[i] = ulp_f32_to_bf16(rows[i]);
         d.data = t->bits;
         d.dtype = ULP_DTYPE_BF16;
-        d.layer = layer;
+        d.layer = is_embed ? ULP_LAYER_NONE : layer;
         d.role = ULP_ROLE_ACTIVATION;
     }
     t->st = ulp_session_capture(t->s, &d);
@@ -341,17 +390,12 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
         set_run(s, "prefill_chunk", "none");
 
     tc.s = s;
-    tc.hi = n;
-    if ((tc.positions = malloc((size_t)n * sizeof *tc.positions)) == NULL) {
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
-        goto cleanup;
-    }
-    for (int i = 0; i < n; i++)
-        tc.positions[i] = i;
+    tc.layers = d->layers;
+    tc.suffix_only = o->suffix_only;
     ulp__rm_tap tap = {.seq = batch - 1,
-                       .lo = cached,
+                       .lo = o->suffix_only ? cached : 0,
                        .hi = n,
-                       .logits_rows = o->logits_rows,
+                       .logits_rows = o->logits_rows > 0 ? o->logits_rows : n - cached,
                        .fn = on_tap,
                        .ctx = &tc};
     ulp__rm_seq *tgt = &seqs[batch - 1];
@@ -383,7 +427,9 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
         if ((st = ulp__rm_seq_init(prev, &cache, tokens[0], cached, 0, 0, err)) != ULP_OK)
             goto cleanup;
         int c0 = cached;
-        if ((st = ulp__rm_forward(&model, &cache, o->gemm, prev, &c0, 1, NULL, err)) != ULP_OK)
+        /* Its rows are the cached prefix of this prompt: tapped as positions 0..C-1. */
+        tap.seq = 0;
+        if ((st = ulp__rm_forward(&model, &cache, o->gemm, prev, &c0, 1, &tap, err)) != ULP_OK)
             goto cleanup;
         ulp__rm_seq_publish(prev, &cache);
         if ((st = ulp__rm_seq_init(tgt, &cache, tokens[0], n, 1, cached, err)) != ULP_OK)
@@ -402,7 +448,8 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
         if ((st = ulp__rm_seq_init(tgt, &cache, tokens[0], n, 0, 0, err)) != ULP_OK)
             goto cleanup;
         count[0] = cached;
-        if ((st = ulp__rm_forward(&model, &cache, o->gemm, tgt, count, 1, NULL, err)) != ULP_OK)
+        tap.seq = 0;
+        if ((st = ulp__rm_forward(&model, &cache, o->gemm, tgt, count, 1, &tap, err)) != ULP_OK)
             goto cleanup;
         count[0] = n - cached;
         tap.seq = 0;
@@ -433,7 +480,7 @@ cleanup:
     free(lens);
     free(count);
     free(tc.bits);
-    free(tc.positions);
+    free(tc.pos);
     ulp__rm_kvcache_release(&cache);
     ulp__rm_model_release(&model);
     return st;

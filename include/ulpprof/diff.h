@@ -68,6 +68,9 @@ typedef struct ulp_diff_options {
                                 as many elements); 0: 1 Mi.  Memory is 2 buffers
                                 per thread whatever the tensor sizes            */
     int progress;            /* 1: progress on stderr                             */
+    const char *rows;        /* "head:N", "tail:N" or "A:B": that slice of the
+                                token axis (the next-to-last, or the only one)
+                                of captures without positions; NULL: whole   */
 } ulp_diff_options;
 
 /* Fills `opts` with the defaults above. */
@@ -112,6 +115,34 @@ typedef struct ulp_diff_kernel {
     int32_t block[3];
 } ulp_diff_kernel;
 
+/*
+ * Where a difference at one (request, position) of an aligned row came from
+ * (FORMAT.md, "Aligned diff"), judged from the `inputs` the capture lists:
+ * each input is compared on the same request at positions up to this one
+ * (the residual path and, through attention, the earlier positions).
+ */
+typedef enum ulp_diff_origin {
+    ULP_DIFF_ORIGIN_NONE = 0,     /* the key does not differ                       */
+    ULP_DIFF_ORIGIN_INTRODUCED,   /* every input captured and identical there      */
+    ULP_DIFF_ORIGIN_CARRIED_IN,   /* an input differs there                        */
+    ULP_DIFF_ORIGIN_NOT_CAPTURED, /* inputs identical where compared, but one side
+                                     lacks an input's row (e.g. a cached prefix)   */
+    ULP_DIFF_ORIGIN_UNKNOWN       /* the capture lists no inputs                   */
+} ulp_diff_origin;
+
+/* "introduced", "carried_in", "not_captured", "unknown"; NULL for NONE. */
+ULP_API const char *ulp_diff_origin_name(ulp_diff_origin origin);
+
+/* One (request, position) both sides of an aligned row captured. */
+typedef struct ulp_diff_key {
+    int64_t request, position;
+    int64_t occurrence_a, occurrence_b; /* the captures that held the row       */
+    int differs;                        /* some bits of the row differ          */
+    ulp_diff_origin origin;
+    int origin_input; /* index into the row's inputs of the input that carried the
+                         difference in or lacks a row; -1 when none           */
+} ulp_diff_key;
+
 typedef struct ulp_diff_row {
     const char *name; /* owned by the result                               */
     int64_t occurrence;
@@ -129,6 +160,35 @@ typedef struct ulp_diff_row {
     int has_kernels_a, has_kernels_b;
     size_t n_kernels_a, n_kernels_b;
     ulp_diff_kernel *kernels_a, *kernels_b; /* owned by the result                  */
+
+    /*
+     * Aligned rows: every capture of the name on both sides has positions;
+     * the row stands for all its occurrences (`occurrence` is A's first) and
+     * compares the rows of the (request, position) keys both sides have, in
+     * key order.  shape_a/shape_b are then [positions_compared, row axes...]
+     * and worst_index indexes that.
+     */
+    int aligned;
+    uint64_t positions_compared, positions_only_in_a, positions_only_in_b;
+    uint64_t positions_differing;
+    int64_t first_request, first_position; /* first differing key; -1 when none      */
+    int64_t worst_request, worst_position; /* key of the worst element; -1 when none */
+    size_t n_keys;
+    ulp_diff_key *keys;     /* [n_keys] compared keys; owned by the result   */
+    size_t n_inputs;        /* the inputs A's captures list                  */
+    const char **inputs;    /* owned by the result                           */
+    ulp_diff_origin origin; /* of the first differing key                    */
+    /* For origin not_captured: the input to capture next, on both sides, at
+     * request capture_request, positions [capture_first, capture_last]. */
+    const char *capture_next; /* points into inputs; NULL when none            */
+    int64_t capture_request, capture_first, capture_last;
+    const char *positions_in; /* "a" or "b" when only that side has positions
+                                 (compared by occurrence); NULL otherwise     */
+    /* `--rows`: the token axis compared, rows [first, first + count) of each side. */
+    int sliced;
+    int token_axis;
+    int64_t slice_first_a, slice_first_b, slice_rows;
+    const char *hint; /* for a shape mismatch: what would compare it; or NULL */
 } ulp_diff_row;
 
 /* A flipped logits row and why it flipped. */
@@ -164,15 +224,18 @@ typedef struct ulp_diff_logits {
                                      non-NaN value                                     */
     double *margin_a, *margin_b;  /* inf when vocab == 1; NaN when undefined           */
     double *max_perturbation;     /* max |z_A - z_B| over finite pairs of the row      */
-    uint8_t *flipped;             /* argmax_a != argmax_b                              */
+    uint8_t *flipped;             /* argmax_a != argmax_b, and not a tie               */
+    uint8_t *tied;                /* argmax_a != argmax_b where one run's margin is 0:
+                                     its argmax is the lowest of tied tokens        */
     uint8_t *at_risk;             /* not flipped, min(margin_a, margin_b) <
                                      max_perturbation                                  */
-    uint64_t argmax_flips;
+    uint64_t argmax_flips;        /* flipped rows; ties are counted apart             */
     uint64_t rows_at_risk;
     size_t n_flips;
     ulp_diff_flip *flips; /* [n_flips], in row order                           */
     int n_sampling;
     ulp_diff_sampling sampling[ULP_DIFF_MAX_TEMPERATURES];
+    uint64_t argmax_ties; /* rows whose argmax differs only through a tie     */
 } ulp_diff_logits;
 
 /* Rungs of the determinism ladder (FORMAT.md /run keys). */

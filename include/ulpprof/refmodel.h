@@ -102,6 +102,10 @@ typedef struct ulp_refmodel_options {
     int prefill_chunk; /* MISS: the prompt prefilled in steps of this many tokens
                           (chunked prefill); the captured suffix must lie in one
                           step; 0: one step                                    */
+    int suffix_only;   /* 1: capture the suffix rows only, in one occurrence per
+                          name (with their positions); 0: every position of every
+                          pass of this prompt (a hit's prefix pass included),
+                          with positions and inputs, and the embedding        */
 } ulp_refmodel_options;
 
 /* Tiny preset, tiled GEMM, miss, default seed and prompt length. */

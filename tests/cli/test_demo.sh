@@ -30,9 +30,10 @@ expect_rc 0 $rc "demo"
 [ "$elapsed" -lt 60 ] || fail "demo took ${elapsed}s (must stay under a minute)"
 [ -s "$tmp/err" ] && fail "demo wrote to stderr: $(head -3 "$tmp/err")"
 contains "$tmp/out" "=== miss vs hit" "demo"
-contains "$tmp/out" "first divergence: model.layers.0" "demo"
+contains "$tmp/out" "first divergence: " "demo"
+contains "$tmp/out" "introduced here" "demo"
 contains "$tmp/out" "rows flip their greedy token" "demo"
-contains "$tmp/out" "identical: all 37 captures are bitwise identical" "demo"
+contains "$tmp/out" "identical: all 38 captures are bitwise identical" "demo"
 contains "$tmp/out" "level 2 (cache): holds" "demo"
 contains "$tmp/out" "EMULATES" "demo"
 grep -q "0 of 15 rows flip" "$tmp/out" && fail "demo: no argmax flipped with the default seed"
@@ -56,6 +57,11 @@ d = sys.argv[1]
 mh = json.load(open(d + "/miss_vs_hit.json"))
 sh = json.load(open(d + "/split_vs_hit.json"))
 assert mh["identical"] is False and mh["first_divergence"]["layer"] == 0
+# Every position of both passes of the hit is captured: the rows are aligned.
+fd = mh["first_divergence"]
+assert fd["origin"] == "introduced" and fd["position"] is not None, fd
+row = mh["rows"][fd["row"]]
+assert row["aligned"] and row["positions_compared"] == 127, row
 assert mh["logits"][0]["argmax_flips"] >= 1
 assert sh["identical"] is True and sh["ladder"]["level"] == 2
 EOF

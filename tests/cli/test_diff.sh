@@ -147,8 +147,11 @@ grep -q "the snapshots share no capture: 4 only in A, 1 only in B" "$TMP/out" ||
 expect_rc 1 "$ULPPROF" diff -f json a.h5 other.h5
 "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["summary"]["no_shared_captures"] is True and d["first_divergence"] is None' "$TMP/out" ||
     fail "no shared capture json"
-expect_rc 0 "$ULPPROF" diff empty.h5 empty.h5
-grep -q "no captures to compare" "$TMP/out" || fail "empty snapshots"
+# Nothing to compare is an error, never "identical".
+expect_error "nothing to compare" "$ULPPROF" diff empty.h5 empty.h5
+expect_error "selects no capture" "$ULPPROF" diff --match 'no.such.*' a.h5 b.h5
+expect_error "selects no capture" "$ULPPROF" diff --role kv a.h5 b.h5
+expect_error "unknown role 'bogus'" "$ULPPROF" diff --role bogus a.h5 b.h5
 expect_rc 1 "$ULPPROF" diff -f json mm_a.h5 mm_b.h5
 "$PY" -c '
 import json, sys

@@ -21,6 +21,9 @@ import zlib
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import aligned_ref  # noqa: E402
+
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 
@@ -53,14 +56,22 @@ def hist_bin(d):
 
 
 def compare(pa, pb):
-    """Per capture name: the metrics, recomputed."""
+    """Per capture name: the metrics, recomputed.  Captures with positions on
+    both sides (the demo's) are compared on their common (request, position)
+    keys, all occurrences together (aligned_ref.py, from FORMAT.md)."""
     fa, fb = h5py.File(pa, "r"), h5py.File(pb, "r")
     out = {}
     for name in fa["captures"]:
         da, db = fa["captures"][name]["0"], fb["captures"][name]["0"]
         dtype = da.attrs["dtype"]
         dtype = dtype.decode() if isinstance(dtype, bytes) else dtype
-        ba, bb = raw_bits(da), raw_bits(db)
+        shape_a = shape_b = da.shape
+        if aligned_ref.has_positions(fa, name) and aligned_ref.has_positions(fb, name):
+            al = aligned_ref.compare(fa, fb, name)
+            ba, bb = al["A"].reshape(-1), al["B"].reshape(-1)
+            shape_a = shape_b = (al["positions_compared"],) + al["row_shape"]
+        else:
+            ba, bb = raw_bits(da), raw_bits(db)
         va, oa = decode(ba, dtype)
         vb, ob = decode(bb, dtype)
         assert np.all(np.isfinite(va)) and np.all(np.isfinite(vb))
@@ -80,11 +91,11 @@ def compare(pa, pb):
             "max_ulp": int(ulp.max()),
             "max_abs_diff": float(np.abs(va - vb).max()),
             "hist": hist,
-            "shape": da.shape,
+            "shape": shape_a,
         }
         if role == "logits":
-            za = va.reshape(da.shape)
-            zb = vb.reshape(db.shape)
+            za = va.reshape(shape_a)
+            zb = vb.reshape(shape_b)
             sa, sb = np.sort(za, axis=1), np.sort(zb, axis=1)
             m["argmax_a"] = za.argmax(axis=1)  # first index on ties
             m["argmax_b"] = zb.argmax(axis=1)
@@ -181,7 +192,9 @@ class PlotTest(unittest.TestCase):
                 self.assertEqual(max_abs, jrows[name]["max_abs_diff"])
                 seen.add(name)
         # Every capture is drawn: 3 series of 12 layers and the logits.
-        self.assertEqual(seen, set(self.ref))
+        # (activations without a layer, the embedding, are not drawn)
+        self.assertEqual(seen, {n for n, m in self.ref.items()
+                                if m["role"] != "activation" or m["layer"] >= 0})
         self.assertEqual(len(blocks), 4)
         first = self.json["first_divergence"]["name"]
         with open(os.path.join(self.plots, "amplification.dat")) as f:
@@ -197,7 +210,7 @@ class PlotTest(unittest.TestCase):
         max_bin = max(int(r[1]) for r in rows)
         want = {}
         for m in self.ref.values():
-            if m["role"] != "activation":
+            if m["role"] != "activation" or m["layer"] < 0:
                 continue
             for k, c in m["hist"].items():
                 if k >= 1:
@@ -205,7 +218,7 @@ class PlotTest(unittest.TestCase):
         self.assertEqual(max_bin, max(k for (_, k) in want))
         elements = {}
         for m in self.ref.values():
-            if m["role"] == "activation":
+            if m["role"] == "activation" and m["layer"] >= 0:
                 elements[m["layer"]] = elements.get(m["layer"], 0) + m["elements"]
         for r in rows:
             layer, k, lo, hi, count, frac = int(float(r[0])), int(r[1]), int(r[2]), int(r[3]), int(r[4]), float(r[5])

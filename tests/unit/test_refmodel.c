@@ -249,6 +249,9 @@ static void test_refmodel__prefix_cache_reuses_blocks(void **state)
 
 /* --- Model runs -------------------------------------------------------------------- */
 
+/* The captures before token alignment (suffix rows, no positions); 0 for every position. */
+static int g_suffix_only = 1;
+
 static char *run_model(const char *tag, const char *mode, ulp_refmodel_gemm g, int layers)
 {
     static char paths[16][1200];
@@ -262,6 +265,7 @@ static char *run_model(const char *tag, const char *mode, ulp_refmodel_gemm g, i
     o.gemm = g;
     o.out = p;
     o.prompt_len = 45; /* prefix 32, suffix 13 */
+    o.suffix_only = g_suffix_only;
     ulp_error err;
     ulp_error_clear(&err);
     ulp_status st = ulp_refmodel_run(&o, &err);
@@ -342,6 +346,79 @@ static void test_refmodel__captures_and_run_keys(void **state)
     assert_non_null(ulp_snapshot_run_get(s, "threads"));
     assert_non_null(strstr(ulp_snapshot_run_get(s, "suffix_gemm"), "M=13"));
     ulp_snapshot_close(s);
+}
+
+/* Reads capture i of `s` whole (bf16 bits); the caller frees. */
+static uint16_t *read_bits(ulp_snapshot *s, size_t i)
+{
+    const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+    uint16_t *v = malloc(c->elements * sizeof *v + 1);
+    assert_int_equal(ulp_snapshot_read(s, i, 0, c->elements, v, NULL), ULP_OK);
+    return v;
+}
+
+/*
+ * Every position of every pass: the hit's prefix pass (positions 0..31) and
+ * its suffix pass (32..44) as occurrences 0 and 1 of each name, with
+ * positions and inputs; the embedding; logits of the suffix only.  The
+ * suffix rows are the bits the suffix-only captures hold.
+ */
+static void test_refmodel__all_positions(void **state)
+{
+    (void)state;
+    const char *so = run_model("hit-suffix", "hit", ULP_REFMODEL_GEMM_TILED, 2);
+    g_suffix_only = 0;
+    const char *p = run_model("hit-all", "hit", ULP_REFMODEL_GEMM_TILED, 2);
+    const char *pm = run_model("miss-all", "miss", ULP_REFMODEL_GEMM_TILED, 2);
+    g_suffix_only = 1;
+    ulp_snapshot *s, *sm, *ss;
+    assert_int_equal(ulp_snapshot_open(p, &s, NULL), ULP_OK);
+    assert_int_equal(ulp_snapshot_open(pm, &sm, NULL), ULP_OK);
+    assert_int_equal(ulp_snapshot_open(so, &ss, NULL), ULP_OK);
+    /* Per pass: embed + 2 layers x 3; the suffix pass adds the logits. */
+    assert_int_equal(ulp_snapshot_capture_count(s), 7 + 8);
+    assert_int_equal(ulp_snapshot_capture_count(sm), 8);
+    for (size_t i = 0; i < 15; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        int suffix = i >= 7;
+        assert_int_equal(c->occurrence, suffix ? 1 - (strcmp(c->name, "lm_head.logits") == 0) : 0);
+        assert_int_equal(c->row_rank, 1);
+        assert_int_equal(c->rows, (uint64_t)c->shape[0]);
+        assert_int_equal(c->shape[0], suffix ? 13 : 32);
+        for (uint64_t r = 0; r < c->rows; r++)
+            assert_int_equal(c->positions[r], (int64_t)r + (suffix ? 32 : 0));
+        assert_null(c->requests);
+    }
+    const ulp_capture_info *e = ulp_snapshot_capture(s, 0);
+    assert_string_equal(e->name, "model.embed_tokens");
+    assert_int_equal(e->n_inputs, 0);
+    const ulp_capture_info *a0 = ulp_snapshot_capture(s, 1);
+    assert_string_equal(a0->name, "model.layers.0.attn_out");
+    assert_int_equal(a0->n_inputs, 1);
+    assert_string_equal(a0->inputs[0], "model.embed_tokens");
+    const ulp_capture_info *o1 = ulp_snapshot_capture(s, 6);
+    assert_string_equal(o1->name, "model.layers.1.out");
+    assert_int_equal(o1->n_inputs, 3);
+    assert_string_equal(o1->inputs[0], "model.layers.1.attn_out");
+    assert_string_equal(o1->inputs[1], "model.layers.0.out");
+    assert_string_equal(o1->inputs[2], "model.layers.1.mlp_out");
+    const ulp_capture_info *lg = ulp_snapshot_capture(s, 14);
+    assert_string_equal(lg->name, "lm_head.logits");
+    assert_int_equal(lg->n_inputs, 1);
+    assert_string_equal(lg->inputs[0], "model.layers.1.out");
+    /* The suffix pass holds the suffix-only run's bits; the miss's rows 32..44 too (its own). */
+    for (size_t k = 0; k < 6; k++) {
+        uint16_t *all = read_bits(s, 8 + k), *suf = read_bits(ss, k);
+        assert_memory_equal(all, suf, 13 * 256 * sizeof *all);
+        free(all);
+        free(suf);
+    }
+    const ulp_capture_info *m0 = ulp_snapshot_capture(sm, 2);
+    assert_string_equal(m0->name, "model.layers.0.mlp_out");
+    assert_int_equal(m0->shape[0], 45);
+    ulp_snapshot_close(s);
+    ulp_snapshot_close(sm);
+    ulp_snapshot_close(ss);
 }
 
 static void test_refmodel__repeat_and_split_are_bitwise(void **state)
@@ -460,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_refmodel__blas_agrees_with_exact),
         cmocka_unit_test(test_refmodel__prefix_cache_reuses_blocks),
         cmocka_unit_test(test_refmodel__captures_and_run_keys),
+        cmocka_unit_test(test_refmodel__all_positions),
         cmocka_unit_test(test_refmodel__repeat_and_split_are_bitwise),
         cmocka_unit_test(test_refmodel__exact_gemm_hit_equals_miss),
         cmocka_unit_test(test_refmodel__blas_repeat_and_split),

@@ -1,0 +1,325 @@
+/*
+ * The aligned pairing (FORMAT.md, "Aligned diff"): when every capture of a
+ * name carries `positions` on both sides, the rows of all its occurrences
+ * are gathered per (request, position) key and the keys both sides have
+ * are compared row against row, in key order, wherever each run computed
+ * them (a prefix pass, a suffix pass, a decode step, another batch row).
+ *
+ * The comparison itself stays diff.c's: this file turns the keys into
+ * segments -- runs of consecutive rows in one capture of A matched to
+ * consecutive rows in one capture of B -- over a compared view of shape
+ * [keys, row axes...].
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+
+int ulp__segs_push(ulp__segs *s, const ulp__segment *seg)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        ulp__segment *v = realloc(s->v, cap * sizeof *v);
+        if (v == NULL)
+            return -1;
+        s->v = v;
+        s->cap = cap;
+    }
+    s->v[s->n++] = *seg;
+    return 0;
+}
+
+/* --- captures by name -------------------------------------------------------------- */
+
+typedef struct name_ent {
+    const char *name;
+    int64_t seq;
+    size_t idx;
+} name_ent;
+
+struct ulp__names {
+    const ulp_snapshot *s;
+    size_t *idx; /* capture indices sorted by (name, seq) */
+    size_t n;
+};
+
+static int by_name_seq(const void *pa, const void *pb)
+{
+    const name_ent *a = pa, *b = pb;
+    int c = strcmp(a->name, b->name);
+    if (c != 0)
+        return c;
+    return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
+{
+    size_t count = ulp_snapshot_capture_count(s);
+    ulp__names *n = calloc(1, sizeof *n);
+    name_ent *e = malloc((count ? count : 1) * sizeof *e);
+    if (n == NULL || e == NULL || (n->idx = malloc((count ? count : 1) * sizeof *n->idx)) == NULL) {
+        free(n);
+        free(e);
+        return ULP_ENOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        e[i].name = c->name;
+        e[i].seq = c->seq;
+        e[i].idx = i;
+    }
+    qsort(e, count, sizeof *e, by_name_seq);
+    for (size_t i = 0; i < count; i++)
+        n->idx[i] = e[i].idx;
+    free(e);
+    n->s = s;
+    n->n = count;
+    *out = n;
+    return ULP_OK;
+}
+
+void ulp__names_free(ulp__names *n)
+{
+    if (n == NULL)
+        return;
+    free(n->idx);
+    free(n);
+}
+
+const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *count)
+{
+    size_t lo = 0, hi = n->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(ulp_snapshot_capture(n->s, n->idx[mid])->name, name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = lo;
+    while (end < n->n && strcmp(ulp_snapshot_capture(n->s, n->idx[end])->name, name) == 0)
+        end++;
+    *count = end - lo;
+    return n->idx + lo;
+}
+
+int ulp__names_positions(const ulp_snapshot *s, const size_t *idx, size_t n)
+{
+    size_t with = 0;
+    for (size_t i = 0; i < n; i++)
+        with += ulp_snapshot_capture(s, idx[i])->row_rank > 0;
+    return with == n && n > 0 ? 1 : with == 0 ? 0 : -1;
+}
+
+/* --- keys ----------------------------------------------------------------------------- */
+
+typedef struct entry {
+    int64_t request, position;
+    size_t cap; /* snapshot capture index */
+    uint64_t row;
+} entry;
+
+static int entry_cmp(const void *pa, const void *pb)
+{
+    const entry *a = pa, *b = pb;
+    if (a->request != b->request)
+        return a->request < b->request ? -1 : 1;
+    if (a->position != b->position)
+        return a->position < b->position ? -1 : 1;
+    return a->cap < b->cap ? -1 : a->cap > b->cap;
+}
+
+/* Every row of the captures idx[0..n), sorted by key; a key in two captures is refused. */
+static ulp_status gather(const ulp_snapshot *s, const size_t *idx, size_t n, entry **out,
+                         size_t *count, ulp_error *err)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += (size_t)ulp_snapshot_capture(s, idx[i])->rows;
+    entry *e = malloc((total ? total : 1) * sizeof *e);
+    if (e == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, idx[i]);
+        for (uint64_t r = 0; r < c->rows; r++) {
+            e[k].request = c->requests != NULL ? c->requests[r] : 0;
+            e[k].position = c->positions[r];
+            e[k].cap = idx[i];
+            e[k].row = r;
+            k++;
+        }
+    }
+    qsort(e, total, sizeof *e, entry_cmp);
+    for (size_t i = 1; i < total; i++) {
+        if (e[i].request == e[i - 1].request && e[i].position == e[i - 1].position) {
+            const ulp_capture_info *x = ulp_snapshot_capture(s, e[i - 1].cap);
+            const ulp_capture_info *y = ulp_snapshot_capture(s, e[i].cap);
+            ulp_status st = ulp__error(
+                err, ULP_EBADATTR,
+                "'%s': capture '%s': request %" PRId64 ", position %" PRId64
+                " is in occurrences %" PRId64 " and %" PRId64
+                "; which one to compare would be a guess (give different passes different "
+                "'requests')",
+                ulp_snapshot_path(s), x->name, e[i].request, e[i].position, x->occurrence,
+                y->occurrence);
+            free(e);
+            return st;
+        }
+    }
+    *out = e;
+    *count = total;
+    return ULP_OK;
+}
+
+/* 1 when every capture has the dtype and row axes of the first one (of side A). */
+static int same_rows(const ulp_capture_info *ref, const ulp_capture_info *c)
+{
+    int ra = ref->ndim - ref->row_rank, rc = c->ndim - c->row_rank;
+    if (ra != rc)
+        return 0;
+    for (int k = 0; k < ra; k++)
+        if (ref->shape[ref->row_rank + k] != c->shape[c->row_rank + k])
+            return 0;
+    return 1;
+}
+
+static ulp_status copy_inputs(const ulp_snapshot *a, const size_t *ia, size_t na, ulp_diff_row *row)
+{
+    for (size_t i = 0; i < na; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(a, ia[i]);
+        if (c->n_inputs == 0)
+            continue;
+        row->inputs = calloc(c->n_inputs, sizeof *row->inputs);
+        if (row->inputs == NULL)
+            return ULP_ENOMEM;
+        for (size_t k = 0; k < c->n_inputs; k++) {
+            if ((row->inputs[k] = strdup(c->inputs[k])) == NULL)
+                return ULP_ENOMEM;
+            row->n_inputs++;
+        }
+        break;
+    }
+    return ULP_OK;
+}
+
+/* The compared keys and the segments that cover them. */
+static ulp_status merge_keys(const ulp_snapshot *a, const entry *ea, size_t na,
+                             const ulp_snapshot *b, const entry *eb, size_t nb, uint64_t rowlen,
+                             ulp_diff_row *row, ulp__segs *segs)
+{
+    size_t i = 0, j = 0, k = 0;
+    size_t most = na < nb ? na : nb;
+    row->keys = calloc(most ? most : 1, sizeof *row->keys);
+    if (row->keys == NULL)
+        return ULP_ENOMEM;
+    ulp__segment cur = {0};
+    int open = 0;
+    uint64_t next_a = 0, next_b = 0;
+    while (i < na && j < nb) {
+        int c = ea[i].request != eb[j].request     ? (ea[i].request < eb[j].request ? -1 : 1)
+                : ea[i].position != eb[j].position ? (ea[i].position < eb[j].position ? -1 : 1)
+                                                   : 0;
+        if (c < 0) {
+            row->positions_only_in_a++;
+            i++;
+            continue;
+        }
+        if (c > 0) {
+            row->positions_only_in_b++;
+            j++;
+            continue;
+        }
+        ulp_diff_key *key = &row->keys[k];
+        key->request = ea[i].request;
+        key->position = ea[i].position;
+        key->occurrence_a = ulp_snapshot_capture(a, ea[i].cap)->occurrence;
+        key->occurrence_b = ulp_snapshot_capture(b, eb[j].cap)->occurrence;
+        key->origin_input = -1;
+        /* Extend the open segment while both sides stay on consecutive rows. */
+        if (open && cur.ia == ea[i].cap && cur.ib == eb[j].cap && next_a == ea[i].row &&
+            next_b == eb[j].row) {
+            cur.len += rowlen;
+        } else {
+            if (open && rowlen > 0 && ulp__segs_push(segs, &cur) < 0)
+                return ULP_ENOMEM;
+            cur.ia = ea[i].cap;
+            cur.ib = eb[j].cap;
+            cur.off_a = ea[i].row * rowlen;
+            cur.off_b = eb[j].row * rowlen;
+            cur.len = rowlen;
+            cur.base = (uint64_t)k * rowlen;
+            open = 1;
+        }
+        next_a = ea[i].row + 1;
+        next_b = eb[j].row + 1;
+        k++;
+        i++;
+        j++;
+    }
+    row->positions_only_in_a += na - i;
+    row->positions_only_in_b += nb - j;
+    if (open && rowlen > 0 && ulp__segs_push(segs, &cur) < 0)
+        return ULP_ENOMEM;
+    row->n_keys = k;
+    row->positions_compared = k;
+    return ULP_OK;
+}
+
+ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, const ulp_snapshot *b,
+                          const size_t *ib, size_t nb, ulp_diff_row *row, ulp__segs *segs,
+                          uint64_t *rowlen, ulp_error *err)
+{
+    const ulp_capture_info *ref = ulp_snapshot_capture(a, ia[0]);
+    const ulp_capture_info *refb = ulp_snapshot_capture(b, ib[0]);
+    entry *ea = NULL, *eb = NULL;
+    size_t nea = 0, neb = 0;
+    ulp_status st;
+
+    row->aligned = 1;
+    row->first_request = row->first_position = -1;
+    row->worst_request = row->worst_position = -1;
+    if (copy_inputs(a, ia, na, row) != ULP_OK)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    if ((st = gather(a, ia, na, &ea, &nea, err)) != ULP_OK)
+        return st;
+    if ((st = gather(b, ib, nb, &eb, &neb, err)) != ULP_OK) {
+        free(ea);
+        return st;
+    }
+    /* The compared view: [keys, row axes...] of A's first capture. */
+    int raxes = ref->ndim - ref->row_rank;
+    *rowlen = 1;
+    for (int k = 0; k < raxes; k++)
+        *rowlen *= (uint64_t)ref->shape[ref->row_rank + k];
+    row->ndim_a = row->ndim_b = 1 + raxes;
+    memcpy(row->shape_a + 1, ref->shape + ref->row_rank, (size_t)raxes * sizeof(int64_t));
+    memcpy(row->shape_b + 1, refb->shape + refb->row_rank,
+           (size_t)(refb->ndim - refb->row_rank) * sizeof(int64_t));
+    row->ndim_b = 1 + refb->ndim - refb->row_rank;
+    row->dtype_a = ref->dtype;
+    row->dtype_b = refb->dtype;
+    row->status = ULP_DIFF_IDENTICAL;
+    for (size_t i = 0; i < na + nb; i++) {
+        const ulp_capture_info *c =
+            i < na ? ulp_snapshot_capture(a, ia[i]) : ulp_snapshot_capture(b, ib[i - na]);
+        if (c->dtype != ref->dtype) {
+            row->status = ULP_DIFF_DTYPE_MISMATCH;
+            row->dtype_b = c->dtype;
+        } else if (!same_rows(ref, c) && row->status == ULP_DIFF_IDENTICAL) {
+            row->status = ULP_DIFF_SHAPE_MISMATCH;
+        }
+    }
+    st = merge_keys(a, ea, nea, b, eb, neb, *rowlen, row, segs);
+    free(ea);
+    free(eb);
+    if (st != ULP_OK)
+        return ulp__error(err, st, "out of memory");
+    row->shape_a[0] = row->shape_b[0] = (int64_t)row->positions_compared;
+    row->elements = row->positions_compared * *rowlen;
+    if (row->status != ULP_DIFF_IDENTICAL)
+        segs->n = 0; /* nothing is compared */
+    return ULP_OK;
+}
