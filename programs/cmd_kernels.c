@@ -303,6 +303,13 @@ int cmd_kernels(int argc, char **argv)
         cli_error("kernels: out of memory");
         goto cleanup;
     }
+    /* Neither file has a launch: nothing to compare, an error, never "identical". */
+    if (ulp_snapshot_kernel_count(A) == 0 && ulp_snapshot_kernel_count(B) == 0) {
+        cli_error("kernels: neither '%s' nor '%s' has a kernel trace (record a CUDA program "
+                  "with 'ulpprof record')",
+                  ulp_snapshot_path(A), ulp_snapshot_path(B));
+        goto cleanup;
+    }
     for (int i = 0; i < 2; i++) {
         const ulp_snapshot *s = i ? B : A;
         if (ulp_snapshot_kernel_count(s) == 0)

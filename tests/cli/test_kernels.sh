@@ -81,6 +81,10 @@ for case in range(60):
     write(pb, "hit", b)
     rc, out, err = run("--json", pa, pb)
     want_same = a == b
+    if not a and not b:  # no launch on either side: nothing to compare
+        if rc != 2:
+            fails.append("case %d: two empty traces: exit %d" % (case, rc))
+        continue
     if rc != (0 if want_same else 1):
         fails.append("case %d: exit %d (%s)" % (case, rc, err.strip()))
         continue
@@ -135,6 +139,11 @@ for args in ([tmp + "/ta.h5"], [tmp + "/ta.h5", tmp + "/bad.h5"], ["--max-hunks"
     rc, out, err = run(*args)
     if rc != 2 or len(err.strip().splitlines()) != 1 or not err.startswith("ulpprof") or out:
         fails.append("error %s: rc %d, stderr %r, stdout %r" % (args, rc, err, out))
+# No trace: an error naming the file, never "identical: 0 launches".
+write(tmp + "/none.h5", "none", [], [])
+rc, out, err = run(tmp + "/none.h5", tmp + "/none.h5")
+if rc != 2 or len(err.strip().splitlines()) != 1 or "has a kernel trace" not in err or out:
+    fails.append("no trace: rc %d, stderr %r, stdout %r" % (rc, err, out))
 rc, out, err = run("--help")
 if rc != 0 or not out.startswith("usage: ulpprof kernels") or err:
     fails.append("--help")

@@ -299,6 +299,11 @@ def check_good(corpus, fname):
     check(got == view, "ls %s: captures %r != h5py %r" % (fname, got[:3], view[:3]))
     r = rc.ulpprof(["ls", fname], cwd=corpus)
     check(r.returncode == 0 and r.stderr == "", "ls %s (text): exit %d" % (fname, r.returncode))
+    if not view:
+        # Nothing to compare is an error, never "identical".
+        one_line_error(rc.ulpprof(["diff", fname, fname], cwd=corpus), fname,
+                       "nothing to compare", "diff %s itself" % fname)
+        return
     r = rc.ulpprof(["diff", "--format", "json", fname, fname], cwd=corpus)
     check(r.returncode == 0 and r.stderr == "",
           "diff %s itself: exit %d, stderr %r" % (fname, r.returncode, r.stderr))

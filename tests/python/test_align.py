@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+"""`ulpprof diff` on token-aligned captures (FORMAT.md "Rows and tokens",
+"Aligned diff") against aligned_ref.py, an independent recomputation with
+h5py and numpy.  The files are written through the C capture API (ctypes,
+capwriter.py): miss vs hit with the prefix in its own pass and in chunks of
+32, batch 1 vs batch 4 with the request in row 2, 8 greedy decode steps at
+batch 1 vs batch 4, positions on one side only, repeated keys (exit 2), and
+--rows on captures without positions.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import aligned_ref as ref  # noqa: E402
+import capwriter  # noqa: E402
+
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
+H, V = 16, 12
+
+
+def diff(*args):
+    p = subprocess.run([ULPPROF, "diff", *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def diff_json(pa, pb, *extra):
+    rc, out, err = diff("--format", "json", *extra, pa, pb)
+    assert rc in (0, 1), (rc, err)
+    return rc, json.loads(out)
+
+
+def bump(x, rows):
+    """x with the given rows moved one float32 ULP up."""
+    y = x.copy()
+    y[rows] = np.nextafter(y[rows], np.float32(np.inf))
+    return y
+
+
+def model(T, prefix_bump=(), seed=1):
+    """A causal toy model in float32: embed -> layer0 (row-local) -> layer1
+    (attends to every earlier position) -> logits.  prefix_bump: positions
+    whose layer-0 rows move one ULP (as a GEMM with another M would)."""
+    rng = np.random.default_rng(seed)
+    emb = rng.standard_normal((T, H)).astype(np.float32)
+    w = rng.standard_normal((H, H)).astype(np.float32) / np.float32(4)
+    l0 = np.tanh(emb @ w).astype(np.float32)
+    l0 = bump(l0, list(prefix_bump)) if prefix_bump else l0
+    csum = np.cumsum(l0.astype(np.float64), axis=0) / np.arange(1, T + 1)[:, None]
+    l1 = (l0 + csum.astype(np.float32)).astype(np.float32)
+    wl = rng.standard_normal((H, V)).astype(np.float32)
+    logits = (l1 @ wl).astype(np.float32)
+    return {"embed": emb, "layers.0.out": l0, "layers.1.out": l1, "logits": logits}
+
+
+INPUTS = {"embed": [], "layers.0.out": ["embed"], "layers.1.out": ["layers.0.out"],
+          "logits": ["layers.1.out"]}
+LAYER = {"embed": -1, "layers.0.out": 0, "layers.1.out": 1, "logits": -1}
+
+
+def write_passes(path, m, passes, logits_from, label):
+    """One capture per name and pass [lo, hi); logits for positions >= logits_from."""
+    w = capwriter.Writer(path, label)
+    for lo, hi in passes:
+        for name in ("embed", "layers.0.out", "layers.1.out"):
+            assert w.capture(name, m[name][lo:hi], "f32", positions=np.arange(lo, hi),
+                             inputs=INPUTS[name], layer=LAYER[name]) == 0
+        l = max(lo, logits_from)
+        if hi > l:
+            assert w.capture("logits", m["logits"][l:hi], "f32", positions=np.arange(l, hi),
+                             inputs=INPUTS["logits"], role="logits") == 0
+    w.close()
+
+
+class AlignTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        os.makedirs(os.environ.get("TMPDIR", "/tmp"), exist_ok=True)
+        cls.tmp = tempfile.TemporaryDirectory(prefix="ulpprof-align-")
+        cls.d = cls.tmp.name
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.d, name)
+
+    def check_rows(self, pa, pb, doc):
+        """Every aligned row of the report against the recomputation."""
+        fa, fb = h5py.File(pa, "r"), h5py.File(pb, "r")
+        names = [n for n in fa["captures"] if ref.has_positions(fa, n) and ref.has_positions(fb, n)]
+        rows = {n: ref.compare(fa, fb, n) for n in names}
+        org = ref.origins(fa, fb, rows)
+        got = {r["name"]: r for r in doc["rows"]}
+        for n, want in rows.items():
+            g = got[n]
+            self.assertTrue(g["aligned"], n)
+            for k in ("positions_compared", "positions_only_in_a", "positions_only_in_b",
+                      "positions_differing", "elements", "differing", "max_ulp",
+                      "first_differing"):
+                self.assertEqual(g[k], want[k], (n, k))
+            self.assertEqual(g["max_abs_diff"], want["max_abs_diff"], n)
+            self.assertEqual(g["status"], "differs" if want["differing"] else "identical", n)
+            self.assertEqual(g["shape"], [want["positions_compared"], *want["row_shape"]], n)
+            if want["max_ulp"]:
+                self.assertEqual(g["worst_key"], want["worst_key"], n)
+                self.assertEqual(g["worst_flat"], want["worst_flat"], n)
+            wr = ref.runs(want["keys"], org[n])
+            gr = [(x["request"], x["first"], x["last"], (x["origin"], x["input"]))
+                  for x in g["differing_positions"]]
+            self.assertEqual(gr, wr, n)
+            for x in g["differing_positions"]:
+                sel = [i for i, (r, p) in enumerate(want["keys"])
+                       if r == x["request"] and x["first"] <= p <= x["last"]]
+                self.assertEqual(sorted(set(x["occurrences_a"])),
+                                 sorted({want["occ_a"][i] for i in sel}), n)
+                self.assertEqual(sorted(set(x["occurrences_b"])),
+                                 sorted({want["occ_b"][i] for i in sel}), n)
+        # The first divergence: layer order (A's first seq), then position.
+        order = sorted(fa["captures"], key=lambda n: min(int(fa["captures"][n][o].attrs["seq"])
+                                                         for o in fa["captures"][n]))
+        first = next(n for n in order if n in rows and rows[n]["differing"])
+        fd = doc["first_divergence"]
+        self.assertEqual(fd["name"], first)
+        self.assertEqual({"request": fd["request"], "position": fd["position"]},
+                         rows[first]["first_differing"])
+        return rows, org
+
+    def test_align__miss_vs_hit_prefix_pass(self):
+        """The prefix's layer-0 rows 88-95 differ in the hit's earlier pass."""
+        for tag, passes in (("own pass", [(0, 96), (96, 104)]),
+                            ("chunks of 32", [(0, 32), (32, 64), (64, 96), (96, 104)])):
+            with self.subTest(tag):
+                pa, pb = self.path("miss.h5"), self.path("hit-%d.h5" % len(passes))
+                write_passes(pa, model(104), [(0, 104)], 96, "miss")
+                write_passes(pb, model(104, prefix_bump=range(88, 96)), passes, 96, "hit")
+                rc, doc = diff_json(pa, pb)
+                self.assertEqual(rc, 1)
+                rows, org = self.check_rows(pa, pb, doc)
+                fd = doc["first_divergence"]
+                self.assertEqual((fd["name"], fd["position"], fd["origin"]),
+                                 ("layers.0.out", 88, "introduced"))
+                self.assertIn("positions 88-95", fd["text"])
+                l1 = [r for r in doc["rows"] if r["name"] == "layers.1.out"][0]
+                self.assertEqual(l1["origin"], "carried_in")
+                # Every row of the hit was compared: nothing only on one side.
+                self.assertEqual(l1["positions_only_in_b"], 0)
+                # The logits' argmax per aligned row, against numpy.
+                lg = doc["logits"][0]
+                al = rows["logits"]
+                za, zb = al["A"].view(np.float32), al["B"].view(np.float32)
+                self.assertEqual(lg["rows"], 8)
+                self.assertEqual(lg["per_row"]["argmax_a"], [int(x) for x in za.argmax(1)])
+                self.assertEqual(lg["per_row"]["argmax_b"], [int(x) for x in zb.argmax(1)])
+                # The table says it in words.
+                rc, out, _ = diff("--color", "never", pa, pb)
+                self.assertIn("introduced here", out)
+
+    def test_align__hit_suffix_only_is_not_captured(self):
+        """Only the hit's suffix captured: layer 1 differs at 96+ through rows
+        the hit never captured -- 'not captured', naming what to capture."""
+        pa, pb = self.path("miss-s.h5"), self.path("hit-s.h5")
+        write_passes(pa, model(104), [(0, 104)], 96, "miss")
+        m = model(104, prefix_bump=range(88, 96))
+        write_passes(pb, m, [(96, 104)], 96, "hit")
+        rc, doc = diff_json(pa, pb)
+        self.assertEqual(rc, 1)
+        self.check_rows(pa, pb, doc)
+        fd = doc["first_divergence"]
+        self.assertEqual((fd["name"], fd["position"], fd["origin"]),
+                         ("layers.1.out", 96, "not_captured"))
+        row = doc["rows"][fd["row"]]
+        self.assertEqual(row["positions_only_in_a"], 96)
+        self.assertEqual(row["capture_next"],
+                         {"name": "layers.0.out", "request": 0, "first": 0, "last": 95})
+
+    def test_align__batch1_vs_batch4_row2(self):
+        T, req = 10, 42
+        m = model(T)
+        a, b = self.path("bs1.h5"), self.path("bs4.h5")
+        wa = capwriter.Writer(a, "bs1")
+        wb = capwriter.Writer(b, "bs4")
+        others = [model(T, seed=s) for s in (5, 6, 7)]
+        reqs = np.array([[10] * T, [11] * T, [req] * T, [13] * T])
+        pos = np.tile(np.arange(T), (4, 1))
+        for name in ("embed", "layers.0.out", "layers.1.out"):
+            xa = m[name][None]
+            xb = np.stack([others[0][name], others[1][name], m[name], others[2][name]])
+            if name == "layers.1.out":
+                xb = xb.copy()
+                xb[2, 5:7] = bump(xb[2, 5:7], slice(None))
+            self.assertEqual(wa.capture(name, xa, "f32", positions=pos[:1], requests=reqs[2:3],
+                                        inputs=INPUTS[name], layer=LAYER[name]), 0)
+            self.assertEqual(wb.capture(name, xb, "f32", positions=pos, requests=reqs,
+                                        inputs=INPUTS[name], layer=LAYER[name]), 0)
+        wa.close()
+        wb.close()
+        rc, doc = diff_json(a, b)
+        self.assertEqual(rc, 1)
+        self.check_rows(a, b, doc)
+        fd = doc["first_divergence"]
+        self.assertEqual((fd["name"], fd["request"], fd["position"], fd["origin"]),
+                         ("layers.1.out", req, 5, "introduced"))
+        row = doc["rows"][fd["row"]]
+        self.assertEqual((row["positions_compared"], row["positions_only_in_b"]), (T, 3 * T))
+        self.assertIn("request 42, positions 5-6", fd["text"])
+
+    def test_align__decode_steps_bs1_vs_bs4(self):
+        """Prefill of 6, then 8 greedy steps; the request is row 2 of 4 in B,
+        whose other rows sit at other positions.  Step 5 differs at layer 0;
+        the logits of step 6 flip, those of step 3 tie in A."""
+        T0, steps, req = 6, 8, 7
+        rng = np.random.default_rng(3)
+        a, b = self.path("dec1.h5"), self.path("dec4.h5")
+        wa, wb = capwriter.Writer(a, "bs1"), capwriter.Writer(b, "bs4")
+        reqs = np.array([[1], [2], [req], [4]])
+        want_flip, want_tie = set(), set()
+        for s in range(-1, steps):
+            n = T0 if s < 0 else 1
+            p0 = 0 if s < 0 else T0 + s
+            pa = np.arange(p0, p0 + n)[None]
+            pb = np.stack([pa[0] + 20, pa[0] + 3, pa[0], pa[0] + 40])
+            x = {nm: rng.standard_normal((1, n, H)).astype(np.float32) for nm in
+                 ("embed", "layers.0.out", "layers.1.out")}
+            z = rng.standard_normal((1, n, V)).astype(np.float32)
+            xb = {nm: np.concatenate([rng.standard_normal((2, n, H)).astype(np.float32), v,
+                                      rng.standard_normal((1, n, H)).astype(np.float32)])
+                  for nm, v in x.items()}
+            zb = np.concatenate([rng.standard_normal((2, n, V)).astype(np.float32), z,
+                                 rng.standard_normal((1, n, V)).astype(np.float32)])
+            if s == 5:
+                for nm in ("layers.0.out", "layers.1.out"):
+                    xb[nm][2, 0, :4] = bump(xb[nm][2, 0, :4], slice(None))
+            if s == 6:  # a real flip: B's runner-up overtakes
+                top = int(np.argsort(z[0, 0])[-1])
+                sec = int(np.argsort(z[0, 0])[-2])
+                zb[2, 0, sec] = z[0, 0, top] + np.float32(0.5)
+                want_flip.add(p0)
+            if s == 3:  # a tie in A, broken the other way in B
+                top = int(np.argmax(z[0, 0]))
+                other = (top + 1) % V
+                z[0, 0, other] = z[0, 0, top]
+                zb[2, 0] = z[0, 0]
+                lo, hi = min(top, other), max(top, other)
+                zb[2, 0, hi] = np.nextafter(zb[2, 0, hi], np.float32(np.inf))
+                want_tie.add(p0)
+            ra, rb = np.broadcast_to(reqs[2:3], pa.shape), np.broadcast_to(reqs, pb.shape)
+            for nm in x:
+                self.assertEqual(wa.capture(nm, x[nm], "f32", positions=pa, requests=ra,
+                                            inputs=INPUTS[nm], layer=LAYER[nm]), 0)
+                self.assertEqual(wb.capture(nm, xb[nm], "f32", positions=pb, requests=rb,
+                                            inputs=INPUTS[nm], layer=LAYER[nm]), 0)
+            self.assertEqual(wa.capture("logits", z, "f32", positions=pa, requests=ra,
+                                        inputs=INPUTS["logits"], role="logits"), 0)
+            self.assertEqual(wb.capture("logits", zb, "f32", positions=pb, requests=rb,
+                                        inputs=INPUTS["logits"], role="logits"), 0)
+        wa.close()
+        wb.close()
+        rc, doc = diff_json(a, b)
+        self.assertEqual(rc, 1)
+        rows, _ = self.check_rows(a, b, doc)
+        emb = [r for r in doc["rows"] if r["name"] == "embed"][0]
+        self.assertEqual(emb["positions_compared"], T0 + steps)
+        fd = doc["first_divergence"]
+        self.assertEqual((fd["name"], fd["request"], fd["position"]),
+                         ("layers.0.out", req, T0 + 5))
+        # Logits: flips and ties recomputed on the aligned rows (key order).
+        al = rows["logits"]
+        za, zb = al["A"].view(np.float32), al["B"].view(np.float32)
+        sa, sb = np.sort(za, 1), np.sort(zb, 1)
+        ma, mb = sa[:, -1] - sa[:, -2], sb[:, -1] - sb[:, -2]
+        am_a, am_b = za.argmax(1), zb.argmax(1)
+        tie = [i for i in range(len(za)) if am_a[i] != am_b[i] and (ma[i] == 0 or mb[i] == 0)]
+        flip = [i for i in range(len(za)) if am_a[i] != am_b[i] and i not in tie]
+        keys = al["keys"]
+        self.assertEqual({keys[i][1] for i in flip}, want_flip)
+        self.assertEqual({keys[i][1] for i in tie}, want_tie)
+        lg = doc["logits"][0]
+        self.assertEqual(lg["argmax_flips"], len(flip))
+        self.assertEqual([f["row"] for f in lg["flipped"]], flip)
+        self.assertEqual(lg["argmax_ties"], len(tie))
+        self.assertEqual([t["row"] for t in lg["tied"]], tie)
+
+    def test_align__positions_on_one_side(self):
+        m = model(8)
+        a, b, c = self.path("pos-a.h5"), self.path("pos-none.h5"), self.path("pos-short.h5")
+        write_passes(a, m, [(0, 8)], 0, "a")
+        w = capwriter.Writer(b, "b")
+        for name in ("embed", "layers.0.out", "layers.1.out"):
+            self.assertEqual(w.capture(name, m[name], "f32", layer=LAYER[name]), 0)
+        self.assertEqual(w.capture("logits", m["logits"], "f32", role="logits"), 0)
+        w.close()
+        rc, doc = diff_json(a, b)
+        self.assertEqual(rc, 0)
+        for r in doc["rows"]:
+            self.assertFalse(r["aligned"])
+            self.assertEqual(r["positions_only_on"], "a")
+            self.assertEqual(r["status"], "identical")
+        rc, out, _ = diff(a, b)
+        self.assertIn("positions only in A for 4 captures", out)
+        # Different lengths without positions on B: a shape mismatch that says what compares it.
+        w = capwriter.Writer(c, "c")
+        self.assertEqual(w.capture("layers.0.out", m["layers.0.out"][5:], "f32", layer=0), 0)
+        w.close()
+        rc, doc = diff_json(a, c)
+        row = [r for r in doc["rows"] if r["name"] == "layers.0.out"][0]
+        self.assertEqual(row["status"], "shape_mismatch")
+        self.assertIn("--rows tail:3", row["hint"])
+
+    def test_align__repeated_keys(self):
+        m = model(8)
+        # In one capture: the C API refuses it ...
+        a = self.path("rep-api.h5")
+        w = capwriter.Writer(a, "a")
+        self.assertEqual(w.capture("x", m["embed"][:4], "f32", positions=[0, 1, 1, 2]), -1)
+        w.close()
+        # ... and the reader refuses a file that has it (written with h5py).
+        good, bad = self.path("rep-good.h5"), self.path("rep-bad.h5")
+        write_passes(good, m, [(0, 8)], 0, "good")
+        write_passes(bad, m, [(0, 8)], 0, "bad")
+        with h5py.File(bad, "r+") as f:
+            ds = f["captures"]["layers.0.out"]["0"]
+            p = np.arange(8, dtype=np.int64)
+            p[3] = 2
+            del ds.attrs["positions"]
+            ds.attrs["positions"] = p
+        rc, out, err = diff(good, bad)
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn(bad, err)
+        self.assertIn("position 2 appears twice", err)
+        # In two occurrences: the reader takes it, the aligned diff refuses it.
+        two = self.path("rep-two.h5")
+        write_passes(two, m, [(0, 8), (6, 8)], 0, "two")
+        rc, out, err = diff(good, two)
+        self.assertEqual(rc, 2, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn(two, err)
+        self.assertIn("position 6 is in occurrences 0 and 1", err)
+
+    def test_align__rows_flag(self):
+        """--rows on captures without positions, against numpy slices."""
+        rng = np.random.default_rng(9)
+        xa = rng.standard_normal((3, 20, H)).astype(np.float32)
+        xb = xa.copy()
+        xb[1, 17, 2] = np.nextafter(xb[1, 17, 2], np.float32(np.inf))
+        xb[0, 1, 0] = np.nextafter(xb[0, 1, 0], np.float32(-np.inf))
+        miss = rng.standard_normal((104, H)).astype(np.float32)
+        hit = miss[96:].copy()
+        hit[7, 3] = np.nextafter(hit[7, 3], np.float32(np.inf))
+        a, b = self.path("rows-a.h5"), self.path("rows-b.h5")
+        wa, wb = capwriter.Writer(a, "a"), capwriter.Writer(b, "b")
+        for w, x, t in ((wa, xa, miss), (wb, xb, hit)):
+            self.assertEqual(w.capture("bth", x, "f32"), 0)
+            self.assertEqual(w.capture("th", t, "f32"), 0)
+        wa.close()
+        wb.close()
+        rc, doc = diff_json(a, b)
+        th = [r for r in doc["rows"] if r["name"] == "th"][0]
+        self.assertEqual(th["status"], "shape_mismatch")
+        self.assertIn("--rows tail:8", th["hint"])
+        for spec, sa, sb in (("tail:8", (slice(None), slice(12, 20)), (slice(None), slice(12, 20))),
+                             ("head:4", (slice(None), slice(0, 4)), (slice(None), slice(0, 4))),
+                             ("2:18", (slice(None), slice(2, 18)), (slice(None), slice(2, 18)))):
+            with self.subTest(spec):
+                rc, doc = diff_json(a, b, "--rows", spec)
+                row = [r for r in doc["rows"] if r["name"] == "bth"][0]
+                va, vb = xa[sa], xb[sb]
+                self.assertEqual(row["elements"], va.size)
+                self.assertEqual(row["differing"], int(np.count_nonzero(va != vb)))
+                self.assertEqual(row["shape"], list(va.shape))
+                self.assertEqual(rc, 1 if np.any(va != vb) else 0)
+        rc, doc = diff_json(a, b, "--rows", "tail:8")
+        th = [r for r in doc["rows"] if r["name"] == "th"][0]
+        self.assertEqual((th["status"], th["differing"], th["max_ulp"]), ("differs", 1, 1))
+        self.assertEqual(th["worst_index"], [7, 3])
+        self.assertEqual(th["rows_slice"], {"axis": 0, "first_a": 96, "first_b": 0, "count": 8})
+        # Selections that select nothing are errors, never "identical".
+        for args in (["--rows", "tail:200"], ["--rows", "0:0"], ["--rows", "bogus"],
+                     ["--match", "nothing*"], ["--role", "kv"]):
+            rc, out, err = diff(*args, a, b)
+            self.assertEqual(rc, 2, (args, out))
+            self.assertEqual(len(err.strip().splitlines()), 1, err)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
