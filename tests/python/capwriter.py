@@ -28,7 +28,11 @@ class Desc(ctypes.Structure):
                 ("positions", ctypes.POINTER(ctypes.c_int64)),
                 ("requests", ctypes.POINTER(ctypes.c_int64)),
                 ("row_rank", ctypes.c_int32), ("n_inputs", ctypes.c_int32),
-                ("inputs", ctypes.POINTER(ctypes.c_char_p))]
+                ("inputs", ctypes.POINTER(ctypes.c_char_p)),
+                ("has_gemms", ctypes.c_int), ("gemms", ctypes.c_int64 * 2),
+                ("has_graph_replay", ctypes.c_int), ("graph_replay", ctypes.c_int64 * 2),
+                # Room for fields added later: ulp_capture_desc_init() writes them.
+                ("_reserved", ctypes.c_char * 512)]
 
 
 _lib = None
