@@ -41,7 +41,7 @@ static atomic_int g_closing;
 static __thread int t_holding;
 
 /*
- * In a fork child the default session is the parent's (session.c turns the
+ * In a fork child the default session is the parent's (session_fork.c turns the
  * child's copy into a dead one).  Captures there return ULP_EDISABLED: a
  * child reopening from the environment could truncate the parent's file
  * when ULPPROF_OUTPUT has no %p.  ulp_capture_open() works in the child.

@@ -32,7 +32,7 @@
  *   A record of length 0 (never written) ends the journal; so does one whose
  *   CRC does not match (torn).
  *
- * Only the codec lives here; the writer (collector/writer.c) appends and the
+ * Only the codec lives here; the writer (collector/writer_journal.c) appends and the
  * reader (analyzer/snapshot_journal.c) walks.
  */
 #ifndef ULPPROF_COMMON_JOURNAL_H

@@ -44,7 +44,7 @@ HEADER = 32
 FIXED = 40
 CLOSED_AT = 28
 KIND_CAPTURE, KIND_NEXT = 1, 2
-# The writer's growth rule (collector/writer.c): each block after the first
+# The writer's growth rule (collector/writer_journal.c): each block after the first
 # is twice the last, up to 1 MiB; a record goes into the current block when
 # it, the 8-byte end mark and room for a next-block record still fit.
 MAX_BLOCK = 1 << 20

@@ -1,5 +1,5 @@
 /*
- * The host capture API (collector/session.c, default_session.c) checked with
+ * The host capture API (collector/session*.c, default_session.c) checked with
  * plain HDF5 reads: bit-exact round trips of every dtype (all 65,536 16-bit
  * and all 256 8-bit patterns), attributes, occurrence numbering, the
  * environment, concurrency, back-pressure, the CUDA collector's hooks
