@@ -5,6 +5,8 @@
 
 #include "cuda_devcap.h"
 
+#include "collector/capture_rows.h"
+
 /* Staging buffers are sized in powers of two from 64 KiB, so a model's
  * repeated shapes reuse them. */
 #define BUF_MIN ((size_t)64 << 10)
@@ -22,6 +24,7 @@ typedef struct job {
     int64_t shape[ULP_MAX_RANK];
     staging *buf; /* NULL when nbytes == 0 */
     size_t nbytes;
+    void *rows; /* the copy of d's positions, requests, inputs, or NULL */
     CUcontext ctx;
     CUevent ev;     /* NULL: the copy was synchronous */
     int any_stream; /* attribute the kernels of every stream */
@@ -221,6 +224,7 @@ static void job_free(job *j)
     if (j == NULL)
         return;
     free(j->replay_bufs);
+    free(j->rows);
     free(j->name);
     free(j);
 }
@@ -293,6 +297,18 @@ static job *job_new(const ulp_capture_desc *d, uint64_t ptr, int has_stream, CUs
     if (j->d.stream == 0 && has_stream)
         j->d.stream = (uint64_t)(uintptr_t)stream;
     j->d.has_kernels = 0;
+    /* The token metadata points into the caller's memory and the job is
+     * delivered later: it keeps a copy (a bad one is refused here). */
+    char why[400];
+    size_t rb = 0;
+    if (ulp__capture_rows_check(&j->d, why, sizeof why) != ULP_OK ||
+        ((rb = ulp__capture_rows_size(&j->d)) > 0 && (j->rows = malloc(rb)) == NULL)) {
+        free(j->name);
+        free(j);
+        return NULL;
+    }
+    if (rb > 0)
+        ulp__capture_rows_copy(&j->d, d, j->rows);
     return j;
 }
 

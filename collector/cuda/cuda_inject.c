@@ -465,6 +465,55 @@ static void count_malformed(const char *msg, const char *why)
     }
 }
 
+/* Captures a parsed mark's tensor: host bytes at once, device bytes through devcap. */
+static void mark_capture(const ulp__mark *m, ulp_capture_desc *d)
+{
+    if (m->mem == ULP__MARK_MEM_HOST) {
+        d->data = (const void *)(uintptr_t)m->ptr;
+        ulp_session *s = session_acquire();
+        if (s == NULL)
+            return;
+        if (ulp_session_capture(s, d) != ULP_OK)
+            atomic_fetch_add(&g_host_failed, 1);
+        session_release();
+        return;
+    }
+    d->stream = m->has_stream ? m->stream : 0;
+    capture_device(d, m->ptr, (size_t)m->nbytes, m->has_stream, (CUstream)(uintptr_t)m->stream);
+}
+
+/* A mark's pos=/req=/in= as descriptor fields; `keys` (malloc'd, or NULL) holds the integers. */
+static int mark_tokens(const ulp__mark *m, ulp_capture_desc *d, int64_t **keys, char *inbuf,
+                       size_t inlen, const char **inputs)
+{
+    *keys = NULL;
+    if (m->row_rank > 0) {
+        *keys = malloc((size_t)m->rows * 2 * sizeof(int64_t) + 1);
+        if (*keys == NULL)
+            return -1;
+        ulp__mark_list_expand(m->pos, *keys, m->rows);
+        d->positions = *keys;
+        d->row_rank = m->row_rank;
+        if (m->req[0] != '\0') {
+            ulp__mark_list_expand(m->req, *keys + m->rows, m->rows);
+            d->requests = *keys + m->rows;
+        }
+    }
+    if (m->n_inputs > 0) {
+        snprintf(inbuf, inlen, "%s", m->inputs);
+        char *tok = inbuf;
+        for (int i = 0; i < m->n_inputs && tok != NULL; i++) {
+            char *next = strchr(tok, ',');
+            if (next != NULL)
+                *next++ = '\0';
+            inputs[d->n_inputs++] = tok;
+            tok = next;
+        }
+        d->inputs = inputs;
+    }
+    return 0;
+}
+
 void ulp__inject_mark(const char *msg)
 {
     /* Most marks in a real program are not ours: cheapest test first. */
@@ -498,18 +547,16 @@ void ulp__inject_mark(const char *msg)
     d.role = m.role;
     d.step = m.step;
     d.device_ptr = m.ptr;
-    if (m.mem == ULP__MARK_MEM_HOST) {
-        d.data = (const void *)(uintptr_t)m.ptr;
-        ulp_session *s = session_acquire();
-        if (s == NULL)
-            return;
-        if (ulp_session_capture(s, &d) != ULP_OK)
-            atomic_fetch_add(&g_host_failed, 1);
-        session_release();
+    /* Token metadata: the capture copies it at the call. */
+    int64_t *keys = NULL;
+    char inbuf[ULP__MARK_NAME_MAX];
+    const char *inputs[ULP__MARK_MAX_INPUTS];
+    if (mark_tokens(&m, &d, &keys, inbuf, sizeof inbuf, inputs) != 0) {
+        atomic_fetch_add(&g_host_failed, 1);
         return;
     }
-    d.stream = m.has_stream ? m.stream : 0;
-    capture_device(&d, m.ptr, (size_t)m.nbytes, m.has_stream, (CUstream)(uintptr_t)m.stream);
+    mark_capture(&m, &d);
+    free(keys);
 }
 
 /* --- the C API --------------------------------------------------------- */

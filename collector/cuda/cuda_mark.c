@@ -32,7 +32,11 @@ enum {
     SEEN_LAYER = 1u << 8,
     SEEN_ROLE = 1u << 9,
     SEEN_STEP = 1u << 10,
-    SEEN_BYTES = 1u << 11
+    SEEN_BYTES = 1u << 11,
+    SEEN_POS = 1u << 12,
+    SEEN_REQ = 1u << 13,
+    SEEN_ROWS = 1u << 14,
+    SEEN_IN = 1u << 15
 };
 
 typedef struct key_def {
@@ -44,6 +48,7 @@ static const key_def keys[] = {
     {"ev", SEEN_EV},       {"name", SEEN_NAME},     {"ptr", SEEN_PTR},   {"dtype", SEEN_DTYPE},
     {"shape", SEEN_SHAPE}, {"stride", SEEN_STRIDE}, {"dev", SEEN_DEV},   {"stream", SEEN_STREAM},
     {"layer", SEEN_LAYER}, {"role", SEEN_ROLE},     {"step", SEEN_STEP}, {"bytes", SEEN_BYTES},
+    {"pos", SEEN_POS},     {"req", SEEN_REQ},       {"rows", SEEN_ROWS}, {"in", SEEN_IN},
 };
 
 /* Strict unsigned parse: decimal or 0x-hex, the whole string, no sign. */
@@ -171,6 +176,7 @@ static void mark_init(ulp__mark *m)
 /* Field values applied once every field is read, so order does not matter. */
 typedef struct fields {
     char ev[32];
+    int64_t rows;
     char shape[VALUE_MAX];
     char stride[VALUE_MAX];
     uint64_t bytes;
@@ -269,7 +275,143 @@ static ulp_status parse_field(ulp__mark *m, fields *f, unsigned *seen, const cha
         if (parse_u64(val, &f->bytes) != 0)
             return bad(err, "bad bytes", val);
         return ULP_OK;
+    case SEEN_POS:
+        strcpy(m->pos, val);
+        return ULP_OK;
+    case SEEN_REQ:
+        strcpy(m->req, val);
+        return ULP_OK;
+    case SEEN_ROWS:
+        if (parse_i64(val, &f->rows) != 0 || f->rows < 1 || f->rows > ULP_MAX_RANK)
+            return bad(err, "bad rows", val);
+        return ULP_OK;
+    case SEEN_IN:
+        strcpy(m->inputs, val);
+        return ULP_OK;
     }
+    return ULP_OK;
+}
+
+/*
+ * An integer list: items "N" or "A-B" (A <= B, inclusive) separated by ','.
+ * Returns the number of values, or UINT64_MAX when malformed; a position
+ * list (`nonneg`) refuses negative values.
+ */
+static uint64_t list_count(const char *s, int nonneg)
+{
+    uint64_t count = 0;
+    char tmp[48];
+    if (*s == '\0')
+        return UINT64_MAX;
+    for (;;) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        if (len == 0 || len >= sizeof(tmp))
+            return UINT64_MAX;
+        memcpy(tmp, s, len);
+        tmp[len] = '\0';
+        /* A range's dash follows a digit: "-3" is a value, "2-5" and "-3--1" ranges. */
+        char *dash = NULL;
+        for (char *p = tmp + 1; *p && dash == NULL; p++)
+            if (*p == '-' && p[-1] >= '0' && p[-1] <= '9')
+                dash = p;
+        int64_t lo, hi;
+        if (dash != NULL) {
+            *dash = '\0';
+            if (parse_i64(tmp, &lo) != 0 || parse_i64(dash + 1, &hi) != 0 || hi < lo ||
+                (uint64_t)(hi - lo) >= (UINT64_MAX >> 2))
+                return UINT64_MAX;
+        } else if (parse_i64(tmp, &lo) != 0) {
+            return UINT64_MAX;
+        } else {
+            hi = lo;
+        }
+        if (nonneg && lo < 0)
+            return UINT64_MAX;
+        count += (uint64_t)(hi - lo) + 1;
+        if (count >= (UINT64_MAX >> 2))
+            return UINT64_MAX;
+        if (!comma)
+            return count;
+        s = comma + 1;
+    }
+}
+
+void ulp__mark_list_expand(const char *list, int64_t *out, uint64_t n)
+{
+    uint64_t k = 0;
+    const char *s = list;
+    char tmp[48];
+    while (k < n && *s) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma ? (size_t)(comma - s) : strlen(s);
+        memcpy(tmp, s, len < sizeof(tmp) ? len : sizeof(tmp) - 1);
+        tmp[len < sizeof(tmp) ? len : sizeof(tmp) - 1] = '\0';
+        char *dash = NULL;
+        for (char *p = tmp + 1; *p && dash == NULL; p++)
+            if (*p == '-' && p[-1] >= '0' && p[-1] <= '9')
+                dash = p;
+        int64_t lo = 0, hi;
+        if (dash != NULL)
+            *dash = '\0';
+        parse_i64(tmp, &lo);
+        hi = lo;
+        if (dash != NULL)
+            parse_i64(dash + 1, &hi);
+        for (int64_t v = lo; v <= hi && k < n; v++)
+            out[k++] = v;
+        if (!comma)
+            break;
+        s = comma + 1;
+    }
+    /* One value for every row. */
+    for (uint64_t i = k; k == 1 && i < n; i++)
+        out[i] = out[0];
+}
+
+/* Checks pos/req/rows/in against the shape (PROTOCOL.md "Tokens"). */
+static ulp_status finish_tokens(ulp__mark *m, const fields *f, unsigned seen, ulp_error *err)
+{
+    if (seen & SEEN_IN) {
+        m->n_inputs = 1;
+        for (const char *p = m->inputs; *p; p++)
+            m->n_inputs += *p == ',';
+        char tmp[ULP__MARK_NAME_MAX];
+        strcpy(tmp, m->inputs);
+        for (char *tok = tmp, *next; tok != NULL; tok = next) {
+            next = strchr(tok, ',');
+            if (next != NULL)
+                *next++ = '\0';
+            if (!valid_name(tok) || m->n_inputs > ULP__MARK_MAX_INPUTS)
+                return bad(err, "bad input name in", m->inputs);
+        }
+    }
+    if (!(seen & SEEN_POS)) {
+        if (seen & (SEEN_REQ | SEEN_ROWS))
+            return bad(err, "req or rows without pos", NULL);
+        return ULP_OK;
+    }
+    int rank = (seen & SEEN_ROWS) ? (int)f->rows : 1;
+    if (rank > m->ndim)
+        return bad(err, "rows exceeds the tensor's rank", NULL);
+    uint64_t rows = 1;
+    for (int i = 0; i < rank; i++)
+        rows *= (uint64_t)m->shape[i];
+    /* The most rows a capture's positions attribute holds (capture.h). */
+    if (rows > ULP__MARK_MAX_ROWS)
+        return bad(err, "more rows than positions can be given for", NULL);
+    uint64_t np = list_count(m->pos, 1);
+    if (np == UINT64_MAX)
+        return bad(err, "bad pos", m->pos);
+    if (np != rows)
+        return bad(err, "pos does not give one position per row", m->pos);
+    if (seen & SEEN_REQ) {
+        uint64_t nr = list_count(m->req, 0);
+        if (nr == UINT64_MAX || (nr != rows && nr != 1))
+            return bad(err, "bad req (one value, or one per row)", m->req);
+    }
+    m->row_rank = rank;
+    m->rows = rows;
     return ULP_OK;
 }
 
@@ -324,6 +466,9 @@ static ulp_status finish_capture(ulp__mark *m, const fields *f, unsigned seen, u
     }
     if (m->mem == ULP__MARK_MEM_HOST && (seen & SEEN_STREAM))
         m->has_stream = 0; /* host memory needs no stream */
+    ulp_status st = finish_tokens(m, f, seen, err);
+    if (st != ULP_OK)
+        return st;
     m->kind = ULP__MARK_CAPTURE;
     return ULP_OK;
 }

@@ -13,9 +13,11 @@
 #include "ulpprof/dtype.h"
 #include "ulpprof/status.h"
 
-#define ULP__MARK_PREFIX   "ulp1|"
-#define ULP__MARK_MAX_LEN  8192 /* longer messages are malformed */
-#define ULP__MARK_NAME_MAX 1024 /* bytes of a capture name, '\0' included */
+#define ULP__MARK_PREFIX     "ulp1|"
+#define ULP__MARK_MAX_LEN    8192  /* longer messages are malformed */
+#define ULP__MARK_NAME_MAX   1024  /* bytes of a capture name, '\0' included */
+#define ULP__MARK_MAX_ROWS   16000 /* rows a mark may give positions for */
+#define ULP__MARK_MAX_INPUTS 32    /* names in `in=` */
 
 typedef enum ulp__mark_kind {
     ULP__MARK_NOT_OURS = 0, /* not an ulpprof mark: ignore it silently */
@@ -45,6 +47,14 @@ typedef struct ulp__mark {
     ulp_role role;
     int64_t step;          /* ULP_STEP_NONE when absent */
     unsigned unknown_keys; /* keys ignored for forward compatibility */
+    /* Token metadata (PROTOCOL.md "Tokens"), checked, as written: expand
+     * with ulp__mark_list_expand(); "" when absent. */
+    int row_rank;                    /* 0 without positions */
+    uint64_t rows;                   /* product of the first row_rank extents */
+    char pos[ULP__MARK_NAME_MAX];    /* e.g. "0-95" or "3,7,9-12" */
+    char req[ULP__MARK_NAME_MAX];    /* one value for every row, or one per row */
+    char inputs[ULP__MARK_NAME_MAX]; /* comma-separated capture names */
+    int n_inputs;
 } ulp__mark;
 
 /*
@@ -54,5 +64,11 @@ typedef struct ulp__mark {
  * reason in `err` (may be NULL).  `msg` may be NULL (not ours).
  */
 ulp_status ulp__mark_parse(const char *msg, ulp__mark *out, ulp_error *err);
+
+/*
+ * Expands a checked integer list ("0-95", "3,7,9-12") into out[0..n): its
+ * values in order; a list of one value fills all n.  Pure; no allocation.
+ */
+void ulp__mark_list_expand(const char *list, int64_t *out, uint64_t n);
 
 #endif /* ULPPROF_CUDA_MARK_H */

@@ -185,6 +185,8 @@ typedef struct got {
     void (*release)(void *, void *);
     void *rctx;
     void *buf;
+    int64_t positions[8], requests[8]; /* the first rows' token metadata */
+    char input0[64];
 } got;
 static got *gots;
 static int ngot;
@@ -202,6 +204,15 @@ static ulp_status fake_sink(void *ctx, const ulp_capture_desc *d, void *buf, siz
     memcpy(g->shape, d->shape, (size_t)d->ndim * sizeof(int64_t));
     g->d.shape = g->shape;
     g->d.name = g->name;
+    /* The token metadata is valid during the call only: keep the first rows. */
+    for (int i = 0; i < 8 && d->positions != NULL && i < d->shape[0]; i++) {
+        g->positions[i] = d->positions[i];
+        g->requests[i] = d->requests != NULL ? d->requests[i] : -1;
+    }
+    if (d->n_inputs > 0)
+        snprintf(g->input0, sizeof g->input0, "%s", d->inputs[0]);
+    g->d.positions = g->d.requests = NULL;
+    g->d.inputs = NULL;
     assert_true(n <= sizeof(g->bytes));
     if (n)
         memcpy(g->bytes, buf, n);
@@ -301,6 +312,44 @@ static void test_cuda_devcap__known_stream(void **state)
     ulp__devcap_stats st;
     ulp__devcap_get_stats(dc, &st);
     assert_true(st.captured == 1 && st.synced == 0 && st.failed == 0);
+    ulp__devcap_free(dc);
+}
+
+/* Positions, requests and inputs are copied at the call: the caller may reuse them at once. */
+static void test_cuda_devcap__token_metadata_copied(void **state)
+{
+    (void)state;
+    ulp__devcap *dc = make(1 << 20, NULL, NULL);
+    float src[6] = {1, 2, 3, 4, 5, 6};
+    int64_t shape[2] = {3, 2};
+    int64_t pos[3] = {96, 97, 98}, req[3] = {7, 7, 7};
+    char in0[16] = "layers.0.out";
+    const char *inputs[1] = {in0};
+    ulp_capture_desc d = desc("layers.1.out", ULP_DTYPE_F32, 2, shape);
+    d.positions = pos;
+    d.requests = req;
+    d.row_rank = 1;
+    d.inputs = inputs;
+    d.n_inputs = 1;
+    assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, sizeof(src), 1, STREAM),
+                     ULP_OK);
+    pos[0] = pos[1] = pos[2] = -5;
+    req[0] = 0;
+    memcpy(in0, "overwritten!", 13);
+    assert_int_equal(ulp__devcap_flush(dc), ULP_OK);
+    assert_int_equal(ngot, 1);
+    assert_true(gots[0].positions[0] == 96 && gots[0].positions[1] == 97 &&
+                gots[0].positions[2] == 98);
+    assert_true(gots[0].requests[0] == 7 && gots[0].requests[2] == 7);
+    assert_string_equal(gots[0].input0, "layers.0.out");
+    /* A repeated key is refused at the call, not delivered. */
+    int64_t rep[3] = {1, 1, 2};
+    d.positions = rep;
+    d.requests = NULL;
+    assert_true(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, sizeof(src), 1, STREAM) !=
+                ULP_OK);
+    assert_int_equal(ulp__devcap_flush(dc), ULP_OK);
+    assert_int_equal(ngot, 1);
     ulp__devcap_free(dc);
 }
 
@@ -752,6 +801,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_cuda_devcap__known_stream, reset),
+        cmocka_unit_test_setup(test_cuda_devcap__token_metadata_copied, reset),
         cmocka_unit_test_setup(test_cuda_devcap__unknown_stream_syncs, reset),
         cmocka_unit_test_setup(test_cuda_devcap__graph_capture_skips, reset),
         cmocka_unit_test_setup(test_cuda_devcap__failures, reset),

@@ -203,6 +203,60 @@ static void test_cuda_mark__refusals(void **state)
     free(big);
 }
 
+/* pos=, req=, rows=, in= (PROTOCOL.md "Tokens"), expanded against a hand-written list. */
+static void test_cuda_mark__tokens(void **state)
+{
+    (void)state;
+    ulp__mark m;
+    int64_t v[16];
+    /* [2, 3, 8] with rows=2: 6 rows, positions 0-2 and 10-12, one request per batch row. */
+    assert_int_equal(parse("ulp1|name=h|ptr=1|dtype=f32|shape=2,3,8|rows=2|pos=0-2,10-12"
+                           "|req=7,7,7,9,9,9|in=layers.0.out,embed",
+                           &m),
+                     ULP_OK);
+    assert_int_equal(m.row_rank, 2);
+    assert_true(m.rows == 6);
+    ulp__mark_list_expand(m.pos, v, 6);
+    const int64_t want_pos[6] = {0, 1, 2, 10, 11, 12};
+    assert_memory_equal(v, want_pos, sizeof want_pos);
+    ulp__mark_list_expand(m.req, v, 6);
+    const int64_t want_req[6] = {7, 7, 7, 9, 9, 9};
+    assert_memory_equal(v, want_req, sizeof want_req);
+    assert_int_equal(m.n_inputs, 2);
+    assert_string_equal(m.inputs, "layers.0.out,embed");
+    /* One request for every row; rows defaults to 1; negative requests are values. */
+    assert_int_equal(parse("ulp1|name=h|ptr=1|dtype=bf16|shape=4,8|pos=96-99|req=-3", &m), ULP_OK);
+    assert_int_equal(m.row_rank, 1);
+    ulp__mark_list_expand(m.req, v, 4);
+    assert_true(v[0] == -3 && v[1] == -3 && v[2] == -3 && v[3] == -3);
+    ulp__mark_list_expand(m.pos, v, 4);
+    assert_true(v[0] == 96 && v[3] == 99);
+    /* Without tokens: nothing set. */
+    assert_int_equal(parse("ulp1|name=h|ptr=1|dtype=bf16|shape=4,8", &m), ULP_OK);
+    assert_int_equal(m.row_rank, 0);
+    assert_int_equal(m.n_inputs, 0);
+    const char *bad[] = {
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0-2",         /* 3 positions, 4 rows */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0-4",         /* 5 positions */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=-1,0,1,2",    /* negative */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=3-0",         /* empty range */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0,,1,2",      /* empty item */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0-3|req=1,2", /* 2 requests, 4 rows */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|req=1",           /* req without pos */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|rows=1",          /* rows without pos */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0-3|rows=3",  /* rows above the rank */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0-3|rows=0",
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=0-3|pos=0-3", /* repeated key */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|pos=a-d",
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|in=a,,b", /* empty input name */
+        "ulp1|name=h|ptr=1|dtype=f32|shape=4,8|in=a/b",
+        "ulp1|name=h|ptr=1|dtype=u8|shape=20000,1|pos=0-19999", /* more rows than allowed */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (parse(bad[i], &m) != ULP_EINVAL)
+            fail_msg("accepted: %s", bad[i]);
+}
+
 static void test_cuda_mark__step(void **state)
 {
     (void)state;
@@ -354,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_cuda_mark__escapes),
         cmocka_unit_test(test_cuda_mark__strides),
         cmocka_unit_test(test_cuda_mark__refusals),
+        cmocka_unit_test(test_cuda_mark__tokens),
         cmocka_unit_test(test_cuda_mark__step),
         cmocka_unit_test(test_cuda_mark__round_trip),
         cmocka_unit_test(test_cuda_mark__fuzz),
