@@ -75,6 +75,7 @@ ulp_status ulp__output_expand(const char *pattern, const ulp__expand_vars *v, ch
     for (const char *p = pattern; *p; p++) {
         const char *piece;
         size_t n;
+        int sanitize = 0;
         char c = *p;
         if (c != '%') {
             piece = p;
@@ -110,6 +111,7 @@ ulp_status ulp__output_expand(const char *pattern, const ulp__expand_vars *v, ch
             }
             piece = s != NULL ? s : "";
             n = strlen(piece);
+            sanitize = p[1] != '%';
             p++;
         }
         if (n >= size - len) {
@@ -118,6 +120,17 @@ ulp_status ulp__output_expand(const char *pattern, const ulp__expand_vars *v, ch
                               pattern, size - 1);
         }
         memcpy(out + len, piece, n);
+        /*
+         * A value (RANK, the host name, the label: set by whoever starts the
+         * program) names a file inside the pattern's directory, never a way
+         * out of it: '/' becomes '_', and "." or ".." becomes "_" or "__".
+         */
+        if (sanitize) {
+            int dots = n > 0 && n <= 2 && strspn(piece, ".") == n;
+            for (size_t k = 0; k < n; k++)
+                if (out[len + k] == '/' || dots)
+                    out[len + k] = '_';
+        }
         len += n;
     }
     out[len] = '\0';

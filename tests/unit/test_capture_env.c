@@ -41,6 +41,28 @@ static void test_capture_env__expand(void **state)
     assert_string_equal(out, "ab");
 }
 
+/* A variable's value cannot lead the path out of the pattern's directory. */
+static void test_capture_env__expand_no_escape(void **state)
+{
+    (void)state;
+    char out[ULP__PATH_MAX];
+    ulp_error err;
+    const ulp__expand_vars bad[] = {
+        {"1", "../../etc", "h", "l"}, {"1", "..", "h", "l"},  {"1", ".", "/abs", "l"},
+        {"1", "0", "h", "a/../../b"}, {"1", "...", "h", "l"},
+    };
+    const char *want[] = {"/d/.._.._etc/h-l.h5", "/d/__/h-l.h5", "/d/_/_abs-l.h5",
+                          "/d/0/h-a_.._.._b.h5", "/d/.../h-l.h5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(ulp__output_expand("/d/%r/%h-%l.h5", &bad[i], out, sizeof(out), &err),
+                         ULP_OK);
+        assert_string_equal(out, want[i]);
+    }
+    /* The pattern itself is the user's: its own '/' and '..' stay. */
+    assert_int_equal(expand("../x/%r.h5", out, sizeof(out), &err), ULP_OK);
+    assert_string_equal(out, "../x/3.h5");
+}
+
 static void test_capture_env__expand_errors(void **state)
 {
     (void)state;
@@ -305,6 +327,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_capture_env__expand),
+        cmocka_unit_test(test_capture_env__expand_no_escape),
         cmocka_unit_test(test_capture_env__expand_errors),
         cmocka_unit_test(test_capture_env__expand_exhaustive),
         cmocka_unit_test(test_capture_env__attr_parse),
