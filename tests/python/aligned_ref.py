@@ -168,3 +168,63 @@ def origins(fa, fb, rows):
             labels.append(({0: "introduced", 1: "not_captured", 2: "carried_in"}[worst], which))
         res[name] = labels
     return res
+
+
+def first_seq(f, name):
+    return min(int(f["captures"][name][o].attrs["seq"]) for o in f["captures"][name])
+
+
+def check_report(pa, pb, doc):
+    """Every aligned row of a `ulpprof diff --format json` report against the
+    recomputation; returns (mismatches, rows, origins)."""
+    bad = []
+    fa, fb = h5py.File(pa, "r"), h5py.File(pb, "r")
+    names = [n for n in fa["captures"] if has_positions(fa, n) and has_positions(fb, n)]
+    rows = {n: compare(fa, fb, n) for n in names}
+    org = origins(fa, fb, rows)
+    got = {r["name"]: r for r in doc["rows"]}
+    for n, want in rows.items():
+        g = got[n]
+        if not g["aligned"]:
+            bad.append("%s: not aligned" % n)
+            continue
+        for k in ("positions_compared", "positions_only_in_a", "positions_only_in_b",
+                  "positions_differing", "elements", "differing", "max_ulp", "first_differing",
+                  "max_abs_diff"):
+            if g[k] != want[k]:
+                bad.append("%s: %s %r, recomputed %r" % (n, k, g[k], want[k]))
+        if g["status"] != ("differs" if want["differing"] else "identical"):
+            bad.append("%s: status %s" % (n, g["status"]))
+        if g["shape"] != [want["positions_compared"], *want["row_shape"]]:
+            bad.append("%s: shape %r" % (n, g["shape"]))
+        if want["max_ulp"] and (g["worst_key"] != want["worst_key"] or
+                                g["worst_flat"] != want["worst_flat"]):
+            bad.append("%s: worst %r %r vs %r %r" % (n, g["worst_key"], g["worst_flat"],
+                                                     want["worst_key"], want["worst_flat"]))
+        wr = runs(want["keys"], org[n])
+        gr = [(x["request"], x["first"], x["last"], (x["origin"], x["input"]))
+              for x in g["differing_positions"]]
+        if gr != wr:
+            bad.append("%s: runs %r, recomputed %r" % (n, gr[:4], wr[:4]))
+        for x in g["differing_positions"]:
+            sel = [i for i, (r, p) in enumerate(want["keys"])
+                   if r == x["request"] and x["first"] <= p <= x["last"]]
+            for side in ("a", "b"):
+                if sorted(set(x["occurrences_" + side])) != \
+                        sorted({want["occ_" + side][i] for i in sel}):
+                    bad.append("%s: occurrences_%s of %r" % (n, side, x))
+    order = sorted(fa["captures"], key=lambda n: first_seq(fa, n))
+    first = next((n for n in order if n in rows and rows[n]["differing"]), None)
+    fd = doc["first_divergence"]
+    if first is None:
+        if fd is not None:
+            bad.append("first divergence %r, recomputed none" % fd)
+    elif fd is None or fd["name"] != first or \
+            {"request": fd["request"], "position": fd["position"]} != rows[first]["first_differing"]:
+        bad.append("first divergence %r, recomputed %s at %r" % (
+            fd and (fd["name"], fd["request"], fd["position"]), first,
+            rows[first]["first_differing"]))
+    elif fd["origin"] != org[first][rows[first]["differs"].index(True)][0]:
+        bad.append("first divergence origin %s, recomputed %s" % (
+            fd["origin"], org[first][rows[first]["differs"].index(True)]))
+    return bad, rows, org
