@@ -68,7 +68,15 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-int cmd_diff(int argc, char **argv)
+typedef struct diff_cli {
+    ulp_diff_options opts;
+    ulp_report_format format;
+    const char *out_path, *color, *plot_dir;
+    const char *path_a, *path_b;
+} diff_cli;
+
+/* Fills `o` from the command line: -1 to go on, else the exit status. */
+static int diff_parse(int argc, char **argv, diff_cli *o)
 {
     enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS };
     static const struct option longopts[] = {
@@ -85,12 +93,11 @@ int cmd_diff(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    ulp_diff_options opts;
-    ulp_report_format format = ULP_REPORT_TABLE;
-    const char *out_path = NULL, *color = "auto", *plot_dir = NULL;
     int c;
-
-    ulp_diff_options_init(&opts);
+    memset(o, 0, sizeof *o);
+    o->format = ULP_REPORT_TABLE;
+    o->color = "auto";
+    ulp_diff_options_init(&o->opts);
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":f:o:m:r:t:j:h", longopts, NULL)) != -1) {
@@ -103,14 +110,14 @@ int cmd_diff(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            format = (ulp_report_format)fmt;
+            o->format = (ulp_report_format)fmt;
             break;
         }
         case 'o':
-            out_path = optarg;
+            o->out_path = optarg;
             break;
         case 'm':
-            opts.match = optarg;
+            o->opts.match = optarg;
             break;
         case 'r':
             if (ulp_role_from_name(optarg) < 0) {
@@ -120,10 +127,10 @@ int cmd_diff(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            opts.role = optarg;
+            o->opts.role = optarg;
             break;
         case OPT_ROWS:
-            opts.rows = optarg;
+            o->opts.rows = optarg;
             break;
         case 't': {
             char *end;
@@ -133,12 +140,12 @@ int cmd_diff(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            if (opts.n_temperatures == ULP_DIFF_MAX_TEMPERATURES) {
+            if (o->opts.n_temperatures == ULP_DIFF_MAX_TEMPERATURES) {
                 fprintf(stderr, "ulpprof diff: at most %d temperatures\n",
                         ULP_DIFF_MAX_TEMPERATURES);
                 return CLI_EXIT_ERROR;
             }
-            opts.temperatures[opts.n_temperatures++] = t;
+            o->opts.temperatures[o->opts.n_temperatures++] = t;
             break;
         }
         case 'j':
@@ -147,7 +154,7 @@ int cmd_diff(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            opts.threads = (int)v;
+            o->opts.threads = (int)v;
             break;
         case OPT_CHUNK:
             if (parse_u64(optarg, &v) || v < 1 || v > ((uint64_t)1 << 30)) {
@@ -157,17 +164,17 @@ int cmd_diff(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            opts.chunk_elements = v;
+            o->opts.chunk_elements = v;
             break;
         case OPT_COLOR:
             if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never")) {
                 fprintf(stderr, "ulpprof diff: --color takes auto, always or never\n");
                 return CLI_EXIT_ERROR;
             }
-            color = optarg;
+            o->color = optarg;
             break;
         case OPT_PLOT:
-            plot_dir = optarg;
+            o->plot_dir = optarg;
             break;
         case 'h':
             diff_help();
@@ -181,69 +188,87 @@ int cmd_diff(int argc, char **argv)
                 argc - optind, DIFF_USAGE);
         return CLI_EXIT_ERROR;
     }
-    if (cli_output_is_input("diff", out_path, argv + optind, 2) ||
-        cli_plot_dir_has_input("diff", plot_dir, argv + optind, 2))
+    if (cli_output_is_input("diff", o->out_path, argv + optind, 2) ||
+        cli_plot_dir_has_input("diff", o->plot_dir, argv + optind, 2))
         return CLI_EXIT_ERROR;
+    o->path_a = argv[optind];
+    o->path_b = argv[optind + 1];
+    return -1;
+}
 
-    int rc = CLI_EXIT_ERROR;
-    ulp_snapshot *a = NULL, *b = NULL;
+/* Opens both snapshots and compares them: *res, or a message and NULL. */
+static ulp_diff_result *diff_run(diff_cli *o, ulp_snapshot **a, ulp_snapshot **b)
+{
     ulp_diff_result *res = NULL;
+    ulp_error err;
+    if ((*a = cli_open_snapshot(o->path_a)) == NULL || (*b = cli_open_snapshot(o->path_b)) == NULL)
+        return NULL;
+    o->opts.progress = isatty(STDERR_FILENO);
+    if (ulp_diff_run(*a, *b, &o->opts, &res, &err) != ULP_OK) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    return res;
+}
+
+/* The report, to --out or stdout: 0, or -1 after a message. */
+static int diff_print(const diff_cli *o, const ulp_diff_result *res)
+{
     FILE *out = stdout;
     ulp_error err;
-
-    a = cli_open_snapshot(argv[optind]);
-    if (a == NULL)
-        goto cleanup;
-    b = cli_open_snapshot(argv[optind + 1]);
-    if (b == NULL)
-        goto cleanup;
-    opts.progress = isatty(STDERR_FILENO);
-    if (ulp_diff_run(a, b, &opts, &res, &err) != ULP_OK) {
-        cli_error("%s", err.msg);
-        goto cleanup;
-    }
-    if (out_path) {
-        FILE *o = fopen(out_path, "w");
-        if (o == NULL) {
-            cli_error("cannot open '%s' for writing: %s", out_path, strerror(errno));
-            goto cleanup;
+    if (o->out_path) {
+        out = fopen(o->out_path, "w");
+        if (out == NULL) {
+            cli_error("cannot open '%s' for writing: %s", o->out_path, strerror(errno));
+            return -1;
         }
-        out = o;
     }
     unsigned flags = 0;
-    if (format == ULP_REPORT_TABLE &&
-        (strcmp(color, "always") == 0 || (strcmp(color, "auto") == 0 && cli_use_color(out))))
+    if (o->format == ULP_REPORT_TABLE &&
+        (strcmp(o->color, "always") == 0 || (strcmp(o->color, "auto") == 0 && cli_use_color(out))))
         flags |= ULP_REPORT_COLOR;
-    if (ulp_report_write(res, format, out, flags, &err) != ULP_OK) {
-        cli_error("cannot write '%s': %s", out_path ? out_path : "standard output", err.msg);
-        goto cleanup;
+    if (ulp_report_write(res, o->format, out, flags, &err) != ULP_OK) {
+        cli_error("cannot write '%s': %s", o->out_path ? o->out_path : "standard output", err.msg);
+        if (out != stdout)
+            fclose(out);
+        return -1;
     }
-    if (out != stdout) {
-        FILE *o = out;
-        out = stdout;
-        if (fclose(o) != 0) {
-            cli_error("cannot write '%s': %s", out_path, strerror(errno));
-            goto cleanup;
-        }
+    if (out != stdout && fclose(out) != 0) {
+        cli_error("cannot write '%s': %s", o->out_path, strerror(errno));
+        return -1;
     }
-    if (plot_dir) {
-        ulp_plot_options po;
-        ulp_plot_options_init(&po);
-        po.dir = plot_dir;
-        ulp_status ps = ulp_plot_write(res, &po, NULL, &err);
-        /* Without gnuplot the report above still stands: say so, keep its exit status. */
-        if (ps == ULP_EUNSUPPORTED) {
-            fprintf(stderr, "ulpprof: %s\n", err.msg);
-        } else if (ps != ULP_OK) {
-            cli_error("%s", err.msg);
-            goto cleanup;
-        }
-    }
-    rc = res->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
+    return 0;
+}
 
-cleanup:
-    if (out != stdout)
-        fclose(out);
+/* The plots of --plot: 0, or -1 after a message. */
+static int diff_plot(const diff_cli *o, const ulp_diff_result *res)
+{
+    ulp_error err;
+    ulp_plot_options po;
+    ulp_plot_options_init(&po);
+    po.dir = o->plot_dir;
+    ulp_status ps = ulp_plot_write(res, &po, NULL, &err);
+    /* Without gnuplot the report above still stands: say so, keep its exit status. */
+    if (ps == ULP_EUNSUPPORTED) {
+        fprintf(stderr, "ulpprof: %s\n", err.msg);
+    } else if (ps != ULP_OK) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int cmd_diff(int argc, char **argv)
+{
+    diff_cli o;
+    int rc = diff_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    rc = CLI_EXIT_ERROR;
+    ulp_snapshot *a = NULL, *b = NULL;
+    ulp_diff_result *res = diff_run(&o, &a, &b);
+    if (res != NULL && diff_print(&o, res) == 0 && (!o.plot_dir || diff_plot(&o, res) == 0))
+        rc = res->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
     ulp_diff_result_free(res);
     ulp_snapshot_close(a);
     ulp_snapshot_close(b);
