@@ -230,7 +230,15 @@ static void explain(const ulp_diff_result *r, const ulp_refmodel_options *o, int
     }
 }
 
-int cmd_demo(int argc, char **argv)
+typedef struct demo_cli {
+    ulp_refmodel_options o;
+    const char *dir, *gnuplot, *color;
+    int plots, ladder;
+    int n, cached; /* prompt tokens, of which the hit takes `cached` from the cache */
+} demo_cli;
+
+/* Fills `d` from the command line: -1 to go on, else the exit status. */
+static int demo_parse(int argc, char **argv, demo_cli *d)
 {
     enum { OPT_CACHED = 256, OPT_LOGITS_ROWS, OPT_NO_PLOTS, OPT_GNUPLOT, OPT_COLOR, OPT_LADDER };
     static const struct option longopts[] = {
@@ -248,10 +256,14 @@ int cmd_demo(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    ulp_refmodel_options o;
-    ulp_refmodel_options_init(&o);
-    const char *dir = "ulpprof-demo", *gnuplot = NULL, *color = "auto";
-    int plots = 1, ladder = 0, c;
+    ulp_refmodel_options *o = &d->o;
+    ulp_refmodel_options_init(o);
+    d->dir = "ulpprof-demo";
+    d->gnuplot = NULL;
+    d->color = "auto";
+    d->plots = 1;
+    d->ladder = 0;
+    int c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":d:g:p:s:n:h", longopts, NULL)) != -1) {
@@ -266,16 +278,16 @@ int cmd_demo(int argc, char **argv)
         }
         switch (c) {
         case 'd':
-            dir = optarg;
+            d->dir = optarg;
             break;
         case 'g':
-            if (ulp_refmodel_gemm_parse(optarg, &o.gemm) != 0) {
+            if (ulp_refmodel_gemm_parse(optarg, &o->gemm) != 0) {
                 fprintf(stderr, "ulpprof demo: unknown gemm '%s' (tiled, blas, exact)\n", optarg);
                 return CLI_EXIT_ERROR;
             }
             break;
         case 'p':
-            if (ulp_refmodel_preset(optarg, &o.dims) != ULP_OK) {
+            if (ulp_refmodel_preset(optarg, &o->dims) != ULP_OK) {
                 fprintf(stderr, "ulpprof demo: unknown preset '%s' (tiny, qwen1.5b)\n", optarg);
                 return CLI_EXIT_ERROR;
             }
@@ -288,33 +300,33 @@ int cmd_demo(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            o.seed = s;
+            o->seed = s;
             break;
         }
         case 'n':
-            o.prompt_len = (int)v;
+            o->prompt_len = (int)v;
             break;
         case OPT_CACHED:
-            o.cached_tokens = (int)v;
+            o->cached_tokens = (int)v;
             break;
         case OPT_LOGITS_ROWS:
-            o.logits_rows = (int)v;
+            o->logits_rows = (int)v;
             break;
         case OPT_NO_PLOTS:
-            plots = 0;
+            d->plots = 0;
             break;
         case OPT_LADDER:
-            ladder = 1;
+            d->ladder = 1;
             break;
         case OPT_GNUPLOT:
-            gnuplot = optarg;
+            d->gnuplot = optarg;
             break;
         case OPT_COLOR:
             if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never")) {
                 fprintf(stderr, "ulpprof demo: --color takes auto, always or never\n");
                 return CLI_EXIT_ERROR;
             }
-            color = optarg;
+            d->color = optarg;
             break;
         case 'h':
             demo_help();
@@ -328,8 +340,8 @@ int cmd_demo(int argc, char **argv)
                 DEMO_USAGE);
         return CLI_EXIT_ERROR;
     }
-    int n = o.prompt_len, bs = ULP_REFMODEL_BLOCK_SIZE;
-    int cached = o.cached_tokens >= 0 ? o.cached_tokens : n - n % bs;
+    int n = o->prompt_len, bs = ULP_REFMODEL_BLOCK_SIZE;
+    int cached = o->cached_tokens >= 0 ? o->cached_tokens : n - n % bs;
     if (n < 2 || cached <= 0 || cached % bs || cached >= n) {
         fprintf(stderr,
                 "ulpprof demo: the cached prefix (%d tokens) must be a positive multiple "
@@ -337,61 +349,56 @@ int cmd_demo(int argc, char **argv)
                 cached, bs, n);
         return CLI_EXIT_ERROR;
     }
-    if (make_dirs(dir) != 0) {
-        cli_error("cannot create '%s': %s", dir, strerror(errno));
-        return CLI_EXIT_ERROR;
-    }
+    d->n = n;
+    d->cached = cached;
+    return -1;
+}
 
-    if (ladder)
-        return demo_ladder(&o, dir, gnuplot, plots);
-
-    double t0 = now_s();
-    int progress = isatty(STDERR_FILENO), rc = CLI_EXIT_ERROR;
-    char pmiss[1100], phit[1100], psplit[1100];
-    ulp_diff_result *mh = NULL, *sh = NULL;
-    if (run_mode(&o, ULP_REFMODEL_MISS, dir, "miss", pmiss, sizeof pmiss, progress) ||
-        run_mode(&o, ULP_REFMODEL_HIT, dir, "hit", phit, sizeof phit, progress) ||
-        run_mode(&o, ULP_REFMODEL_SPLIT, dir, "split", psplit, sizeof psplit, progress))
-        return CLI_EXIT_ERROR;
-    double t_runs = now_s() - t0;
-    if (!(mh = compare(pmiss, phit)) || !(sh = compare(psplit, phit)))
-        goto cleanup;
-
-    const ulp_refmodel_dims *d = &o.dims;
+/* What the three runs were, before the reports. */
+static void print_intro(const demo_cli *dc)
+{
+    const ulp_refmodel_options *o = &dc->o;
+    const ulp_refmodel_dims *d = &o->dims;
+    int n = dc->n, cached = dc->cached;
     char gm[64], gh[64];
-    gemm_words(o.gemm, n, gm, sizeof gm);
-    gemm_words(o.gemm, n - cached, gh, sizeof gh);
+    gemm_words(o->gemm, n, gm, sizeof gm);
+    gemm_words(o->gemm, n - cached, gh, sizeof gh);
     printf("ulpprof demo: a %d-layer bf16 transformer (hidden %d, %d heads, vocab %d; preset %s,\n"
            "seed %llu) prefills one %d-token prompt three ways and captures every layer's\n"
            "attention, MLP and residual outputs at every position of every pass (the hit's\n"
            "prefix pass too, each row with its position), and the logits of the last %d:\n",
-           d->layers, d->hidden, d->heads, d->vocab, d->name, (unsigned long long)o.seed, n,
+           d->layers, d->hidden, d->heads, d->vocab, d->name, (unsigned long long)o->seed, n,
            n - cached);
     printf("  miss   all %d tokens in one pass                      GEMMs %s\n", n, gm);
     printf("  hit    %d tokens from the prefix cache, %d computed   GEMMs %s\n", cached, n - cached,
            gh);
     printf("  split  the fix: the miss cut at token %d               GEMMs M=%d, then %s\n", cached,
            cached, gh);
-    if (o.gemm == ULP_REFMODEL_GEMM_TILED)
+    if (o->gemm == ULP_REFMODEL_GEMM_TILED)
         printf("GEMM 'tiled' EMULATES a cuBLAS-style heuristic: its split-K depends on M, so\n"
                "the effect shows on every CPU (--gemm blas uses OpenBLAS as is).\n");
-    else if (o.gemm == ULP_REFMODEL_GEMM_BLAS)
+    else if (o->gemm == ULP_REFMODEL_GEMM_BLAS)
         printf("GEMM 'blas': %s, 1 thread, unmodified.\n", ulp_refmodel_blas_info());
     else
         printf("GEMM 'exact': fp64 accumulation in a fixed order, the same for every M.\n");
+}
 
-    unsigned flags =
-        (strcmp(color, "always") == 0 || (strcmp(color, "auto") == 0 && cli_use_color(stdout)))
-            ? ULP_REPORT_COLOR
-            : 0;
+/* The two reports on stdout: 0, or -1 after a message. */
+static int print_reports(const demo_cli *dc, const ulp_diff_result *mh, const ulp_diff_result *sh,
+                         const char *pmiss, const char *phit, const char *psplit)
+{
+    unsigned flags = (strcmp(dc->color, "always") == 0 ||
+                      (strcmp(dc->color, "auto") == 0 && cli_use_color(stdout)))
+                         ? ULP_REPORT_COLOR
+                         : 0;
     ulp_error err;
     printf("\n=== miss vs hit: ulpprof diff %s %s\n\n", pmiss, phit);
     fflush(stdout);
     if (ulp_report_write(mh, ULP_REPORT_TABLE, stdout, flags, &err) != ULP_OK) {
         cli_error("cannot write the report: %s", err.msg);
-        goto cleanup;
+        return -1;
     }
-    explain(mh, &o, n, cached);
+    explain(mh, &dc->o, dc->n, dc->cached);
 
     printf("\n=== split vs hit (the fix): ulpprof diff %s %s\n\n", psplit, phit);
     if (sh->identical) {
@@ -400,49 +407,50 @@ int cmd_demo(int argc, char **argv)
                "pair tests level %d (%s): holds\n"
                "\nCutting the miss at the last block boundary gives the suffix the GEMMs of a\n"
                "hit, so the cache rung of the determinism ladder holds with the fix.\n",
-               sh->n_rows, dir, sh->ladder.level,
+               sh->n_rows, dc->dir, sh->ladder.level,
                sh->ladder.level_name ? sh->ladder.level_name : "none");
-    } else {
-        fflush(stdout);
-        if (ulp_report_write(sh, ULP_REPORT_TABLE, stdout, flags, &err) != ULP_OK) {
-            cli_error("cannot write the report: %s", err.msg);
-            goto cleanup;
-        }
-        printf("\nsplit and hit DIFFER: the fix did not hold here.\n");
+        return 0;
     }
-
-    if (write_report(mh, ULP_REPORT_JSON, dir, "miss_vs_hit.json") ||
-        write_report(mh, ULP_REPORT_MARKDOWN, dir, "miss_vs_hit.md") ||
-        write_report(sh, ULP_REPORT_JSON, dir, "split_vs_hit.json"))
-        goto cleanup;
-
-    char pdir[1100];
-    snprintf(pdir, sizeof pdir, "%s/plots", dir);
-    int drew = 0;
-    if (plots) {
-        ulp_plot_options po;
-        ulp_plot_options_init(&po);
-        po.dir = pdir;
-        po.gnuplot = gnuplot;
-        ulp_plot_files pf;
-        ulp_error perr;
-        ulp_error_clear(&perr);
-        ulp_status ps = ulp_plot_write(mh, &po, &pf, &perr);
-        if (ps == ULP_OK)
-            drew = 1;
-        else if (ps == ULP_EUNSUPPORTED)
-            fprintf(stderr, "ulpprof: %s\n", perr.msg);
-        else {
-            cli_error("%s", perr.msg);
-            goto cleanup;
-        }
+    fflush(stdout);
+    if (ulp_report_write(sh, ULP_REPORT_TABLE, stdout, flags, &err) != ULP_OK) {
+        cli_error("cannot write the report: %s", err.msg);
+        return -1;
     }
+    printf("\nsplit and hit DIFFER: the fix did not hold here.\n");
+    return 0;
+}
 
-    printf("\nFiles (%.1f s for the three runs, %.1f s in all):\n", t_runs, now_s() - t0);
+/* The plots of miss vs hit into `pdir`: 1 drawn, 0 not (no gnuplot), -1 error. */
+static int demo_plots(const demo_cli *dc, const ulp_diff_result *mh, const char *pdir)
+{
+    ulp_plot_options po;
+    ulp_plot_options_init(&po);
+    po.dir = pdir;
+    po.gnuplot = dc->gnuplot;
+    ulp_plot_files pf;
+    ulp_error perr;
+    ulp_error_clear(&perr);
+    ulp_status ps = ulp_plot_write(mh, &po, &pf, &perr);
+    if (ps == ULP_OK)
+        return 1;
+    if (ps == ULP_EUNSUPPORTED) {
+        fprintf(stderr, "ulpprof: %s\n", perr.msg);
+        return 0;
+    }
+    cli_error("%s", perr.msg);
+    return -1;
+}
+
+/* Where everything is, and the command to compare by hand. */
+static void print_files(const demo_cli *dc, const char *pdir, int drew, double t_runs, double t_all,
+                        const char *pmiss, const char *phit)
+{
+    const char *dir = dc->dir;
+    printf("\nFiles (%.1f s for the three runs, %.1f s in all):\n", t_runs, t_all);
     printf("  %s/{miss,hit,split}.h5          the snapshots ('ulpprof ls' lists them)\n", dir);
     printf("  %s/miss_vs_hit.{json,md}        the report, for scripts and bug reports\n", dir);
     printf("  %s/split_vs_hit.json\n", dir);
-    if (plots)
+    if (dc->plots)
         printf("  %s/%s.{png,svg}  amplification, ulp_heatmap, logits_margin (.dat/.gp beside)\n",
                pdir, drew ? "*" : "* (no images: gnuplot missing)");
     /* The program's own path, so that the line works when it is not on PATH. */
@@ -450,8 +458,51 @@ int cmd_demo(int argc, char **argv)
     ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
     self[self_len > 0 ? self_len : 0] = '\0';
     printf("Again by hand: %s diff %s %s\n", self_len > 0 ? self : "ulpprof", pmiss, phit);
-    rc = sh->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
+}
 
+int cmd_demo(int argc, char **argv)
+{
+    demo_cli dc;
+    int rc = demo_parse(argc, argv, &dc);
+    if (rc >= 0)
+        return rc;
+    if (make_dirs(dc.dir) != 0) {
+        cli_error("cannot create '%s': %s", dc.dir, strerror(errno));
+        return CLI_EXIT_ERROR;
+    }
+    if (dc.ladder)
+        return demo_ladder(&dc.o, dc.dir, dc.gnuplot, dc.plots);
+
+    /* Run: the three modes, two comparisons. */
+    double t0 = now_s();
+    int progress = isatty(STDERR_FILENO);
+    const char *dir = dc.dir;
+    char pmiss[1100], phit[1100], psplit[1100];
+    ulp_diff_result *mh = NULL, *sh = NULL;
+    if (run_mode(&dc.o, ULP_REFMODEL_MISS, dir, "miss", pmiss, sizeof pmiss, progress) ||
+        run_mode(&dc.o, ULP_REFMODEL_HIT, dir, "hit", phit, sizeof phit, progress) ||
+        run_mode(&dc.o, ULP_REFMODEL_SPLIT, dir, "split", psplit, sizeof psplit, progress))
+        return CLI_EXIT_ERROR;
+    double t_runs = now_s() - t0;
+    rc = CLI_EXIT_ERROR;
+    if (!(mh = compare(pmiss, phit)) || !(sh = compare(psplit, phit)))
+        goto cleanup;
+
+    /* Print: the reports, their files, the plots, where everything is. */
+    print_intro(&dc);
+    if (print_reports(&dc, mh, sh, pmiss, phit, psplit) != 0)
+        goto cleanup;
+    if (write_report(mh, ULP_REPORT_JSON, dir, "miss_vs_hit.json") ||
+        write_report(mh, ULP_REPORT_MARKDOWN, dir, "miss_vs_hit.md") ||
+        write_report(sh, ULP_REPORT_JSON, dir, "split_vs_hit.json"))
+        goto cleanup;
+    char pdir[1100];
+    snprintf(pdir, sizeof pdir, "%s/plots", dir);
+    int drew = dc.plots ? demo_plots(&dc, mh, pdir) : 0;
+    if (drew < 0)
+        goto cleanup;
+    print_files(&dc, pdir, drew, t_runs, now_s() - t0, pmiss, phit);
+    rc = sh->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
 cleanup:
     ulp_diff_result_free(mh);
     ulp_diff_result_free(sh);
