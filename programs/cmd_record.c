@@ -256,7 +256,38 @@ static int run_child(char **argv)
     return CLI_EXIT_ERROR;
 }
 
-int cmd_record(int argc, char **argv)
+typedef struct record_cli {
+    const char *output, *label;
+    int no_cuda, allow_empty;
+    char *attrs; /* ULPPROF_ATTR as built: every --attr escaped, after any inherited */
+    size_t attr_len;
+    char **cmd; /* CMD [ARGS...], NULL-terminated */
+} record_cli;
+
+/* ULPPROF_ATTR's buffer, holding any inherited value: room for every argument escaped. */
+static int attrs_init(record_cli *o, int argc, char **argv)
+{
+    size_t attr_cap = 64;
+    for (int i = 1; i < argc; i++)
+        attr_cap += 2 * strlen(argv[i]) + 2;
+    const char *inherited = getenv("ULPPROF_ATTR");
+    if (inherited != NULL)
+        attr_cap += strlen(inherited) + 1;
+    o->attrs = malloc(attr_cap);
+    if (o->attrs == NULL) {
+        cli_error("record: out of memory");
+        return -1;
+    }
+    o->attrs[0] = '\0';
+    if (inherited != NULL && *inherited != '\0') {
+        strcpy(o->attrs, inherited);
+        o->attr_len = strlen(o->attrs);
+    }
+    return 0;
+}
+
+/* Fills `o` from the command line: -1 to go on, else the exit status. */
+static int record_parse(int argc, char **argv, record_cli *o)
 {
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
@@ -267,29 +298,9 @@ int cmd_record(int argc, char **argv)
         {"allow-empty", no_argument, NULL, 'E'},
         {NULL, 0, NULL, 0},
     };
-    const char *output = NULL, *label = NULL;
-    int no_cuda = 0, allow_empty = 0;
-    file_mark *marks = NULL;
-    size_t n_marks = 0;
-    /* ULPPROF_ATTR as built: every --attr escaped, after any inherited. */
-    size_t attr_cap = 64, attr_len = 0;
-    for (int i = 1; i < argc; i++)
-        attr_cap += 2 * strlen(argv[i]) + 2;
-    const char *inherited = getenv("ULPPROF_ATTR");
-    if (inherited != NULL)
-        attr_cap += strlen(inherited) + 1;
-    char *attrs = malloc(attr_cap);
-    if (attrs == NULL) {
-        cli_error("record: out of memory");
+    memset(o, 0, sizeof *o);
+    if (attrs_init(o, argc, argv) != 0)
         return CLI_EXIT_ERROR;
-    }
-    attrs[0] = '\0';
-    if (inherited != NULL && *inherited != '\0') {
-        strcpy(attrs, inherited);
-        attr_len = strlen(attrs);
-    }
-    int rc = CLI_EXIT_ERROR;
-
     opterr = 0;
     optind = 1;
     int c;
@@ -297,111 +308,128 @@ int cmd_record(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+o:l:a:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
-            output = optarg;
+            o->output = optarg;
             break;
         case 'l':
-            label = optarg;
+            o->label = optarg;
             break;
         case 'a': {
             const char *eq = strchr(optarg, '=');
             if (eq == NULL || eq == optarg) {
                 cli_error("record: --attr '%s' is not KEY=VALUE", optarg);
-                goto cleanup;
+                return CLI_EXIT_ERROR;
             }
-            if (attr_len > 0)
-                attrs[attr_len++] = ',';
-            attr_escape(attrs, &attr_len, optarg, (size_t)(eq - optarg));
-            attrs[attr_len++] = '=';
-            attr_escape(attrs, &attr_len, eq + 1, strlen(eq + 1));
+            if (o->attr_len > 0)
+                o->attrs[o->attr_len++] = ',';
+            attr_escape(o->attrs, &o->attr_len, optarg, (size_t)(eq - optarg));
+            o->attrs[o->attr_len++] = '=';
+            attr_escape(o->attrs, &o->attr_len, eq + 1, strlen(eq + 1));
             break;
         }
         case 'N':
-            no_cuda = 1;
+            o->no_cuda = 1;
             break;
         case 'E':
-            allow_empty = 1;
+            o->allow_empty = 1;
             break;
         case 'h':
             record_help();
-            rc = CLI_EXIT_OK;
-            goto cleanup;
+            return CLI_EXIT_OK;
         default:
-            rc = cli_bad_option("record", RECORD_USAGE, argv, c);
-            goto cleanup;
+            return cli_bad_option("record", RECORD_USAGE, argv, c);
         }
     }
-    if (output == NULL || *output == '\0') {
+    if (o->output == NULL || *o->output == '\0') {
         cli_error("record: no output file; usage: " RECORD_USAGE);
-        goto cleanup;
+        return CLI_EXIT_ERROR;
     }
     if (optind >= argc) {
         cli_error("record: no command to run; usage: " RECORD_USAGE);
-        goto cleanup;
+        return CLI_EXIT_ERROR;
     }
+    o->cmd = argv + optind;
+    return -1;
+}
 
+/* The injection variables, unless --no-cuda: 0, or -1 after a message. */
+static int set_injection(void)
+{
+    char lib[PATH_MAX];
+    if (find_library(CUDA_LIB_NAME, "ULPPROF_CUDA_LIBRARY", "/../collector/cuda", lib,
+                     sizeof(lib)) != 0) {
+        cli_error("record: %s not found (set ULPPROF_CUDA_LIBRARY); recording host "
+                  "captures only",
+                  CUDA_LIB_NAME);
+        return 0;
+    }
+    const char *vars[] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
+    for (int i = 0; i < 2; i++) {
+        const char *old = getenv(vars[i]);
+        if (old != NULL && *old != '\0' && strcmp(old, lib) != 0)
+            cli_error("record: replacing %s='%s' (one injection library per process)", vars[i],
+                      old);
+        if (set_env(vars[i], lib) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* CMD's environment; `abs_out` gets the output path made absolute.  0, or -1. */
+static int record_env(const record_cli *o, char *abs_out, size_t size)
+{
     /* The child may change directory: give it an absolute path. */
-    char abs_out[PATH_MAX + 8];
-    if (output[0] == '/') {
-        snprintf(abs_out, sizeof(abs_out), "%s", output);
+    if (o->output[0] == '/') {
+        snprintf(abs_out, size, "%s", o->output);
     } else {
         char cwd[PATH_MAX];
         if (getcwd(cwd, sizeof(cwd)) == NULL) {
             cli_error("record: cannot get the current directory: %s", strerror(errno));
-            goto cleanup;
+            return -1;
         }
-        if ((size_t)snprintf(abs_out, sizeof(abs_out), "%s/%s", cwd, output) >= sizeof(abs_out)) {
-            cli_error("record: output path '%s' is too long", output);
-            goto cleanup;
+        if ((size_t)snprintf(abs_out, size, "%s/%s", cwd, o->output) >= size) {
+            cli_error("record: output path '%s' is too long", o->output);
+            return -1;
         }
     }
     if (set_env("ULPPROF_OUTPUT", abs_out) != 0)
-        goto cleanup;
-    if (label != NULL && set_env("ULPPROF_LABEL", label) != 0)
-        goto cleanup;
-    if (attr_len > 0 && set_env("ULPPROF_ATTR", attrs) != 0)
-        goto cleanup;
-    if (!no_cuda) {
-        char lib[PATH_MAX];
-        if (find_library(CUDA_LIB_NAME, "ULPPROF_CUDA_LIBRARY", "/../collector/cuda", lib,
-                         sizeof(lib)) == 0) {
-            const char *vars[] = {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"};
-            for (int i = 0; i < 2; i++) {
-                const char *old = getenv(vars[i]);
-                if (old != NULL && *old != '\0' && strcmp(old, lib) != 0)
-                    cli_error("record: replacing %s='%s' (one injection library per process)",
-                              vars[i], old);
-                if (set_env(vars[i], lib) != 0)
-                    goto cleanup;
-            }
-        } else {
-            cli_error("record: %s not found (set ULPPROF_CUDA_LIBRARY); recording host "
-                      "captures only",
-                      CUDA_LIB_NAME);
-        }
-    }
+        return -1;
+    if (o->label != NULL && set_env("ULPPROF_LABEL", o->label) != 0)
+        return -1;
+    if (o->attr_len > 0 && set_env("ULPPROF_ATTR", o->attrs) != 0)
+        return -1;
+    if (!o->no_cuda && set_injection() != 0)
+        return -1;
+    char lib[PATH_MAX];
+    if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../collector", lib,
+                     sizeof(lib)) == 0)
+        return set_env("ULPPROF_CAPTURE_LIBRARY", lib) != 0 ? -1 : 0;
+    return getenv("ULPPROF_CAPTURE_LIBRARY") != NULL ? -1 : 0; /* a bad override was named */
+}
 
-    {
-        char lib[PATH_MAX];
-        if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../collector", lib,
-                         sizeof(lib)) == 0) {
-            if (set_env("ULPPROF_CAPTURE_LIBRARY", lib) != 0)
-                goto cleanup;
-        } else if (getenv("ULPPROF_CAPTURE_LIBRARY") != NULL) {
-            goto cleanup; /* a bad override was named above */
-        }
-    }
+int cmd_record(int argc, char **argv)
+{
+    record_cli o;
+    file_mark *marks = NULL;
+    size_t n_marks = 0;
+    char abs_out[PATH_MAX + 8];
+    int rc = record_parse(argc, argv, &o);
+    if (rc >= 0)
+        goto cleanup;
+    rc = CLI_EXIT_ERROR;
+    if (record_env(&o, abs_out, sizeof abs_out) != 0)
+        goto cleanup;
 
-    const char *run_label = label != NULL ? label : "run";
+    const char *run_label = o.label != NULL ? o.label : "run";
     n_marks = marks_take(abs_out, run_label, &marks);
-    rc = run_child(argv + optind);
+    rc = run_child(o.cmd);
 
     /* Nothing written: the program captured nothing.  A successful exit
      * with nothing to show is an error, so that a script cannot go on. */
     if (!snapshot_written(abs_out, run_label, marks, n_marks)) {
-        if (rc == CLI_EXIT_OK && !allow_empty) {
+        if (rc == CLI_EXIT_OK && !o.allow_empty) {
             cli_error("record: '%s' exited 0 but no snapshot was written to '%s' (nothing was "
                       "captured; --allow-empty accepts that)",
-                      argv[optind], abs_out);
+                      o.cmd[0], abs_out);
             rc = CLI_EXIT_ERROR;
         } else {
             cli_error("record: no snapshot was written to '%s' (nothing was captured)", abs_out);
@@ -411,6 +439,6 @@ cleanup:
     for (size_t i = 0; i < n_marks; i++)
         free(marks[i].path);
     free(marks);
-    free(attrs);
+    free(o.attrs);
     return rc;
 }
