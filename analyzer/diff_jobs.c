@@ -117,19 +117,19 @@ static void *worker(void *arg)
         job_row *jr = find_jrow(j, t);
         uint64_t first = (t - jr->first_task) * jr->chunk;
         uint64_t n = jr->elements - first < jr->chunk ? jr->elements - first : jr->chunk;
-        const void *va, *vb;
-        if (ulp_snapshot_view(j->a, jr->ia, jr->off_a + first, n, ba, &va, &e) != ULP_OK ||
-            ulp_snapshot_view(j->b, jr->ib, jr->off_b + first, n, bb, &vb, &e) != ULP_OK) {
+        /* Copied into buffers that stay in this core's cache: on the kernels
+         * measured (tests/perf/bench_memread.c) a pread costs less CPU than
+         * mapping the pages and releasing them again. */
+        if (ulp_snapshot_read(j->a, jr->ia, jr->off_a + first, n, ba, &e) != ULP_OK ||
+            ulp_snapshot_read(j->b, jr->ib, jr->off_b + first, n, bb, &e) != ULP_OK) {
             job_fail(j, &e);
             break;
         }
         ulp__acc acc;
         ulp__acc_init(&acc);
-        ulp__acc_add(&acc, jr->dtype, va, vb, n, jr->base + first);
+        ulp__acc_add(&acc, jr->dtype, ba, bb, n, jr->base + first);
         if (jr->keys != NULL)
-            mark_keys(jr, jr->base + first, va, vb, n);
-        ulp_snapshot_view_release(j->a, va, n * ulp_dtype_size(jr->dtype));
-        ulp_snapshot_view_release(j->b, vb, n * ulp_dtype_size(jr->dtype));
+            mark_keys(jr, jr->base + first, ba, bb, n);
         pthread_mutex_lock(&j->lock);
         ulp__acc_merge(&jr->acc, &acc);
         pthread_mutex_unlock(&j->lock);

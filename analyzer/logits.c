@@ -12,7 +12,7 @@
  * tokens (exactly: the measure of u in [0, 1) whose tokens differ).
  *
  * The rows are shared out to the diff's worker threads a chunk's worth
- * (at least one row) at a time and read in place from the file's mapping;
+ * (at least one row) at a time and read into per-thread buffers;
  * each row goes through float32 kernels that gcc vectorizes
  * (logits_row.c) when its format fits in float32, through doubles
  * otherwise, and through doubles for the sampling figures.  Memory: one
@@ -323,30 +323,14 @@ static void lg_fail(lg_job *j, const ulp_error *e)
 }
 
 /*
- * Views elements [first, first + n) of the compared view on both sides: in
- * place when one segment holds them, else copied into ba/bb segment by
- * segment.  *copied says which (the views of a copy need no release).
+ * Reads elements [first, first + n) of the compared view on both sides into
+ * ba/bb, segment by segment (read as the element metrics are, diff_jobs.c).
  */
-static ulp_status view_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
-                            const void **va, const void **vb, int *copied, ulp_error *e)
+static ulp_status read_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
+                            ulp_error *e)
 {
     size_t sz = ulp_dtype_size(j->lg->dtype);
     size_t q = 0;
-    while (q < j->nsegs && first >= j->segs[q].base + j->segs[q].len)
-        q++;
-    if (q < j->nsegs && first >= j->segs[q].base && first + n <= j->segs[q].base + j->segs[q].len) {
-        const ulp__segment *g = &j->segs[q];
-        uint64_t in = first - g->base;
-        *copied = 0;
-        ulp_status st = ulp_snapshot_view(j->a, g->ia, g->off_a + in, n, s->ba, va, e);
-        if (st == ULP_OK) {
-            st = ulp_snapshot_view(j->b, g->ib, g->off_b + in, n, s->bb, vb, e);
-            if (st != ULP_OK)
-                ulp_snapshot_view_release(j->a, *va, n * sz);
-        }
-        return st;
-    }
-    *copied = 1;
     for (uint64_t done = 0; done < n;) {
         uint64_t v = first + done;
         while (q < j->nsegs && v >= j->segs[q].base + j->segs[q].len)
@@ -364,12 +348,10 @@ static ulp_status view_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scra
             return st;
         done += m;
     }
-    *va = s->ba;
-    *vb = s->bb;
     return ULP_OK;
 }
 
-/* Takes `per` rows at a time until none is left; reads the file's pages in place. */
+/* Takes `per` rows at a time until none is left. */
 static void *lg_worker(void *arg)
 {
     lg_job *j = arg;
@@ -391,19 +373,12 @@ static void *lg_worker(void *arg)
         if (r0 >= R)
             break;
         uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
-        const void *va, *vb;
-        int copied = 0;
-        if (view_rows(j, r0 * V, nr * V, &s, &va, &vb, &copied, &e) != ULP_OK) {
+        if (read_rows(j, r0 * V, nr * V, &s, &e) != ULP_OK) {
             lg_fail(j, &e);
             break;
         }
         for (uint64_t q = 0; q < nr; q++)
-            one_row(j, &s, (const unsigned char *)va + q * V * sz,
-                    (const unsigned char *)vb + q * V * sz, r0 + q);
-        if (!copied) {
-            ulp_snapshot_view_release(j->a, va, nr * V * sz);
-            ulp_snapshot_view_release(j->b, vb, nr * V * sz);
-        }
+            one_row(j, &s, s.ba + q * V * sz, s.bb + q * V * sz, r0 + q);
     }
 cleanup:
     scratch_free(&s);

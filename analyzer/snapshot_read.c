@@ -206,9 +206,12 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
         if (got < 0)
             return ulp__error(err, ULP_EIO, "'%s': capture '%s/%" PRId64 "': read failed: %s",
                               s->path, c->name, c->occurrence, strerror(errno));
+        /* Open checked that the dataset lies inside the file: it shrank since. */
         if (got == 0)
             return ulp__error(err, ULP_ETRUNC,
-                              "'%s': capture '%s/%" PRId64 "': file is truncated at byte %" PRIu64,
+                              "'%s': capture '%s/%" PRId64
+                              "': the file shrank while it was read (truncated at byte %" PRIu64
+                              " by another program?)",
                               s->path, c->name, c->occurrence, off);
         p += got;
         off += (uint64_t)got;
