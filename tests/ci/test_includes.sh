@@ -1,7 +1,8 @@
 #!/bin/bash
 # .ci/includes: two modules that include each other fail, naming both; a
 # module's own private header (x.c -> x_internal.h -> x.h) is no circle; a
-# longer circle through three modules fails too.
+# longer circle through three modules fails too; collector/ including
+# analyzer/, or programs/ including common/, crosses a layer and fails.
 set -u
 : "${ULPPROF_SOURCE_DIR:?source tree}"
 CHECK=$ULPPROF_SOURCE_DIR/.ci/includes
@@ -54,6 +55,22 @@ src "$T" a.h
 src "$T" b.h
 src "$T" c.h
 expect "three modules" 1 "$T"
+
+T=$TMP/layers
+src "$T" common/error.h ulpprof/status.h
+src "$T" include/ulpprof/status.h
+src "$T" analyzer/snap.h
+src "$T" collector/writer.c common/error.h
+src "$T" programs/cmd.c ulpprof/status.h
+expect "layers kept" 0 "$T"
+src "$T" collector/writer.c common/error.h analyzer/snap.h
+expect "collector uses analyzer" 1 "$T"
+grep -q 'collector/writer.c includes "analyzer/snap.h": collector/ may not use analyzer/' \
+    "$TMP/err" || fail "collector uses analyzer: crossing not named ($(cat "$TMP/err"))"
+src "$T" collector/writer.c common/error.h
+src "$T" programs/cmd.c ulpprof/status.h common/error.h
+expect "program uses common" 1 "$T"
+grep -q "programs/ may not use common/" "$TMP/err" || fail "program uses common: crossing not named"
 
 [ "$fails" -eq 0 ] && echo "test_includes: all passed"
 exit $((fails > 0))
