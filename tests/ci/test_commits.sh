@@ -19,7 +19,8 @@ export GIT_CEILING_DIRECTORIES=$TMP
 # expect NAME WANT_RC REPO [BASE]: runs the check, output in $TMP/out, $TMP/err.
 expect() {
     local name=$1 want=$2 repo=$3 base=${4:-}
-    ULPPROF_COMMITS_BASE=$base ULPPROF_COMMITS_EXEMPT=${EXEMPT:-} bash "$CHECK" "$repo" \
+    ULPPROF_COMMITS_BASE=$base ULPPROF_COMMITS_EXEMPT=${EXEMPT:-} \
+        ULPPROF_COMMITS_NEW=${NEW:-0} bash "$CHECK" "$repo" \
         >"$TMP/out" 2>"$TMP/err"
     local rc=$?
     [ "$rc" -eq "$want" ] || fail "$name: exit $rc, want $want ($(cat "$TMP/out" "$TMP/err"))"
@@ -49,6 +50,22 @@ commit "$(subject 74)"
 EXEMPT=$(git -C "$R" rev-parse HEAD~1) expect "exempt and another" 1 "$R" "$base"
 grep -q "subject of 74" "$TMP/err" || fail "exempt and another: the other not named"
 grep -q "subject of 73" "$TMP/err" && fail "exempt and another: the exempt one named"
+
+# NEW=1 (the landing step): only commits not on `main` are judged, so a
+# slip already on main blocks no one, and a new one still fails.
+R2=$TMP/landing
+git init -q "$R2"
+R=$R2 commit "base"
+base2=$(git -C "$R2" rev-parse --short HEAD)
+git -C "$R2" branch -q -M main
+R=$R2 commit "$(subject 80)" # landed on main before anyone noticed
+git -C "$R2" checkout -q -b feature
+R=$R2 commit "$(subject 40)"
+NEW=1 expect "landing, short" 0 "$R2" "$base2"
+expect "whole history" 1 "$R2" "$base2"
+R=$R2 commit "$(subject 75)"
+NEW=1 expect "landing, long" 1 "$R2" "$base2"
+[ "$(grep -c 'subject of' "$TMP/err")" -eq 1 ] || fail "landing, long: commits on main were judged"
 
 # Histories the check cannot judge pass, and say so.
 expect "unknown base" 0 "$R" "0123456789abcdef"
