@@ -13,6 +13,8 @@
  * An input without positions counts as compared everywhere when its whole
  * tensors are identical, as differing when they differ.
  */
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "diff_priv.h"
@@ -32,17 +34,17 @@ const char *ulp_diff_origin_name(ulp_diff_origin origin)
     return origin_names[origin];
 }
 
-/* The row named `name`, aligned ones first; NULL when none. */
-static const ulp_diff_row *find_row(const ulp_diff_result *r, const char *name)
+/* The row named `name`, aligned ones first; -1 when none. */
+static ptrdiff_t find_row(const ulp_diff_result *r, const char *name)
 {
-    const ulp_diff_row *plain = NULL;
+    ptrdiff_t plain = -1;
     for (size_t i = 0; i < r->n_rows; i++) {
         if (strcmp(r->rows[i].name, name) != 0)
             continue;
         if (r->rows[i].aligned)
-            return &r->rows[i];
-        if (plain == NULL)
-            plain = &r->rows[i];
+            return (ptrdiff_t)i;
+        if (plain < 0)
+            plain = (ptrdiff_t)i;
     }
     return plain;
 }
@@ -64,65 +66,71 @@ static size_t lower_bound(const ulp_diff_row *in, int64_t req, int64_t pos)
 
 typedef enum verdict { SAME = 0, MISSING = 1, DIFFERS = 2 } verdict;
 
+/* An input as the classification sees it. */
+typedef struct input {
+    const ulp_diff_row *row; /* NULL: never captured                          */
+    const uint64_t *cum;     /* aligned: cum[k] differing keys in keys[0..k)  */
+} input;
+
 /*
- * What input row `in` says about key (req, pos): DIFFERS, MISSING (some
- * position 0..pos not compared; *miss_first, *miss_last the first gap) or
- * SAME.
+ * What an input says about key (req, pos): DIFFERS, MISSING (some position
+ * 0..pos not compared) or SAME.  Two binary searches per key, so that a row
+ * of K keys costs K log K, not K^2.
  */
-static verdict look(const ulp_diff_row *in, int64_t req, int64_t pos, int64_t *miss_first,
-                    int64_t *miss_last)
+static verdict look(const input *in, int64_t req, int64_t pos)
 {
-    if (in == NULL) {
-        *miss_first = 0;
-        *miss_last = pos;
+    if (in->row == NULL)
         return MISSING;
-    }
-    if (!in->aligned) {
-        if (in->status == ULP_DIFF_DIFFERS)
-            return DIFFERS;
-        if (in->status == ULP_DIFF_IDENTICAL)
-            return SAME;
-        *miss_first = 0;
-        *miss_last = pos;
+    if (!in->row->aligned)
+        return in->row->status == ULP_DIFF_DIFFERS     ? DIFFERS
+               : in->row->status == ULP_DIFF_IDENTICAL ? SAME
+                                                       : MISSING;
+    if (in->cum == NULL)
         return MISSING;
-    }
-    size_t s = lower_bound(in, req, 0), e = lower_bound(in, req, pos + 1);
-    for (size_t k = s; k < e; k++)
-        if (in->keys[k].differs)
-            return DIFFERS;
-    if ((int64_t)(e - s) == pos + 1)
-        return SAME;
-    /* The first position of 0..pos the input lacks, and the run it starts. */
-    int64_t want = 0;
-    for (size_t k = s; k < e && in->keys[k].position == want; k++)
-        want++;
-    *miss_first = want;
-    size_t k = s + (size_t)want;
-    *miss_last = k < e ? in->keys[k].position - 1 : pos;
-    return MISSING;
+    size_t s = lower_bound(in->row, req, 0), e = lower_bound(in->row, req, pos + 1);
+    if (in->cum[e] != in->cum[s])
+        return DIFFERS;
+    return (int64_t)(e - s) == pos + 1 ? SAME : MISSING;
 }
 
-static void classify_row(const ulp_diff_result *r, ulp_diff_row *row)
+/* The first run of positions 0..pos of request req that the input lacks. */
+static void first_gap(const input *in, int64_t req, int64_t pos, int64_t *first, int64_t *last)
 {
-    const ulp_diff_row *ins[64];
+    *first = 0;
+    *last = pos;
+    if (in->row == NULL || !in->row->aligned)
+        return;
+    size_t s = lower_bound(in->row, req, 0), e = lower_bound(in->row, req, pos + 1);
+    int64_t want = 0;
+    size_t k = s;
+    while (k < e && in->row->keys[k].position == want) {
+        want++;
+        k++;
+    }
+    *first = want;
+    *last = k < e ? in->row->keys[k].position - 1 : pos;
+}
+
+static void classify_row(const ulp_diff_result *r, uint64_t *const *cums, ulp_diff_row *row)
+{
+    input ins[64];
     size_t nin = row->n_inputs < 64 ? row->n_inputs : 64;
-    for (size_t i = 0; i < nin; i++)
-        ins[i] = find_row(r, row->inputs[i]);
+    for (size_t i = 0; i < nin; i++) {
+        ptrdiff_t k = find_row(r, row->inputs[i]);
+        ins[i].row = k >= 0 ? &r->rows[k] : NULL;
+        ins[i].cum = k >= 0 ? cums[k] : NULL;
+    }
     int first = 1;
     for (size_t k = 0; k < row->n_keys; k++) {
         ulp_diff_key *key = &row->keys[k];
         if (!key->differs)
             continue;
         verdict worst = SAME;
-        int64_t mf = 0, ml = 0;
         for (size_t i = 0; i < nin && worst != DIFFERS; i++) {
-            int64_t f = 0, l = 0;
-            verdict v = look(ins[i], key->request, key->position, &f, &l);
+            verdict v = look(&ins[i], key->request, key->position);
             if (v > worst) {
                 worst = v;
                 key->origin_input = (int)i;
-                mf = f;
-                ml = l;
             }
         }
         key->origin = nin == 0           ? ULP_DIFF_ORIGIN_UNKNOWN
@@ -134,8 +142,8 @@ static void classify_row(const ulp_diff_result *r, ulp_diff_row *row)
             if (key->origin == ULP_DIFF_ORIGIN_NOT_CAPTURED) {
                 row->capture_next = row->inputs[key->origin_input];
                 row->capture_request = key->request;
-                row->capture_first = mf;
-                row->capture_last = ml;
+                first_gap(&ins[key->origin_input], key->request, key->position, &row->capture_first,
+                          &row->capture_last);
             }
             first = 0;
         }
@@ -144,7 +152,22 @@ static void classify_row(const ulp_diff_result *r, ulp_diff_row *row)
 
 void ulp__origin_run(ulp_diff_result *r)
 {
+    /* Per aligned row: cumulative counts of its differing keys. */
+    uint64_t **cums = calloc(r->n_rows + 1, sizeof *cums);
+    if (cums == NULL)
+        return; /* the origins stay "none": nothing is claimed */
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const ulp_diff_row *row = &r->rows[i];
+        if (!row->aligned || (cums[i] = malloc((row->n_keys + 1) * sizeof **cums)) == NULL)
+            continue;
+        cums[i][0] = 0;
+        for (size_t k = 0; k < row->n_keys; k++)
+            cums[i][k + 1] = cums[i][k] + (row->keys[k].differs != 0);
+    }
     for (size_t i = 0; i < r->n_rows; i++)
         if (r->rows[i].aligned && r->rows[i].positions_differing > 0)
-            classify_row(r, &r->rows[i]);
+            classify_row(r, cums, &r->rows[i]);
+    for (size_t i = 0; i < r->n_rows; i++)
+        free(cums[i]);
+    free(cums);
 }
