@@ -5,6 +5,7 @@ loaded and kept, and a copy that is already mapped into the process (a C
 extension linked to it) is the one used.  Sessions are explicit
 (ulp_session_open); at most one is open per file in this process.
 """
+import atexit
 import ctypes
 import os
 import threading
@@ -56,6 +57,14 @@ _lock = threading.RLock()
 _lib = None
 _lib_path = None
 _open_paths = {}  # realpath -> Session, the sessions this process has open
+
+
+@atexit.register
+def _close_at_exit():
+    # An explicit session is not closed by the library at exit: close what
+    # is still open, so that nothing queued is lost.
+    for sess in list(_open_paths.values()):
+        sess.close()
 
 
 def _package_dir():

@@ -200,6 +200,20 @@ with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
         if "model.layers.0.self_attn.1" in f["captures"]:  # [1, heads, T, T]: no token rows
             check("positions" not in attrs(f, "model.layers.0.self_attn.1"), "weights' rows")
 
+    # 5. ulpprof.engines: attach() keeps every tuple output; vllm_model() says
+    #    what it did not find.
+    import ulpprof.engines
+    cap = ulpprof.engines.attach(flat, os.path.join(tmp, "eng.h5"))
+    flat(toks, positions)
+    cap.close()
+    with h5py.File(os.path.join(tmp, "eng.h5"), "r") as f:
+        check("model.layers.1.self_attn.1" in f["captures"], "attach: %s" % list(f["captures"]))
+    try:
+        ulpprof.engines.vllm_model(object())
+        fails.append("vllm_model found a model in object()")
+    except LookupError as e:
+        check("VLLM_ENABLE_V1_MULTIPROCESSING" in str(e), str(e))
+
 for f in fails:
     print("FAIL:", f)
 if not fails:
