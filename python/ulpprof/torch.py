@@ -63,6 +63,24 @@ for _n, _f in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2")):
         DTYPES[getattr(_torch, _n)] = _f
 
 _shared = {}  # realpath -> [Session, users]: captures on one file share a session
+_MARK_MAX = 8192  # bytes of one NVTX mark (PROTOCOL.md)
+
+
+def _esc(s):
+    return s.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _ranges(values):
+    """[0, 1, 2, 5] -> '0-2,5' (PROTOCOL.md's list syntax)."""
+    out = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append("%d" % values[i] if i == j else "%d-%d" % (values[i], values[j]))
+        i = j + 1
+    return ",".join(out)
 
 
 def _warn(msg):
@@ -71,7 +89,12 @@ def _warn(msg):
 
 def _mode():
     """'nvtx' when the CUDA collector is (or will be) this process's capture
-    library, else 'host'.  Decided per capture, the same way every time."""
+    library, else 'host'.  Decided per capture, the same way every time;
+    ULPPROF_TORCH_MODE=host|nvtx overrides (nvtx needs a CUDA build of torch,
+    not a GPU: CPU tensors go as dev=host marks)."""
+    forced = os.environ.get("ULPPROF_TORCH_MODE", "")
+    if forced in ("host", "nvtx"):
+        return forced
     if _mapped_copy("libulpprof_cuda.so"):
         return "nvtx"
     inj = os.environ.get("NVTX_INJECTION64_PATH", "")
@@ -126,7 +149,8 @@ def _token_context(args, kwargs, requests):
     if pos is None and kwargs.get("cache_position") is not None:
         pos = kwargs["cache_position"].view(1, -1)
     if pos is None:
-        past = _past_length(kwargs.get("past_key_values"))
+        pkv = kwargs.get("past_key_values")
+        past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
         pos = _torch.arange(past, past + s).view(1, -1)
     pos = pos.detach().to("cpu", _torch.int64)
     if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
@@ -305,7 +329,7 @@ class Capture:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
         if self.mode == "nvtx":
-            self._mark(name, t.contiguous(), dtype, layer, role)
+            self._mark(name, t.contiguous(), dtype, layer, role, pos, req, rank, inputs)
             return
         if t.is_cuda:
             self._warn_once("cuda", "not under `ulpprof record`: CUDA tensors are copied to "
@@ -318,8 +342,8 @@ class Capture:
             self._warn_once(("status", st), "capture of %s failed (ulp_status %d); see the "
                             "library's message above" % (name, st))
 
-    def _mark(self, name, t, dtype, layer, role):
-        esc = name.replace("\\", "\\\\").replace("|", "\\|")
+    def _mark(self, name, t, dtype, layer, role, pos=None, req=None, rank=0, inputs=None):
+        """A `ulp1` NVTX mark (collector/cuda/PROTOCOL.md) for the collector."""
         shape = ",".join(str(n) for n in t.shape)
         nbytes = t.numel() * t.element_size()
         if t.is_cuda:
@@ -327,9 +351,20 @@ class Capture:
             where = "dev=cuda:%d|stream=0x%x" % (t.device.index, stream)
         else:
             where = "dev=host"
-        _torch.cuda.nvtx.mark("ulp1|name=%s|ptr=0x%x|dtype=%s|shape=%s|layer=%d|role=%s|%s|"
-                              "bytes=%d" % (esc, t.data_ptr(), dtype, shape, layer, role, where,
-                                            nbytes))
+        msg = "ulp1|name=%s|ptr=0x%x|dtype=%s|shape=%s|layer=%d|role=%s|%s|bytes=%d" % (
+            _esc(name), t.data_ptr(), dtype, shape, layer, role, where, nbytes)
+        tokens = ""
+        if pos is not None:
+            reqs = "%d" % req[0] if len(set(req)) == 1 else ",".join(str(r) for r in req)
+            tokens = "|rows=%d|pos=%s|req=%s" % (rank, _ranges(pos), reqs)
+        if inputs and not any("," in n for n in inputs):
+            tokens += "|in=" + _esc(",".join(inputs))
+        if len(msg) + len(tokens) <= _MARK_MAX:
+            msg += tokens
+        elif tokens:
+            self._warn_once("marklen", "%s: token rows do not fit in one NVTX mark (%d bytes): "
+                            "captured without them" % (name, _MARK_MAX))
+        _torch.cuda.nvtx.mark(msg)
 
     def step(self, n):
         """Sets the step (forward pass, decode step) of the captures that follow;
