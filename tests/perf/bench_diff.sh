@@ -16,8 +16,9 @@
 #               (the memory-read limit: nothing can compare the bytes faster)
 #   ulpprof     ulpprof diff A B (the table; exit 1 expected: the pairs differ)
 #   numpy       diff_numpy.py A B (vectorized numpy + h5py; real and easy only)
-# Reported per case: median and minimum of each tool, the ratios of the
-# medians, and the range of the per-round ratios; peak RSS of ulpprof diff
+# Reported per case: median and minimum of each tool (wall time, and CPU
+# time as "cpu:TOOL" where perf(1) works), the ratios of the medians, and
+# the range of the per-round ratios; peak RSS of ulpprof diff
 # (/usr/bin/time -v).  Every output is checked: exit codes, numpy's numbers
 # against ulpprof's JSON report (check_numpy.py), the many case's rows.
 # A failed check stops the run with exit 1.
@@ -56,6 +57,12 @@ fail() {
 
 # timed CASE ROUND TOOL WANT_RC CMD...: runs CMD, stdout to $dir/out.TOOL,
 # checks its exit code, appends "CASE ROUND TOOL SECONDS" to $times.
+# With perf(1) (BENCH_CPU=0 to skip) also the CPU time of every run, which a
+# machine shared with other jobs inflates less than the wall time.
+cpu=0
+if [ "${BENCH_CPU:-1}" != 0 ] && perf stat -x, -e task-clock -o /dev/null -- true 2>/dev/null; then
+    cpu=1
+fi
 timed() {
     local case=$1 round=$2 tool=$3 want=$4 rc=0 t0 t1
     shift 4
@@ -64,6 +71,14 @@ timed() {
     t1=$EPOCHREALTIME
     [ "$rc" = "$want" ] || fail "$case: $tool exited $rc, not $want: $(head -c 400 "$dir/err.$tool")"
     echo "$case $round $tool $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')" >>"$times"
+    # The CPU time from a second run under perf, so that perf's own start
+    # is not in the wall time above.
+    if [ "$cpu" = 1 ]; then
+        rc=0
+        perf stat -x, -e task-clock -o "$dir/cpu.txt" -- "$@" >/dev/null 2>&1 || rc=$?
+        [ "$rc" = "$want" ] || fail "$case: $tool under perf exited $rc, not $want"
+        echo "$case $round cpu:$tool $(awk -F, '/task-clock/ { printf "%.4f", $1 / 1000 }' "$dir/cpu.txt")" >>"$times"
+    fi
 }
 
 # bench CASE A B TOOL...: warm the cache, interleaved rounds, peak RSS.
@@ -154,19 +169,22 @@ for case, tools in t.items():
     print("%s:" % case)
     for tool, v in tools.items():
         x = list(v.values())
-        print("  %-8s median %8.3f s  min %8.3f s  (%d runs)" % (tool, statistics.median(x), min(x), len(x)))
+        print("  %-12s median %8.3f s  min %8.3f s  (%d runs)" % (tool, statistics.median(x), min(x), len(x)))
     def ratio(num, den, goal):
         if num not in tools or den not in tools:
             return
         rounds = [tools[num][r] / tools[den][r] for r in tools[num] if r in tools[den]]
         med = statistics.median(tools[num].values()) / statistics.median(tools[den].values())
-        print("  %-18s %6.2f  (per round %.2f-%.2f; medians)  %s" % (
+        print("  %-26s %6.2f  (per round %.2f-%.2f; medians)  %s" % (
             "%s / %s" % (num, den), med, min(rounds), max(rounds), goal))
     ratio("ulpprof", "cat", "goal <= 3" if case.startswith("many") else "goal <= 1.5")
     ratio("memread", "cat", "")
     ratio("ulpprof", "memread", "")
     ratio("numpy", "ulpprof", "goal >= 10")
     ratio("h5diff", "ulpprof", "")
+    ratio("cpu:ulpprof", "cpu:cat", "CPU time (ulpprof runs 2 threads, cat 1)")
+    ratio("cpu:memread", "cpu:cat", "CPU time")
+    ratio("cpu:numpy", "cpu:ulpprof", "CPU time")
     if case in rss:
         print("  peak RSS of ulpprof diff: %.1f MiB  (goal <= 32)" % rss[case])
 PY
