@@ -217,6 +217,9 @@ static void test_logits__row_kernels_vs_definition(void **state)
             if (rep == 4)
                 for (size_t i = 0; i < n; i++)
                     a[i] = -HUGE_VALF;
+            if (rep == 6 || rep == 7) /* distinct values: a unique top, the runner-up elsewhere */
+                for (size_t i = 0; i < n; i++)
+                    a[i] = b[i] = (float)((i * 7919 + (size_t)rep) % n) * (rep == 6 ? 1.0f : -1.0f);
             int64_t arg;
             double margin, pert = 0;
             for (size_t i = 0; i < n; i++) {
