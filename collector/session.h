@@ -32,6 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gemm_row.h"
 #include "common/kernel_row.h"
 #include "ulpprof/capture.h"
 
@@ -86,6 +87,13 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
  */
 ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *rows,
                                       const char *const *names, size_t n);
+
+/*
+ * Queues `n` GEMM call rows for /trace/gemms (FORMAT.md), copied; one
+ * batch, appended in order and flushed, as ulp__session_trace_kernels().
+ * Row r of /trace/gemms is the r-th row ever passed here.
+ */
+ulp_status ulp__session_trace_gemms(ulp_session *s, const ulp__gemm_row *rows, size_t n);
 
 /*
  * The descriptor of the one-call capture functions (ulp_capture_host,

@@ -24,7 +24,8 @@ typedef enum ulp__item_kind {
     ITEM_CAPTURE,  /* bytes copied into the item                       */
     ITEM_DEFERRED, /* bytes in a producer's buffer, valid after ready() */
     ITEM_ATTR,     /* a /run or /env attribute                          */
-    ITEM_KERNELS   /* a batch of /trace/kernels rows                    */
+    ITEM_KERNELS,  /* a batch of /trace/kernels rows                    */
+    ITEM_GEMMS     /* a batch of /trace/gemms rows                      */
 } ulp__item_kind;
 
 typedef struct ulp__item {
@@ -46,6 +47,9 @@ typedef struct ulp__item {
     /* ITEM_ATTR */
     ulp__writer_group group;
     const char *key, *value;
+
+    /* ITEM_GEMMS (nrows of them) */
+    ulp__gemm_row *gemms;
 
     /* ITEM_KERNELS */
     ulp__kernel_row *rows;

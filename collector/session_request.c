@@ -332,6 +332,40 @@ static void build_kernels(ulp__item *it, void *arg)
     }
 }
 
+typedef struct gemms_arg {
+    const ulp__gemm_row *rows;
+    size_t n;
+} gemms_arg;
+
+static size_t gemms_size(const gemms_arg *a)
+{
+    return kernels_rows_off() + a->n * sizeof(ulp__gemm_row);
+}
+
+static void build_gemms(ulp__item *it, void *arg)
+{
+    const gemms_arg *a = arg;
+    memset(it, 0, sizeof(*it));
+    it->kind = ITEM_GEMMS;
+    it->gemms = (ulp__gemm_row *)(void *)((char *)it + kernels_rows_off());
+    it->nrows = a->n;
+    memcpy(it->gemms, a->rows, a->n * sizeof(ulp__gemm_row));
+}
+
+ulp_status ulp__session_trace_gemms(ulp_session *s, const ulp__gemm_row *rows, size_t n)
+{
+    if (s == NULL)
+        return refuse(ULP_EINVAL, "GEMM trace without a session");
+    if (n == 0)
+        return ULP_OK;
+    if (rows == NULL || n > (SIZE_MAX / 4) / sizeof(ulp__gemm_row))
+        return refuse(ULP_EINVAL, "GEMM trace of %zu rows without rows, or too large", n);
+    gemms_arg a = {rows, n};
+    size_t charge = ULP__SESSION_ITEM_OVERHEAD + n * sizeof(ulp__gemm_row);
+    return refused_by_queue(s, ulp__session_enqueue(s, charge, gemms_size(&a), build_gemms, &a),
+                            "GEMM batch starting with", rows[0].api);
+}
+
 ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *rows,
                                       const char *const *names, size_t n)
 {

@@ -30,6 +30,8 @@ static ulp_status item_write(ulp_session *s, ulp__item *it, ulp_error *err, int 
         return ulp__writer_set_attr(s->writer, it->group, it->key, it->value, err);
     case ITEM_KERNELS:
         return ulp__writer_append_kernels(s->writer, it->rows, it->names, it->nrows, err);
+    case ITEM_GEMMS:
+        return ulp__writer_append_gemms(s->writer, it->gemms, it->nrows, err);
     }
     return ULP_EINVAL;
 }

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/gemm_row.h"   /* ulp__gemm_row */
 #include "common/kernel_row.h" /* ulp__kernel_row */
 #include "ulpprof/capture.h"
 
@@ -70,6 +71,14 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
  */
 ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *rows,
                                       const char *const *names, size_t n, ulp_error *err);
+
+/*
+ * Appends `n` GEMM call rows to /trace/gemms (FORMAT.md; created at the
+ * first call, in /trace), then flushes.  Row r is the r-th row ever
+ * passed here.
+ */
+ulp_status ulp__writer_append_gemms(ulp__writer *w, const ulp__gemm_row *rows, size_t n,
+                                    ulp_error *err);
 
 /* Number of /trace/kernels rows written so far. */
 uint64_t ulp__writer_kernel_count(const ulp__writer *w);

@@ -34,6 +34,9 @@ struct ulp__writer {
     uint64_t name_count;
     uint64_t kernel_count;
     int trace_broken; /* a batch failed half-way            */
+    /* /trace/gemms, created at the first GEMM batch. */
+    hid_t gemms_ds, gemm_mtype, gemm_ftype;
+    uint64_t gemm_count;
 
     /* The capture journal; blocks after /journal are anonymous datasets,
      * held open (an unlinked dataset is freed when it is closed). */
@@ -76,7 +79,7 @@ ulp_status ulp__writer_journal_append(ulp__writer *w, const ulp__journal_record 
 /* Closes the later blocks and frees their list. */
 void ulp__writer_journal_release(ulp__writer *w);
 
-/* --- the kernel trace (writer_trace.c) ----------------------------------------------- */
+/* --- the kernel and GEMM trace (writer_trace.c) ----------------------------------------------- */
 
 /* Closes the /trace objects and frees the name map. */
 void ulp__writer_trace_release(ulp__writer *w);

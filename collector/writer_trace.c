@@ -1,4 +1,5 @@
-/* The kernel trace of the writer: /trace/kernels rows and the /trace/names they point to. */
+/* The kernel trace of the writer: /trace/kernels rows and the /trace/names
+ * they point to; /trace/gemms, the GEMM calls. */
 #include <stdlib.h>
 
 #include "writer_internal.h"
@@ -130,9 +131,55 @@ cleanup:
     return st;
 }
 
+ulp_status ulp__writer_append_gemms(ulp__writer *w, const ulp__gemm_row *rows, size_t n,
+                                    ulp_error *err)
+{
+    if (n == 0)
+        return ULP_OK;
+    if (rows == NULL)
+        return ulp__error(err, ULP_EINVAL, "writer: no GEMM rows");
+    if (w->trace_broken)
+        return ulp__error(err, ULP_EIO, "cannot append to /trace in '%s': an earlier batch failed",
+                          w->path);
+    ulp_status st = ULP_OK;
+    ulp__writer_quiet q;
+    ulp__writer_quiet_begin(&q);
+    if (w->trace < 0 && trace_open(w) < 0) {
+        st = ulp__writer_h5_fail(err, w, "create /trace");
+        w->trace_broken = 1;
+        goto cleanup;
+    }
+    if (w->gemms_ds < 0) {
+        w->gemm_mtype = ulp__gemm_row_type(0);
+        w->gemm_ftype = ulp__gemm_row_type(1);
+        if (w->gemm_mtype >= 0 && w->gemm_ftype >= 0)
+            w->gemms_ds =
+                extendible_1d(w->trace, "gemms", w->gemm_ftype, H5P_DEFAULT, TRACE_CHUNK_ROWS / 4);
+        if (w->gemms_ds < 0) {
+            st = ulp__writer_h5_fail(err, w, "create /trace/gemms");
+            w->trace_broken = 1;
+            goto cleanup;
+        }
+    }
+    if (append_rows(w->gemms_ds, w->gemm_mtype, w->gemm_count, n, rows) < 0) {
+        st = ulp__writer_h5_fail(err, w, "append to /trace/gemms");
+        w->trace_broken = 1;
+        goto cleanup;
+    }
+    w->gemm_count += n;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = ulp__writer_h5_fail(err, w, "flush");
+cleanup:
+    ulp__writer_quiet_end(&q);
+    return st;
+}
+
 void ulp__writer_trace_release(ulp__writer *w)
 {
-    hid_t *types[] = {&w->str_type, &w->row_mtype, &w->row_ftype};
+    hid_t *types[] = {&w->str_type, &w->row_mtype, &w->row_ftype, &w->gemm_mtype, &w->gemm_ftype};
+    if (w->gemms_ds >= 0)
+        H5Dclose(w->gemms_ds);
+    w->gemms_ds = H5I_INVALID_HID;
     if (w->names_ds >= 0)
         H5Dclose(w->names_ds);
     if (w->kernels_ds >= 0)

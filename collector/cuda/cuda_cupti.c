@@ -52,6 +52,35 @@ static _Atomic(ulp__devcap *) g_devcap;
 
 static __thread int t_in_copy;
 static __thread uint32_t t_copy_corr;
+static __thread int t_in_gemm;
+static __thread uint32_t t_gemm_first, t_gemm_last;
+
+/* Kernel launches, for the kernels of a cuBLAS call (both domains: the
+ * runtime's launches carry the runtime call's correlation id). */
+static const CUpti_CallbackId launch_driver_cbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+};
+static const CUpti_CallbackId launch_runtime_cbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+};
+
+static void note_launch(const CUpti_CallbackData *cb)
+{
+    if (!t_in_gemm || cb->callbackSite != CUPTI_API_ENTER || cb->correlationId == 0)
+        return;
+    if (t_gemm_first == 0 || cb->correlationId < t_gemm_first)
+        t_gemm_first = cb->correlationId;
+    if (cb->correlationId > t_gemm_last)
+        t_gemm_last = cb->correlationId;
+}
 
 static const char *result_str(CUptiResult r)
 {
@@ -168,6 +197,14 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     const CUpti_CallbackData *cb = cbdata;
     if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
         switch (cbid) {
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
+        case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
+            note_launch(cb);
+            return;
         case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
         case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
         case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2:
@@ -196,6 +233,12 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     }
     if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
         switch (cbid) {
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060:
+        case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060:
+            note_launch(cb);
+            return;
         case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000:
         case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000:
         case CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030:
@@ -238,7 +281,7 @@ static const CUpti_CallbackId runtime_cbids[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000,
 };
 
-ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
+ulp_status ulp__cupti_start(ulp__cuda_trace *trace, int gemms, ulp_error *err)
 {
     if (atomic_load(&g_active))
         return ULP_OK;
@@ -265,6 +308,13 @@ ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
         api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, runtime_cbids[i]);
     api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RESOURCE,
                             CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+    /* Every launch then pays a callback: only when GEMM calls are seen. */
+    for (size_t i = 0; gemms && i < sizeof(launch_driver_cbids) / sizeof(launch_driver_cbids[0]);
+         i++)
+        api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, launch_driver_cbids[i]);
+    for (size_t i = 0; gemms && i < sizeof(launch_runtime_cbids) / sizeof(launch_runtime_cbids[0]);
+         i++)
+        api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_RUNTIME_API, launch_runtime_cbids[i]);
     for (size_t i = 0; i < ulp__graphcb_driver_count; i++)
         api.cuptiEnableCallback(1, g_sub, CUPTI_CB_DOMAIN_DRIVER_API, ulp__graphcb_driver_ids[i]);
     for (size_t i = 0; i < ulp__graphcb_resource_count; i++)
@@ -291,6 +341,19 @@ ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err)
 void ulp__cupti_set_devcap(ulp__devcap *dc)
 {
     atomic_store(&g_devcap, dc);
+}
+
+void ulp__cupti_gemm_begin(void)
+{
+    t_in_gemm = 1;
+    t_gemm_first = t_gemm_last = 0;
+}
+
+void ulp__cupti_gemm_end(uint32_t *first, uint32_t *last)
+{
+    t_in_gemm = 0;
+    *first = t_gemm_first;
+    *last = t_gemm_last;
 }
 
 int ulp__cupti_active(void)

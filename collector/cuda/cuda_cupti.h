@@ -19,7 +19,7 @@
  * (library missing, another subscriber such as Nsight or torch.profiler)
  * nothing stays enabled and `err` says why; the caller warns once.
  */
-ulp_status ulp__cupti_start(ulp__cuda_trace *trace, ulp_error *err);
+ulp_status ulp__cupti_start(ulp__cuda_trace *trace, int gemms, ulp_error *err);
 
 /* 1 once ulp__cupti_start() succeeded. */
 int ulp__cupti_active(void);
@@ -30,6 +30,12 @@ void ulp__cupti_hooks(ulp__cuda_hooks *out);
 /* The device capture whose graph taps follow CUDA graphs through the
  * callbacks (cuda_graphcb.h); NULL stops that. */
 void ulp__cupti_set_devcap(ulp__devcap *dc);
+
+/* Brackets a cuBLAS call on this thread: gemm_end gives the first and
+ * last correlation ids of the kernel launches made inside (0, 0: none
+ * seen).  Launch callbacks are enabled by ulp__cupti_start when `gemms`. */
+void ulp__cupti_gemm_begin(void);
+void ulp__cupti_gemm_end(uint32_t *first, uint32_t *last);
 
 /* Delivers buffered kernel records: forced (incomplete buffers too) or not. */
 void ulp__cupti_flush(int forced);

@@ -20,6 +20,7 @@
 #include "cuda_cupti.h"
 #include "cuda_devcap.h"
 #include "cuda_driver.h"
+#include "cuda_gemm.h"
 #include "cuda_inject.h"
 #include "cuda_mark.h"
 #include "cuda_trace.h"
@@ -39,6 +40,7 @@ static ulp__cuda_trace *g_trace;
 static int g_driver_state; /* 0 untried, 1 bound, 2 unavailable */
 static ulp__cuda_ops g_ops;
 static ulp__devcap *g_devcap;
+static ulp__gemm_log *g_gemms; /* created at the first GEMM call */
 static int g_env_device_done, g_env_libs_done;
 static atomic_int g_forked;
 /* The step of the last `ev=step` mark: graph replays' captures get it. */
@@ -304,6 +306,57 @@ static ulp_status sink_kernels(void *ctx, const ulp__cuda_kernel *k, size_t n, u
     return st;
 }
 
+static ulp_status sink_gemm_rows(void *ctx, const ulp__gemm_row *rows, size_t n)
+{
+    (void)ctx;
+    ulp_session *s = session_acquire();
+    if (s == NULL)
+        return ULP_ECLOSED;
+    ulp_status st = ulp__session_trace_gemms(s, rows, n);
+    session_release();
+    return st;
+}
+
+static int gemms_wanted(void)
+{
+    const char *v = getenv("ULPPROF_GEMMS");
+    return v == NULL || strcmp(v, "0") != 0;
+}
+
+static ulp__gemm_log *gemm_log(int create)
+{
+    pthread_mutex_lock(&g_init);
+    if (g_gemms == NULL && create) {
+        ulp__gemm_sink sink = {NULL, sink_gemm_rows};
+        if (ulp__gemm_log_create(&sink, &g_gemms) != ULP_OK)
+            g_gemms = NULL;
+    }
+    ulp__gemm_log *log = g_gemms;
+    pthread_mutex_unlock(&g_init);
+    return log;
+}
+
+void ulp__inject_gemm(struct ulp__gemm_row *row)
+{
+    if (!gemms_wanted())
+        return;
+    ulp_session *s = session_acquire();
+    if (s == NULL)
+        return;
+    session_release();
+    ulp__gemm_log *log = gemm_log(1);
+    if (log != NULL)
+        ulp__gemm_log_add(log, row);
+}
+
+/* The GEMM rows a capture follows (devcap's sink.gemms, host marks). */
+static int take_gemms(void *ctx, int any_stream, CUstream stream, int64_t range[2])
+{
+    (void)ctx;
+    ulp__gemm_log *log = gemm_log(0);
+    return log != NULL && ulp__gemm_log_take(log, any_stream, (uint64_t)(uintptr_t)stream, range);
+}
+
 /* --- start-up ---------------------------------------------------------- */
 
 static void trace_create_locked(void)
@@ -345,7 +398,8 @@ ULP_API int InitializeInjection(void)
     ulp_error_clear(&err);
     int traced = ulp__cupti_active();
     if (g_trace != NULL && !traced) {
-        traced = ulp__cupti_start(g_trace, &err) == ULP_OK;
+        traced =
+            ulp__cupti_start(g_trace, gemms_wanted() && ulp__cublas_interposing(), &err) == ULP_OK;
         if (!traced)
             warn("%s; recording captures without the kernel trace", err.msg);
     }
@@ -392,6 +446,7 @@ static ulp__devcap *devcap_get(void)
         ulp__cupti_hooks(&cfg.hooks);
         cfg.sink.capture = sink_capture;
         cfg.sink.step_now = sink_step_now;
+        cfg.sink.gemms = take_gemms;
         cfg.trace = attribute && ulp__cupti_active() ? g_trace : NULL;
         cfg.pool_bytes = (size_t)pinned << 20;
         cfg.graph_bytes = (size_t)graph << 20;
@@ -470,6 +525,7 @@ static void mark_capture(const ulp__mark *m, ulp_capture_desc *d)
 {
     if (m->mem == ULP__MARK_MEM_HOST) {
         d->data = (const void *)(uintptr_t)m->ptr;
+        d->has_gemms = take_gemms(NULL, 1, NULL, d->gemms);
         ulp_session *s = session_acquire();
         if (s == NULL)
             return;
@@ -628,6 +684,9 @@ static void at_exit(void)
      * the context may already be gone, and kernels still running would
      * come back incomplete anyway. */
     ulp__cupti_flush(1);
+    ulp__gemm_log *gl = gemm_log(0);
+    if (gl != NULL)
+        ulp__gemm_log_flush(gl);
     pthread_rwlock_rdlock(&g_lock);
     if (g_state == SESS_OPEN && g_env_device_done && !g_env_libs_done)
         record_lib_versions();

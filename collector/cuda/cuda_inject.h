@@ -13,4 +13,12 @@ int ulp__inject_enabled(void);
 /* Handles one NVTX message (any thread; ignores messages that are not ours). */
 void ulp__inject_mark(const char *msg);
 
+/* Logs one GEMM call (cuda_cublas.c) into /trace/gemms; numbers it. */
+struct ulp__gemm_row;
+void ulp__inject_gemm(struct ulp__gemm_row *row);
+
+/* 1 when this library's cublasLtMatmul is the one the process calls
+ * (preloaded), so that GEMM calls are recorded. */
+int ulp__cublas_interposing(void);
+
 #endif /* ULPPROF_CUDA_INJECT_H */
