@@ -232,6 +232,8 @@ void ulp_diff_result_free(ulp_diff_result *r)
             free((char *)(uintptr_t)row->inputs[k]);
         free(row->inputs);
         free((char *)(uintptr_t)row->hint);
+        free(row->gemms_a);
+        free(row->gemms_b);
     }
     for (size_t i = 0; i < r->n_logits; i++)
         ulp__logits_free(&r->logits[i]);

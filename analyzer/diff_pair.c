@@ -70,6 +70,28 @@ static ulp_status copy_kernels(const ulp_snapshot *s, const ulp_capture_info *c,
     return ULP_OK;
 }
 
+static ulp_status copy_gemms(const ulp_snapshot *s, const ulp_capture_info *c, int *has, size_t *n,
+                             ulp_gemm_info **out)
+{
+    *has = 0;
+    *n = 0;
+    *out = NULL;
+    if (!c->has_gemms)
+        return ULP_OK;
+    size_t total = ulp_snapshot_gemm_count(s);
+    int64_t first = c->gemms[0] < 0 ? 0 : c->gemms[0];
+    int64_t last = c->gemms[1] > (int64_t)total ? (int64_t)total : c->gemms[1];
+    *has = 1;
+    if (last <= first)
+        return ULP_OK;
+    *out = calloc((size_t)(last - first), sizeof **out);
+    if (*out == NULL)
+        return ULP_ENOMEM;
+    for (int64_t g = first; g < last; g++)
+        (*out)[(*n)++] = *ulp_snapshot_gemm(s, (size_t)g);
+    return ULP_OK;
+}
+
 static void fill_side(ulp_diff_row *row, const ulp_capture_info *c, int side_b)
 {
     if (side_b) {
@@ -156,7 +178,9 @@ static ulp_status pair_aligned(pair_ctx *pc, const ulp_capture_info *ca, const s
     row->seq_b = cb->seq;
     pc->r->n_shared++;
     if (copy_kernels(pc->a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
-        copy_kernels(pc->b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b))
+        copy_kernels(pc->b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b) ||
+        copy_gemms(pc->a, ca, &row->has_gemms_a, &row->n_gemms_a, &row->gemms_a) ||
+        copy_gemms(pc->b, cb, &row->has_gemms_b, &row->n_gemms_b, &row->gemms_b))
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     uint64_t rowlen = 0;
     pc->segs.n = 0;
@@ -240,7 +264,9 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     fill_side(row, cb, 1);
     r->n_shared++;
     if (copy_kernels(pc->a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
-        copy_kernels(pc->b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b))
+        copy_kernels(pc->b, cb, &row->has_kernels_b, &row->n_kernels_b, &row->kernels_b) ||
+        copy_gemms(pc->a, ca, &row->has_gemms_a, &row->n_gemms_a, &row->gemms_a) ||
+        copy_gemms(pc->b, cb, &row->has_gemms_b, &row->n_gemms_b, &row->gemms_b))
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     if (ca->dtype != cb->dtype) {
         row->status = ULP_DIFF_DTYPE_MISMATCH;

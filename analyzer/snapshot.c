@@ -244,6 +244,7 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
         if (st != ULP_OK && (unclosed || s->warning != NULL)) {
             s->nkernels = 0;
             s->nkernel_names = 0;
+            s->ngemms = 0;
             st = leave_out(s, &sticky, st, "its kernel trace", left, sizeof left, err);
         }
     }
@@ -295,6 +296,7 @@ void ulp_snapshot_close(ulp_snapshot *s)
     free(s->srcs);
     free(s->by_name);
     free(s->kernels);
+    free(s->gemms);
     free(s->kernel_names);
     free(s->label);
     free(s->writer);
@@ -394,6 +396,28 @@ ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name, int64_t occ
 size_t ulp_snapshot_kernel_count(const ulp_snapshot *s)
 {
     return s->nkernels;
+}
+
+size_t ulp_snapshot_gemm_count(const ulp_snapshot *s)
+{
+    return s->ngemms;
+}
+
+const ulp_gemm_info *ulp_snapshot_gemm(const ulp_snapshot *s, size_t i)
+{
+    return i < s->ngemms ? &s->gemms[i] : NULL;
+}
+
+const ulp_gemm_info *ulp_snapshot_kernel_gemm(const ulp_snapshot *s, size_t i)
+{
+    if (i >= s->nkernels)
+        return NULL;
+    uint32_t corr = s->kernels[i].correlation_id;
+    for (size_t g = 0; corr != 0 && g < s->ngemms; g++)
+        if (s->gemms[g].corr_first != 0 && s->gemms[g].corr_first <= corr &&
+            corr <= s->gemms[g].corr_last)
+            return &s->gemms[g];
+    return NULL;
 }
 
 const ulp_kernel_info *ulp_snapshot_kernel(const ulp_snapshot *s, size_t i)

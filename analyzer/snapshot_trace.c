@@ -44,8 +44,9 @@ static hssize_t length_1d(hid_t d)
  * *type and *n are the caller's to close; *d < 0 when the file has no such
  * dataset.  On error nothing is left open.
  */
-static ulp_status open_table(ulp_snapshot *s, const char *path, H5T_class_t cls, const char *kind,
-                             size_t row_bytes, hid_t *d, hid_t *type, hssize_t *n, ulp_error *err)
+ulp_status ulp__trace_open_table(ulp_snapshot *s, const char *path, H5T_class_t cls,
+                                 const char *kind, size_t row_bytes, hid_t *d, hid_t *type,
+                                 hssize_t *n, ulp_error *err)
 {
     ulp_status st = ULP_OK;
     *d = *type = -1;
@@ -85,7 +86,8 @@ static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
     ulp_status st = ULP_OK;
     hssize_t n;
     /* A variable-length string takes at least 16 bytes in the file. */
-    st = open_table(s, "/trace/names", H5T_STRING, "1-D array of strings", 16, &d, &type, &n, err);
+    st = ulp__trace_open_table(s, "/trace/names", H5T_STRING, "1-D array of strings", 16, &d, &type,
+                               &n, err);
     if (st != ULP_OK || d < 0)
         return st;
     s->kernel_names = calloc(n ? (size_t)n : 1, sizeof *s->kernel_names);
@@ -178,8 +180,8 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
     ulp__kernel_row *raw = NULL;
     ulp_status st = ULP_OK;
     hssize_t n;
-    st = open_table(s, "/trace/kernels", H5T_COMPOUND, "1-D compound dataset", 0, &d, &type, &n,
-                    err);
+    st = ulp__trace_open_table(s, "/trace/kernels", H5T_COMPOUND, "1-D compound dataset", 0, &d,
+                               &type, &n, err);
     if (st != ULP_OK || d < 0)
         return st;
     mt = H5Tcreate(H5T_COMPOUND, sizeof(ulp__kernel_row));
@@ -260,5 +262,7 @@ ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err)
     ulp_status st = read_names(s, err);
     if (st == ULP_OK)
         st = read_kernels(s, err);
+    if (st == ULP_OK)
+        st = ulp__snapshot_read_gemms(s, err);
     return st;
 }

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "ulpprof/kernels.h"
+#include "ulpprof/report.h"
 
 #define KERNELS_USAGE "ulpprof kernels [--json] [--max-hunks N] [--context N] A.h5 B.h5"
 
@@ -56,12 +57,22 @@ static const ulp_capture_info *capture_of(const ulp_snapshot *s, size_t r, int *
     return after;
 }
 
-static void print_kernel(char tag, const char *side, size_t i, const ulp_kernel_info *k)
+static void print_kernel(char tag, const char *side, const ulp_snapshot *s, size_t i)
 {
+    const ulp_kernel_info *k = ulp_snapshot_kernel(s, i);
     printf("%c %s #%zu  ", tag, side, i);
     cli_print_escaped(stdout, k->name);
-    printf("  grid=(%d,%d,%d) block=(%d,%d,%d)\n", k->grid[0], k->grid[1], k->grid[2], k->block[0],
+    printf("  grid=(%d,%d,%d) block=(%d,%d,%d)", k->grid[0], k->grid[1], k->grid[2], k->block[0],
            k->block[1], k->block[2]);
+    /* The GEMM call behind the kernel, when /trace/gemms names it. */
+    const ulp_gemm_info *g = ulp_snapshot_kernel_gemm(s, i);
+    if (g != NULL) {
+        char buf[400];
+        ulp_gemm_format(g, buf, sizeof buf);
+        printf("  GEMM ");
+        cli_print_escaped(stdout, buf);
+    }
+    printf("\n");
 }
 
 static void print_where(const char *side, const ulp_snapshot *s, size_t r)
@@ -77,11 +88,19 @@ static void print_where(const char *side, const ulp_snapshot *s, size_t r)
     printf("\n");
 }
 
-static json_t *kernel_json(size_t i, const ulp_kernel_info *k)
+static json_t *kernel_json(const ulp_snapshot *s, size_t i)
 {
-    return json_pack("{s:I, s:o, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name",
-                     cli_json_str(k->name), "grid", k->grid[0], k->grid[1], k->grid[2], "block",
-                     k->block[0], k->block[1], k->block[2]);
+    const ulp_kernel_info *k = ulp_snapshot_kernel(s, i);
+    json_t *o = json_pack("{s:I, s:o, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name",
+                          cli_json_str(k->name), "grid", k->grid[0], k->grid[1], k->grid[2],
+                          "block", k->block[0], k->block[1], k->block[2]);
+    const ulp_gemm_info *g = ulp_snapshot_kernel_gemm(s, i);
+    if (o != NULL && g != NULL) {
+        char buf[400];
+        ulp_gemm_format(g, buf, sizeof buf);
+        json_object_set_new(o, "gemm", cli_json_str(buf));
+    }
+    return o;
 }
 
 typedef struct kernels_opts {
@@ -168,10 +187,8 @@ static int kernels_print_json(const ulp_snapshot *A, const ulp_snapshot *B,
         json_t *fd = json_object();
         json_object_set_new(fd, "a_index", json_integer((json_int_t)pre));
         json_object_set_new(fd, "b_index", json_integer((json_int_t)pre));
-        json_object_set_new(fd, "a",
-                            pre < na ? kernel_json(pre, ulp_snapshot_kernel(A, pre)) : json_null());
-        json_object_set_new(fd, "b",
-                            pre < nb ? kernel_json(pre, ulp_snapshot_kernel(B, pre)) : json_null());
+        json_object_set_new(fd, "a", pre < na ? kernel_json(A, pre) : json_null());
+        json_object_set_new(fd, "b", pre < nb ? kernel_json(B, pre) : json_null());
         json_object_set_new(o, "first_divergence", fd);
     }
     if (al->aligned && !al->identical) {
@@ -239,11 +256,11 @@ static void print_hunks(const ulp_snapshot *A, const ulp_snapshot *B,
         for (size_t j = from; j < to; j++) {
             const ulp_kernels_step *st = &v[j];
             if (st->op == ULP_KERNELS_SAME)
-                print_kernel(' ', "A", st->a, ulp_snapshot_kernel(A, st->a));
+                print_kernel(' ', "A", A, st->a);
             else if (st->op == ULP_KERNELS_ONLY_A)
-                print_kernel('-', "A", st->a, ulp_snapshot_kernel(A, st->a));
+                print_kernel('-', "A", A, st->a);
             else
-                print_kernel('+', "B", st->b, ulp_snapshot_kernel(B, st->b));
+                print_kernel('+', "B", B, st->b);
         }
         hunks++;
         i = end;
@@ -270,11 +287,11 @@ static void kernels_print_text(const ulp_snapshot *A, const ulp_snapshot *B,
                ULP_KERNELS_MAX_EDITS, pre);
     printf("first divergence: A #%zu, B #%zu (after %zu common launches)\n", pre, pre, pre);
     if (pre < na)
-        print_kernel('-', "A", pre, ulp_snapshot_kernel(A, pre));
+        print_kernel('-', "A", A, pre);
     else
         printf("- A ends here\n");
     if (pre < nb)
-        print_kernel('+', "B", pre, ulp_snapshot_kernel(B, pre));
+        print_kernel('+', "B", B, pre);
     else
         printf("+ B ends here\n");
     if (pre < na)

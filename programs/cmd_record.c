@@ -26,8 +26,8 @@
 #include "cli.h"
 
 #define RECORD_USAGE                                                                               \
-    "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] [--allow-empty] -- CMD "       \
-    "[ARGS...]"
+    "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] [--allow-empty] [--gemms] "    \
+    "-- CMD [ARGS...]"
 #define CUDA_LIB_NAME    "libulpprof_cuda.so"
 #define CAPTURE_LIB_NAME "libulpprof_capture.so"
 
@@ -44,6 +44,7 @@ static void record_help(void)
            "  ULPPROF_ATTR            /run attributes (--attr, appended to any set)\n"
            "  CUDA_INJECTION64_PATH   libulpprof_cuda.so (unless --no-cuda)\n"
            "  NVTX_INJECTION64_PATH   libulpprof_cuda.so (unless --no-cuda)\n"
+           "  LD_PRELOAD              libulpprof_cuda.so prepended (with --gemms)\n"
            "  ULPPROF_CAPTURE_LIBRARY libulpprof_capture.so, the host capture library\n"
            "                          (for helpers that load it, e.g. ulpprof.torch)\n"
            "\n"
@@ -54,6 +55,9 @@ static void record_help(void)
            "                     several processes that capture: one file each.\n"
            "  -l, --label L      run label, e.g. miss, hit, bs1 (default: run)\n"
            "  -a, --attr K=V     a /run attribute (repeatable), e.g. cache=hit\n"
+           "      --gemms        preload the collector so that it sees each cuBLAS /\n"
+           "                     cuBLASLt GEMM call (M, N, K, types, tile, split-K) and\n"
+           "                     writes /trace/gemms\n"
            "      --no-cuda      do not set the injection variables\n"
            "      --allow-empty  exit with CMD's status 0 even when no snapshot was written\n"
            "  -h, --help         show this help\n"
@@ -258,7 +262,7 @@ static int run_child(char **argv)
 
 typedef struct record_cli {
     const char *output, *label;
-    int no_cuda, allow_empty;
+    int no_cuda, allow_empty, gemms;
     char *attrs; /* ULPPROF_ATTR as built: every --attr escaped, after any inherited */
     size_t attr_len;
     char **cmd; /* CMD [ARGS...], NULL-terminated */
@@ -290,13 +294,10 @@ static int attrs_init(record_cli *o, int argc, char **argv)
 static int record_parse(int argc, char **argv, record_cli *o)
 {
     static const struct option opts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"label", required_argument, NULL, 'l'},
-        {"attr", required_argument, NULL, 'a'},
-        {"no-cuda", no_argument, NULL, 'N'},
-        {"help", no_argument, NULL, 'h'},
-        {"allow-empty", no_argument, NULL, 'E'},
-        {NULL, 0, NULL, 0},
+        {"output", required_argument, NULL, 'o'}, {"label", required_argument, NULL, 'l'},
+        {"attr", required_argument, NULL, 'a'},   {"no-cuda", no_argument, NULL, 'N'},
+        {"help", no_argument, NULL, 'h'},         {"allow-empty", no_argument, NULL, 'E'},
+        {"gemms", no_argument, NULL, 'G'},        {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     if (attrs_init(o, argc, argv) != 0)
@@ -329,6 +330,9 @@ static int record_parse(int argc, char **argv, record_cli *o)
         case 'N':
             o->no_cuda = 1;
             break;
+        case 'G':
+            o->gemms = 1;
+            break;
         case 'E':
             o->allow_empty = 1;
             break;
@@ -351,8 +355,28 @@ static int record_parse(int argc, char **argv, record_cli *o)
     return -1;
 }
 
-/* The injection variables, unless --no-cuda: 0, or -1 after a message. */
-static int set_injection(void)
+/* LD_PRELOAD=lib[:what was there]: the GEMM entry points are interposed. */
+static int prepend_preload(const char *lib)
+{
+    const char *old = getenv("LD_PRELOAD");
+    size_t n = strlen(lib) + (old != NULL ? strlen(old) : 0) + 2;
+    char *v = malloc(n);
+    if (v == NULL) {
+        cli_error("record: out of memory");
+        return -1;
+    }
+    if (old != NULL && *old != '\0')
+        snprintf(v, n, "%s:%s", lib, old);
+    else
+        snprintf(v, n, "%s", lib);
+    int rc = set_env("LD_PRELOAD", v);
+    free(v);
+    return rc;
+}
+
+/* The injection variables, unless --no-cuda (and LD_PRELOAD with
+ * --gemms): 0, or -1 after a message. */
+static int set_injection(int gemms)
 {
     char lib[PATH_MAX];
     if (find_library(CUDA_LIB_NAME, "ULPPROF_CUDA_LIBRARY", "/../collector/cuda", lib,
@@ -371,7 +395,7 @@ static int set_injection(void)
         if (set_env(vars[i], lib) != 0)
             return -1;
     }
-    return 0;
+    return gemms ? prepend_preload(lib) : 0;
 }
 
 /* CMD's environment; `abs_out` gets the output path made absolute.  0, or -1. */
@@ -397,7 +421,7 @@ static int record_env(const record_cli *o, char *abs_out, size_t size)
         return -1;
     if (o->attr_len > 0 && set_env("ULPPROF_ATTR", o->attrs) != 0)
         return -1;
-    if (!o->no_cuda && set_injection() != 0)
+    if (!o->no_cuda && set_injection(o->gemms) != 0)
         return -1;
     char lib[PATH_MAX];
     if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../collector", lib,

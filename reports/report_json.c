@@ -86,6 +86,10 @@ static void set_kernels(json_t *o, const ulp_diff_row *row)
         json_object_set_new(o, "kernels_a", jkernels(row->kernels_a, row->n_kernels_a));
     if (row->has_kernels_b)
         json_object_set_new(o, "kernels_b", jkernels(row->kernels_b, row->n_kernels_b));
+    if (row->has_gemms_a)
+        json_object_set_new(o, "gemms_a", ulp__report_json_gemms(row->gemms_a, row->n_gemms_a));
+    if (row->has_gemms_b)
+        json_object_set_new(o, "gemms_b", ulp__report_json_gemms(row->gemms_b, row->n_gemms_b));
 }
 
 static json_t *jkey(int has, int64_t request, int64_t position)

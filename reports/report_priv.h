@@ -36,6 +36,12 @@ void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
  * / kernels / logits), each prefixed with `bullet`. */
 void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code);
 
+/* report_gemm.c: the GEMM calls of a capture. */
+/* "gemms at <where>: A ran ...; B ran ..." when the row has GEMM calls. */
+void ulp__report_summary_gemms(const ulp_diff_row *row, FILE *f, const char *bullet,
+                               const char *code, const char *where);
+struct json_t *ulp__report_json_gemms(const ulp_gemm_info *g, size_t n);
+
 /* The ladder's writers (ulp_ladder_report_write()). */
 ulp_status ulp__ladder_report_text(const ulp_ladder_result *r, FILE *f, int markdown);
 ulp_status ulp__ladder_report_json(const ulp_ladder_result *r, FILE *f, ulp_error *err);

@@ -96,6 +96,17 @@ static void summary_kernels(const ulp_diff_row *row, FILE *f, const char *bullet
             row->n_kernels_a, row->n_kernels_b, n);
 }
 
+/* "layer 3" or "capture `name`": where a row is, for the summary lines. */
+static void row_where(char *where, size_t n, const ulp_diff_row *row, const char *code)
+{
+    char name[300];
+    fmt_row_name(name, sizeof name, row);
+    if (row->layer >= 0)
+        snprintf(where, n, "layer %d", row->layer);
+    else
+        snprintf(where, n, "capture %s%s%s", code, name, code);
+}
+
 static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
 {
     const ulp_diff_ladder *l = &r->ladder;
@@ -361,6 +372,9 @@ void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, 
                         row->capture_first, row->capture_last);
         }
         summary_kernels(row, f, bullet, code);
+        char where[340];
+        row_where(where, sizeof where, row, code);
+        ulp__report_summary_gemms(row, f, bullet, code, where);
     }
     summary_notes(r, f, bullet, code);
     if (r->amp.valid && r->amp.last_row != r->amp.first_row) {

@@ -189,6 +189,10 @@ typedef struct ulp_diff_row {
     int token_axis;
     int64_t slice_first_a, slice_first_b, slice_rows;
     const char *hint; /* for a shape mismatch: what would compare it; or NULL */
+    /* GEMM calls attributed to the capture ([first,last) of /trace/gemms). */
+    int has_gemms_a, has_gemms_b;
+    size_t n_gemms_a, n_gemms_b;
+    ulp_gemm_info *gemms_a, *gemms_b; /* owned by the result                        */
 } ulp_diff_row;
 
 /* A flipped logits row and why it flipped. */

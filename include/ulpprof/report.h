@@ -28,6 +28,13 @@ typedef enum ulp_report_format {
 /* Parses "table", "markdown", "csv", "json"; -1 when unknown. */
 ULP_API int ulp_report_format_from_name(const char *name);
 
+/*
+ * One GEMM call in words, into buf (n bytes, truncated):
+ * "M=127 N=64 K=96 split-K 1 tile 128x128 stages 64x3 [cublasLtMatmul TN
+ * bf16 bf16->bf16, 32F]"; what is unknown is left out.
+ */
+ULP_API void ulp_gemm_format(const ulp_gemm_info *g, char *buf, size_t n);
+
 #define ULP_REPORT_COLOR 1u /* ANSI colours (table only)                         */
 
 /*

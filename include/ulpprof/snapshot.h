@@ -87,6 +87,33 @@ typedef struct ulp_kernel_info {
 } ulp_kernel_info;
 
 /*
+ * One row of /trace/gemms (FORMAT.md): a cuBLAS / cuBLASLt call.  Strings
+ * are NUL-terminated; "" (and 0 for splitk) when unknown or absent.
+ */
+typedef struct ulp_gemm_info {
+    uint64_t seq;
+    char api[24]; /* cublasLtMatmul, cublasGemmEx, ...            */
+    uint64_t stream;
+    int64_t m, n, k, batch;
+    char transa[4], transb[4]; /* N, T, C                                  */
+    char a_type[12], b_type[12], c_type[12], d_type[12];
+    char compute[24];
+    char algo[12]; /* given, heuristic, cublas                    */
+    int32_t algo_id;
+    char tile[16];   /* "128x128"                                  */
+    char stages[16]; /* "64x3"                                     */
+    int32_t splitk;
+    char reduction[12];
+    int32_t swizzle;
+    int32_t custom;
+    char cluster[16];
+    int32_t epilogue;
+    uint64_t workspace;             /* bytes                       */
+    uint32_t corr_first, corr_last; /* kernels the call launched   */
+    int32_t status;                 /* cublasStatus_t               */
+} ulp_gemm_info;
+
+/*
  * Opens and validates a snapshot.  On success *out owns it (release with
  * ulp_snapshot_close()).  On error *out is NULL and `err`, if not NULL,
  * holds a one-line message naming `path` and the problem.
@@ -160,6 +187,13 @@ ULP_API void ulp_snapshot_view_release(const ulp_snapshot *s, const void *p, uin
 /* Kernel trace (/trace), empty when the file has none. */
 ULP_API size_t ulp_snapshot_kernel_count(const ulp_snapshot *s);
 ULP_API const ulp_kernel_info *ulp_snapshot_kernel(const ulp_snapshot *s, size_t i);
+
+/* GEMM calls (/trace/gemms), empty when the file has none. */
+ULP_API size_t ulp_snapshot_gemm_count(const ulp_snapshot *s);
+ULP_API const ulp_gemm_info *ulp_snapshot_gemm(const ulp_snapshot *s, size_t i);
+/* The GEMM call that launched kernel row `i` (its correlation id within
+ * the call's [corr_first, corr_last]), or NULL. */
+ULP_API const ulp_gemm_info *ulp_snapshot_kernel_gemm(const ulp_snapshot *s, size_t i);
 
 #ifdef __cplusplus
 }
