@@ -202,25 +202,14 @@ static ulp_status check_storage(const ulp_snapshot *s, hid_t d, hid_t dcpl, cons
     return ULP_OK;
 }
 
-/* Validates the dataset /captures/<name>/<occ> and describes it in `e`. */
-ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
-                             ulp__cap_entry *e, ulp_error *err)
+/* The dtype attribute, and a stored type that holds it. */
+static ulp_status read_dtype(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                             ulp_capture_info *c, ulp_error *err)
 {
-    ulp_capture_info *c = &e->info;
     const char *why = NULL;
-    ulp_status st = ULP_OK;
-    hid_t type = -1, space = -1, dcpl = -1;
     char *dtname = NULL;
-    int rc;
-
-    memset(e, 0, sizeof *e);
-    e->src.offset = ULP__NO_OFFSET;
-    if (parse_occurrence(occ, &c->occurrence) < 0)
-        return ulp__cap_error(s, err, ULP_EFORMAT, name, occ,
-                              "occurrence name '%s' is not a non-negative integer", occ);
-
-    /* dtype, and the storage behind it. */
-    rc = ulp__attr_read_str(d, "dtype", &dtname, &why);
+    ulp_status st = ULP_OK;
+    int rc = ulp__attr_read_str(d, "dtype", &dtname, &why);
     if (rc != 0)
         return ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "required attribute 'dtype' %s",
                               rc > 0 ? "is missing" : why);
@@ -231,22 +220,51 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
         return st;
     }
     free(dtname);
-    type = H5Dget_type(d);
-    if (type < 0) {
-        st = ulp__cap_error(s, err, ULP_EHDF5, name, occ, "its type cannot be read");
-        goto cleanup;
-    }
+    hid_t type = H5Dget_type(d);
+    if (type < 0)
+        return ulp__cap_error(s, err, ULP_EHDF5, name, occ, "its type cannot be read");
     if (!ulp__h5_type_fits(type, c->dtype)) {
         int be = H5Tget_class(type) != H5T_STRING && H5Tget_order(type) == H5T_ORDER_BE &&
                  H5Tget_size(type) == ulp_dtype_size(c->dtype);
         st = ulp__cap_error(s, err, ULP_EDTYPE, name, occ,
                             "dtype '%s' stored as %s%zu-byte %s type", ulp_dtype_name(c->dtype),
                             be ? "big-endian " : "", H5Tget_size(type), type_class_name(type));
-        goto cleanup;
     }
+    H5Tclose(type);
+    return st;
+}
 
-    /* Shape. */
-    space = H5Dget_space(d);
+/* Refuses an absurd shape: more than MAX_ELEMENTS, or more bytes than the file could hold. */
+static ulp_status check_shape(const ulp_snapshot *s, const char *name, const char *occ,
+                              const ulp_capture_info *c, const hsize_t *dims, int absurd,
+                              ulp_error *err)
+{
+    /* A zero dimension makes the product 0 whatever the others are, but an
+     * absurd dimension next to it is still absurd. */
+    uint64_t declared = c->elements * ulp_dtype_size(c->dtype);
+    if (!absurd && !ulp__snapshot_absurd_bytes(s, declared))
+        return ULP_OK;
+    char shape[ULP_SNAPSHOT_MAX_RANK * 24 + 4];
+    size_t len = 0;
+    for (int k = 0; k < c->ndim; k++)
+        len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%" PRIu64, k ? "," : "[",
+                                (uint64_t)dims[k]);
+    snprintf(shape + len, sizeof shape - len, "%s]", c->ndim ? "" : "[");
+    if (absurd)
+        return ulp__cap_error(s, err, ULP_ESHAPE, name, occ,
+                              "absurd shape %s: more than 2^48 elements", shape);
+    return ulp__cap_error(s, err, ULP_ESHAPE, name, occ,
+                          "absurd shape %s: %" PRIu64 " bytes declared in a file of %" PRIu64
+                          " bytes",
+                          shape, declared, s->file_size);
+}
+
+/* The dataspace: rank, shape, element count. */
+static ulp_status read_shape(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                             ulp_capture_info *c, ulp_error *err)
+{
+    ulp_status st = ULP_OK;
+    hid_t space = H5Dget_space(d);
     H5S_class_t scls = space >= 0 ? H5Sget_simple_extent_type(space) : H5S_NO_CLASS;
     if (scls != H5S_SCALAR && scls != H5S_SIMPLE) {
         st = ulp__cap_error(s, err, ULP_ESHAPE, name, occ, "has no dataspace (an empty object)");
@@ -272,47 +290,40 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
         else if (!absurd)
             c->elements *= dims[k];
     }
-    /* A zero dimension makes the product 0 whatever the others are, but an
-     * absurd dimension next to it is still absurd. */
-    uint64_t declared = c->elements * ulp_dtype_size(c->dtype);
-    if (absurd || ulp__snapshot_absurd_bytes(s, declared)) {
-        char shape[ULP_SNAPSHOT_MAX_RANK * 24 + 4];
-        size_t len = 0;
-        for (int k = 0; k < ndims; k++)
-            len += (size_t)snprintf(shape + len, sizeof shape - len, "%s%" PRIu64, k ? "," : "[",
-                                    (uint64_t)dims[k]);
-        snprintf(shape + len, sizeof shape - len, "%s]", ndims ? "" : "[");
-        if (absurd)
-            st = ulp__cap_error(s, err, ULP_ESHAPE, name, occ,
-                                "absurd shape %s: more than 2^48 elements", shape);
-        else
-            st = ulp__cap_error(s, err, ULP_ESHAPE, name, occ,
-                                "absurd shape %s: %" PRIu64 " bytes declared in a file of %" PRIu64
-                                " bytes",
-                                shape, declared, s->file_size);
-        goto cleanup;
-    }
+    st = check_shape(s, name, occ, c, dims, absurd, err);
+cleanup:
+    if (space >= 0)
+        H5Sclose(space);
+    return st;
+}
 
-    /* seq: required, unique (checked by the caller). */
-    rc = ulp__attr_read_i64(d, "seq", &c->seq, &why);
-    if (rc > 0) {
-        st = ulp__cap_error(s, err, ULP_EDUPSEQ, name, occ, "required attribute 'seq' is missing");
-        goto cleanup;
-    }
-    if (rc < 0) {
-        st = ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'seq' %s", why);
-        goto cleanup;
-    }
-    if (c->seq < 0) {
-        st = ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "seq %" PRId64 " is negative", c->seq);
-        goto cleanup;
-    }
-    if ((st = read_optional_attrs(s, d, name, occ, c, err)) != ULP_OK)
-        goto cleanup;
+/* seq: required, non-negative (its uniqueness is checked by the caller). */
+static ulp_status read_seq(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                           ulp_capture_info *c, ulp_error *err)
+{
+    const char *why = NULL;
+    int rc = ulp__attr_read_i64(d, "seq", &c->seq, &why);
+    if (rc > 0)
+        return ulp__cap_error(s, err, ULP_EDUPSEQ, name, occ,
+                              "required attribute 'seq' is missing");
+    if (rc < 0)
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'seq' %s", why);
+    if (c->seq < 0)
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "seq %" PRId64 " is negative",
+                              c->seq);
+    return ULP_OK;
+}
 
-    /* Where the bytes are.  A contiguous dataset with allocated storage is read
-     * with pread(2); check here that it lies inside the file. */
-    dcpl = H5Dget_create_plist(d);
+/*
+ * Where the bytes are.  A contiguous dataset with allocated storage is read
+ * with pread(2); check here that it lies inside the file.
+ */
+static ulp_status locate(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                         ulp__cap_entry *e, ulp_error *err)
+{
+    const ulp_capture_info *c = &e->info;
+    ulp_status st = ULP_OK;
+    hid_t dcpl = H5Dget_create_plist(d);
     if ((st = check_storage(s, d, dcpl, name, occ, err)) != ULP_OK)
         goto cleanup;
     /* Raw data in another file: reading it would show that file's bytes as
@@ -336,15 +347,29 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
             e->src.offset = off;
         }
     }
-    st = ULP_OK;
 cleanup:
     if (dcpl >= 0)
         H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    if (type >= 0)
-        H5Tclose(type);
     return st;
+}
+
+/* Validates the dataset /captures/<name>/<occ> and describes it in `e`. */
+ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                             ulp__cap_entry *e, ulp_error *err)
+{
+    ulp_capture_info *c = &e->info;
+    ulp_status st;
+    memset(e, 0, sizeof *e);
+    e->src.offset = ULP__NO_OFFSET;
+    if (parse_occurrence(occ, &c->occurrence) < 0)
+        return ulp__cap_error(s, err, ULP_EFORMAT, name, occ,
+                              "occurrence name '%s' is not a non-negative integer", occ);
+    if ((st = read_dtype(s, d, name, occ, c, err)) != ULP_OK ||
+        (st = read_shape(s, d, name, occ, c, err)) != ULP_OK ||
+        (st = read_seq(s, d, name, occ, c, err)) != ULP_OK ||
+        (st = read_optional_attrs(s, d, name, occ, c, err)) != ULP_OK)
+        return st;
+    return locate(s, d, name, occ, e, err);
 }
 
 int ulp__cap_vec_push(ulp__cap_vec *cv)

@@ -107,10 +107,10 @@ static void wrap(FILE *f, const char *text, size_t width)
 static const int colw[] = {5, 6, 9, 8, 6, 7, 7, 9, 7};
 #define NCOL (sizeof colw / sizeof colw[0])
 
-ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
+/* The name column's width: the longest "name#occurrence", within the table. */
+static size_t name_width(const ulp_diff_result *r)
 {
-    int color = (flags & ULP_REPORT_COLOR) != 0;
-    char full[320], name[320];
+    char full[320];
     int rest = 0;
     for (size_t c = 0; c < NCOL; c++)
         rest += 1 + colw[c];
@@ -126,60 +126,66 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
         wname = wmax;
     if (wname < NAME_MIN)
         wname = NAME_MIN;
+    return wname;
+}
 
-    fprintf(f, "A: %s (%s)\nB: %s (%s)\n\n", r->path_a, r->label_a, r->path_b, r->label_b);
-    if (r->n_rows > 0) {
-        fprintf(f, "%-*s %*s %-*s %-*s %*s %*s %*s %*s %*s %*s\n", (int)wname, "capture", colw[0],
-                "layer", colw[1], "dtype", colw[2], "status", colw[3], "differing", colw[4], "%",
-                colw[5], "max_ulp", colw[6], "mean_ulp", colw[7], "max|diff|", colw[8], "ulp@max");
+/* "name" or "name#occurrence". */
+static void full_name(char *buf, size_t size, const ulp_diff_row *row)
+{
+    if (row->occurrence)
+        snprintf(buf, size, "%s#%" PRId64, row->name, row->occurrence);
+    else
+        snprintf(buf, size, "%s", row->name);
+}
+
+static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
+{
+    char full[320], name[320];
+    char layer[16], diff[24], pct[16], mu[24], mean[24], mad[24], uam[24];
+    full_name(full, sizeof full, row);
+    fit_name(name, sizeof name, full, wname);
+    if (row->layer >= 0)
+        snprintf(layer, sizeof layer, "%d", row->layer);
+    else
+        snprintf(layer, sizeof layer, "-");
+    ulp_dtype dt = row->status == ULP_DIFF_ONLY_IN_B ? row->dtype_b : row->dtype_a;
+    int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
+    if (compared) {
+        snprintf(diff, sizeof diff, "%" PRIu64, row->m.differing);
+        fmt_pct(pct, sizeof pct, row->m.differing, row->elements);
+        ulp__fmt_num(mu, sizeof mu, (double)row->m.max_ulp);
+        snprintf(mean, sizeof mean, "%.2f", row->m.mean_ulp);
+        if (row->m.mean_ulp >= 1e5)
+            snprintf(mean, sizeof mean, "%.2g", row->m.mean_ulp);
+        ulp__fmt_num(mad, sizeof mad, row->m.max_abs_diff);
+        snprintf(uam, sizeof uam, "%.2f", row->m.max_abs_diff_ulps_at_max);
+        if (row->m.max_abs_diff_ulps_at_max >= 1e5)
+            snprintf(uam, sizeof uam, "%.2g", row->m.max_abs_diff_ulps_at_max);
+    } else {
+        strcpy(diff, "-");
+        strcpy(pct, "-");
+        strcpy(mu, "-");
+        strcpy(mean, "-");
+        strcpy(mad, "-");
+        strcpy(uam, "-");
     }
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
-        char layer[16], diff[24], pct[16], mu[24], mean[24], mad[24], uam[24];
-        if (row->occurrence)
-            snprintf(full, sizeof full, "%s#%" PRId64, row->name, row->occurrence);
-        else
-            snprintf(full, sizeof full, "%s", row->name);
-        fit_name(name, sizeof name, full, wname);
-        if (row->layer >= 0)
-            snprintf(layer, sizeof layer, "%d", row->layer);
-        else
-            snprintf(layer, sizeof layer, "-");
-        ulp_dtype dt = row->status == ULP_DIFF_ONLY_IN_B ? row->dtype_b : row->dtype_a;
-        int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
-        if (compared) {
-            snprintf(diff, sizeof diff, "%" PRIu64, row->m.differing);
-            fmt_pct(pct, sizeof pct, row->m.differing, row->elements);
-            ulp__fmt_num(mu, sizeof mu, (double)row->m.max_ulp);
-            snprintf(mean, sizeof mean, "%.2f", row->m.mean_ulp);
-            if (row->m.mean_ulp >= 1e5)
-                snprintf(mean, sizeof mean, "%.2g", row->m.mean_ulp);
-            ulp__fmt_num(mad, sizeof mad, row->m.max_abs_diff);
-            snprintf(uam, sizeof uam, "%.2f", row->m.max_abs_diff_ulps_at_max);
-            if (row->m.max_abs_diff_ulps_at_max >= 1e5)
-                snprintf(uam, sizeof uam, "%.2g", row->m.max_abs_diff_ulps_at_max);
-        } else {
-            strcpy(diff, "-");
-            strcpy(pct, "-");
-            strcpy(mu, "-");
-            strcpy(mean, "-");
-            strcpy(mad, "-");
-            strcpy(uam, "-");
-        }
-        fprintf(f, "%-*s %*s %-*s ", (int)wname, name, colw[0], layer, colw[1], ulp_dtype_name(dt));
-        if (color)
-            fprintf(f, "%s%-*s\033[0m ", status_color(row->status), colw[2],
-                    short_status(row->status));
-        else
-            fprintf(f, "%-*s ", colw[2], short_status(row->status));
-        fprintf(f, "%*s %*s %*s %*s %*s %*s\n", colw[3], diff, colw[4], pct, colw[5], mu, colw[6],
-                mean, colw[7], mad, colw[8], uam);
-    }
-    /*
-     * Details a column cannot hold: NaN/inf mismatches row by row (each one
-     * matters), sign changes row by row only while they are few -- past
-     * that, one line says how many captures have them and where the most are.
-     */
+    fprintf(f, "%-*s %*s %-*s ", (int)wname, name, colw[0], layer, colw[1], ulp_dtype_name(dt));
+    if (color)
+        fprintf(f, "%s%-*s\033[0m ", status_color(row->status), colw[2], short_status(row->status));
+    else
+        fprintf(f, "%-*s ", colw[2], short_status(row->status));
+    fprintf(f, "%*s %*s %*s %*s %*s %*s\n", colw[3], diff, colw[4], pct, colw[5], mu, colw[6], mean,
+            colw[7], mad, colw[8], uam);
+}
+
+/*
+ * Details a column cannot hold: NaN/inf mismatches row by row (each one
+ * matters), sign changes row by row only while they are few -- past
+ * that, one line says how many captures have them and where the most are.
+ */
+static void print_details(const ulp_diff_result *r, FILE *f)
+{
+    char full[320];
     size_t n_sign = 0, worst_sign = 0;
     for (size_t i = 0; i < r->n_rows; i++) {
         if (r->rows[i].m.sign_changes == 0)
@@ -197,10 +203,7 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
         if (!head)
             fputc('\n', f);
         head = 1;
-        if (row->occurrence)
-            snprintf(full, sizeof full, "%s#%" PRId64, row->name, row->occurrence);
-        else
-            snprintf(full, sizeof full, "%s", row->name);
+        full_name(full, sizeof full, row);
         fprintf(f, "%s:", full);
         if (row->m.nonfinite_mismatch)
             fprintf(f, " %" PRIu64 " NaN/inf mismatch%s", row->m.nonfinite_mismatch,
@@ -212,13 +215,25 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
     }
     if (!list_signs) {
         const ulp_diff_row *w = &r->rows[worst_sign];
-        if (w->occurrence)
-            snprintf(full, sizeof full, "%s#%" PRId64, w->name, w->occurrence);
-        else
-            snprintf(full, sizeof full, "%s", w->name);
+        full_name(full, sizeof full, w);
         fprintf(f, "%ssign changes in %zu captures, most in %s (%" PRIu64 ")\n", head ? "" : "\n",
                 n_sign, full, w->m.sign_changes);
     }
+}
+
+ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
+{
+    int color = (flags & ULP_REPORT_COLOR) != 0;
+    size_t wname = name_width(r);
+    fprintf(f, "A: %s (%s)\nB: %s (%s)\n\n", r->path_a, r->label_a, r->path_b, r->label_b);
+    if (r->n_rows > 0) {
+        fprintf(f, "%-*s %*s %-*s %-*s %*s %*s %*s %*s %*s %*s\n", (int)wname, "capture", colw[0],
+                "layer", colw[1], "dtype", colw[2], "status", colw[3], "differing", colw[4], "%",
+                colw[5], "max_ulp", colw[6], "mean_ulp", colw[7], "max|diff|", colw[8], "ulp@max");
+    }
+    for (size_t i = 0; i < r->n_rows; i++)
+        print_row(f, &r->rows[i], wname, color);
+    print_details(r, f);
     fputc('\n', f);
     char *text = NULL;
     size_t len = 0;
