@@ -379,5 +379,9 @@ def main(argv):
     except (BadInput, CaptureError) as e:
         print("ulpprof: import: %s" % e, file=sys.stderr)
         return 2
+    except ImportError as e:
+        print("ulpprof: import: needs %s in %s (pip install numpy; torch for .pt files)"
+              % (e.name or e, sys.executable), file=sys.stderr)
+        return 2
     print("ulpprof import: %d captures -> %s" % (len(tensors), a.output))
     return 0

@@ -216,6 +216,16 @@ with tempfile.TemporaryDirectory() as tmp:
         check(p.returncode == 2 and p.stderr.count("\n") == 1, "%s: %d %r" % (args, p.returncode,
                                                                               p.stderr))
     check(run("import", "--help").returncode == 0, "import --help")
+    # The C command without the package on the interpreter's path: one line.
+    p = subprocess.run([ULPPROF, "import", "-o", os.path.join(tmp, "y.h5"), pk],
+                       env=dict(ENV, PYTHONPATH="", ULPPROF_PYTHON="/usr/bin/python3"),
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 2 and p.stderr.count("\n") == 1
+          and "needs the Python package ulpprof" in p.stderr, "no package: %r" % p.stderr)
+    p = subprocess.run([ULPPROF, "import", "-o", os.path.join(tmp, "y.h5"), pk],
+                       env=dict(ENV, ULPPROF_PYTHON=os.path.join(tmp, "no-python")),
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 2 and "ULPPROF_PYTHON" in p.stderr, "no python: %r" % p.stderr)
 
 for f in fails:
     print("FAIL:", f)
