@@ -55,7 +55,7 @@ fail() {
     exit 1
 }
 
-# timed CASE ROUND TOOL WANT_RC CMD...: runs CMD, stdout to $dir/out.TOOL,
+# timed CASE ROUND TOOL WANT_RC CMD...: runs CMD, stdout to $dir/out.TOOL (cat's to /dev/null),
 # checks its exit code, appends "CASE ROUND TOOL SECONDS" to $times.
 # With perf(1) (BENCH_CPU=0 to skip) also the CPU time of every run, which a
 # machine shared with other jobs inflates less than the wall time.
@@ -64,10 +64,11 @@ if [ "${BENCH_CPU:-1}" != 0 ] && perf stat -x, -e task-clock -o /dev/null -- tru
     cpu=1
 fi
 timed() {
-    local case=$1 round=$2 tool=$3 want=$4 rc=0 t0 t1
+    local case=$1 round=$2 tool=$3 want=$4 rc=0 t0 t1 out=$dir/out.$3
     shift 4
+    [ "$tool" != cat ] || out=/dev/null # cat A B > /dev/null, as the README says
     t0=$EPOCHREALTIME
-    "$@" >"$dir/out.$tool" 2>"$dir/err.$tool" || rc=$?
+    "$@" >"$out" 2>"$dir/err.$tool" || rc=$?
     t1=$EPOCHREALTIME
     [ "$rc" = "$want" ] || fail "$case: $tool exited $rc, not $want: $(head -c 400 "$dir/err.$tool")"
     echo "$case $round $tool $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')" >>"$times"
