@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "session.h"
+#include "writer.h"
 
 typedef enum state {
     STATE_UNTRIED = 0, /* nothing opened yet: the first capture tries the environment */
@@ -73,6 +74,7 @@ static void register_atexit(void)
      * queue into the file.
      */
     H5open();
+    ulp__writer_exit_guard(); /* runs after close_at_exit, before HDF5's handler */
     pthread_atfork(NULL, NULL, atfork_child);
     if (atexit(close_at_exit) != 0)
         fprintf(stderr, "ulpprof: cannot register the exit handler: the default session "

@@ -94,6 +94,25 @@ ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char 
                             strcmp(detail, strerror(EDQUOT)) == 0
                         ? ULP_ENOSPC
                         : ULP_EIO;
+    /*
+     * A full disk (not a file-size limit, under which HDF5's retries below
+     * the limit complete the file): HDF5 must not write to the file again.  Its retries (the
+     * close flushes what the failed flush could not) wrote parts of new
+     * metadata into the last free blocks and left a file HDF5 itself could
+     * no longer open (1 of 10 fill levels of a 256 KiB tmpfs).  HDF5's
+     * descriptor becomes a read-only one on the same file: reads still
+     * work, writes fail, and the file stays as the last good flush and the
+     * journal left it.
+     */
+    int disk = strcmp(detail, strerror(ENOSPC)) == 0 || strcmp(detail, strerror(EDQUOT)) == 0;
+    if (disk && w->fd >= 0) {
+        int ro = open(w->path, O_RDONLY | O_CLOEXEC);
+        if (ro >= 0) {
+            if (dup2(ro, w->fd) >= 0)
+                fcntl(w->fd, F_SETFD, FD_CLOEXEC);
+            close(ro);
+        }
+    }
     return ulp__error(err, st, "cannot %s in '%s': %s", what, w->path, detail);
 }
 
@@ -326,6 +345,7 @@ cleanup:
 ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
                               int64_t created_unix_ns, ulp__writer **out, ulp_error *err)
 {
+    ulp__writer_exit_guard();
     if (out == NULL)
         return ulp__error(err, ULP_EINVAL, "writer: no output pointer");
     *out = NULL;
@@ -358,8 +378,8 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         hid_t file = w->file;
         w->file = H5I_INVALID_HID;
         writer_free(w);
-        if (file >= 0)
-            H5Fclose(file);
+        if (file >= 0 && H5Fclose(file) < 0)
+            ulp__writer_close_failed();
     } else {
         *out = w;
     }
@@ -386,6 +406,7 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
         char detail[256];
         h5_detail(detail, sizeof(detail));
         st = ulp__error(err, ULP_EIO, "cannot close '%s': %s", path, detail);
+        ulp__writer_close_failed();
     }
     /*
      * Last, the journal's closed mark: a reader trusts the groups of a file

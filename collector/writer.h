@@ -98,4 +98,14 @@ ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err);
 /* Closes the file and frees the writer.  NULL is accepted. */
 ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err);
 
+/*
+ * writer_exit.c: the guard against HDF5 1.10's crash at exit after a failed
+ * H5Fclose.  ulp__writer_exit_guard() registers it once (it calls H5open()
+ * first, so that it runs before HDF5's own exit handler); register it before
+ * any exit handler of yours that closes sessions.  ulp__writer_create()
+ * calls it; ulp__writer_close_failed() arms it.
+ */
+void ulp__writer_exit_guard(void);
+void ulp__writer_close_failed(void);
+
 #endif /* ULPPROF_COLLECTOR_WRITER_H */

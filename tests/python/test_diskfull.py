@@ -10,6 +10,7 @@ Two ways to fill the disk:
     library keeps the signal away from the host) and once ignored;
   - a 1 MiB tmpfs (only as root; skipped loudly otherwise).
 """
+import json
 import os
 import resource
 import signal
@@ -72,10 +73,56 @@ def one_case(path, full, tag, errno_text, extra=(), preexec=None):
           flush=True)
 
 
-def try_mount(d):
+def fill_sweep(mnt, tmp):
+    """A 256 KiB tmpfs filled to 0..240 KiB before a run of 60 captures of
+    2,000 bytes, so that the disk
+    fills at different points of the writer's metadata: at some of them
+    HDF5's close failed, its exit handler then crashed the host (SIGSEGV,
+    stdout lost), and one left a file HDF5 could no longer open.  Every
+    level: exit 0 with the last line printed, at most one stderr line, and
+    ls/diff read every capture flushed (and at most one more)."""
+    path = os.path.join(mnt, "x.h5")
+    count, elements, names = 60, 1000, 3
+    full = os.path.join(tmp, "sweep_full.h5")
+    r = rc.run([rc.LOOP, "--out", full, "--count", str(count), "--elements", str(elements),
+                "--names", str(names)])
+    check(r.returncode == 0, "sweep: full run %d %r" % (r.returncode, r.stderr))
+    for kib in range(0, 241, 10):
+        for f in os.listdir(mnt):
+            os.remove(os.path.join(mnt, f))
+        if kib:
+            with open(os.path.join(mnt, "fill"), "wb") as fh:
+                fh.write(b"\0" * (kib << 10))
+        tag = "256 KiB tmpfs with %d KiB used" % kib
+        args = [rc.LOOP, "--out", path, "--count", str(count), "--elements", str(elements),
+                "--names", str(names), "--flush-each", "--report", "--keep-going"]
+        p = subprocess.run(args, capture_output=True, text=True, timeout=300)
+        out = p.stdout.splitlines()
+        if p.returncode == 2 and not out:
+            # Full before the session could even create its file: refused.
+            check(len(p.stderr.splitlines()) == 1 and "No space left" in p.stderr,
+                  "%s: the failed open said %r" % (tag, p.stderr))
+            continue
+        check(p.returncode == 0 and out and out[-1].startswith("done "),
+              "%s: host exit %d (signal if negative), last line %r, stderr %r"
+              % (tag, p.returncode, out[-1:] if out else None, p.stderr))
+        check(len(p.stderr.splitlines()) <= 1 and "HDF5" not in p.stderr
+              and "infinite loop" not in p.stderr, "%s: stderr %r" % (tag, p.stderr))
+        flushed = sum(1 for ln in out if ln.startswith("flushed "))
+        r = rc.ulpprof(["ls", "--json", path])
+        if not check(r.returncode == 0, "%s: ls exit %d %r (%d captures were flushed)"
+                     % (tag, r.returncode, r.stderr, flushed)):
+            continue
+        n = len(json.loads(r.stdout)[0]["captures"])
+        check(flushed <= n <= flushed + 1, "%s: ls lists %d, %d flushed" % (tag, n, flushed))
+        rc.check_prefix_diff(path, full, n, tag, unclosed="maybe")
+        print("%s: %d flushed, %d readable" % (tag, flushed, n), flush=True)
+
+
+def try_mount(d, size="1m"):
     if os.geteuid() != 0:
         return "not root"
-    r = rc.run(["mount", "-t", "tmpfs", "-o", "size=1m", "ulpprof-test", d])
+    r = rc.run(["mount", "-t", "tmpfs", "-o", "size=" + size, "ulpprof-test", d])
     return None if r.returncode == 0 else "mount failed: " + r.stderr.strip()
 
 
@@ -98,6 +145,11 @@ def main():
             one_case(path, full, "1 MiB tmpfs", "No space left on device")
         finally:
             rc.run(["umount", mnt])
+        if try_mount(mnt, "256k") is None:
+            try:
+                fill_sweep(mnt, tmp)
+            finally:
+                rc.run(["umount", mnt])
     if not rc.failures:
         import shutil
         shutil.rmtree(tmp)
