@@ -38,13 +38,30 @@ static void csv_num(FILE *f, double v)
         fprintf(f, "%.17g", v);
 }
 
+/* The aligned-row columns (empty but `aligned` for other rows) and the line's end. */
+static void csv_aligned(FILE *f, const ulp_diff_row *row)
+{
+    fprintf(f, ",%d,", row->aligned);
+    if (row->aligned)
+        fprintf(f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", row->positions_compared,
+                row->positions_only_in_a, row->positions_only_in_b);
+    else
+        fputs(",,,", f);
+    if (row->aligned && row->first_position >= 0)
+        fprintf(f, "%" PRId64 ",%" PRId64, row->first_request, row->first_position);
+    else
+        fputc(',', f);
+    fputc('\n', f);
+}
+
 ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
 {
     char b[200];
     fputs("name,occurrence,layer,role,seq_a,seq_b,dtype,dtype_b,shape,shape_b,status,elements,"
           "differing,differing_fraction,max_ulp,mean_ulp,max_abs_diff,max_abs,"
           "max_abs_diff_ulps_at_max,nonfinite_mismatch,sign_changes,worst_index,worst_a,worst_b,"
-          "ulp_hist\n",
+          "ulp_hist,aligned,positions_compared,positions_only_in_a,positions_only_in_b,"
+          "first_request,first_position\n",
           f);
     for (size_t i = 0; i < r->n_rows; i++) {
         const ulp_diff_row *row = &r->rows[i];
@@ -77,7 +94,8 @@ ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
         }
         fprintf(f, ",%s,%" PRIu64 ",", ulp_diff_status_name(row->status), row->elements);
         if (!compared) {
-            fputs(",,,,,,,,,,,,\n", f); /* the 13 metric fields, empty */
+            fputs(",,,,,,,,,,,,", f); /* the 13 metric fields, empty */
+            csv_aligned(f, row);
             continue;
         }
         fprintf(f, "%" PRIu64 ",", m->differing);
@@ -108,7 +126,7 @@ ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
                 top = k;
         for (int k = 0; k <= top; k++)
             fprintf(f, "%s%" PRIu64, k ? " " : "", m->hist[k]);
-        fputc('\n', f);
+        csv_aligned(f, row);
     }
     return ferror(f) ? ULP_EIO : ULP_OK;
 }

@@ -315,6 +315,32 @@ static void summary_notes(const ulp_diff_result *r, FILE *f, const char *bullet,
     if (sliced)
         fprintf(f, "%s--rows: %zu capture%s compared on a slice of the token axis\n", bullet,
                 sliced, sliced > 1 ? "s" : "");
+    /* Aligned rows: the keys each compared, said once when they agree. */
+    size_t aligned = 0, same = 1;
+    const ulp_diff_row *a0 = NULL;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        const ulp_diff_row *row = &r->rows[i];
+        if (!row->aligned)
+            continue;
+        if (a0 == NULL)
+            a0 = row;
+        else if (row->positions_compared != a0->positions_compared ||
+                 row->positions_only_in_a != a0->positions_only_in_a ||
+                 row->positions_only_in_b != a0->positions_only_in_b)
+            same = 0;
+        aligned++;
+    }
+    if (aligned && same)
+        fprintf(f,
+                "%stokens: %zu capture%s compared on (request, position): %" PRIu64
+                " positions in both runs, %" PRIu64 " only in A, %" PRIu64 " only in B%s\n",
+                bullet, aligned, aligned > 1 ? "s" : "", a0->positions_compared,
+                a0->positions_only_in_a, a0->positions_only_in_b, aligned > 1 ? " (each)" : "");
+    else if (aligned)
+        fprintf(f,
+                "%stokens: %zu captures compared on (request, position); the positions each "
+                "has differ (JSON: positions_compared, positions_only_in_a/_b)\n",
+                bullet, aligned);
 }
 
 void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)

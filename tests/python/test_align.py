@@ -7,6 +7,8 @@ capwriter.py): miss vs hit with the prefix in its own pass and in chunks of
 batch 1 vs batch 4, positions on one side only, repeated keys (exit 2), and
 --rows on captures without positions.
 """
+import csv
+import io
 import json
 import os
 import subprocess
@@ -182,6 +184,14 @@ class AlignTest(unittest.TestCase):
         row = doc["rows"][fd["row"]]
         self.assertEqual((row["positions_compared"], row["positions_only_in_b"]), (T, 3 * T))
         self.assertIn("request 42, positions 5-6", fd["text"])
+        rc, out, _ = diff("--color", "never", a, b)
+        self.assertIn("tokens: 3 captures compared on (request, position): %d positions in both "
+                      "runs, 0 only in A, %d only in B (each)" % (T, 3 * T),
+                      " ".join(out.split()))
+        rc, out, _ = diff("--format", "csv", a, b)
+        rec = next(csv.DictReader(io.StringIO(out)))
+        self.assertEqual((rec["aligned"], rec["positions_compared"], rec["positions_only_in_b"]),
+                         ("1", str(T), str(3 * T)))
 
     def test_align__decode_steps_bs1_vs_bs4(self):
         """Prefill of 6, then 8 greedy steps; the request is row 2 of 4 in B,
