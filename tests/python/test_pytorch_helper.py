@@ -161,7 +161,18 @@ with tempfile.TemporaryDirectory() as tmp:
     check(not any(m._forward_hooks for m in m1.modules()), "hooks left after close")
     check("forward" not in m1.__dict__, "forward wrapper left after close")
 
-    # 5. The sample program under `ulpprof record` (path from -o).
+    # 5. One library per process: a copy already loaded (here from another
+    #    path, as a C extension would) is the one used, not the named one.
+    import shutil
+    copy = os.path.join(tmp, "libulpprof_capture.so.0")
+    shutil.copy(LIB, copy)
+    p = subprocess.run([sys.executable, "-c", "import ctypes, sys; ctypes.CDLL(sys.argv[1]); "
+                        "from ulpprof import _lib; _lib.library(); print(_lib.library_path())",
+                        copy], env=dict(os.environ, PYTHONPATH=os.path.join(SRC, "python")),
+                       capture_output=True, text=True, timeout=300)
+    check(p.stdout.strip() == os.path.realpath(copy), "mapped copy: %r %r" % (p.stdout, p.stderr))
+
+    # 6. The sample program under `ulpprof record` (path from -o).
     out = os.path.join(tmp, "rec.h5")
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"))
     env.pop("ULPPROF_CAPTURE_LIBRARY")
