@@ -200,6 +200,8 @@ class Capture:
         self._handles = []
         self._ctx = None
         self._pass = -1
+        self._closed = False
+        self._wrapper = None
         self._warned = set()
         self._session = None
         self._key = None
@@ -248,6 +250,8 @@ class Capture:
         cap = self
 
         def forward(*args, **kwargs):
+            if cap._closed:  # closed while another wrapper sits on top of this one
+                return orig(*args, **kwargs)
             outer = cap._ctx
             cap._pass += 1
             cap._ctx = _token_context(args, kwargs, cap._requests)
@@ -257,6 +261,8 @@ class Capture:
             finally:
                 cap._ctx = outer
 
+        forward._ulpprof = (self, orig, "forward" in model.__dict__)  # closed-check, unwrap
+        self._wrapper = forward
         model.forward = forward
         modules = dict(model.named_modules())
         for spec in self.specs:
@@ -264,9 +270,14 @@ class Capture:
 
     def _hook(self, spec):
         def hook(module, inputs, output):
-            for suffix, t in _tensors(output, self._outputs):
-                self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
-                             inputs=spec.inputs, tokens=True)
+            # The model's run must not fail because of a capture: say it once.
+            try:
+                for suffix, t in _tensors(output, self._outputs):
+                    self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
+                                 inputs=spec.inputs, tokens=True)
+            except Exception as e:  # noqa: BLE001
+                self._warn_once(("hook", spec.name), "%s not captured: %s: %s"
+                                % (spec.name, type(e).__name__, e))
 
         return hook
 
@@ -384,10 +395,18 @@ class Capture:
         for h in self._handles:
             h.remove()
         self._handles = []
-        if getattr(self, "_orig_forward", None) is not None:
-            if self.model.__dict__.get("forward") is not None:
+        self._closed = True
+        if self._wrapper is not None and self.model.__dict__.get("forward") is self._wrapper:
+            # Unwrap ours and any closed capture's below it; stop at a live one.
+            _, inner, own = self._wrapper._ulpprof
+            while own and getattr(inner, "_ulpprof", (None,))[0] is not None \
+                    and inner._ulpprof[0]._closed:
+                _, inner, own = inner._ulpprof
+            if own:
+                self.model.forward = inner  # a wrapper from before ours
+            else:
                 del self.model.forward  # the class's forward again
-            self._orig_forward = None
+        self._wrapper = self._orig_forward = None
         if self._session is not None:
             entry = _shared.get(self._key)
             if entry is not None and entry[0] is self._session:

@@ -147,6 +147,21 @@ with tempfile.TemporaryDirectory() as tmp:
     except _lib.CaptureError as e:
         check("one session per file" in str(e), str(e))
 
+    # Two captures on one model, closed out of order: each stops at its close.
+    pa, pb = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
+    ca = ulpprof.torch.capture(m1, pa)
+    cb = ulpprof.torch.capture(m1, pb, match="lm_head")
+    with torch.no_grad():
+        m1(ids1)
+        ca.close()
+        m1(ids1)
+        cb.close()
+        m1(ids1)
+    with h5py.File(pa, "r") as fa, h5py.File(pb, "r") as fb:
+        check(len(fa["captures"]["lm_head"]) == 1 and len(fb["captures"]["lm_head"]) == 2,
+              "out-of-order close: %d %d" % (len(fa["captures"]["lm_head"]),
+                                              len(fb["captures"]["lm_head"])))
+
     # 4. Errors: an unwritable path, a model without layers, hooks removed.
     try:
         ulpprof.torch.capture(m1, os.path.join(tmp, "no", "such", "dir.h5"))
