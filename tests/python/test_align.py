@@ -370,6 +370,50 @@ class AlignTest(unittest.TestCase):
             self.assertEqual(rc, 2, (args, out))
             self.assertEqual(len(err.strip().splitlines()), 1, err)
 
+    def test_align__first_divergence_words(self):
+        """The first-divergence line leads with ulp@max, says when the ULP count
+        comes from a zero crossing, prints the shortest digits that tell the
+        two values apart (numpy's shortest repr), and claims no x0
+        amplification when the last activation is identical again."""
+        a, b = self.path("words-a.h5"), self.path("words-b.h5")
+        x0 = np.array([[1.0, 2.0, 0.1], [3.0, 1e-30, 4.0]], np.float32)
+        y0 = x0.copy()
+        y0[0, 2] = np.nextafter(np.float32(0.1), np.float32(1))  # 1 ULP: 0.1 vs 0.10000001
+        y0[1, 1] = np.float32(-1e-30)                           # crosses zero
+        x1 = np.arange(6, dtype=np.float32).reshape(2, 3)
+        wa, wb = capwriter.Writer(a, "a"), capwriter.Writer(b, "b")
+        for w, first in ((wa, x0), (wb, y0)):
+            self.assertEqual(w.capture("l0", first, "f32", layer=0), 0)
+            self.assertEqual(w.capture("l1", x1, "f32", layer=1), 0)
+        wa.close()
+        wb.close()
+        rc, out, _ = diff("--color", "never", a, b)
+        self.assertEqual(rc, 1)
+        text = " ".join(out.split())
+        line = text[text.index("first divergence: "):]
+        self.assertTrue(line.startswith("first divergence: "), line)
+        rc, doc = diff_json(a, b)
+        row = doc["rows"][0]
+        ulpm = row["max_abs_diff_ulps_at_max"]
+        self.assertTrue(doc["first_divergence"]["text"].startswith("%.3g ulp@max" % ulpm),
+                        doc["first_divergence"]["text"])
+        self.assertIn("only because the values crossed zero", line)
+        # The worst element is the zero crossing, shown with its shortest digits.
+        wa_, wb_ = np.float32(row["worst_a"]), np.float32(row["worst_b"])
+        self.assertIn("%s vs %s" % (wa_, wb_), line)
+        self.assertIn("none, the last activation is identical again", text)
+        self.assertNotIn("(x0)", text)
+        # 0.1 against the next float: the digits that tell them apart.
+        c = self.path("words-c.h5")
+        w = capwriter.Writer(c, "c")
+        z = x0.copy()
+        z[0, 2] = y0[0, 2]
+        self.assertEqual(w.capture("l0", z, "f32", layer=0), 0)
+        self.assertEqual(w.capture("l1", x1, "f32", layer=1), 0)
+        w.close()
+        rc, out, _ = diff("--color", "never", a, c)
+        self.assertIn("0.1 vs %s" % str(np.float32(y0[0, 2])), " ".join(out.split()))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
