@@ -191,19 +191,27 @@ static json_t *snapshot_json(const ulp_snapshot *s)
     return o;
 }
 
-int cmd_ls(int argc, char **argv)
+typedef struct ls_cli {
+    int json;
+    char **paths; /* the snapshots, n_paths of them */
+    int n_paths;
+} ls_cli;
+
+/* Fills `o` from the command line: -1 to go on, else the exit status. */
+static int ls_parse(int argc, char **argv, ls_cli *o)
 {
     static const struct option opts[] = {
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    int json = 0, c;
+    int c;
+    o->json = 0;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'j':
-            json = 1;
+            o->json = 1;
             break;
         case 'h':
             ls_help();
@@ -216,16 +224,28 @@ int cmd_ls(int argc, char **argv)
         fprintf(stderr, "ulpprof ls: no snapshot given\nusage: %s\n", LS_USAGE);
         return CLI_EXIT_ERROR;
     }
+    o->paths = argv + optind;
+    o->n_paths = argc - optind;
+    return -1;
+}
 
-    int rc = CLI_EXIT_OK, color = !json && cli_use_color(stdout), listed = 0;
-    json_t *all = json ? json_array() : NULL;
-    for (int i = optind; i < argc; i++) {
-        ulp_snapshot *s = cli_open_snapshot(argv[i]);
+/* Lists each snapshot as it is opened (text), or gathers them (JSON, printed after). */
+int cmd_ls(int argc, char **argv)
+{
+    ls_cli o = {0};
+    int rc = ls_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    rc = CLI_EXIT_OK;
+    int color = !o.json && cli_use_color(stdout), listed = 0;
+    json_t *all = o.json ? json_array() : NULL;
+    for (int i = 0; i < o.n_paths; i++) {
+        ulp_snapshot *s = cli_open_snapshot(o.paths[i]);
         if (s == NULL) {
             rc = CLI_EXIT_ERROR;
             continue;
         }
-        if (json) {
+        if (o.json) {
             json_array_append_new(all, snapshot_json(s));
         } else {
             if (listed++ > 0)
@@ -235,7 +255,7 @@ int cmd_ls(int argc, char **argv)
         }
         ulp_snapshot_close(s);
     }
-    if (json) {
+    if (o.json) {
         cli_json_print(all, stdout);
         json_decref(all);
     }

@@ -45,7 +45,14 @@ static void plot_help(void)
            "the data and scripts are still written)\n");
 }
 
-int cmd_plot(int argc, char **argv)
+typedef struct plot_cli {
+    ulp_diff_options dopts;
+    ulp_plot_options popts;
+    const char *path_a, *path_b;
+} plot_cli;
+
+/* Fills `o` from the command line: -1 to go on, else the exit status. */
+static int plot_parse(int argc, char **argv, plot_cli *o)
 {
     enum { OPT_GNUPLOT = 256, OPT_NO_RENDER };
     static const struct option longopts[] = {
@@ -58,23 +65,21 @@ int cmd_plot(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    ulp_diff_options dopts;
-    ulp_plot_options popts;
-    ulp_diff_options_init(&dopts);
-    ulp_plot_options_init(&popts);
+    ulp_diff_options_init(&o->dopts);
+    ulp_plot_options_init(&o->popts);
     int c;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, ":o:m:r:j:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'o':
-            popts.dir = optarg;
+            o->popts.dir = optarg;
             break;
         case 'm':
-            dopts.match = optarg;
+            o->dopts.match = optarg;
             break;
         case 'r':
-            dopts.role = optarg;
+            o->dopts.role = optarg;
             break;
         case 'j': {
             char *end;
@@ -84,14 +89,14 @@ int cmd_plot(int argc, char **argv)
                         optarg);
                 return CLI_EXIT_ERROR;
             }
-            dopts.threads = (int)v;
+            o->dopts.threads = (int)v;
             break;
         }
         case OPT_GNUPLOT:
-            popts.gnuplot = optarg;
+            o->popts.gnuplot = optarg;
             break;
         case OPT_NO_RENDER:
-            popts.no_render = 1;
+            o->popts.no_render = 1;
             break;
         case 'h':
             plot_help();
@@ -105,28 +110,41 @@ int cmd_plot(int argc, char **argv)
                 argc - optind, PLOT_USAGE);
         return CLI_EXIT_ERROR;
     }
-    if (!popts.dir) {
+    if (!o->popts.dir) {
         fprintf(stderr, "ulpprof plot: no output directory (-o DIR)\nusage: %s\n", PLOT_USAGE);
         return CLI_EXIT_ERROR;
     }
-    if (cli_plot_dir_has_input("plot", popts.dir, argv + optind, 2))
+    if (cli_plot_dir_has_input("plot", o->popts.dir, argv + optind, 2))
         return CLI_EXIT_ERROR;
+    o->path_a = argv[optind];
+    o->path_b = argv[optind + 1];
+    return -1;
+}
 
-    int rc = CLI_EXIT_ERROR;
+int cmd_plot(int argc, char **argv)
+{
+    plot_cli o;
+    memset(&o, 0, sizeof o);
+    int rc = plot_parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_diff_result *res = NULL;
     ulp_error err;
     ulp_plot_files files;
     ulp_error_clear(&err);
 
-    if (!(a = cli_open_snapshot(argv[optind])) || !(b = cli_open_snapshot(argv[optind + 1])))
+    /* Run: compare the two snapshots. */
+    if (!(a = cli_open_snapshot(o.path_a)) || !(b = cli_open_snapshot(o.path_b)))
         goto cleanup;
-    dopts.progress = isatty(STDERR_FILENO);
-    if (ulp_diff_run(a, b, &dopts, &res, &err) != ULP_OK) {
+    o.dopts.progress = isatty(STDERR_FILENO);
+    if (ulp_diff_run(a, b, &o.dopts, &res, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         goto cleanup;
     }
-    ulp_status st = ulp_plot_write(res, &popts, &files, &err);
+    /* Print: the plots, and the files written. */
+    ulp_status st = ulp_plot_write(res, &o.popts, &files, &err);
     for (int i = 0; i < files.n; i++)
         printf("%s\n", files.path[i]);
     if (st != ULP_OK) {

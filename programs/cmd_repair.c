@@ -26,7 +26,8 @@ static void repair_help(void)
            "Exit status: 0 written, 2 error (nothing is left at OUT.h5).\n");
 }
 
-int cmd_repair(int argc, char **argv)
+/* IN and OUT from the command line: -1 to go on, else the exit status. */
+static int repair_parse(int argc, char **argv, const char **in, const char **out)
 {
     static const struct option longopts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
@@ -42,7 +43,18 @@ int cmd_repair(int argc, char **argv)
         cli_error("repair: need IN.h5 and OUT.h5\nusage: " REPAIR_USAGE);
         return CLI_EXIT_ERROR;
     }
-    const char *in = argv[optind], *out = argv[optind + 1];
+    *in = argv[optind];
+    *out = argv[optind + 1];
+    return -1;
+}
+
+int cmd_repair(int argc, char **argv)
+{
+    const char *in = NULL, *out = NULL;
+    int rc = repair_parse(argc, argv, &in, &out);
+    if (rc >= 0)
+        return rc;
+    /* Run: read what can be read, copy it. */
     cli_repair_hint = 0; /* the reader's warning need not point here */
     ulp_snapshot *s = cli_open_snapshot(in);
     if (s == NULL)
@@ -55,6 +67,7 @@ int cmd_repair(int argc, char **argv)
         cli_error("%s", err.msg);
         return CLI_EXIT_ERROR;
     }
+    /* Print: what was copied. */
     printf("%s: %zu capture%s", out, n, n == 1 ? "" : "s");
     if (k > 0)
         printf(", %zu kernel launch%s", k, k == 1 ? "" : "es");
