@@ -72,8 +72,20 @@ static void fmt_occurrences(char *buf, size_t n, const ulp_diff_row *row, size_t
             more = 1;
     }
     size_t w = (size_t)snprintf(buf, n, "occurrence%s ", ns > 1 ? "s" : "");
-    for (int q = 0; q < ns && w < n; q++)
-        w += (size_t)snprintf(buf + w, n - w, "%s%" PRId64, q ? ", " : "", seen[q]);
+    for (int q = 0; q < ns && w < n; q++) {
+        /* The positions that pass computed (of the keys both runs have). */
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (size_t k = 0; k < row->n_keys; k++) {
+            const ulp_diff_key *key = &row->keys[k];
+            if ((side_b ? key->occurrence_b : key->occurrence_a) != seen[q] ||
+                key->request != row->keys[k0].request)
+                continue;
+            lo = key->position < lo ? key->position : lo;
+            hi = key->position > hi ? key->position : hi;
+        }
+        w += (size_t)snprintf(buf + w, n - w, "%s%" PRId64 " (positions %" PRId64 "-%" PRId64 ")",
+                              q ? ", " : "", seen[q], lo, hi);
+    }
     if (more && w < n)
         snprintf(buf + w, n - w, ", ...");
 }
@@ -82,7 +94,7 @@ void ulp__fmt_origin(char *buf, size_t n, const ulp_diff_row *row, const ulp__ke
 {
     const char *in =
         run->input >= 0 && (size_t)run->input < row->n_inputs ? row->inputs[run->input] : "?";
-    char oa[80], ob[80];
+    char oa[200], ob[200];
     fmt_occurrences(oa, sizeof oa, row, run->k0, run->k1, 0);
     fmt_occurrences(ob, sizeof ob, row, run->k0, run->k1, 1);
     switch (run->origin) {

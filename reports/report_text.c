@@ -315,32 +315,35 @@ static void summary_notes(const ulp_diff_result *r, FILE *f, const char *bullet,
     if (sliced)
         fprintf(f, "%s--rows: %zu capture%s compared on a slice of the token axis\n", bullet,
                 sliced, sliced > 1 ? "s" : "");
-    /* Aligned rows: the keys each compared, said once when they agree. */
-    size_t aligned = 0, same = 1;
-    const ulp_diff_row *a0 = NULL;
+    /* Aligned rows: the keys they compared, as one range over the captures. */
+    size_t aligned = 0;
+    uint64_t lo[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX}, hi[3] = {0, 0, 0};
     for (size_t i = 0; i < r->n_rows; i++) {
         const ulp_diff_row *row = &r->rows[i];
         if (!row->aligned)
             continue;
-        if (a0 == NULL)
-            a0 = row;
-        else if (row->positions_compared != a0->positions_compared ||
-                 row->positions_only_in_a != a0->positions_only_in_a ||
-                 row->positions_only_in_b != a0->positions_only_in_b)
-            same = 0;
+        uint64_t v[3] = {row->positions_compared, row->positions_only_in_a,
+                         row->positions_only_in_b};
+        for (int k = 0; k < 3; k++) {
+            lo[k] = v[k] < lo[k] ? v[k] : lo[k];
+            hi[k] = v[k] > hi[k] ? v[k] : hi[k];
+        }
         aligned++;
     }
-    if (aligned && same)
+    if (aligned) {
+        char t[3][48];
+        for (int k = 0; k < 3; k++) {
+            if (lo[k] == hi[k])
+                snprintf(t[k], sizeof t[k], "%" PRIu64, lo[k]);
+            else
+                snprintf(t[k], sizeof t[k], "%" PRIu64 "-%" PRIu64, lo[k], hi[k]);
+        }
         fprintf(f,
-                "%stokens: %zu capture%s compared on (request, position): %" PRIu64
-                " positions in both runs, %" PRIu64 " only in A, %" PRIu64 " only in B%s\n",
-                bullet, aligned, aligned > 1 ? "s" : "", a0->positions_compared,
-                a0->positions_only_in_a, a0->positions_only_in_b, aligned > 1 ? " (each)" : "");
-    else if (aligned)
-        fprintf(f,
-                "%stokens: %zu captures compared on (request, position); the positions each "
-                "has differ (JSON: positions_compared, positions_only_in_a/_b)\n",
-                bullet, aligned);
+                "%stokens: %zu capture%s compared on (request, position): %s positions in both "
+                "runs, %s only in A, %s only in B%s\n",
+                bullet, aligned, aligned > 1 ? "s" : "", t[0], t[1], t[2],
+                aligned > 1 ? " (per capture)" : "");
+    }
 }
 
 void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)

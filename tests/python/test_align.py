@@ -186,7 +186,7 @@ class AlignTest(unittest.TestCase):
         self.assertIn("request 42, positions 5-6", fd["text"])
         rc, out, _ = diff("--color", "never", a, b)
         self.assertIn("tokens: 3 captures compared on (request, position): %d positions in both "
-                      "runs, 0 only in A, %d only in B (each)" % (T, 3 * T),
+                      "runs, 0 only in A, %d only in B (per capture)" % (T, 3 * T),
                       " ".join(out.split()))
         rc, out, _ = diff("--format", "csv", a, b)
         rec = next(csv.DictReader(io.StringIO(out)))
