@@ -18,6 +18,8 @@ size_t ulp__gemm_kind_strlen(ulp__gemm_kind kind)
         return 16;
     case ULP__GEMM_KIND_S24:
         return 24;
+    case ULP__GEMM_KIND_S32:
+        return 32;
     default:
         return 0;
     }

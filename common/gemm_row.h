@@ -8,8 +8,8 @@
  * a field added here is absent (0 or "") in older files.  The public
  * ulp_gemm_info (ulpprof/snapshot.h) has the same members.
  *
- * Kinds: U64, U32, I32, I64 (integers of that size), S4, S12, S16, S24
- * (strings of at most 3, 11, 15, 23 bytes).
+ * Kinds: U64, U32, I32, I64 (integers of that size), S4, S12, S16, S24,
+ * S32 (strings of at most 3, 11, 15, 23, 31 bytes).
  */
 #ifndef ULPPROF_COMMON_GEMM_ROW_H
 #define ULPPROF_COMMON_GEMM_ROW_H
@@ -21,7 +21,7 @@
 /* clang-format off */
 #define ULP__GEMM_ROW_FIELDS(X)                                                         \
     X(seq,        U64, "call order, 0, 1, 2, ... in the process")                       \
-    X(api,        S24, "entry point: cublasLtMatmul, cublasGemmEx, ...")                \
+    X(api,        S32, "entry point: cublasLtMatmul, cublasGemmEx, ...")                \
     X(stream,     U64, "cudaStream_t of the call")                                      \
     X(m,          I64, "rows of D (op(A) is m x k)")                                    \
     X(n,          I64, "columns of D")                                                  \
@@ -58,6 +58,7 @@
 #define ULP__GEMM_CTYPE_S12 char
 #define ULP__GEMM_CTYPE_S16 char
 #define ULP__GEMM_CTYPE_S24 char
+#define ULP__GEMM_CTYPE_S32 char
 #define ULP__GEMM_DIM_U64
 #define ULP__GEMM_DIM_U32
 #define ULP__GEMM_DIM_I32
@@ -66,6 +67,7 @@
 #define ULP__GEMM_DIM_S12 [12]
 #define ULP__GEMM_DIM_S16 [16]
 #define ULP__GEMM_DIM_S24 [24]
+#define ULP__GEMM_DIM_S32 [32]
 
 #define ULP__GEMM_MEMBER(name, kind, comment) ULP__GEMM_CTYPE_##kind name ULP__GEMM_DIM_##kind;
 
@@ -81,7 +83,8 @@ typedef enum ulp__gemm_kind {
     ULP__GEMM_KIND_S4,
     ULP__GEMM_KIND_S12,
     ULP__GEMM_KIND_S16,
-    ULP__GEMM_KIND_S24
+    ULP__GEMM_KIND_S24,
+    ULP__GEMM_KIND_S32
 } ulp__gemm_kind;
 
 typedef struct ulp__gemm_field {

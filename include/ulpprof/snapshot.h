@@ -92,7 +92,7 @@ typedef struct ulp_kernel_info {
  */
 typedef struct ulp_gemm_info {
     uint64_t seq;
-    char api[24]; /* cublasLtMatmul, cublasGemmEx, ...            */
+    char api[32]; /* cublasLtMatmul, cublasGemmEx, ...            */
     uint64_t stream;
     int64_t m, n, k, batch;
     char transa[4], transb[4]; /* N, T, C                                  */

@@ -15,11 +15,23 @@
  *   ulpprof record -o miss.h5 --label miss --attr cache=miss -- ./ulpprof_gemm_chain --mode miss
  *   ulpprof record -o hit.h5  --label hit  --attr cache=hit  -- ./ulpprof_gemm_chain --mode hit
  *   ulpprof diff miss.h5 hit.h5; ulpprof kernels miss.h5 hit.h5
+ *
+ * For samples/cuda/gpu-check.sh, three more modes:
+ *   --graph R        capture the forward pass (marks included) in a CUDA
+ *                    graph, then replay it R times, each after an
+ *                    `ev=step` mark: R captures per mark, steps 0..R-1;
+ *   --time-steps N   run the forward pass N more times after a warm-up,
+ *                    synchronizing after each, and print ms per step (the
+ *                    tracing overhead is this under record against without);
+ *   --bench-copy MB  capture one MB-MiB device tensor 8 times through
+ *                    ulp_capture_device() and copy it 8 times with a pinned
+ *                    cudaMemcpyAsync; print both rates in GB/s.
  */
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -137,15 +149,60 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--mode miss|hit] [--tokens T] [--hit-tokens H] [--hidden D]\n"
-            "          [--layers L] [--vocab V] [--seed S] [--api]\n",
+            "          [--layers L] [--vocab V] [--seed S] [--api] [--graph R]\n"
+            "          [--time-steps N] [--bench-copy MB]\n",
             argv0);
     exit(2);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Capture bandwidth against a pinned cudaMemcpyAsync of the same bytes. */
+static void bench_copy(int mb, cudaStream_t stream)
+{
+    size_t bytes = (size_t)mb << 20;
+    const int reps = 8;
+    __nv_bfloat16 *src;
+    void *pinned;
+    CHECK_CUDA(cudaMalloc(&src, bytes));
+    CHECK_CUDA(cudaMallocHost(&pinned, bytes));
+    CHECK_CUDA(cudaMemsetAsync(src, 0x3f, bytes, stream));
+    CHECK_CUDA(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    double t0 = now_s();
+    for (int r = 0; r < reps; r++)
+        CHECK_CUDA(cudaMemcpyAsync(pinned, src, bytes, cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    double t_copy = now_s() - t0;
+    int64_t shape[1] = {(int64_t)(bytes / 2)};
+    t0 = now_s();
+    for (int r = 0; r < reps; r++) {
+        ulp_status st = ulp_capture_device("bench.copy", src, ULP_DTYPE_BF16, 1, shape, -1,
+                                           ULP_ROLE_ACTIVATION, (void *)stream);
+        if (st != ULP_OK)
+            fprintf(stderr, "gemm_chain: bench capture: ulp_status %d\n", (int)st);
+    }
+    double t_issue = now_s() - t0;
+    ulp_capture_device_flush(); /* copied, and written to the file */
+    double t_capture = now_s() - t0;
+    double gb = (double)bytes * reps / 1e9;
+    printf("bench-copy: %d x %d MiB: pinned cudaMemcpyAsync %.2f GB/s; ulp_capture_device "
+           "%.2f GB/s to the file (%.2f ms to issue all); ratio %.2f\n",
+           reps, mb, gb / t_copy, gb / t_capture, 1e3 * t_issue, t_copy / t_capture);
+    cudaFreeHost(pinned);
+    cudaFree(src);
 }
 
 int main(int argc, char **argv)
 {
     int hit = 0, tokens = 384, hit_tokens = 1, d = 2048, layers = 8, vocab = 32000;
     uint32_t seed = 1234;
+    int graph_replays = 0, time_steps = 0, copy_mb = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -170,6 +227,12 @@ int main(int argc, char **argv)
             vocab = atoi(v);
         else if (strcmp(a, "--seed") == 0)
             seed = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--graph") == 0)
+            graph_replays = atoi(v);
+        else if (strcmp(a, "--time-steps") == 0)
+            time_steps = atoi(v);
+        else if (strcmp(a, "--bench-copy") == 0)
+            copy_mb = atoi(v);
         else
             usage(argv[0]);
     }
@@ -184,6 +247,18 @@ int main(int argc, char **argv)
     cublasHandle_t blas;
     CHECK_CUBLAS(cublasCreate(&blas));
     CHECK_CUBLAS(cublasSetStream(blas, stream));
+    if (copy_mb > 0) {
+        bench_copy(copy_mb, stream);
+        cublasDestroy(blas);
+        cudaStreamDestroy(stream);
+        return 0;
+    }
+    /* A workspace of our own: cuBLAS must not allocate one while a graph
+     * is being captured. */
+    void *blas_ws;
+    const size_t blas_ws_bytes = (size_t)32 << 20;
+    CHECK_CUDA(cudaMalloc(&blas_ws, blas_ws_bytes));
+    CHECK_CUBLAS(cublasSetWorkspace(blas, blas_ws, blas_ws_bytes));
 
     size_t wsz = (size_t)d * d, vsz = (size_t)vocab * d;
     __nv_bfloat16 *w, *wv, *h, *n, *y, *logits, *emb;
@@ -202,22 +277,60 @@ int main(int argc, char **argv)
     fill_uniform<<<(unsigned)((vsz + tpb - 1) / tpb), tpb, 0, stream>>>(wv, vsz, seed + 1, ws);
     fill_uniform<<<(unsigned)(((size_t)tokens * d + tpb - 1) / tpb), tpb, 0, stream>>>(
         emb, (size_t)tokens * d, seed + 2, 1.0f);
-    /* The rows this run computes: the whole prompt, or its tail. */
-    CHECK_CUDA(cudaMemcpyAsync(h, emb + (size_t)first * d, (size_t)rows * d * sizeof(*h),
-                               cudaMemcpyDeviceToDevice, stream));
+    /* The rows this run computes: the whole prompt, or its tail
+     * (forward() below starts from them). */
 
     char name[64];
     size_t hn = (size_t)rows * d;
-    for (int l = 0; l < layers; l++) {
+    /* One forward pass: restart from the embeddings, so every pass (eager,
+     * replayed, timed) computes the same values. */
+    auto forward = [&](int marks) {
+        CHECK_CUDA(cudaMemcpyAsync(h, emb + (size_t)first * d, (size_t)rows * d * sizeof(*h),
+                                   cudaMemcpyDeviceToDevice, stream));
+        for (int l = 0; l < layers; l++) {
+            rmsnorm<<<rows, 256, 0, stream>>>(h, n, d);
+            gemm(blas, n, w + wsz * l, y, rows, d, d);
+            residual_add<<<(unsigned)((hn + tpb - 1) / tpb), tpb, 0, stream>>>(h, y, hn);
+            snprintf(name, sizeof(name), "model.layers.%d.out", l);
+            if (marks)
+                announce(name, h + (size_t)(rows - 1) * d, d, l, "activation", stream);
+        }
         rmsnorm<<<rows, 256, 0, stream>>>(h, n, d);
-        gemm(blas, n, w + wsz * l, y, rows, d, d);
-        residual_add<<<(unsigned)((hn + tpb - 1) / tpb), tpb, 0, stream>>>(h, y, hn);
-        snprintf(name, sizeof(name), "model.layers.%d.out", l);
-        announce(name, h + (size_t)(rows - 1) * d, d, l, "activation", stream);
+        gemm(blas, n, wv, logits, rows, d, vocab);
+        if (marks)
+            announce("logits", logits + (size_t)(rows - 1) * vocab, vocab, -1, "logits", stream);
+    };
+    if (graph_replays > 0) {
+        /* The marks during capture become copy nodes of the graph. */
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        forward(1);
+        CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+        CHECK_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+        CHECK_CUDA(cudaGraphDestroy(graph)); /* as PyTorch does */
+        for (int r = 0; r < graph_replays; r++) {
+            char step[64];
+            snprintf(step, sizeof(step), "ulp1|ev=step|step=%d", r);
+            nvtxMarkA(step);
+            CHECK_CUDA(cudaGraphLaunch(exec, stream));
+        }
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        CHECK_CUDA(cudaGraphExecDestroy(exec));
+    } else {
+        forward(1);
     }
-    rmsnorm<<<rows, 256, 0, stream>>>(h, n, d);
-    gemm(blas, n, wv, logits, rows, d, vocab);
-    announce("logits", logits + (size_t)(rows - 1) * vocab, vocab, -1, "logits", stream);
+    if (time_steps > 0) {
+        forward(0); /* warm-up */
+        CHECK_CUDA(cudaStreamSynchronize(stream));
+        double t0 = now_s();
+        for (int s = 0; s < time_steps; s++) {
+            forward(1);
+            CHECK_CUDA(cudaStreamSynchronize(stream));
+        }
+        printf("time-steps: %d steps, %.3f ms per step (marks on)\n", time_steps,
+               1e3 * (now_s() - t0) / time_steps);
+    }
 
     std::vector<__nv_bfloat16> last(vocab);
     CHECK_CUDA(cudaMemcpyAsync(last.data(), logits + (size_t)(rows - 1) * vocab,
@@ -241,6 +354,7 @@ int main(int argc, char **argv)
     cudaFree(y);
     cudaFree(logits);
     cublasDestroy(blas);
+    cudaFree(blas_ws);
     cudaStreamDestroy(stream);
     return 0;
 }

@@ -4,6 +4,11 @@
 # through the C API, then `ulpprof diff` and `ulpprof kernels` on the pair,
 # and checks what only a GPU can show: device captures arrive, the kernel
 # trace is recorded, and each layer's capture is attributed its kernels.
+# Then: captures under a CUDA graph (3 replays: occurrences, steps,
+# graph_replay, values against the eager run), GEMM attribution (record
+# --gemms: the GEMM line at the first divergence of miss/hit, GEMMs beside
+# kernels), capture bandwidth against a pinned cudaMemcpy, and the time of a
+# step plain, under record, and under record --gemms.  Not yet run on a GPU.
 #
 #   samples/cuda/gpu-check.sh [BUILD_DIR]      (default: build-gpu)
 #
@@ -33,7 +38,7 @@ S="$BUILD/samples/cuda/ulpprof_gemm_chain"
 [[ -x "$U" && -x "$S" ]] || { echo "ulpprof or the sample was not built"; exit 2; }
 
 step "unit and CLI tests of the collector"
-ctest --test-dir "$BUILD" -R "cuda|record|kernels" --output-on-failure >"$OUTDIR/ctest.log" 2>&1 ||
+ctest --test-dir "$BUILD" -R "cuda|record|kernels|gemm" --output-on-failure >"$OUTDIR/ctest.log" 2>&1 ||
     fail "ctest (see ctest.log)"
 tail -3 "$OUTDIR/ctest.log"
 
@@ -104,6 +109,75 @@ else
     echo "no h5py for $PY: attribution not checked; h5dump of one capture:"
     h5dump -a /captures/model.layers.0.out/0/kernels "$OUTDIR/miss.h5" || true
 fi
+
+step "captures under a CUDA graph (3 replays)"
+"$U" record -o "$OUTDIR/graph.h5" --label graph -- "$S" --mode miss --graph 3 "${ARGS[@]}" \
+    >"$OUTDIR/graph.out" 2>"$OUTDIR/graph.err"
+rc=$?; cat "$OUTDIR/graph.out" "$OUTDIR/graph.err"; [[ $rc == 0 ]] || fail "graph run exit $rc"
+[[ -s "$OUTDIR/graph.err" ]] && fail "graph run printed warnings (see graph.err)"
+if "$PY" -c "import h5py, numpy" 2>/dev/null; then
+    "$PY" - "$OUTDIR/graph.h5" "$OUTDIR/miss.h5" "${LAYERS:-8}" <<'PY' || fail "graph captures"
+import sys, h5py, numpy as np
+g, e, layers = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), int(sys.argv[3])
+bad = 0
+names = ["model.layers.%d.out" % l for l in range(layers)] + ["logits"]
+seqs = []
+for n in names:
+    occ = sorted(g["captures"][n], key=int)
+    if occ != ["0", "1", "2"]:
+        print("  %s: occurrences %s, expected 0 1 2" % (n, occ)); bad += 1; continue
+    for r in range(3):
+        d = g["captures"][n][str(r)]
+        step, rep = int(d.attrs.get("step", -1)), [int(x) for x in d.attrs.get("graph_replay", [-1, -1])]
+        same = np.array_equal(d[()].view(np.uint16), g["captures"][n]["0"][()].view(np.uint16))
+        eager = np.array_equal(d[()].view(np.uint16), e["captures"][n]["0"][()].view(np.uint16))
+        seqs.append((r, names.index(n), int(d.attrs["seq"])))
+        if step != r or rep[1] != r or not same:
+            print("  %s/%d: step %d replay %s same-as-replay-0 %s" % (n, r, step, rep, same)); bad += 1
+        if r == 0:
+            print("  %-22s replay 0 %s the eager miss run" % (n, "equals" if eager else "DIFFERS from"))
+# Replays in order, and within one replay the capture order.
+if [s for _, _, s in sorted(seqs)] != sorted(s for _, _, s in seqs):
+    print("  seq does not follow (replay, capture order)"); bad += 1
+sys.exit(1 if bad else 0)
+PY
+fi
+
+step "GEMM attribution: record --gemms, miss and hit"
+for e in miss hit; do
+    "$U" record --gemms -o "$OUTDIR/gemm-$e.h5" --label "$e" --attr cache=$e -- "$S" --mode $e \
+        "${ARGS[@]}" >"$OUTDIR/gemm-$e.out" 2>"$OUTDIR/gemm-$e.err"
+    rc=$?; cat "$OUTDIR/gemm-$e.err"; [[ $rc == 0 ]] || fail "gemm $e run exit $rc"
+done
+"$U" diff "$OUTDIR/gemm-miss.h5" "$OUTDIR/gemm-hit.h5" | tee "$OUTDIR/gemm-diff.txt"
+grep -q "^gemms at " "$OUTDIR/gemm-diff.txt" || fail "no GEMM line at the first divergence"
+"$U" kernels "$OUTDIR/gemm-miss.h5" "$OUTDIR/gemm-hit.h5" >"$OUTDIR/gemm-kernels.txt"
+grep -m4 "GEMM M=" "$OUTDIR/gemm-kernels.txt" || fail "ulpprof kernels names no GEMM"
+if "$PY" -c "import h5py" 2>/dev/null; then
+    "$PY" - "$OUTDIR/gemm-miss.h5" <<'PY' || fail "/trace/gemms"
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+g = f["trace/gemms"][()]
+print("  %d GEMM rows; first: %s" % (len(g), g[0] if len(g) else None))
+linked = sum(1 for r in g if r["corr_first"] != 0)
+print("  %d of them with the correlation ids of their kernels" % linked)
+sys.exit(0 if len(g) and linked else 1)
+PY
+fi
+
+step "capture bandwidth against a pinned cudaMemcpy (256 MiB x 8)"
+"$U" record -o "$OUTDIR/bench.h5" -- "$S" --bench-copy "${COPY_MB:-256}" 2>&1 |
+    tee "$OUTDIR/bench.txt"
+grep -q "^bench-copy:" "$OUTDIR/bench.txt" || fail "bench-copy"
+rm -f "$OUTDIR/bench.h5"
+
+step "tracing overhead on a step (20 steps)"
+"$S" --mode miss --time-steps 20 "${ARGS[@]}" | grep time-steps | sed 's/^/  plain:          /'
+"$U" record -o "$OUTDIR/t1.h5" -- "$S" --mode miss --time-steps 20 "${ARGS[@]}" |
+    grep time-steps | sed 's/^/  record:         /'
+"$U" record --gemms -o "$OUTDIR/t2.h5" -- "$S" --mode miss --time-steps 20 "${ARGS[@]}" |
+    grep time-steps | sed 's/^/  record --gemms: /'
+rm -f "$OUTDIR/t1.h5" "$OUTDIR/t2.h5"
 
 echo
 if ((fails)); then

@@ -24,7 +24,12 @@
 #include <cmocka.h>
 
 #ifdef ULP_HAVE_CUDA_CORE
+#include <hdf5.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "collector/session.h"
 
 #include "cuda_devcap.h"
 #include "cuda_graphcap.h"
@@ -766,6 +771,104 @@ static void test_cuda_graphcap__gate(void **state)
     ulp__devcap_free(dc);
 }
 
+/* --- through the real session into HDF5 ----------------------------------- */
+
+static ulp_session *real_session;
+
+static ulp_status session_sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+                               void (*release)(void *, void *), void *rctx)
+{
+    (void)ctx;
+    return ulp__session_capture_deferred(real_session, d, buf, n, NULL, release, rctx);
+}
+
+static int64_t attr_i64(hid_t ds, const char *name, int i)
+{
+    int64_t v[2] = {-99, -99};
+    hid_t a = H5Aopen(ds, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    hid_t sp = H5Aget_space(a);
+    assert_true(H5Sget_simple_extent_npoints(sp) > i);
+    H5Sclose(sp);
+    assert_true(H5Aread(a, H5T_NATIVE_INT64, v) >= 0);
+    H5Aclose(a);
+    return v[i];
+}
+
+/* Two taps replayed twice reach the file as occurrences 0 and 1 of each
+ * name, in (replay, capture) order, with the replay's step and
+ * graph_replay = [capture id, replay]. */
+static void test_cuda_graphcap__session_file(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("ULPPROF_TEST_TMP");
+    char dir[512], path[600];
+    snprintf(dir, sizeof(dir), "%s", tmp ? tmp : "/tmp");
+    mkdir(dir, 0777);
+    snprintf(path, sizeof(path), "%s/test_cuda_graphcap_%d.h5", dir, (int)getpid());
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = path;
+    o.label = "graph";
+    o.record_env = 0;
+    assert_int_equal(ulp_session_open(&o, &real_session, NULL), ULP_OK);
+    ulp__devcap_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.ops = &fake_ops;
+    cfg.sink.capture = session_sink;
+    cfg.sink.step_now = step_now;
+    cfg.pool_bytes = 1 << 20;
+    cfg.graph_bytes = 256 << 10;
+    ulp__devcap *dc = NULL;
+    assert_int_equal(ulp__devcap_create(&cfg, &dc), ULP_OK);
+    g_dc = dc;
+
+    float a[4], b[2];
+    begin_capture(S1, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    cuuint64_t id = caps[0].id;
+    assert_int_equal(mark(S1, "l0", a, 4), ULP_OK);
+    assert_int_equal(mark(S1, "logits", b, 2), ULP_OK);
+    fake_graph *g = end_capture(S1);
+    fake_graph *x = instantiate(g);
+    destroy_graph(g);
+    for (int r = 0; r < 2; r++) {
+        fill(a, 4, (float)(10 * r));
+        fill(b, 2, (float)(10 * r + 5));
+        step_now_value = 7 + r;
+        launch(x, S1);
+    }
+    ulp__devcap_flush(dc);
+    assert_int_equal(ulp_session_flush(real_session), ULP_OK);
+    destroy_exec(x);
+    ulp__devcap_free(dc);
+    g_dc = NULL;
+    assert_int_equal(ulp_session_close(real_session), ULP_OK);
+
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    assert_true(f >= 0);
+    static const char *const names[2] = {"l0", "logits"};
+    for (int r = 0; r < 2; r++) {
+        for (int k = 0; k < 2; k++) {
+            char dpath[64];
+            snprintf(dpath, sizeof(dpath), "/captures/%s/%d", names[k], r);
+            hid_t ds = H5Dopen2(f, dpath, H5P_DEFAULT);
+            assert_true(ds >= 0);
+            float v[4], want[4];
+            int n = k == 0 ? 4 : 2;
+            assert_true(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) >= 0);
+            fill(want, n, (float)(10 * r + 5 * k));
+            assert_memory_equal(v, want, (size_t)n * sizeof(float));
+            assert_true(attr_i64(ds, "seq", 0) == 2 * r + k);
+            assert_true(attr_i64(ds, "step", 0) == 7 + r);
+            assert_true(attr_i64(ds, "graph_replay", 0) == (int64_t)id);
+            assert_true(attr_i64(ds, "graph_replay", 1) == r);
+            H5Dclose(ds);
+        }
+    }
+    H5Fclose(f);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -774,6 +877,7 @@ int main(void)
         cmocka_unit_test_setup(test_cuda_graphcap__capture_error, reset),
         cmocka_unit_test_setup(test_cuda_graphcap__bound, reset),
         cmocka_unit_test_setup(test_cuda_graphcap__gate, reset),
+        cmocka_unit_test_setup(test_cuda_graphcap__session_file, reset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
