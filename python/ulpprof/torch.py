@@ -64,6 +64,7 @@ for _n, _f in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2")):
 
 _shared = {}  # realpath -> [Session, users]: captures on one file share a session
 _MARK_MAX = 8192  # bytes of one NVTX mark (PROTOCOL.md)
+_EINVAL = -1  # ULP_EINVAL
 
 
 def _esc(s):
@@ -349,6 +350,13 @@ class Capture:
         st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
                                    role=role, positions=pos, requests=req, row_rank=rank,
                                    inputs=inputs)
+        if st == _EINVAL and pos is not None:
+            # More rows than a positions attribute holds (16,000), or a
+            # repeated (request, position): keep the tensor, drop its rows.
+            self._warn_once(("rows", name), "%s: token rows refused (see above): captured "
+                            "without them" % name)
+            st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
+                                       role=role, inputs=inputs)
         if st != 0:
             self._warn_once(("status", st), "capture of %s failed (ulp_status %d); see the "
                             "library's message above" % (name, st))

@@ -147,6 +147,18 @@ with tempfile.TemporaryDirectory() as tmp:
     except _lib.CaptureError as e:
         check("one session per file" in str(e), str(e))
 
+    # More token rows than a positions attribute holds: captured without them.
+    big, big_ids = tiny_model.make(1, tokens=16001, layers=1)
+    big.model.layers = torch.nn.ModuleList()  # no layers: embeddings, norm, logits
+    pbig = os.path.join(tmp, "big.h5")
+    with torch.no_grad(), ulpprof.torch.capture(big, pbig, layers="model.layers",
+                                                match="embed"):
+        big(big_ids)
+    with h5py.File(pbig, "r") as f:
+        ds = f["captures"]["model.embed_tokens"]["0"]
+        check(ds.shape == (1, 16001, 64) and "positions" not in ds.attrs, "16001 rows: %s %s"
+              % (ds.shape, list(ds.attrs)))
+
     # Two captures on one model, closed out of order: each stops at its close.
     pa, pb = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
     ca = ulpprof.torch.capture(m1, pa)
