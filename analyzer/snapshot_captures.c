@@ -5,6 +5,7 @@
  * journal -- is snapshot_recover.c's decision.
  */
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,15 @@
 
 /* A tensor larger than this many elements is an absurd shape, not data. */
 #define MAX_ELEMENTS ((uint64_t)1 << 48)
+
+/* Links listed and captures read by every ulp_snapshot_open() of the process, for
+ * ulp_snapshot_open_progress(). */
+static atomic_uint_fast64_t open_progress;
+
+uint64_t ulp_snapshot_open_progress(void)
+{
+    return (uint64_t)atomic_load_explicit(&open_progress, memory_order_relaxed);
+}
 
 /* --- Link listing ---------------------------------------------------------------- */
 
@@ -35,6 +45,7 @@ static herr_t name_visit(hid_t g, const char *name, const H5L_info_t *info, void
         return -1;
     }
     l->info[l->n] = *info;
+    atomic_fetch_add_explicit(&open_progress, 1, memory_order_relaxed);
     if ((l->v[l->n] = strdup(name)) == NULL) {
         l->oom = 1;
         return -1;
@@ -357,6 +368,7 @@ cleanup:
 ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
                              ulp__cap_entry *e, ulp_error *err)
 {
+    atomic_fetch_add_explicit(&open_progress, 1, memory_order_relaxed);
     ulp_capture_info *c = &e->info;
     ulp_status st;
     memset(e, 0, sizeof *e);

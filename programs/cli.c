@@ -110,9 +110,21 @@ static void guard_on_fatal(int sig)
     _exit(CLI_EXIT_ERROR);
 }
 
+/* Progress the open had made at the last alarm, and the limit it runs under. */
+static volatile uint64_t guard_progress;
+static volatile unsigned guard_timeout;
+
 static void guard_on_alarm(int sig)
 {
     (void)sig;
+    /* A file with a million captures takes minutes to open: while the
+     * reader still moves, it is not stuck; wait another period. */
+    uint64_t now = ulp_snapshot_open_progress();
+    if (now != guard_progress) {
+        guard_progress = now;
+        alarm(guard_timeout);
+        return;
+    }
     guard_write(guard_hang_msg);
     _exit(CLI_EXIT_ERROR);
 }
@@ -197,10 +209,11 @@ ulp_snapshot *cli_open_snapshot(const char *path)
              "ulpprof: cannot open '%s': the HDF5 library crashed decoding its metadata "
              "(damaged file)\n",
              esc);
-    snprintf(guard_hang_msg, sizeof guard_hang_msg,
-             "ulpprof: cannot open '%s': the HDF5 library was still decoding its metadata "
-             "after %u s (damaged file?; ULPPROF_OPEN_TIMEOUT sets the limit)\n",
-             esc, timeout);
+    snprintf(
+        guard_hang_msg, sizeof guard_hang_msg,
+        "ulpprof: cannot open '%s': the HDF5 library was decoding its metadata "
+        "for %u s without reading a capture (damaged file?; ULPPROF_OPEN_TIMEOUT sets the limit)\n",
+        esc, timeout);
 
     struct sigaction fatal, alarm_act, old[NGUARD], old_alarm;
     memset(&fatal, 0, sizeof fatal);
@@ -213,6 +226,8 @@ ulp_snapshot *cli_open_snapshot(const char *path)
     for (size_t i = 0; i < NGUARD; i++)
         sigaction(guard_signals[i], &fatal, &old[i]);
     sigaction(SIGALRM, &alarm_act, &old_alarm);
+    guard_progress = ulp_snapshot_open_progress();
+    guard_timeout = timeout;
     unsigned old_timer = alarm(timeout);
 
     ulp_snapshot *s = NULL;

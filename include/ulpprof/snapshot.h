@@ -120,6 +120,14 @@ typedef struct ulp_gemm_info {
  */
 ULP_API ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err);
 
+/*
+ * How many links every ulp_snapshot_open() of this process has listed and
+ * captures it has read so far, counting up while an open runs: a watchdog can tell a large file
+ * that is being read (the count moves) from one HDF5 is stuck on.  Safe to
+ * call from a signal handler (a lock-free atomic load).
+ */
+ULP_API uint64_t ulp_snapshot_open_progress(void);
+
 /* Closes the file and frees everything the snapshot returned.  NULL is accepted. */
 ULP_API void ulp_snapshot_close(ulp_snapshot *s);
 

@@ -160,9 +160,29 @@ def failed_create(tmp):
           "failed create: %r" % r.stderr)
 
 
+def many_occurrences(tmp):
+    """50,000 occurrences of one name: `ls` takes longer than a 1 s open
+    watchdog, which must not call a file that is being read hung (it said
+    "still decoding its metadata" and exit 2 on every file past a minute of
+    reading with the default limit, 1,000,000 captures among them)."""
+    path = os.path.join(tmp, "many.h5")
+    n = 50000
+    r = rc.run([rc.LOOP, "--out", path, "--count", str(n), "--elements", "4", "--names", "1"],
+               timeout=600)
+    if not check(r.returncode == 0, "many: capture_loop %d %r" % (r.returncode, r.stderr)):
+        return
+    env = dict(os.environ, ULPPROF_OPEN_TIMEOUT="1")
+    r = subprocess.run([rc.ULPPROF, "ls", "--json", path], capture_output=True, text=True,
+                       env=env, timeout=600)
+    ok = check(r.returncode == 0 and r.stderr == "", "many: ls %d %r" % (r.returncode, r.stderr))
+    if ok:
+        occ = sorted(c["occurrence"] for c in json.loads(r.stdout)[0]["captures"])
+        check(occ == list(range(n)), "many: ls lists %d occurrences, not 0..%d" % (len(occ), n - 1))
+
+
 def main():
     tmp = rc.tmpdir("host")
-    for case in (close_race, in_signal, bad_desc, second_writer, failed_create):
+    for case in (close_race, in_signal, bad_desc, second_writer, failed_create, many_occurrences):
         case(tmp)
     if not rc.failures:
         import shutil
