@@ -2,7 +2,8 @@
 # `cmake --install` gives a prefix from which another project finds ulpprof
 # with find_package(ulpprof), links ulpprof::capture and ulpprof::capture_static,
 # and writes a snapshot that the installed `ulpprof ls` reads and h5py agrees with;
-# a consumer of ulpprof::reports compares it with itself and writes the CSV report.
+# a consumer of ulpprof::reports compares it with itself, writes the CSV report
+# and aligns its kernel trace (none) with itself.
 set -eu
 : "${ULPPROF:?}" "${ULPPROF_BUILD_DIR:?}" "${ULPPROF_SOURCE_DIR:?}"
 PY=${ULP_PYTHON:-/usr/bin/python3}
