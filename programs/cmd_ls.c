@@ -61,6 +61,29 @@ static uint64_t capture_bytes(const ulp_capture_info *c)
     return c->elements * ulp_dtype_size(c->dtype);
 }
 
+/* "  pos 96-103 req 7" (FORMAT.md "Rows and tokens"); "" without positions. */
+static void fmt_tokens(char *buf, size_t n, const ulp_capture_info *c)
+{
+    buf[0] = '\0';
+    if (c->row_rank == 0 || c->positions == NULL || c->rows == 0)
+        return;
+    int64_t lo = c->positions[0], hi = lo;
+    int one_req = 1;
+    for (uint64_t i = 0; i < c->rows; i++) {
+        lo = c->positions[i] < lo ? c->positions[i] : lo;
+        hi = c->positions[i] > hi ? c->positions[i] : hi;
+        if (c->requests != NULL && c->requests[i] != c->requests[0])
+            one_req = 0;
+    }
+    size_t w = (size_t)snprintf(buf, n, "  pos %" PRId64 "-%" PRId64, lo, hi);
+    if (w < n && c->requests != NULL && one_req)
+        w += (size_t)snprintf(buf + w, n - w, " req %" PRId64, c->requests[0]);
+    else if (w < n && c->requests != NULL)
+        w += (size_t)snprintf(buf + w, n - w, " several requests");
+    if (w < n && (uint64_t)(hi - lo) + 1 != c->rows)
+        snprintf(buf + w, n - w, " (%" PRIu64 " rows)", c->rows);
+}
+
 static void print_text(const ulp_snapshot *s, int color)
 {
     size_t n = ulp_snapshot_capture_count(s);
@@ -124,11 +147,13 @@ static void print_text(const ulp_snapshot *s, int color)
         cli_human_bytes(size, sizeof size, capture_bytes(c));
         printf("  %*" PRId64 "  ", (int)wseq, c->seq);
         cli_print_escaped(stdout, c->name);
-        printf("%*s  %*" PRId64 "  %*s  %-*s%*s  %-*s  %-*s  %*s (%" PRIu64 " B)\n",
+        char tokens[128];
+        fmt_tokens(tokens, sizeof tokens, c);
+        printf("%*s  %*" PRId64 "  %*s  %-*s%*s  %-*s  %-*s  %*s (%" PRIu64 " B)%s\n",
                (int)(wname - cli_utf8_width(c->name)), "", (int)wocc, c->occurrence, (int)wlayer,
                layer, (int)cli_utf8_width(c->role), c->role, (int)(wrole - cli_utf8_width(c->role)),
                "", (int)wdtype, ulp_dtype_name(c->dtype), (int)wshape, shape, (int)wsize, size,
-               capture_bytes(c));
+               capture_bytes(c), tokens);
         total_elements += c->elements;
         total_bytes += capture_bytes(c);
     }
@@ -178,6 +203,23 @@ static json_t *snapshot_json(const ulp_snapshot *s)
         json_object_set_new(r, "shape", shape);
         json_object_set_new(r, "elements", json_integer((json_int_t)c->elements));
         json_object_set_new(r, "bytes", json_integer((json_int_t)capture_bytes(c)));
+        if (c->row_rank > 0) {
+            /* The token metadata, in full (FORMAT.md "Rows and tokens"). */
+            json_t *pos = json_array(), *req = json_array();
+            for (uint64_t k = 0; k < c->rows; k++) {
+                json_array_append_new(pos, json_integer(c->positions[k]));
+                json_array_append_new(req, json_integer(c->requests ? c->requests[k] : 0));
+            }
+            json_object_set_new(r, "row_rank", json_integer(c->row_rank));
+            json_object_set_new(r, "positions", pos);
+            json_object_set_new(r, "requests", req);
+        }
+        if (c->n_inputs > 0) {
+            json_t *in = json_array();
+            for (size_t k = 0; k < c->n_inputs; k++)
+                json_array_append_new(in, cli_json_str(c->inputs[k]));
+            json_object_set_new(r, "inputs", in);
+        }
         json_array_append_new(caps, r);
         total_elements += c->elements;
         total_bytes += capture_bytes(c);

@@ -188,6 +188,18 @@ class AlignTest(unittest.TestCase):
         self.assertIn("tokens: 3 captures compared on (request, position): %d positions in both "
                       "runs, 0 only in A, %d only in B (per capture)" % (T, 3 * T),
                       " ".join(out.split()))
+        # ulpprof ls shows the token metadata as the file holds it.
+        p = subprocess.run([ULPPROF, "ls", "--json", b], capture_output=True, text=True)
+        caps = json.loads(p.stdout)[0]["captures"]
+        with h5py.File(b, "r") as f:
+            for c in caps:
+                ds = f["captures"][c["name"]][str(c["occurrence"])]
+                self.assertEqual(c["positions"], ds.attrs["positions"].reshape(-1).tolist())
+                self.assertEqual(c["requests"], ds.attrs["requests"].reshape(-1).tolist())
+                self.assertEqual(c["row_rank"], ds.attrs["positions"].ndim)
+                self.assertEqual(c.get("inputs", []), ref.inputs_of(f, c["name"]))
+        p = subprocess.run([ULPPROF, "ls", b], capture_output=True, text=True)
+        self.assertIn("pos 0-%d several requests (%d rows)" % (T - 1, 4 * T), p.stdout)
         rc, out, _ = diff("--format", "csv", a, b)
         rec = next(csv.DictReader(io.StringIO(out)))
         self.assertEqual((rec["aligned"], rec["positions_compared"], rec["positions_only_in_b"]),
