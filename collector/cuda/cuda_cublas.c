@@ -135,11 +135,11 @@ ULP_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d
     int have_getters = getters(&g) == 0;
     ulp__gemm_row *outer = t_depth > 0 ? t_outer : NULL;
     if (outer != NULL && have_getters && strcmp(outer->algo, "cublas") == 0) {
-        /* cuBLAS's own call: its algorithm is the outer call's. */
+        /* cuBLAS's own call: its algorithm is the outer call's (still
+         * "cublas": cuBLAS chose it). */
         ulp__gemm_row inner;
         memset(&inner, 0, sizeof(inner));
         ulp__gemm_describe_lt(&g, desc, ad, bd, cd, dd, algo, ws_bytes, &inner);
-        snprintf(outer->algo, sizeof(outer->algo), "%s", inner.algo);
         outer->algo_id = inner.algo_id;
         memcpy(outer->tile, inner.tile, sizeof(outer->tile));
         memcpy(outer->stages, inner.stages, sizeof(outer->stages));

@@ -31,6 +31,10 @@ if [[ -x "$PROG" && -f "$LIB" ]]; then
     done
     "$ULPPROF" record -o "$T/plain.h5" -- "$PROG" --mode miss >/dev/null 2>&1 ||
         fail "record without --gemms"
+    # cuBLAS calling cuBLASLt inside (a stand-in libcublas does it as the
+    # real one does): one row, the outer call's, with the inner algorithm.
+    "$ULPPROF" record --gemms -o "$T/nested.h5" -- "$PROG"_fake --mode hit >/dev/null 2>&1 ||
+        fail "record of the nested calls"
     "$ULPPROF" diff "$T/miss.h5" "$T/hit.h5" >"$T/diff.txt" 2>&1
     rc=$?
     [[ $rc == 1 ]] || fail "diff exit $rc, expected 1: $(cat "$T/diff.txt")"
@@ -78,6 +82,16 @@ for mode in ("miss", "hit"):
         a = f[f"captures/model.layers.{layer}.out/0"].attrs
         assert list(a["gemms"]) == [2 * layer, 2 * layer + 2], (mode, layer, a["gemms"])
     f.close()
+f = h5py.File(f"{t}/nested.h5", "r")
+g = f["trace/gemms"][()]
+assert len(g) == 4, len(g)   # the inner cublasLtMatmul calls are not rows of their own
+for i in (1, 3):
+    r = g[i]
+    got = {k: s(r[k]) if r.dtype[k].kind == "S" else int(r[k]) for k in r.dtype.names}
+    want = dict(api="cublasGemmEx", m=15, n=32, k=16, algo="cublas", tile="256x64",
+                stages="64x5", splitk=2, reduction="compute", stream=0x5150)
+    assert all(got[k] == v for k, v in want.items()), (i, got)
+f.close()
 f = h5py.File(f"{t}/plain.h5", "r")
 assert "trace" not in f or "gemms" not in f["trace"], "recorded without --gemms"
 assert "gemms" not in f["captures/model.layers.0.out/0"].attrs
