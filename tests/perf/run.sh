@@ -1,12 +1,21 @@
 #!/bin/bash
 # Runs the benchmarks (programs, not tests: their numbers depend on the
 # machine, so nothing here passes or fails on timing).
-#   tests/perf/run.sh [BUILD_DIR]     (default: $ULPPROF_BUILD_DIR, else ./build)
+#   tests/perf/run.sh [BUILD_DIR [SIZE_MIB...]]   (default: $ULPPROF_BUILD_DIR, else ./build)
 set -euo pipefail
 build=${1:-${ULPPROF_BUILD_DIR:-build}}
+[ $# -eq 0 ] || shift
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # Host capture API (issue #2): 32 captures of 4 Mi bf16 through ulp_capture_host;
 # prints the call/memcpy and write/fwrite ratios.
 "$build/tests/bench_capture" "$tmp"
+
+# The element comparison against the share of differing elements (issue #16:
+# no cliff at any density); CPU ns per element pair for bf16 and f32.
+"$build/tests/bench_density"
+
+# ulpprof diff beside cat, a plain walk of the files, and numpy: the realistic
+# pairs, the easy one, 10,000 captures (tests/perf/bench_diff.sh says how).
+ULPPROF_BUILD_DIR=$build bash "$(dirname "$0")/bench_diff.sh" "$@"
