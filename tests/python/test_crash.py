@@ -37,22 +37,6 @@ import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 
 
-def kill_after_line(args, want, tag):
-    """Starts args, reads its stdout until a line `want`, then SIGKILLs it.
-    Returns the lines read."""
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
-    for ln in p.stdout:
-        lines.append(ln.strip())
-        if ln.strip() == want:
-            os.kill(p.pid, signal.SIGKILL)
-            break
-    p.wait()
-    err = p.stderr.read()
-    check(p.returncode == -signal.SIGKILL, "%s: exit %r (stderr %r)" % (tag, p.returncode, err))
-    return lines
-
-
 def kill_at_size(args, path, size, tag):
     """Starts args and SIGKILLs it as soon as `path` has at least `size` bytes."""
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -82,7 +66,7 @@ def part_a(tmp):
     for k in (0, 1, 2, 7, 23, 38):
         path = os.path.join(tmp, "kill_a%d.h5" % k)
         tag = "A kill after flushed %d" % k
-        kill_after_line([rc.LOOP, "--out", path, "--count", str(count), "--elements",
+        rc.kill_after_line([rc.LOOP, "--out", path, "--count", str(count), "--elements",
                          str(elements), "--names", str(names), "--flush-each", "--report"],
                         "flushed %d" % k, tag)
         n = rc.check_loop_file(path, elements, "bf16", names, tag, k + 1, count)
@@ -107,7 +91,7 @@ def part_b(tmp):
     for k in (1, 4, 11):
         path = os.path.join(tmp, "kill_b%d.h5" % k)
         tag = "B kill after queued %d" % k
-        kill_after_line(base + ["--out", path, "--report"], "queued %d" % k, tag)
+        rc.kill_after_line(base + ["--out", path, "--report"], "queued %d" % k, tag)
         n = rc.check_loop_file(path, elements, "bf16", names, tag, 0, k + 1)
         seen.add(n)
         print("%s: %d captures readable, file %d bytes" % (tag, n, os.path.getsize(path)),

@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import struct
 import subprocess
 import sys
@@ -325,19 +324,6 @@ def part_a(tmp):
 
 # ---- B: unclosed files ---------------------------------------------------------------------
 
-def kill_after_line(args, want, tag):
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for ln in p.stdout:
-        if ln.strip() == want:
-            os.kill(p.pid, signal.SIGKILL)
-            break
-    p.wait()
-    err = p.stderr.read()
-    p.stdout.close()
-    p.stderr.close()
-    check(p.returncode == -signal.SIGKILL, "%s: exit %r (stderr %r)" % (tag, p.returncode, err))
-
-
 def part_b(tmp, big):
     uncl = os.path.join(tmp, "unclosed.h5")
     unclosed_copy(big, uncl)
@@ -363,7 +349,7 @@ def part_b(tmp, big):
 
     # A writer really killed, in the journal's second block.
     killed = os.path.join(tmp, "killed.h5")
-    kill_after_line([rc.LOOP, "--out", killed, "--count", "400", "--elements", str(ELEMENTS),
+    rc.kill_after_line([rc.LOOP, "--out", killed, "--count", "400", "--elements", str(ELEMENTS),
                      "--names", str(NAMES), "--flush-each", "--report"], "flushed 150", "B kill")
     data = read(killed)
     j = parse_journal(data, journal_offset(killed)[0])

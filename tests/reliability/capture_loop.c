@@ -6,7 +6,7 @@
  *   capture_loop --out FILE [--count N] [--elements E] [--dtype NAME]
  *                [--names K] [--flush-each] [--report] [--queue-mb MB]
  *                [--flip-from S] [--keep-going] [--ignore-sigxfsz]
- *                [--rss-every N] [--kernels K]
+ *                [--rss-every N] [--kernels K] [--lockstep]
  *
  * Capture i is named "t.<i mod K>" (so names repeat and occurrences grow),
  * has shape [E] and holds the bits of make_snapshots.py's formula
@@ -22,6 +22,10 @@
  * test kills the program at a known point with that.  At the end: "done ok=<accepted>
  * refused=<refused> close=<status name>"; with --keep-going the loop goes on after a failed capture
  * (the host keeps running), else it stops at the first one.
+ * --lockstep (with --report) waits, after each line it prints, for one byte on
+ * stdin before it goes on (end of input: it runs on freely), so a test that
+ * kills the program after a given line kills it there and not some captures
+ * later: on a loaded machine the loop can otherwise finish first.
  * --rss-every N prints "rss i <KiB>" (VmRSS) every N captures on stderr.
  * --kernels K appends K kernel launches to /trace before each capture,
  * through the session's internal trace API (what the CUDA collector does per
@@ -31,12 +35,14 @@
  * Exit status: 0 when the program ran to its end (whatever the captures
  * did), 2 on a usage error or when the session cannot be opened.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "collector/session.h"
 #include "ulpprof/capture.h"
@@ -91,27 +97,36 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+/* --lockstep: one byte from the test before the next capture; EOF frees the loop. */
+static void wait_step(int lockstep)
+{
+    static int free_run;
+    char b;
+    if (!lockstep || free_run)
+        return;
+    ssize_t n;
+    do
+        n = read(0, &b, 1);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        free_run = 1;
+}
+
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {{"out", required_argument, NULL, 'o'},
-                                             {"count", required_argument, NULL, 'n'},
-                                             {"elements", required_argument, NULL, 'e'},
-                                             {"dtype", required_argument, NULL, 'd'},
-                                             {"names", required_argument, NULL, 'k'},
-                                             {"flush-each", no_argument, NULL, 'F'},
-                                             {"report", no_argument, NULL, 'r'},
-                                             {"queue-mb", required_argument, NULL, 'q'},
-                                             {"flip-from", required_argument, NULL, 'f'},
-                                             {"keep-going", no_argument, NULL, 'g'},
-                                             {"ignore-sigxfsz", no_argument, NULL, 'x'},
-                                             {"rss-every", required_argument, NULL, 'R'},
-                                             {"label", required_argument, NULL, 'l'},
-                                             {"kernels", required_argument, NULL, 'K'},
-                                             {NULL, 0, NULL, 0}};
+    static const struct option longopts[] = {
+        {"out", required_argument, NULL, 'o'},       {"count", required_argument, NULL, 'n'},
+        {"elements", required_argument, NULL, 'e'},  {"dtype", required_argument, NULL, 'd'},
+        {"names", required_argument, NULL, 'k'},     {"flush-each", no_argument, NULL, 'F'},
+        {"report", no_argument, NULL, 'r'},          {"queue-mb", required_argument, NULL, 'q'},
+        {"flip-from", required_argument, NULL, 'f'}, {"keep-going", no_argument, NULL, 'g'},
+        {"ignore-sigxfsz", no_argument, NULL, 'x'},  {"rss-every", required_argument, NULL, 'R'},
+        {"label", required_argument, NULL, 'l'},     {"kernels", required_argument, NULL, 'K'},
+        {"lockstep", no_argument, NULL, 'L'},        {NULL, 0, NULL, 0}};
     const char *out = NULL, *label = "loop";
     uint64_t count = 10, elements = 1024, names = 8, queue_mb = 0, flip_from = UINT64_MAX;
     uint64_t rss_every = 0, kernels = 0;
-    int flush_each = 0, report = 0, keep_going = 0, c;
+    int flush_each = 0, report = 0, keep_going = 0, lockstep = 0, c;
     ulp_dtype dtype = ULP_DTYPE_BF16;
 
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -154,6 +169,9 @@ int main(int argc, char **argv)
         case 'r':
             report = 1;
             break;
+        case 'L':
+            lockstep = 1;
+            break;
         case 'g':
             keep_going = 1;
             break;
@@ -188,6 +206,7 @@ int main(int argc, char **argv)
     if (report) {
         printf("opened\n"); /* the file exists, flushed, with no capture yet */
         fflush(stdout);
+        wait_step(lockstep);
     }
 
     size_t size = ulp_dtype_size(dtype);
@@ -241,6 +260,7 @@ int main(int argc, char **argv)
             if (report) {
                 printf("%s %" PRIu64 "\n", flush_each ? "flushed" : "queued", i);
                 fflush(stdout);
+                wait_step(lockstep);
             }
         } else {
             refused++;

@@ -7,6 +7,7 @@ The expected bits come from tests/python/make_snapshots.py's formula
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,32 @@ def run(args, cwd=None, timeout=300, **kw):
 
 def ulpprof(args, cwd=None, timeout=300):
     return run([ULPPROF] + list(args), cwd=cwd, timeout=timeout)
+
+
+def kill_after_line(args, want, tag):
+    """Runs capture_loop `args` with --lockstep, answers each line it prints
+    until the line `want`, then SIGKILLs it: the program waits for the answer
+    before its next capture, so it dies exactly there however loaded the
+    machine is.  Returns the lines read."""
+    p = subprocess.Popen(args + ["--lockstep"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    lines = []
+    for ln in p.stdout:
+        lines.append(ln.strip())
+        if ln.strip() == want:
+            os.kill(p.pid, signal.SIGKILL)
+            break
+        p.stdin.write("\n")
+        p.stdin.flush()
+    p.wait()
+    err = p.stderr.read()
+    for f in (p.stdin, p.stdout, p.stderr):
+        try:
+            f.close()
+        except BrokenPipeError:
+            pass
+    check(p.returncode == -signal.SIGKILL, "%s: exit %r (stderr %r)" % (tag, p.returncode, err))
+    return lines
 
 
 def raw_bits(d):
