@@ -207,6 +207,7 @@ class Capture:
         self._session = None
         self._key = None
         self.mode = _mode()
+        self._path = os.environ.get("ULPPROF_OUTPUT")
         self.specs = _layout.discover(model, layers=layers, prefix=prefix, sublayers=sublayers,
                                       kv=kv)
         if self._match:
@@ -238,10 +239,12 @@ class Capture:
             key = os.path.realpath(self._session.path)
             _shared[key] = [self._session, 1]
         self._key = key
+        self._path = self._session.path
 
     @property
     def path(self):
-        return self._session.path if self._session else os.environ.get("ULPPROF_OUTPUT")
+        """The snapshot's path (% expansions done; record's -o under nvtx)."""
+        return self._path
 
     # --- hooks --------------------------------------------------------------
     def _install(self):

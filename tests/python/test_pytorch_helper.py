@@ -147,6 +147,14 @@ with tempfile.TemporaryDirectory() as tmp:
     except _lib.CaptureError as e:
         check("one session per file" in str(e), str(e))
 
+    # %r in the path: one file per rank (torch.distributed sets RANK).
+    os.environ["RANK"] = "3"
+    with torch.no_grad(), ulpprof.torch.capture(m1, os.path.join(tmp, "tp-%r.h5")) as cap:
+        m1(ids1)
+    del os.environ["RANK"]
+    check(cap.path == os.path.join(tmp, "tp-3.h5") and os.path.exists(cap.path),
+          "%%r: %s" % cap.path)
+
     # More token rows than a positions attribute holds: captured without them.
     big, big_ids = tiny_model.make(1, tokens=16001, layers=1)
     big.model.layers = torch.nn.ModuleList()  # no layers: embeddings, norm, logits
