@@ -21,17 +21,20 @@ tokens' keys (before RoPE) and values; earlier positions' were captured by
 the pass that computed them.
 
 Tokens: every capture whose leading axes are (batch, tokens) of the forward
-call records, per row, its token position and request (FORMAT.md): the
+call (or whose first axis is the tokens of the engines' forward(input_ids[T],
+positions[T])) records, per row, its token position and request (FORMAT.md): the
 position from the call's `position_ids`, else `cache_position`, else the
 cache length + 0, 1, ...; the request is the batch row, or `requests[row]`
 when given.  Padded tokens (attention_mask 0) are left out.  So a cache miss
 and a hit, or batch 1 and batch 4, pair position by position.  Each call of
 the model's forward is one step (0, 1, ...).
 
-`select` says what to keep: None keeps every batch row; an int, a list of
-ints or a slice keeps those rows (their request ids stay the row numbers, or
+`select` says what to keep: None keeps every batch row (and every token);
+an int, a list of ints or a slice keeps those batch rows of the tensors whose
+leading axis is the batch (their request ids stay the row numbers, or
 `requests`); `match` (a regular expression) keeps only the captures whose
-names it finds.
+names it finds.  Token rows beyond what the format holds (16,000 per
+capture) are dropped, not the tensor (said once).
 
 Where the bytes go: CPU tensors go to the host capture library shipped in
 this package (libulpprof_capture, through ctypes).  Under `ulpprof record`
@@ -41,7 +44,8 @@ collector that `record` loads, which copies on the tensor's stream without
 synchronizing; the file is then record's `-o` (pass path=None).  Outside
 `record`, CUDA tensors are copied to the host (this synchronizes).  One
 capture library serves the process, and captures on one file share one
-session.
+session.  ULPPROF_TORCH_MODE=host|nvtx overrides the choice.  A capture that
+fails is said once on stderr and never fails the model's forward.
 """
 import os
 import re
