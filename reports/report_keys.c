@@ -53,6 +53,54 @@ void ulp__fmt_run(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_r
         snprintf(buf, n, "%spositions %" PRId64 "-%" PRId64, req, run->first, run->last);
 }
 
+/* Appends one run to a list: "positions 3-5", then ", 9-12", a new request restating it. */
+static size_t append_run(char *buf, size_t n, size_t w, const ulp_diff_row *row,
+                         const ulp__key_run *run, const ulp__key_run *prev)
+{
+    if (w >= n)
+        return w;
+    if (prev != NULL && prev->request == run->request) {
+        if (run->first == run->last)
+            return w + (size_t)snprintf(buf + w, n - w, ", %" PRId64, run->first);
+        return w +
+               (size_t)snprintf(buf + w, n - w, ", %" PRId64 "-%" PRId64, run->first, run->last);
+    }
+    char one[96];
+    ulp__fmt_run(one, sizeof one, row, run);
+    return w + (size_t)snprintf(buf + w, n - w, "%s%s", prev != NULL ? "; " : "", one);
+}
+
+int ulp__fmt_runs(char *buf, size_t n, const ulp_diff_row *row, size_t *k, int same_origin,
+                  size_t max, ulp__key_run *first)
+{
+    ulp__key_run run, prev = {0};
+    size_t w = 0, shown = 0, more = 0, at = *k;
+    buf[0] = '\0';
+    while (ulp__next_run(row, &at, &run)) {
+        if (shown > 0 && same_origin &&
+            (run.origin != first->origin || run.input != first->input)) {
+            at = run.k0; /* the next group starts here */
+            break;
+        }
+        if (shown == 0)
+            *first = run;
+        if (shown < max)
+            w = append_run(buf, n, w, row, &run, shown ? &prev : NULL);
+        else
+            more++;
+        shown++;
+        prev = run;
+        *k = at;
+    }
+    if (shown > 0 && !same_origin)
+        *k = at;
+    if (shown > 0 && same_origin)
+        first->k1 = prev.k1; /* the group's keys, for the words on where they came from */
+    if (more && w < n)
+        snprintf(buf + w, n - w, " and %zu more run%s", more, more > 1 ? "s" : "");
+    return shown > 0;
+}
+
 /* "occurrence 0" or "occurrences 0, 3" of the keys [k0, k1) on one side. */
 static void fmt_occurrences(char *buf, size_t n, const ulp_diff_row *row, size_t k0, size_t k1,
                             int side_b)

@@ -60,6 +60,14 @@ typedef struct ulp__key_run {
 int ulp__next_run(const ulp_diff_row *row, size_t *k, ulp__key_run *run);
 /* "positions 88-95" or "request 2, position 7". */
 void ulp__fmt_run(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_run *run);
+/*
+ * The runs of differing keys from key *k on as one list ("positions 24-25,
+ * 30-31 and 12 more runs"), at most `max` of them written; with
+ * `same_origin`, only those with the first run's origin and input.  *first
+ * gets the first run and *k moves past the runs listed.  0 when none.
+ */
+int ulp__fmt_runs(char *buf, size_t n, const ulp_diff_row *row, size_t *k, int same_origin,
+                  size_t max, ulp__key_run *first);
 /* Where the run's difference came from, in words. */
 void ulp__fmt_origin(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_run *run);
 /* The shortest digits that read back as the same value of `dt`. */

@@ -252,16 +252,9 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
     if (row->aligned && w < n) {
         ulp__key_run run;
         size_t k = 0;
-        int shown = 0;
-        while (ulp__next_run(row, &k, &run) && w < n) {
-            if (shown == 3) {
-                w += (size_t)snprintf(buf + w, n - w, " and more");
-                break;
-            }
-            ulp__fmt_run(b4, sizeof b4, row, &run);
-            w += (size_t)snprintf(buf + w, n - w, "%s%s", shown ? ", " : ", ", b4);
-            shown++;
-        }
+        char list[400];
+        if (ulp__fmt_runs(list, sizeof list, row, &k, 0, 3, &run))
+            w += (size_t)snprintf(buf + w, n - w, ", %s", list);
         if (w < n)
             w += (size_t)snprintf(buf + w, n - w,
                                   " (%" PRIu64 " of %" PRIu64 " positions compared differ)",
@@ -383,15 +376,15 @@ void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, 
         ulp__first_divergence_text(r, text, sizeof text, code);
         fprintf(f, "%sfirst divergence: %s\n", bullet, text);
         if (row->aligned && row->positions_differing > 0) {
+            /* One line per origin: the runs it covers, then where they came from. */
             ulp__key_run run;
             size_t k = 0;
             const char *sub = bullet[0] ? "  - " : "  ";
-            int shown = 0;
-            while (ulp__next_run(row, &k, &run) && shown < 4) {
-                ulp__fmt_run(b1, sizeof b1, row, &run);
+            char list[400];
+            for (int groups = 0;
+                 groups < 4 && ulp__fmt_runs(list, sizeof list, row, &k, 1, 6, &run); groups++) {
                 ulp__fmt_origin(text, sizeof text, row, &run);
-                fprintf(f, "%s%s: %s\n", sub, b1, text);
-                shown++;
+                fprintf(f, "%s%s: %s\n", sub, list, text);
             }
             if (row->capture_next != NULL)
                 fprintf(f,
