@@ -14,7 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ulpprof/diff.h"
 #include "ulpprof/refmodel.h"
+#include "ulpprof/report.h"
 #include "ulpprof/snapshot.h"
 
 #define CLI_EXIT_OK     0
@@ -31,6 +33,25 @@ int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
+
+/* `ulpprof diff A B` when A or B is a run directory of per-rank files (cmd_diff_ranks.c). */
+typedef struct cli_diff_ranks_args {
+    const char *a, *b; /* runs: files or directories of per-rank files */
+    const ulp_diff_options *opts;
+    ulp_report_format format;
+    unsigned flags;       /* ULP_REPORT_COLOR                          */
+    const char *plot_dir; /* per rank: DIR/rank<R>; NULL: no plots     */
+} cli_diff_ranks_args;
+/* Prints the rank-by-rank reports to `out`; returns the exit status. */
+int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out);
+/* Whether `path` is a directory. */
+int cli_is_dir(const char *path);
+/*
+ * Opens every snapshot of a run (a file, or the *.h5 of a run directory)
+ * through cli_open_snapshot() and closes it: a file that makes HDF5 crash or
+ * hang gets its line and exit 2 there.  0, or -1 after the message.
+ */
+int cli_check_run(const char *path);
 
 /* `ulpprof demo --ladder` (cmd_demo_ladder.c): the runs, the ladder, its plots; an exit status. */
 int demo_ladder(const ulp_refmodel_options *base, const char *dir, const char *gnuplot, int plots);

@@ -19,7 +19,7 @@
     "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"                \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
     "                    [--threads N] [--plot DIR]\n"                                             \
-    "                    A.h5 B.h5"
+    "                    A B     (snapshot files, or run directories of per-rank files)"
 
 static void diff_help(void)
 {
@@ -34,6 +34,9 @@ static void diff_help(void)
            "and the worst element.  Then: the first divergence and how it grows to\n"
            "the last activation, the kernels behind it (when the files have a trace),\n"
            "the logits' argmax flips and why, and the ladder rung the pair tests.\n"
+           "A run directory (the per-rank files of one run, `record -o DIR/%%r.h5`) is\n"
+           "compared rank by rank with another run: rank r of A with rank r of B, for\n"
+           "the ranks both have (ranks from /env 'rank'); --plot DIR writes DIR/rank<r>.\n"
            "\n"
            "options:\n"
            "  -f, --format FMT       table (default), markdown, csv or json\n"
@@ -258,12 +261,38 @@ static int diff_plot(const diff_cli *o, const ulp_diff_result *res)
     return 0;
 }
 
+/* Run directories of per-rank files: rank by rank (cmd_diff_ranks.c). */
+static int diff_runs(const diff_cli *o)
+{
+    FILE *out = o->out_path ? fopen(o->out_path, "w") : stdout;
+    if (out == NULL) {
+        cli_error("cannot open '%s' for writing: %s", o->out_path, strerror(errno));
+        return CLI_EXIT_ERROR;
+    }
+    cli_diff_ranks_args x = {.a = o->path_a,
+                             .b = o->path_b,
+                             .opts = &o->opts,
+                             .format = o->format,
+                             .plot_dir = o->plot_dir};
+    if (o->format == ULP_REPORT_TABLE &&
+        (strcmp(o->color, "always") == 0 || (strcmp(o->color, "auto") == 0 && cli_use_color(out))))
+        x.flags |= ULP_REPORT_COLOR;
+    int rc = cli_diff_ranks(&x, out);
+    if (out != stdout && fclose(out) != 0 && rc != CLI_EXIT_ERROR) {
+        cli_error("cannot write '%s': %s", o->out_path, strerror(errno));
+        rc = CLI_EXIT_ERROR;
+    }
+    return rc;
+}
+
 int cmd_diff(int argc, char **argv)
 {
     diff_cli o;
     int rc = diff_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (cli_is_dir(o.path_a) || cli_is_dir(o.path_b))
+        return diff_runs(&o);
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_diff_result *res = diff_run(&o, &a, &b);

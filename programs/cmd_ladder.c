@@ -4,7 +4,6 @@
  * and where (ladder.h).  Exit 0 when no rung breaks, 1 when one does, 2 on
  * error.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <stdlib.h>
@@ -50,44 +49,6 @@ static void ladder_help(void)
            "  -h, --help         show this help\n"
            "\n"
            "exit status: 0 no rung breaks, 1 a rung breaks, 2 error\n");
-}
-
-static int has_h5_suffix(const char *name)
-{
-    size_t n = strlen(name);
-    return n > 3 && strcmp(name + n - 3, ".h5") == 0 && name[0] != '.';
-}
-
-/*
- * Opens every file of a run once through the CLI's guarded open, so that a
- * file that makes HDF5 crash or hang gets its one line and exit 2 here.
- */
-static int check_run(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        ulp_snapshot *s = cli_open_snapshot(path);
-        ulp_snapshot_close(s);
-        return s ? 0 : -1;
-    }
-    DIR *d = opendir(path);
-    if (d == NULL) {
-        cli_error("cannot open '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (!has_h5_suffix(e->d_name))
-            continue;
-        char file[4096];
-        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-        ulp_snapshot *s = cli_open_snapshot(file);
-        rc = s ? 0 : -1;
-        ulp_snapshot_close(s);
-    }
-    closedir(d);
-    return rc;
 }
 
 static int write_plots(const ulp_ladder_result *r, const char *dir, const char *gnuplot)
@@ -227,7 +188,7 @@ int cmd_ladder(int argc, char **argv)
     FILE *out = stdout;
     rc = CLI_EXIT_ERROR;
     for (size_t i = 0; i < n; i++)
-        if (check_run(paths[i]) != 0)
+        if (cli_check_run(paths[i]) != 0)
             goto cleanup;
     if (ulp_ladder_compare(paths, n, &a.opts, &r, &err) != ULP_OK) {
         cli_error("%s", err.msg);
