@@ -114,7 +114,14 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
                                        .elements = row->elements,
                                        .max_ulp = row->m.max_ulp,
                                        .row = -1,
+                                       .request = -1,
                                        .position = -1};
+    if (row->aligned) {
+        /* The diff paired the rows by token: its first differing key is the place. */
+        p->first.request = row->first_request;
+        p->first.position = row->first_position;
+        return ULP_OK;
+    }
     if (row->status != ULP_DIFF_DIFFERS)
         return ULP_OK;
     ptrdiff_t ia = ulp_snapshot_find(sa, row->name, row->occurrence);
@@ -123,8 +130,10 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
     if (ia >= 0 && ib >= 0)
         p->first.row = first_row(sa, (size_t)ia, sb, (size_t)ib, err, &st);
     const ulp_capture_info *c = ia >= 0 ? ulp_snapshot_capture(sa, (size_t)ia) : NULL;
-    if (c && c->positions && p->first.row >= 0 && (uint64_t)p->first.row < c->rows)
+    if (c && c->positions && p->first.row >= 0 && (uint64_t)p->first.row < c->rows) {
         p->first.position = c->positions[p->first.row];
+        p->first.request = c->requests ? c->requests[p->first.row] : 0;
+    }
     return st;
 }
 

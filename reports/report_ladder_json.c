@@ -47,6 +47,7 @@ static json_t *first_json(const ulp_ladder_pair *p)
     json_object_set_new(o, "rank", json_integer(d->rank));
     json_object_set_new(o, "status", json_string(ulp_diff_status_name(d->status)));
     json_object_set_new(o, "row", d->row >= 0 ? json_integer(d->row) : json_null());
+    json_object_set_new(o, "request", d->request >= 0 ? json_integer(d->request) : json_null());
     json_object_set_new(o, "position", d->position >= 0 ? json_integer(d->position) : json_null());
     int compared = d->status == ULP_DIFF_DIFFERS;
     json_object_set_new(o, "differing", compared ? jcount(d->differing) : json_null());

@@ -83,11 +83,14 @@ typedef struct ulp_ladder_divergence {
     ulp_diff_status status;
     uint64_t differing, elements;
     uint64_t max_ulp;
-    int64_t row;      /* the row of the first differing element: its index over the
-                         capture's row axes (FORMAT.md `positions`), else along axis 0;
-                         -1 when not compared (shape or dtype mismatch) or a scalar */
-    int64_t position; /* that row's token position (A's); -1 when the capture
-                         records none                                        */
+    int64_t row;      /* the row of the first differing element, along axis 0 (over
+                         the row axes when A's capture has positions); -1 for an
+                         aligned row (both sides have positions: the diff pairs
+                         rows by token, see `position`), a shape or dtype
+                         mismatch, or a scalar                               */
+    int64_t request;  /* the first differing (request, position) key of an aligned
+                         row (the diff's); else the request and position of  */
+    int64_t position; /* `row` in A when A records them; -1 when unknown      */
 } ulp_ladder_divergence;
 
 typedef struct ulp_ladder_pair {

@@ -8,8 +8,8 @@ a third is made of run directories of per-rank files.  Everything the
 report says is recomputed here from the files and from common/FORMAT.md's
 rules, never through ulpprof: which captures differ (raw bits), the first
 divergence (A's seq order; shape and dtype mismatches count) and the row of
-its first differing element, the argmax flips (NaN never wins, ties to the
-lowest index), the keys that differ, the rung each pair decides, the groups
+its first differing element, the argmax flips (NaN never wins; a row whose
+top two are tied in either run is a tie, not a flip), the keys that differ, the rung each pair decides, the groups
 of bitwise-identical runs, each rung's verdict and its first break.
 """
 import json
@@ -104,12 +104,23 @@ def read_snapshot(path):
 
 
 def argmax_rows(x):
+    """Per row: (argmax, top-1 minus top-2); NaN never wins, ties to the lowest index."""
     x = x.reshape(-1, x.shape[-1]).astype(np.float64)
     out = []
     for row in x:
         ok = ~np.isnan(row)
-        out.append(int(np.argmax(np.where(ok, row, -np.inf))) if ok.any() else -1)
+        if not ok.any():
+            out.append((-1, None))
+            continue
+        v = np.where(ok, row, -np.inf)
+        top = np.sort(v)[::-1]
+        out.append((int(np.argmax(v)), top[0] - top[1] if v.size > 1 else None))
     return out
+
+
+def count_flips(fa, fb):
+    """FORMAT.md: the argmax differs and neither run's top two are tied (margin 0)."""
+    return sum(1 for (xa, ma), (xb, mb) in zip(fa, fb) if xa != xb and ma != 0 and mb != 0)
 
 
 def compare_files(a, b):
@@ -133,7 +144,7 @@ def compare_files(a, b):
             if c["role"] == "logits" and c["dtype"] == "f32":
                 fa = argmax_rows(c["bits"].view(np.float32))
                 fb = argmax_rows(o["bits"].view(np.float32))
-                flips += sum(1 for x, y in zip(fa, fb) if x != y)
+                flips += count_flips(fa, fb)
         if status == "identical":
             continue
         identical = False
@@ -146,6 +157,11 @@ def compare_files(a, b):
                 row = int(ne[0] // (c["bits"].size // rows))
                 if pos is not None:
                     position = int(pos.ravel()[row])
+                if pos is not None and o["positions"] is not None:
+                    # Aligned (FORMAT.md): rows paired by (request, position); the
+                    # runs here hold the same ascending positions, so the first
+                    # differing key is the first differing row's position.
+                    row = None
             first = {"capture": c["name"], "occurrence": c["occ"], "layer": c["layer"],
                      "status": status, "row": row, "position": position}
     for c in b["caps"]:
