@@ -214,6 +214,70 @@ with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
     except LookupError as e:
         check("VLLM_ENABLE_V1_MULTIPROCESSING" in str(e), str(e))
 
+    # 6. A model shaped as vLLM's Qwen2ForCausalLM (same module names; each
+    #    layer returns (mlp_out, residual); logits from logits_processor),
+    #    built from the HF model's modules: attach() names it like HF, and
+    #    model.layers.N + model.layers.N.1 is the residual stream, bit for bit
+    #    against the layers run by hand without hooks.
+    class VLayer(torch.nn.Module):
+        def __init__(self, hf):
+            super().__init__()
+            self.input_layernorm, self.self_attn = hf.input_layernorm, hf.self_attn
+            self.post_attention_layernorm, self.mlp = hf.post_attention_layernorm, hf.mlp
+
+        def forward(self, positions, x):
+            attn = self.self_attn(hidden_states=self.input_layernorm(x)[None],
+                                  position_ids=positions[None])[0][0]
+            residual = x + attn
+            return self.mlp(self.post_attention_layernorm(residual)), residual
+
+    class VBody(torch.nn.Module):
+        def __init__(self, hf):
+            super().__init__()
+            self.embed_tokens, self.norm = hf.embed_tokens, hf.norm
+            self.layers = torch.nn.ModuleList(VLayer(x) for x in hf.layers)
+
+    class LogitsProcessor(torch.nn.Module):
+        def forward(self, head, x):
+            return torch.nn.functional.linear(x, head.weight)
+
+    class VModel(torch.nn.Module):
+        def __init__(self, hf):
+            super().__init__()
+            self.model, self.lm_head = VBody(hf.model), hf.lm_head
+            self.logits_processor = LogitsProcessor()
+
+        def forward(self, input_ids, positions):
+            x = self.model.embed_tokens(input_ids)
+            for layer in self.model.layers:
+                mlp, residual = layer(positions, x)
+                x = residual + mlp
+            return self.logits_processor(self.lm_head, self.model.norm(x))
+
+    vm = VModel(model)
+    stream, x, pos11 = [], vm.model.embed_tokens(ids[0]), torch.arange(11)
+    for layer in vm.model.layers:
+        mlp, residual = layer(pos11, x)
+        x = residual + mlp
+        stream.append(x)
+    cap = ulpprof.engines.attach(vm, os.path.join(tmp, "vllm.h5"))
+    check([sp.name for sp in cap.specs] == NAMES["qwen2"][:-1] + ["logits_processor"],
+          "vLLM-shaped names %s" % cap.specs)
+    vlogits = vm(ids[0], pos11)
+    cap.close()
+    with h5py.File(os.path.join(tmp, "vllm.h5"), "r") as f:
+        c = f["captures"]
+        for i in range(2):
+            a = c["model.layers.%d" % i]["0"][()]
+            r = c["model.layers.%d.1" % i]["0"][()]
+            check(np.array_equal(bits(torch.from_numpy(r) + torch.from_numpy(a)),
+                                 bits(stream[i])),
+                  "vLLM-shaped layer %d: mlp + residual is not the residual stream" % i)
+            check(c["model.layers.%d" % i]["0"].attrs["positions"].tolist() == list(range(11)),
+                  "vLLM-shaped positions")
+        check(np.array_equal(raw(c["logits_processor"]["0"]), bits(vlogits)), "logits_processor")
+        check(c["logits_processor"]["0"].attrs["role"] in (b"logits", "logits"), "logits role")
+
 for f in fails:
     print("FAIL:", f)
 if not fails:
