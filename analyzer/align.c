@@ -11,6 +11,7 @@
  * [keys, row axes...].
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,6 +320,16 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
         return ulp__error(err, st, "out of memory");
     row->shape_a[0] = row->shape_b[0] = (int64_t)row->positions_compared;
     row->elements = row->positions_compared * *rowlen;
+    if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0) {
+        /* Nothing in common is not "identical": a mismatch that says why. */
+        char hint[200];
+        snprintf(hint, sizeof hint,
+                 "no (request, position) in common: %" PRIu64 " keys only in A, %" PRIu64
+                 " only in B; capture the same tokens in both runs",
+                 row->positions_only_in_a, row->positions_only_in_b);
+        row->status = ULP_DIFF_SHAPE_MISMATCH;
+        row->hint = strdup(hint);
+    }
     if (row->status != ULP_DIFF_IDENTICAL)
         segs->n = 0; /* nothing is compared */
     return ULP_OK;

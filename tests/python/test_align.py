@@ -307,6 +307,22 @@ class AlignTest(unittest.TestCase):
         self.assertEqual(row["status"], "shape_mismatch")
         self.assertIn("--rows tail:3", row["hint"])
 
+    def test_align__no_common_keys(self):
+        """Positions on both sides but none in common: a mismatch, never identical."""
+        m = model(8)
+        a, b = self.path("disjoint-a.h5"), self.path("disjoint-b.h5")
+        wa, wb = capwriter.Writer(a, "a"), capwriter.Writer(b, "b")
+        self.assertEqual(wa.capture("x", m["embed"][:4], "f32", positions=np.arange(4)), 0)
+        self.assertEqual(wb.capture("x", m["embed"][:4], "f32", positions=np.arange(4, 8)), 0)
+        wa.close()
+        wb.close()
+        rc, doc = diff_json(a, b)
+        self.assertEqual(rc, 1)
+        row = doc["rows"][0]
+        self.assertEqual((row["status"], row["positions_compared"], row["positions_only_in_a"],
+                          row["positions_only_in_b"]), ("shape_mismatch", 0, 4, 4))
+        self.assertIn("no (request, position) in common", row["hint"])
+
     def test_align__repeated_keys(self):
         m = model(8)
         # In one capture: the C API refuses it ...
