@@ -182,6 +182,12 @@ assert ("GEMM M=127 N=64 K=96 split-K 1 tile 128x128 stages 64x3 [cublasLtMatmul
 assert "GEMM M=15 N=64 K=96 split-K 4 tile 64x64 stages 64x3" in lb[0], lb[0]
 # Kernel 2 (correlation 12) is outside the call: no GEMM beside it.
 assert all("GEMM" not in l for l in lines if " #2 " in l), out.stdout
+js = subprocess.run([ulpprof, "kernels", "--json", f"{t}/ka.h5", f"{t}/kb.h5"],
+                    capture_output=True, text=True)
+import json
+fd = json.loads(js.stdout)["first_divergence"]
+assert fd["a"]["gemm"].startswith("M=127 N=64 K=96 split-K 1 tile 128x128"), fd
+assert fd["b"]["gemm"].startswith("M=15 N=64 K=96 split-K 4 tile 64x64"), fd
 print(out.stdout)
 
 write(f"{t}/bad1.h5", 1, 1, b"", gemm_dtype="vlen")
