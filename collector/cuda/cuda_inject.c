@@ -373,6 +373,9 @@ static void at_fork_child(void)
     /* The child has none of the parent's threads: stop here rather than
      * queue work nobody will write.  Marks in the child are ignored. */
     atomic_store(&g_forked, 1);
+    /* Graph callbacks would take the graph taps' lock, which a parent
+     * thread may have held at the fork. */
+    ulp__cupti_set_devcap(NULL);
     if (g_devcap != NULL)
         ulp__devcap_forget(g_devcap);
 }
