@@ -8,7 +8,8 @@
  * vectorizes (this file is built with -O3 and AVX2 / AVX-512 clones, as
  * diff_metrics.c), so that the row is read from memory once:
  *   1. both sides: the largest non-NaN value, the count of non-NaN values,
- *      and the largest |z_A - z_B| over finite pairs, in double;
+ *      and the largest |z_A - z_B| over finite pairs in float32, with the
+ *      exact double maximum only for blocks that can beat the row's so far;
  *   2. per side, only for a block whose top reaches the row's so far (a
  *      few blocks a row): the first index holding the block's top value,
  *      how many hold it, and the largest value below it.
@@ -30,49 +31,120 @@
 #define ULP__CLONES
 #endif
 
-/* Pass 1 over a block, both sides: the largest non-NaN values, how many are
- * non-NaN, and the largest |a - b| in double over pairs where both are finite. */
-ULP__CLONES static double block_tops(const float *restrict a, const float *restrict b, uint32_t n,
-                                     float *top_a, float *top_b, uint32_t *nn_a, uint32_t *nn_b)
+/*
+ * Floats compared as unsigned integers, so that the loops vectorize
+ * without -ffast-math (gcc keeps a float max reduction scalar): -0 as +0,
+ * the sign-magnitude bits turned into unsigned order; NaN is 0, below
+ * every number (never a candidate).  Equal keys are equal floats.
+ */
+static inline uint32_t key_of(uint32_t u)
 {
-    float ma = -HUGE_VALF, mb = -HUGE_VALF;
-    uint32_t ca = 0, cb = 0;
-    double m = 0;
+    u = u == 0x80000000u ? 0 : u;
+    uint32_t neg = -(u >> 31);
+    uint32_t k = (u ^ (neg >> 1)) ^ 0x80000000u;
+    uint32_t isnan = (u & 0x7fffffffu) > 0x7f800000u;
+    return k & (isnan - 1);
+}
+
+static inline float float_of(uint32_t k)
+{
+    uint32_t u = k >= 0x80000000u ? k ^ 0x80000000u : ~k;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Pass 1 over a block, both sides: the largest keys, how many are not NaN,
+ * and the largest float32 |a - b| over pairs where both are finite (bits),
+ * also over those whose float32 difference may be rounded (*inexact:
+ * operands of different signs or binades). */
+ULP__CLONES static uint32_t block_tops(const uint32_t *restrict a, const uint32_t *restrict b,
+                                       uint32_t n, uint32_t *top_a, uint32_t *top_b, uint32_t *nn_a,
+                                       uint32_t *nn_b, uint32_t *inexact)
+{
+    uint32_t ma = 0, mb = 0;
+    uint32_t ca = 0, cb = 0, mf = 0, mi = 0;
     for (uint32_t i = 0; i < n; i++) {
-        float x = a[i], y = b[i];
-        ma = x > ma ? x : ma;
-        mb = y > mb ? y : mb;
-        ca += x == x;
-        cb += y == y;
-        uint32_t bx, by;
-        memcpy(&bx, &x, 4);
-        memcpy(&by, &y, 4);
-        int fin = ((bx & 0x7f800000u) != 0x7f800000u) & ((by & 0x7f800000u) != 0x7f800000u);
-        double d = fabs((double)x - (double)y);
-        d = fin ? d : 0.0;
-        m = d > m ? d : m;
+        uint32_t bx = a[i], by = b[i];
+        uint32_t kx = key_of(bx), ky = key_of(by);
+        ma = kx > ma ? kx : ma;
+        mb = ky > mb ? ky : mb;
+        ca += kx != 0;
+        cb += ky != 0;
+        uint32_t fin =
+            -(uint32_t)(((bx & 0x7fffffffu) < 0x7f800000u) & ((by & 0x7fffffffu) < 0x7f800000u));
+        float x, y;
+        memcpy(&x, &bx, 4);
+        memcpy(&y, &by, 4);
+        float df = x - y;
+        uint32_t bd;
+        memcpy(&bd, &df, 4);
+        bd &= 0x7fffffffu & fin;
+        mf = bd > mf ? bd : mf;
+        uint32_t exact = -(uint32_t)(((bx ^ by) >> 23) == 0); /* same sign and exponent */
+        bd &= ~exact;
+        mi = bd > mi ? bd : mi;
     }
     *top_a = ma;
     *top_b = mb;
     *nn_a = ca;
     *nn_b = cb;
+    *inexact = mi;
+    return mf;
+}
+
+/* The largest |a - b| in double over pairs where both are finite (scalar:
+ * run only on the few blocks that can raise the row's maximum). */
+static double block_pert(const uint32_t *a, const uint32_t *b, uint32_t n)
+{
+    double m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if ((a[i] & 0x7f800000u) == 0x7f800000u || (b[i] & 0x7f800000u) == 0x7f800000u)
+            continue;
+        float x, y;
+        memcpy(&x, &a[i], 4);
+        memcpy(&y, &b[i], 4);
+        double d = fabs((double)x - (double)y);
+        m = d > m ? d : m;
+    }
     return m;
 }
 
-/* Pass 2 over a block, one side: the first index of `top`, how many equal it,
- * the largest value below it. */
-ULP__CLONES static float below_top(const float *restrict z, uint32_t n, float top, uint32_t *first,
-                                   uint32_t *count)
+/*
+ * Can a block beat the row's largest |a - b| so far (`run`, in double)?
+ * The same reasoning as diff_metrics.c's may_grow(): float32 subtraction
+ * rounds correctly and monotonically, so if `run` is a float32 value only a
+ * larger float32 maximum, or an inexact difference at the same value, can;
+ * otherwise anything within one float32 ULP of it is looked at.
+ */
+static int may_grow(double run, uint32_t maxf, uint32_t maxi)
 {
-    float m = -HUGE_VALF;
+    if (maxf == 0)
+        return 0;
+    float f = (float)run;
+    uint32_t r;
+    memcpy(&r, &f, 4);
+    if (r == 0 || maxf > r)
+        return 1;
+    if ((double)f == run)
+        return maxf == r && maxi == r;
+    return maxf + 1 >= r;
+}
+
+/* Pass 2 over a block, one side: the first index of key `top`, how many
+ * equal it, the largest key below it (0 when none). */
+ULP__CLONES static uint32_t below_top(const uint32_t *restrict z, uint32_t n, uint32_t top,
+                                      uint32_t *first, uint32_t *count)
+{
+    uint32_t m = 0;
     uint32_t f = UINT32_MAX, c = 0;
     for (uint32_t i = 0; i < n; i++) {
-        float v = z[i];
-        uint32_t eq = v == top;
+        uint32_t k = key_of(z[i]);
+        uint32_t eq = k == top;
         uint32_t at = eq ? i : UINT32_MAX;
         f = at < f ? at : f;
         c += eq;
-        float w = v < top ? v : -HUGE_VALF;
+        uint32_t w = k < top ? k : 0;
         m = w > m ? w : m;
     }
     *first = f;
@@ -82,14 +154,14 @@ ULP__CLONES static float below_top(const float *restrict z, uint32_t n, float to
 
 /* The running top two of one side of a row. */
 typedef struct top2_state {
-    float top, second; /* -inf until seen                      */
-    uint64_t count;    /* elements equal to top                 */
-    uint64_t first;    /* index of the first of them            */
+    uint32_t top, second; /* keys (key_of); 0 until seen           */
+    uint64_t count;       /* elements equal to top                 */
+    uint64_t first;       /* index of the first of them            */
     uint64_t nonnan;
 } top2_state;
 
 /* Merges a block (starting at index `base`) whose largest non-NaN value is `btop`. */
-static void top2_merge(top2_state *s, const float *z, uint32_t n, uint64_t base, float btop,
+static void top2_merge(top2_state *s, const uint32_t *z, uint32_t n, uint64_t base, uint32_t btop,
                        uint32_t bnn)
 {
     if (bnn == 0)
@@ -101,9 +173,9 @@ static void top2_merge(top2_state *s, const float *z, uint32_t n, uint64_t base,
         return;
     }
     uint32_t bfirst, bcount;
-    float bsecond = below_top(z, n, btop, &bfirst, &bcount);
+    uint32_t bsecond = below_top(z, n, btop, &bfirst, &bcount);
     if (s->nonnan == 0 || btop > s->top) {
-        float old = s->nonnan ? s->top : -HUGE_VALF;
+        uint32_t old = s->nonnan ? s->top : 0;
         s->second = bsecond > old ? bsecond : old;
         s->top = btop;
         s->count = bcount;
@@ -128,7 +200,7 @@ static void top2_finish(const top2_state *s, int64_t *arg, double *margin)
     else if (s->count > 1)
         *margin = 0.0; /* a tie, also of two infinities */
     else
-        *margin = (double)s->top - (double)s->second;
+        *margin = (double)float_of(s->top) - (double)float_of(s->second);
 }
 
 /* Blocks of this many elements: both passes over a block run in L1. */
@@ -136,16 +208,21 @@ static void top2_finish(const top2_state *s, int64_t *arg, double *margin)
 
 void ulp__logits_row_f32(const float *za, const float *zb, uint64_t vocab, ulp__logits_row *out)
 {
-    top2_state sa = {-HUGE_VALF, -HUGE_VALF, 0, 0, 0}, sb = sa;
+    top2_state sa = {0, 0, 0, 0, 0}, sb = sa;
     double pert = 0;
+    /* The rows as bits: the loops compare integers (key_of). */
+    const uint32_t *ua = (const uint32_t *)(const void *)za;
+    const uint32_t *ub = (const uint32_t *)(const void *)zb;
     for (uint64_t base = 0; base < vocab; base += ROW_BLOCK) {
         uint32_t n = (uint32_t)(vocab - base < ROW_BLOCK ? vocab - base : ROW_BLOCK);
-        float ta, tb;
-        uint32_t na, nb;
-        double d = block_tops(za + base, zb + base, n, &ta, &tb, &na, &nb);
-        pert = d > pert ? d : pert;
-        top2_merge(&sa, za + base, n, base, ta, na);
-        top2_merge(&sb, zb + base, n, base, tb, nb);
+        uint32_t ta, tb, na, nb, maxi;
+        uint32_t maxf = block_tops(ua + base, ub + base, n, &ta, &tb, &na, &nb, &maxi);
+        if (may_grow(pert, maxf, maxi)) {
+            double d = block_pert(ua + base, ub + base, n);
+            pert = d > pert ? d : pert;
+        }
+        top2_merge(&sa, ua + base, n, base, ta, na);
+        top2_merge(&sb, ub + base, n, base, tb, nb);
     }
     top2_finish(&sa, &out->argmax_a, &out->margin_a);
     top2_finish(&sb, &out->argmax_b, &out->margin_b);
