@@ -136,17 +136,17 @@ static int may_grow(double run, uint32_t maxf, uint32_t maxi)
 ULP__CLONES static uint32_t below_top(const uint32_t *restrict z, uint32_t n, uint32_t top,
                                       uint32_t *first, uint32_t *count)
 {
-    uint32_t m = 0;
-    uint32_t f = UINT32_MAX, c = 0;
+    uint32_t m = 0, c = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = key_of(z[i]);
-        uint32_t eq = k == top;
-        uint32_t at = eq ? i : UINT32_MAX;
-        f = at < f ? at : f;
-        c += eq;
+        c += k == top;
         uint32_t w = k < top ? k : 0;
         m = w > m ? w : m;
     }
+    /* The first of them: a scalar search, stopped at the first. */
+    uint32_t f = 0;
+    while (c > 0 && f < n && key_of(z[f]) != top)
+        f++;
     *first = f;
     *count = c;
     return m;

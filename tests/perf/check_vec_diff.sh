@@ -1,7 +1,8 @@
 #!/bin/bash
 # Checks that gcc vectorizes the per-dtype comparison kernels of
-# analyzer/diff_metrics.c at the flags the build uses for that file (-O2 -g
-# plus the per-file -O3), in each target_clones variant.  Prints one line per
+# analyzer/diff_metrics.c, and the logits row loops of analyzer/logits_row.c,
+# at the flags the build uses for those files (-O2 -g plus the per-file -O3),
+# in each target_clones variant.  Prints one line per
 # kernel; exits 1 if one is not vectorized.  Usage: check_vec_diff.sh [CC]
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +19,20 @@ for k in bf16 f16 f32 e4m3 e5m2; do
         rc=1
     else
         echo "vectorized: $k kernels, vector bytes: $widths"
+    fi
+done
+# The logits row loop that reads every element (analyzer/logits_row.c; below_top
+# runs on the few blocks that reach a row's top and may stay scalar).
+out=$("$CC" -std=gnu11 -O2 -g -O3 -I"$SRC" -I"$SRC/include" -I"$SRC/analyzer" \
+    -c "$SRC/analyzer/logits_row.c" -o /dev/null -fopt-info-vec-optimized 2>&1)
+for f in block_tops; do
+    line=$(grep -n "^ULP__CLONES static uint32_t $f(" "$SRC/analyzer/logits_row.c" | cut -d: -f1)
+    end=$((line + 30))
+    if echo "$out" | awk -F: -v lo="$line" -v hi="$end" '$2 >= lo && $2 <= hi && /loop vectorized/' | grep -q .; then
+        echo "vectorized: logits $f"
+    else
+        echo "NOT vectorized: logits $f (line $line)"
+        rc=1
     fi
 done
 exit $rc
