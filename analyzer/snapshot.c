@@ -398,6 +398,11 @@ size_t ulp_snapshot_kernel_count(const ulp_snapshot *s)
     return s->nkernels;
 }
 
+int ulp_snapshot_has_kernel_trace(const ulp_snapshot *s)
+{
+    return s->has_kernel_trace;
+}
+
 size_t ulp_snapshot_gemm_count(const ulp_snapshot *s)
 {
     return s->ngemms;

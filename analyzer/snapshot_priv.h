@@ -64,6 +64,7 @@ struct ulp_snapshot {
 
     ulp_kernel_info *kernels;
     size_t nkernels;
+    int has_kernel_trace; /* /trace/kernels exists (maybe with no rows) */
     ulp_gemm_info *gemms;
     size_t ngemms;
     char **kernel_names;

@@ -236,6 +236,7 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
         k->end_ns = r->end_ns;
     }
     s->nkernels = (size_t)n;
+    s->has_kernel_trace = 1;
     goto cleanup;
 hdf5_fail:
     st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' cannot be read", s->path);

@@ -320,19 +320,21 @@ int cmd_kernels(int argc, char **argv)
         cli_error("kernels: out of memory");
         goto cleanup;
     }
-    /* Neither file has a launch: nothing to compare, an error, never "identical". */
-    if (ulp_snapshot_kernel_count(A) == 0 && ulp_snapshot_kernel_count(B) == 0) {
-        cli_error("kernels: neither '%s' nor '%s' has a kernel trace (record a CUDA program "
-                  "with 'ulpprof record')",
-                  ulp_snapshot_path(A), ulp_snapshot_path(B));
-        goto cleanup;
-    }
+    /* Without a trace, or without a launch on either side, there is nothing
+     * to compare: an error, never "identical: 0 launches". */
     for (int i = 0; i < 2; i++) {
         const ulp_snapshot *s = i ? B : A;
-        if (ulp_snapshot_kernel_count(s) == 0)
+        if (!ulp_snapshot_has_kernel_trace(s)) {
             cli_error("kernels: '%s' has no kernel trace (record a CUDA program with "
                       "'ulpprof record')",
                       ulp_snapshot_path(s));
+            goto cleanup;
+        }
+    }
+    if (ulp_snapshot_kernel_count(A) == 0 && ulp_snapshot_kernel_count(B) == 0) {
+        cli_error("kernels: neither '%s' nor '%s' recorded a kernel launch: nothing to compare",
+                  ulp_snapshot_path(A), ulp_snapshot_path(B));
+        goto cleanup;
     }
     if (o.as_json) {
         if (kernels_print_json(A, B, al) != 0) {

@@ -194,6 +194,8 @@ ULP_API void ulp_snapshot_view_release(const ulp_snapshot *s, const void *p, uin
 
 /* Kernel trace (/trace), empty when the file has none. */
 ULP_API size_t ulp_snapshot_kernel_count(const ulp_snapshot *s);
+/* 1 when the file has /trace/kernels (a recorded trace, perhaps of no launch). */
+ULP_API int ulp_snapshot_has_kernel_trace(const ulp_snapshot *s);
 ULP_API const ulp_kernel_info *ulp_snapshot_kernel(const ulp_snapshot *s, size_t i);
 
 /* GEMM calls (/trace/gemms), empty when the file has none. */

@@ -139,11 +139,19 @@ for args in ([tmp + "/ta.h5"], [tmp + "/ta.h5", tmp + "/bad.h5"], ["--max-hunks"
     rc, out, err = run(*args)
     if rc != 2 or len(err.strip().splitlines()) != 1 or not err.startswith("ulpprof") or out:
         fails.append("error %s: rc %d, stderr %r, stdout %r" % (args, rc, err, out))
-# No trace: an error naming the file, never "identical: 0 launches".
+# No launch on either side, or no trace at all: an error naming the file,
+# never "identical: 0 launches".
 write(tmp + "/none.h5", "none", [], [])
 rc, out, err = run(tmp + "/none.h5", tmp + "/none.h5")
-if rc != 2 or len(err.strip().splitlines()) != 1 or "has a kernel trace" not in err or out:
-    fails.append("no trace: rc %d, stderr %r, stdout %r" % (rc, err, out))
+if rc != 2 or len(err.strip().splitlines()) != 1 or "recorded a kernel launch" not in err or out:
+    fails.append("no launch: rc %d, stderr %r, stdout %r" % (rc, err, out))
+write(tmp + "/notrace.h5", "notrace", a, [])
+with h5py.File(tmp + "/notrace.h5", "r+") as f:
+    del f["trace"]
+for args in ((tmp + "/ta.h5", tmp + "/notrace.h5"), (tmp + "/notrace.h5", tmp + "/ta.h5")):
+    rc, out, err = run(*args)
+    if rc != 2 or len(err.strip().splitlines()) != 1 or "notrace.h5' has no kernel trace" not in err:
+        fails.append("no trace %s: rc %d, stderr %r" % (args, rc, err))
 rc, out, err = run("--help")
 if rc != 0 or not out.startswith("usage: ulpprof kernels") or err:
     fails.append("--help")
