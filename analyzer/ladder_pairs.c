@@ -1,13 +1,15 @@
 /*
- * ulp_ladder_run(): every pair of N runs compared (ladder.h), in parallel.
+ * ulp_ladder_compare(): every pair of N runs compared (ladder.h), in parallel.
  *
  * The runs' files are opened once, up front, so that a bad file stops the
- * whole ladder before any work (and names itself).  Worker threads then take
- * pairs from one counter; each pair is compared rank by rank with
- * ulp_diff_run() -- single-threaded, the parallelism is across pairs -- and
- * only a summary is kept: memory is the open snapshots, one diff's chunk
- * buffers per worker and a few hundred bytes per pair, whatever the tensor
- * sizes.  Groups and verdicts are decided afterwards (ladder_verdict.c).
+ * whole ladder before any work (and names itself).  Runs that are bitwise
+ * identical are found first and compared through one member
+ * (ladder_classes.c).  Worker threads then take the compares from one
+ * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
+ * the parallelism is across pairs -- and only a summary is kept: memory is
+ * the open snapshots, one diff's chunk buffers per worker and a few hundred
+ * bytes per pair, whatever the tensor sizes.  Groups and verdicts are
+ * decided afterwards (ladder_verdict.c).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -40,9 +42,8 @@ size_t ulp_ladder_pair_index(size_t n, size_t a, size_t b)
 }
 
 typedef struct work {
-    ulp_ladder_result *r;
-    ulp_snapshot ***snaps; /* [run][file]                                     */
-    const ulp_ladder_options *opts;
+    ulp__ladder_ctx c;
+    ulp__ladder_plan plan;
     atomic_size_t next, done;
     pthread_mutex_t lock;
     int failed;
@@ -156,7 +157,7 @@ static ulp_status copy_keys(ulp_ladder_pair *p, const ulp_diff_ladder *l, ulp_er
 }
 
 /* Compares the ranks both runs have; the first compared pair gives the /run keys. */
-static ulp_status compare_pair(work *w, ulp_ladder_pair *p, ulp_error *err)
+ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p, ulp_error *err)
 {
     const ulp_ladder_run *ra = &w->r->runs[p->a], *rb = &w->r->runs[p->b];
     p->identical = 1;
@@ -213,7 +214,7 @@ static void *worker(void *arg)
     work *w = arg;
     for (;;) {
         size_t j = atomic_fetch_add(&w->next, 1);
-        if (j >= w->r->n_pairs)
+        if (j >= w->plan.n_tasks)
             break;
         pthread_mutex_lock(&w->lock);
         int stop = w->failed;
@@ -222,10 +223,10 @@ static void *worker(void *arg)
             break;
         ulp_error e;
         ulp_error_clear(&e);
-        ulp_status st = compare_pair(w, &w->r->pairs[j], &e);
+        ulp_status st = ulp__ladder_compare_pair(&w->c, &w->plan.tasks[j], &e);
         size_t done = atomic_fetch_add(&w->done, 1) + 1;
-        if (w->opts->progress)
-            fprintf(stderr, "\rulpprof ladder: %zu of %zu pairs", done, w->r->n_pairs);
+        if (w->c.opts->progress)
+            fprintf(stderr, "\rulpprof ladder: %zu of %zu compares", done, w->plan.n_tasks);
         if (st != ULP_OK) {
             pthread_mutex_lock(&w->lock);
             if (!w->failed) {
@@ -239,7 +240,8 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, work *w, ulp_error *err)
+static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp__ladder_ctx *w,
+                            ulp_error *err)
 {
     for (size_t i = 0; i < r->n_runs; i++) {
         ulp_ladder_run *run = &r->runs[i];
@@ -280,8 +282,8 @@ static ulp_status run_pairs(work *w, int jobs)
 {
     pthread_t tids[MAX_JOBS];
     int started = 0;
-    if ((size_t)jobs > w->r->n_pairs)
-        jobs = (int)w->r->n_pairs;
+    if ((size_t)jobs > w->plan.n_tasks)
+        jobs = w->plan.n_tasks > 0 ? (int)w->plan.n_tasks : 1;
     for (int i = 1; i < jobs; i++) {
         if (pthread_create(&tids[started], NULL, worker, w) != 0)
             break; /* fewer workers still finish the work */
@@ -290,7 +292,7 @@ static ulp_status run_pairs(work *w, int jobs)
     worker(w);
     for (int i = 0; i < started; i++)
         pthread_join(tids[i], NULL);
-    if (w->opts->progress)
+    if (w->c.opts->progress && w->plan.n_tasks > 0)
         fputc('\n', stderr);
     return w->failed ? w->st : ULP_OK;
 }
@@ -312,17 +314,20 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     clock_gettime(CLOCK_MONOTONIC, &t0);
 
     ulp_ladder_result *r = calloc(1, sizeof *r);
-    work w = {.r = r, .opts = &opts};
+    static const work w0;
+    work w = w0;
+    w.c.r = r;
+    w.c.opts = &opts;
     if (r == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     r->n_runs = n;
     r->n_pairs = n * (n - 1) / 2;
     r->runs = calloc(n, sizeof *r->runs);
     r->pairs = calloc(r->n_pairs, sizeof *r->pairs);
-    w.snaps = calloc(n, sizeof *w.snaps);
+    w.c.snaps = calloc(n, sizeof *w.c.snaps);
     ulp_status st = ULP_OK;
-    if (!r->runs || !r->pairs || !w.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
-        free(w.snaps);
+    if (!r->runs || !r->pairs || !w.c.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
+        free(w.c.snaps);
         ulp_ladder_result_free(r);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
@@ -336,21 +341,27 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
             r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
         }
     if (st == ULP_OK)
-        st = open_runs(r, paths, &w, err);
+        st = open_runs(r, paths, &w.c, err);
     if (st == ULP_OK)
+        st = ulp__ladder_plan_build(&w.c, &w.plan, err);
+    if (st == ULP_OK) {
         st = run_pairs(&w, opts.jobs > 0 ? (opts.jobs > MAX_JOBS ? MAX_JOBS : opts.jobs)
                                          : online_cpus());
-    if (st != ULP_OK && w.failed && err)
-        *err = w.err;
+        if (st != ULP_OK && err)
+            *err = w.err;
+    }
+    if (st == ULP_OK)
+        st = ulp__ladder_plan_fill(&w.c, &w.plan, err);
     if (st == ULP_OK)
         st = ulp__ladder_decide(r, err);
+    ulp__ladder_plan_release(&w.plan);
 
     for (size_t i = 0; i < n; i++) {
-        for (size_t f = 0; w.snaps[i] && f < r->runs[i].n_files; f++)
-            ulp_snapshot_close(w.snaps[i][f]);
-        free(w.snaps[i]);
+        for (size_t f = 0; w.c.snaps[i] && f < r->runs[i].n_files; f++)
+            ulp_snapshot_close(w.c.snaps[i][f]);
+        free(w.c.snaps[i]);
     }
-    free(w.snaps);
+    free(w.c.snaps);
     pthread_mutex_destroy(&w.lock);
     if (st != ULP_OK) {
         ulp_ladder_result_free(r);
@@ -360,6 +371,20 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     *out = r;
     return ULP_OK;
+}
+
+void ulp__ladder_pair_release(ulp_ladder_pair *p)
+{
+    for (size_t k = 0; p->keys && k < p->n_keys; k++) {
+        free((char *)(uintptr_t)p->keys[k].key);
+        free((char *)(uintptr_t)p->keys[k].value_a);
+        free((char *)(uintptr_t)p->keys[k].value_b);
+    }
+    free(p->keys);
+    free(p->first.capture);
+    p->keys = NULL;
+    p->n_keys = 0;
+    p->first.capture = NULL;
 }
 
 void ulp_ladder_result_free(ulp_ladder_result *r)
@@ -377,16 +402,8 @@ void ulp_ladder_result_free(ulp_ladder_result *r)
         }
         free(run->run);
     }
-    for (size_t j = 0; r->pairs && j < r->n_pairs; j++) {
-        ulp_ladder_pair *p = &r->pairs[j];
-        for (size_t k = 0; p->keys && k < p->n_keys; k++) {
-            free((char *)(uintptr_t)p->keys[k].key);
-            free((char *)(uintptr_t)p->keys[k].value_a);
-            free((char *)(uintptr_t)p->keys[k].value_b);
-        }
-        free(p->keys);
-        free(p->first.capture);
-    }
+    for (size_t j = 0; r->pairs && j < r->n_pairs; j++)
+        ulp__ladder_pair_release(&r->pairs[j]);
     for (int g = 0; g < ULP_LADDER_RUNGS; g++) {
         for (size_t k = 0; k < r->rungs[g].n_keys; k++)
             free(r->rungs[g].keys[k]);

@@ -4,6 +4,41 @@
 
 #include "ulpprof/ladder.h"
 
+/* The runs being compared: their open snapshots, snaps[run][file] in rank order. */
+typedef struct ulp__ladder_ctx {
+    ulp_ladder_result *r;
+    ulp_snapshot ***snaps;
+    const ulp_ladder_options *opts;
+} ulp__ladder_ctx;
+
+/*
+ * Compares runs p->a and p->b (either order) rank by rank and fills p's
+ * summary and keys (ladder_pairs.c).
+ */
+ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *c, ulp_ladder_pair *p, ulp_error *err);
+
+/*
+ * Which compares the pairs need (ladder_classes.c).  Runs whose contents
+ * hash alike and that a compare finds bitwise identical form a class; only
+ * one member of each class is compared with each other class (`tasks`),
+ * and every pair is then filled from its classes' task (plan_fill).
+ */
+typedef struct ulp__ladder_plan {
+    size_t n_classes;
+    size_t *cls;           /* [n_runs] class of each run                    */
+    size_t *rep;           /* [n_classes] first run of each class           */
+    unsigned char *filled; /* [n_pairs] 1: compared already (verification)  */
+    size_t n_tasks;
+    ulp_ladder_pair *tasks; /* rep of X (as A) against rep of Y              */
+    size_t *task_of;        /* [n_classes^2] X*n+Y -> task index, or SIZE_MAX */
+} ulp__ladder_plan;
+
+ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
+ulp_status ulp__ladder_plan_fill(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
+void ulp__ladder_plan_release(ulp__ladder_plan *plan);
+/* Frees what a pair owns (keys, first divergence name). */
+void ulp__ladder_pair_release(ulp_ladder_pair *p);
+
 /*
  * Once every pair is compared: what each pair decides, the groups of
  * bitwise-identical runs and the verdict of each rung (ladder.h).

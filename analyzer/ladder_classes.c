@@ -1,0 +1,220 @@
+/*
+ * Runs that are bitwise identical are compared once (ladder_priv.h).
+ *
+ * A ladder's runs are mostly repeats and conditions that change nothing:
+ * of 200 runs there may be 6 distinct results, and comparing every pair
+ * (19,900) reads each file 199 times.  So each run's contents are hashed
+ * first (every capture's name, occurrence, dtype, shape and bytes, rank by
+ * rank); a run whose hash matches a class's is compared with that class's
+ * first run, and joins it when the compare finds them identical (a hash
+ * never decides by itself).  Then one compare per ordered pair of classes
+ * that some pair of runs needs, and every pair of runs is filled from its
+ * classes' compare, with its own /run keys.  If A and A' are bitwise
+ * identical -- the same captures, names, shapes and bits -- every compare
+ * of A' with B gives what the compare of A with B gave.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+#include "ladder_priv.h"
+
+#define HASH_CHUNK ((uint64_t)1 << 20) /* bytes read at a time */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+static uint64_t mix_bytes(uint64_t h, const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, p + i, 8);
+        h = mix(h, v);
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, p + i, n - i);
+    return mix(h, tail ^ ((uint64_t)(n - i) << 56));
+}
+
+static ulp_status run_hash(const ulp__ladder_ctx *c, size_t run, unsigned char *buf, uint64_t *out,
+                           ulp_error *err)
+{
+    const ulp_ladder_run *r = &c->r->runs[run];
+    uint64_t h = mix(0, r->n_files);
+    for (size_t f = 0; f < r->n_files; f++) {
+        const ulp_snapshot *s = c->snaps[run][f];
+        h = mix(h, (uint64_t)r->files[f].rank);
+        for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++) {
+            const ulp_capture_info *ci = ulp_snapshot_capture(s, i);
+            size_t es = ulp_dtype_size(ci->dtype);
+            h = mix_bytes(h, (const unsigned char *)ci->name, strlen(ci->name));
+            h = mix(mix(mix(h, (uint64_t)ci->occurrence), (uint64_t)ci->dtype), ci->elements);
+            for (int k = 0; k < ci->ndim; k++)
+                h = mix(h, (uint64_t)ci->shape[k]);
+            uint64_t per = es ? HASH_CHUNK / es : 0;
+            for (uint64_t at = 0; per && at < ci->elements; at += per) {
+                uint64_t n = ci->elements - at < per ? ci->elements - at : per;
+                ulp_status st = ulp_snapshot_read(s, i, at, n, buf, err);
+                if (st != ULP_OK)
+                    return st;
+                h = mix_bytes(h, buf, (size_t)(n * es));
+            }
+        }
+    }
+    *out = h;
+    return ULP_OK;
+}
+
+/* Sorts the classes out: hashes, then a verifying compare per candidate. */
+static ulp_status find_classes(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)
+{
+    ulp_ladder_result *r = c->r;
+    uint64_t *hash = malloc(r->n_runs * sizeof *hash);
+    unsigned char *buf = malloc(HASH_CHUNK);
+    ulp_status st = hash && buf ? ULP_OK : ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t i = 0; st == ULP_OK && i < r->n_runs; i++)
+        st = run_hash(c, i, buf, &hash[i], err);
+    free(buf);
+    for (size_t i = 0; st == ULP_OK && i < r->n_runs; i++) {
+        plan->cls[i] = SIZE_MAX;
+        for (size_t x = 0; st == ULP_OK && x < plan->n_classes; x++) {
+            size_t rep = plan->rep[x];
+            if (hash[rep] != hash[i])
+                continue;
+            /* The compare of (rep, i) is that pair's own: keep it whatever it says. */
+            size_t j = ulp_ladder_pair_index(r->n_runs, rep, i);
+            ulp_ladder_pair *p = &r->pairs[j];
+            if (plan->filled[j])
+                continue;
+            if ((st = ulp__ladder_compare_pair(c, p, err)) != ULP_OK)
+                break;
+            plan->filled[j] = 1;
+            if (p->identical && p->ranks_only_a == 0 && p->ranks_only_b == 0) {
+                plan->cls[i] = x;
+                break;
+            }
+        }
+        if (st == ULP_OK && plan->cls[i] == SIZE_MAX) {
+            plan->rep[plan->n_classes] = i;
+            plan->cls[i] = plan->n_classes++;
+        }
+    }
+    free(hash);
+    return st;
+}
+
+ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)
+{
+    ulp_ladder_result *r = c->r;
+    size_t n = r->n_runs;
+    memset(plan, 0, sizeof *plan);
+    plan->cls = malloc(n * sizeof *plan->cls);
+    plan->rep = malloc(n * sizeof *plan->rep);
+    plan->filled = calloc(r->n_pairs, 1);
+    if (!plan->cls || !plan->rep || !plan->filled)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    ulp_status st = find_classes(c, plan, err);
+    if (st != ULP_OK)
+        return st;
+    size_t nc = plan->n_classes;
+    if ((plan->task_of = malloc(nc * nc * sizeof *plan->task_of)) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t q = 0; q < nc * nc; q++)
+        plan->task_of[q] = SIZE_MAX;
+    /* An ordered pair of classes (X, Y) is needed when some run of X precedes one of Y. */
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++) {
+            size_t x = plan->cls[a], y = plan->cls[b];
+            if (x != y && !plan->filled[ulp_ladder_pair_index(n, a, b)])
+                plan->task_of[x * nc + y] = 0;
+        }
+    for (size_t q = 0; q < nc * nc; q++)
+        if (plan->task_of[q] != SIZE_MAX)
+            plan->task_of[q] = plan->n_tasks++;
+    plan->tasks = calloc(plan->n_tasks + 1, sizeof *plan->tasks);
+    if (plan->tasks == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t q = 0; q < nc * nc; q++)
+        if (plan->task_of[q] != SIZE_MAX) {
+            ulp_ladder_pair *t = &plan->tasks[plan->task_of[q]];
+            t->a = plan->rep[q / nc];
+            t->b = plan->rep[q % nc];
+            t->rung = ULP_DIFF_LADDER_NONE;
+        }
+    return ULP_OK;
+}
+
+/* Everything of `src` but the runs and keys, into `dst` (which owns nothing yet). */
+static ulp_status copy_summary(ulp_ladder_pair *dst, const ulp_ladder_pair *src, ulp_error *err)
+{
+    size_t a = dst->a, b = dst->b;
+    *dst = *src;
+    dst->a = a;
+    dst->b = b;
+    dst->keys = NULL;
+    dst->n_keys = 0;
+    dst->first.capture = NULL;
+    if (src->first.capture && (dst->first.capture = strdup(src->first.capture)) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    return ULP_OK;
+}
+
+/* The pair's own /run keys (its first files' /run, as the diff compares them). */
+static ulp_status own_keys(const ulp__ladder_ctx *c, ulp_ladder_pair *p, ulp_error *err)
+{
+    ulp_diff_ladder l;
+    ulp_status st = ulp__ladder_run(c->snaps[p->a][0], c->snaps[p->b][0], &l, err);
+    if (st == ULP_OK) {
+        p->keys = calloc(l.n_keys + 1, sizeof *p->keys);
+        for (size_t k = 0; p->keys && k < l.n_keys; k++, p->n_keys++)
+            p->keys[k] = l.keys[k]; /* takes the strings */
+        if (p->keys == NULL)
+            st = ulp__error(err, ULP_ENOMEM, "out of memory");
+        else
+            l.n_keys = 0;
+    }
+    ulp__ladder_free(&l);
+    return st;
+}
+
+ulp_status ulp__ladder_plan_fill(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)
+{
+    ulp_ladder_result *r = c->r;
+    size_t n = r->n_runs, nc = plan->n_classes;
+    for (size_t a = 0, j = 0; a < n; a++)
+        for (size_t b = a + 1; b < n; b++, j++) {
+            if (plan->filled[j])
+                continue;
+            ulp_ladder_pair *p = &r->pairs[j];
+            size_t x = plan->cls[a], y = plan->cls[b];
+            /* Same class: identical, as the compare of b with the class's first run said. */
+            const ulp_ladder_pair *src = x == y
+                                             ? &r->pairs[ulp_ladder_pair_index(n, plan->rep[x], b)]
+                                             : &plan->tasks[plan->task_of[x * nc + y]];
+            ulp_status st = copy_summary(p, src, err);
+            if (st == ULP_OK)
+                st = own_keys(c, p, err);
+            if (st != ULP_OK)
+                return st;
+            plan->filled[j] = 1;
+        }
+    return ULP_OK;
+}
+
+void ulp__ladder_plan_release(ulp__ladder_plan *plan)
+{
+    for (size_t t = 0; plan->tasks && t < plan->n_tasks; t++)
+        ulp__ladder_pair_release(&plan->tasks[t]);
+    free(plan->tasks);
+    free(plan->task_of);
+    free(plan->cls);
+    free(plan->rep);
+    free(plan->filled);
+    memset(plan, 0, sizeof *plan);
+}
