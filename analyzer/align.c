@@ -16,18 +16,13 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "diff_priv.h"
 
 int ulp__segs_push(ulp__segs *s, const ulp__segment *seg)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 64;
-        ulp__segment *v = realloc(s->v, cap * sizeof *v);
-        if (v == NULL)
-            return -1;
-        s->v = v;
-        s->cap = cap;
-    }
+    if (ULP__GROW(s->v, s->cap, s->n + 1) != 0)
+        return -1;
     s->v[s->n++] = *seg;
     return 0;
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "diff_priv.h"
 #include "ulpprof/format.h"
 
@@ -146,14 +147,8 @@ typedef struct pair_ctx {
 /* Queues a segment of the last row for element comparison. */
 static ulp_status add_pair(pair_ctx *pc, const ulp__segment *seg, uint64_t rowlen)
 {
-    if (pc->npairs == pc->cap_pairs) {
-        size_t cap = pc->cap_pairs ? 2 * pc->cap_pairs : 64;
-        ulp__diff_pair *v = realloc(pc->pairs, cap * sizeof *v);
-        if (v == NULL)
-            return ULP_ENOMEM;
-        pc->pairs = v;
-        pc->cap_pairs = cap;
-    }
+    if (ULP__GROW(pc->pairs, pc->cap_pairs, pc->npairs + 1) != 0)
+        return ULP_ENOMEM;
     ulp__diff_pair *p = &pc->pairs[pc->npairs++];
     p->row = pc->r->n_rows - 1;
     p->ia = seg->ia;

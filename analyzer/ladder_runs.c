@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "ulpprof/ladder.h"
 #include "ulpprof/snapshot.h"
 
@@ -65,16 +66,10 @@ static ulp_status list(const char *dir, int (*keep)(const char *path, const char
             free(p);
             continue;
         }
-        if (n == cap) {
-            size_t nc = cap ? 2 * cap : 16;
-            char **nv = realloc(v, nc * sizeof *nv);
-            if (nv == NULL) {
-                free(p);
-                st = ulp__error(err, ULP_ENOMEM, "out of memory");
-                break;
-            }
-            v = nv;
-            cap = nc;
+        if (ULP__GROW(v, cap, n + 1) != 0) {
+            free(p);
+            st = ulp__error(err, ULP_ENOMEM, "out of memory");
+            break;
         }
         v[n++] = p;
     }
