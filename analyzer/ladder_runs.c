@@ -200,7 +200,9 @@ ulp_status ulp_ladder_run_files(const char *path, ulp_ladder_file **files, size_
     qsort(f, k, sizeof *f, cmp_rank);
     for (size_t i = 1; i < k; i++)
         if (f[i].rank == f[i - 1].rank) {
-            st = ulp__error(err, ULP_EINVAL, "run directory '%s': '%s' and '%s' are both rank %d",
+            st = ulp__error(err, ULP_EINVAL,
+                            "run directory '%s': '%s' and '%s' are both rank %d (their /env "
+                            "rank; a process without RANK records 0): not one multi-rank run",
                             path, f[i - 1].path, f[i].path, f[i].rank);
             ulp_ladder_files_free(f, k);
             return st;

@@ -366,6 +366,14 @@ def main():
             lines = p.stderr.strip().splitlines()
             check(p.returncode == 2 and len(lines) >= 1 and p.stdout == "",
                   "%s: exit %d, stderr %r" % (what, p.returncode, p.stderr))
+        # A run directory whose files claim one rank is not a multi-rank run.
+        dup = os.path.join(tmp, "dup")
+        os.makedirs(dup)
+        for k in range(2):
+            write_run(os.path.join(dup, "%d.h5" % k), base, "dup", env={"rank": "0"})
+        p = subprocess.run([ULPPROF, "ladder", dup, paths[0]], capture_output=True, text=True)
+        check(p.returncode == 2 and "are both rank 0" in p.stderr and p.stdout == "",
+              "duplicate rank: exit %d, %r" % (p.returncode, p.stderr))
         # The table and Markdown say the same verdicts.
         for fmt in ("table", "markdown"):
             p = subprocess.run([ULPPROF, "ladder", "-f", fmt] + paths, capture_output=True,
