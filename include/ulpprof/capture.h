@@ -32,6 +32,8 @@
  *
  * ULPPROF_OUTPUT may contain %p (pid), %r (rank, from RANK, LOCAL_RANK or
  * OMPI_COMM_WORLD_RANK, else 0), %h (host name), %l (label) and %% (a '%').
+ * An expanded value never leaves the pattern's directory: '/' in it becomes
+ * '_', and a value "." or ".." becomes "_" or "__".
  * ULPPROF_ATTR is "key=value,key=value"; a backslash escapes ',', '=' or '\'.
  */
 #ifndef ULPPROF_CAPTURE_H

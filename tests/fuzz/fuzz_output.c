@@ -2,7 +2,9 @@
  * libFuzzer target: ULPPROF_OUTPUT expansion, ulp__output_expand()
  * (collector/capture_env.c), against an independent expansion written here
  * from capture.h's description: %p %r %h %l expand to the pid, rank, host
- * and label, %% to '%'; any other '%x' or a trailing '%' is ULP_EINVAL, an
+ * and label, %% to '%' (an expanded value has each '/' replaced by '_', and
+ * "." or ".." becomes "_" or "__", so it cannot leave the pattern's
+ * directory); any other '%x' or a trailing '%' is ULP_EINVAL, an
  * empty pattern too, and a result that does not fit `size` bytes with its
  * terminator is ULP_ERANGE.
  *
@@ -37,6 +39,7 @@ static ulp_status reference(const char *pat, const char *const vars[4], char *ou
     for (const char *p = pat; *p; p++) {
         const char *s = p;
         size_t len = 1;
+        int value = 0;
         if (*p == '%') {
             switch (p[1]) {
             case 'p':
@@ -59,11 +62,14 @@ static ulp_status reference(const char *pat, const char *const vars[4], char *ou
             }
             s = s ? s : "";
             len = strlen(s);
+            value = p[1] != '%';
             p++;
         }
         if (n + len + 1 > size)
             return ULP_ERANGE;
-        memcpy(out + n, s, len);
+        int dots = value && (strcmp(s, ".") == 0 || strcmp(s, "..") == 0);
+        for (size_t k = 0; k < len; k++)
+            out[n + k] = value && (s[k] == '/' || dots) ? '_' : s[k];
         n += len;
     }
     out[n] = '\0';
