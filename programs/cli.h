@@ -107,13 +107,4 @@ void cli_print_escaped(FILE *f, const char *s);
 /* Display width of a UTF-8 string (code points; wide characters are not special-cased). */
 size_t cli_utf8_width(const char *s);
 
-/* --- JSON that keeps non-UTF-8 bytes (cli_json.c) ----------------------------------- */
-struct json_t;
-/* A JSON string of `s` (NULL: null); bytes that are not UTF-8 become \udcXX when printed. */
-struct json_t *cli_json_str(const char *s);
-/* json_object_set_new() for any key, bytes that are not UTF-8 included. */
-int cli_json_set(struct json_t *o, const char *key, struct json_t *v);
-/* Prints `doc` (indented) and a newline; -1 when out of memory. */
-int cli_json_print(struct json_t *doc, FILE *f);
-
 #endif /* ULPPROF_CLI_H */

@@ -92,13 +92,13 @@ static json_t *kernel_json(const ulp_snapshot *s, size_t i)
 {
     const ulp_kernel_info *k = ulp_snapshot_kernel(s, i);
     json_t *o = json_pack("{s:I, s:o, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name",
-                          cli_json_str(k->name), "grid", k->grid[0], k->grid[1], k->grid[2],
+                          ulp_json_str(k->name), "grid", k->grid[0], k->grid[1], k->grid[2],
                           "block", k->block[0], k->block[1], k->block[2]);
     const ulp_gemm_info *g = ulp_snapshot_kernel_gemm(s, i);
     if (o != NULL && g != NULL) {
         char buf[400];
         ulp_gemm_format(g, buf, sizeof buf);
-        json_object_set_new(o, "gemm", cli_json_str(buf));
+        json_object_set_new(o, "gemm", ulp_json_str(buf));
     }
     return o;
 }
@@ -170,9 +170,9 @@ static int kernels_print_json(const ulp_snapshot *A, const ulp_snapshot *B,
     size_t na = al->launches_a, nb = al->launches_b, pre = al->first_divergence;
     json_t *o = json_pack(
         "{s:s, s:i, s:{s:o, s:o, s:I}, s:{s:o, s:o, s:I}, s:b, s:b}", "format", "ulpprof-kernels",
-        "format_version", 1, "a", "path", cli_json_str(ulp_snapshot_path(A)), "label",
-        cli_json_str(ulp_snapshot_label(A)), "launches", (json_int_t)na, "b", "path",
-        cli_json_str(ulp_snapshot_path(B)), "label", cli_json_str(ulp_snapshot_label(B)),
+        "format_version", 1, "a", "path", ulp_json_str(ulp_snapshot_path(A)), "label",
+        ulp_json_str(ulp_snapshot_label(A)), "launches", (json_int_t)na, "b", "path",
+        ulp_json_str(ulp_snapshot_path(B)), "label", ulp_json_str(ulp_snapshot_label(B)),
         "launches", (json_int_t)nb, "identical", al->identical, "aligned", al->aligned);
     if (o == NULL)
         return -1;
@@ -204,7 +204,7 @@ static int kernels_print_json(const ulp_snapshot *A, const ulp_snapshot *B,
         }
         json_object_set_new(o, "edits", ops);
     }
-    int bad = cli_json_print(o, stdout);
+    int bad = ulp_json_print(o, stdout);
     json_decref(o);
     return bad ? -1 : 0;
 }

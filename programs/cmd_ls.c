@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "ulpprof/report.h"
 
 #define LS_USAGE "ulpprof ls [--json] FILE..."
 
@@ -167,16 +168,16 @@ static json_t *kvs_json(size_t n, const ulp_kv *(*get)(const ulp_snapshot *, siz
 {
     json_t *o = json_object();
     for (size_t i = 0; i < n; i++)
-        cli_json_set(o, get(s, i)->key, cli_json_str(get(s, i)->value));
+        ulp_json_set(o, get(s, i)->key, ulp_json_str(get(s, i)->value));
     return o;
 }
 
 static json_t *snapshot_json(const ulp_snapshot *s)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "path", cli_json_str(ulp_snapshot_path(s)));
-    json_object_set_new(o, "label", cli_json_str(ulp_snapshot_label(s)));
-    json_object_set_new(o, "writer", cli_json_str(ulp_snapshot_writer(s)));
+    json_object_set_new(o, "path", ulp_json_str(ulp_snapshot_path(s)));
+    json_object_set_new(o, "label", ulp_json_str(ulp_snapshot_label(s)));
+    json_object_set_new(o, "writer", ulp_json_str(ulp_snapshot_writer(s)));
     json_object_set_new(o, "format_version", json_integer(ulp_snapshot_format_version(s)));
     json_object_set_new(o, "created_unix_ns", json_integer(ulp_snapshot_created_unix_ns(s)));
     json_object_set_new(o, "run", kvs_json(ulp_snapshot_run_count(s), ulp_snapshot_run, s));
@@ -184,7 +185,7 @@ static json_t *snapshot_json(const ulp_snapshot *s)
     json_object_set_new(o, "kernels", json_integer((json_int_t)ulp_snapshot_kernel_count(s)));
     /* What the reader read around (a killed writer's file), or null. */
     json_object_set_new(o, "warning",
-                        ulp_snapshot_warning(s) != NULL ? cli_json_str(ulp_snapshot_warning(s))
+                        ulp_snapshot_warning(s) != NULL ? ulp_json_str(ulp_snapshot_warning(s))
                                                         : json_null());
     json_t *caps = json_array();
     uint64_t total_elements = 0, total_bytes = 0;
@@ -195,11 +196,11 @@ static json_t *snapshot_json(const ulp_snapshot *s)
             json_array_append_new(shape, json_integer(c->shape[k]));
         json_t *r = json_object();
         json_object_set_new(r, "seq", json_integer(c->seq));
-        json_object_set_new(r, "name", cli_json_str(c->name));
+        json_object_set_new(r, "name", ulp_json_str(c->name));
         json_object_set_new(r, "occurrence", json_integer(c->occurrence));
         json_object_set_new(r, "layer", c->layer < 0 ? json_null() : json_integer(c->layer));
-        json_object_set_new(r, "role", cli_json_str(c->role));
-        json_object_set_new(r, "dtype", cli_json_str(ulp_dtype_name(c->dtype)));
+        json_object_set_new(r, "role", ulp_json_str(c->role));
+        json_object_set_new(r, "dtype", ulp_json_str(ulp_dtype_name(c->dtype)));
         json_object_set_new(r, "shape", shape);
         json_object_set_new(r, "elements", json_integer((json_int_t)c->elements));
         json_object_set_new(r, "bytes", json_integer((json_int_t)capture_bytes(c)));
@@ -217,7 +218,7 @@ static json_t *snapshot_json(const ulp_snapshot *s)
         if (c->n_inputs > 0) {
             json_t *in = json_array();
             for (size_t k = 0; k < c->n_inputs; k++)
-                json_array_append_new(in, cli_json_str(c->inputs[k]));
+                json_array_append_new(in, ulp_json_str(c->inputs[k]));
             json_object_set_new(r, "inputs", in);
         }
         json_array_append_new(caps, r);
@@ -298,7 +299,7 @@ int cmd_ls(int argc, char **argv)
         ulp_snapshot_close(s);
     }
     if (o.json) {
-        cli_json_print(all, stdout);
+        ulp_json_print(all, stdout);
         json_decref(all);
     }
     return rc;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "common/utf8.h"
 #include "report_priv.h"
 
 typedef struct display {
@@ -22,22 +23,6 @@ typedef struct display {
     int markdown;
     int oom;
 } display;
-
-/* Length of the valid UTF-8 sequence at p (2..4), or 0. */
-static size_t utf8_multi(const unsigned char *p)
-{
-    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
-               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-                                              : 0;
-    for (size_t k = 1; k < n; k++)
-        if ((p[k] & 0xc0) != 0x80)
-            return 0;
-    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
-        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
-        return 0;
-    return n;
-}
 
 /* Keeps p (a string or a kernel list) with d; 0, or -1 (then p is freed). */
 static int keep(display *d, void *p)
@@ -66,7 +51,7 @@ static char *esc(display *d, const char *s)
         return NULL;
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {
-        size_t k = p[i] >= 0x80 ? utf8_multi(p + i) : 0;
+        size_t k = p[i] >= 0x80 ? ulp__utf8_len(p + i) : 0;
         if (k > 0) {
             memcpy(q, p + i, k);
             q += k;

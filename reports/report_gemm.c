@@ -70,7 +70,7 @@ void ulp__report_summary_gemms(const ulp_diff_row *row, FILE *f, const char *bul
 
 static json_t *jstr(const char *s)
 {
-    json_t *v = ulp__json_str(s);
+    json_t *v = ulp_json_str(s);
     return v != NULL ? v : json_null();
 }
 

@@ -42,7 +42,7 @@ static json_t *ju64(uint64_t v)
         return json_integer((json_int_t)v);
     char b[96];
     snprintf(b, sizeof b, "%s%" PRIu64, u64_mark, v);
-    return ulp__json_str(b);
+    return ulp_json_str(b);
 }
 
 static json_t *jshape(int ndim, const int64_t *shape)
@@ -63,7 +63,7 @@ static json_t *jkernels(const ulp_diff_kernel *k, size_t n)
     json_t *a = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *o = json_object();
-        json_object_set_new(o, "name", ulp__json_str(k[i].name));
+        json_object_set_new(o, "name", ulp_json_str(k[i].name));
         json_object_set_new(o, "grid",
                             jshape(3, (const int64_t[]){k[i].grid[0], k[i].grid[1], k[i].grid[2]}));
         json_object_set_new(
@@ -77,7 +77,7 @@ static json_t *jbits(uint64_t bits, ulp_dtype dt)
 {
     char b[24];
     snprintf(b, sizeof b, "0x%0*" PRIx64, (int)(2 * ulp_dtype_size(dt)), bits);
-    return ulp__json_str(b);
+    return ulp_json_str(b);
 }
 
 static void set_kernels(json_t *o, const ulp_diff_row *row)
@@ -114,10 +114,10 @@ static json_t *jruns(const ulp_diff_row *row)
         json_object_set_new(o, "first", json_integer(run.first));
         json_object_set_new(o, "last", json_integer(run.last));
         const char *origin = ulp_diff_origin_name(run.origin);
-        json_object_set_new(o, "origin", origin ? ulp__json_str(origin) : json_null());
+        json_object_set_new(o, "origin", origin ? ulp_json_str(origin) : json_null());
         json_object_set_new(o, "input",
                             run.input >= 0 && (size_t)run.input < row->n_inputs
-                                ? ulp__json_str(row->inputs[run.input])
+                                ? ulp_json_str(row->inputs[run.input])
                                 : json_null());
         json_t *oa = json_array(), *ob = json_array();
         for (size_t q = run.k0; q < run.k1; q++) {
@@ -139,9 +139,9 @@ static void set_aligned(json_t *o, const ulp_diff_row *row)
 {
     json_object_set_new(o, "aligned", json_boolean(row->aligned));
     if (row->positions_in != NULL)
-        json_object_set_new(o, "positions_only_on", ulp__json_str(row->positions_in));
+        json_object_set_new(o, "positions_only_on", ulp_json_str(row->positions_in));
     if (row->hint != NULL)
-        json_object_set_new(o, "hint", ulp__json_str(row->hint));
+        json_object_set_new(o, "hint", ulp_json_str(row->hint));
     if (row->sliced) {
         json_t *sl = json_object();
         json_object_set_new(sl, "axis", json_integer(row->token_axis));
@@ -162,14 +162,14 @@ static void set_aligned(json_t *o, const ulp_diff_row *row)
                         jkey(row->worst_position >= 0, row->worst_request, row->worst_position));
     json_t *in = json_array();
     for (size_t k = 0; k < row->n_inputs; k++)
-        json_array_append_new(in, ulp__json_str(row->inputs[k]));
+        json_array_append_new(in, ulp_json_str(row->inputs[k]));
     json_object_set_new(o, "inputs", in);
     const char *origin = ulp_diff_origin_name(row->origin);
-    json_object_set_new(o, "origin", origin ? ulp__json_str(origin) : json_null());
+    json_object_set_new(o, "origin", origin ? ulp_json_str(origin) : json_null());
     json_object_set_new(o, "differing_positions", jruns(row));
     if (row->capture_next != NULL) {
         json_t *cn = json_object();
-        json_object_set_new(cn, "name", ulp__json_str(row->capture_next));
+        json_object_set_new(cn, "name", ulp_json_str(row->capture_next));
         json_object_set_new(cn, "request", json_integer(row->capture_request));
         json_object_set_new(cn, "first", json_integer(row->capture_first));
         json_object_set_new(cn, "last", json_integer(row->capture_last));
@@ -187,16 +187,16 @@ static json_t *jrow(const ulp_diff_row *row)
     int paired = row->seq_a >= 0 && row->seq_b >= 0;
     int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
 
-    json_object_set_new(o, "name", ulp__json_str(row->name));
+    json_object_set_new(o, "name", ulp_json_str(row->name));
     json_object_set_new(o, "occurrence", json_integer(row->occurrence));
     json_object_set_new(o, "layer", jlayer(row->layer));
-    json_object_set_new(o, "role", ulp__json_str(row->role));
+    json_object_set_new(o, "role", ulp_json_str(row->role));
     json_object_set_new(o, "dtype",
-                        ulp__json_str(ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a)));
+                        ulp_json_str(ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a)));
     json_object_set_new(
         o, "shape", side_b ? jshape(row->ndim_b, row->shape_b) : jshape(row->ndim_a, row->shape_a));
     json_object_set_new(o, "elements", ju64(row->elements));
-    json_object_set_new(o, "status", ulp__json_str(ulp_diff_status_name(row->status)));
+    json_object_set_new(o, "status", ulp_json_str(ulp_diff_status_name(row->status)));
     if (compared) {
         json_object_set_new(o, "differing", ju64(m->differing));
         json_object_set_new(o, "max_ulp", ju64(m->max_ulp));
@@ -212,7 +212,7 @@ static json_t *jrow(const ulp_diff_row *row)
     json_object_set_new(o, "seq", row->seq_a >= 0 ? json_integer(row->seq_a) : json_null());
     json_object_set_new(o, "seq_b", row->seq_b >= 0 ? json_integer(row->seq_b) : json_null());
     if (paired) {
-        json_object_set_new(o, "dtype_b", ulp__json_str(ulp_dtype_name(row->dtype_b)));
+        json_object_set_new(o, "dtype_b", ulp_json_str(ulp_dtype_name(row->dtype_b)));
         json_object_set_new(o, "shape_b", jshape(row->ndim_b, row->shape_b));
     }
     if (compared) {
@@ -265,7 +265,7 @@ static json_t *jdoubles(const double *v, uint64_t n)
 static json_t *jlogits(const ulp_diff_logits *lg)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "name", ulp__json_str(lg->name));
+    json_object_set_new(o, "name", ulp_json_str(lg->name));
     json_object_set_new(o, "occurrence", json_integer(lg->occurrence));
     json_object_set_new(o, "rows", ju64(lg->rows));
     json_object_set_new(o, "argmax_flips", ju64(lg->argmax_flips));
@@ -301,7 +301,7 @@ static json_t *jlogits(const ulp_diff_logits *lg)
         json_array_append_new(ties, x);
     }
     json_object_set_new(o, "tied", ties);
-    json_object_set_new(o, "dtype", ulp__json_str(ulp_dtype_name(lg->dtype)));
+    json_object_set_new(o, "dtype", ulp_json_str(ulp_dtype_name(lg->dtype)));
     json_object_set_new(o, "vocab", ju64(lg->vocab));
     json_object_set_new(o, "rows_at_risk", ju64(lg->rows_at_risk));
     json_t *risk = json_array();
@@ -340,15 +340,15 @@ static json_t *jlogits(const ulp_diff_logits *lg)
 static json_t *jside(const char *path, const char *label)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "path", ulp__json_str(path));
-    json_object_set_new(o, "label", ulp__json_str(label));
+    json_object_set_new(o, "path", ulp_json_str(path));
+    json_object_set_new(o, "label", ulp_json_str(label));
     return o;
 }
 
 static json_t *build(const ulp_diff_result *r)
 {
     json_t *doc = json_object();
-    json_object_set_new(doc, "format", ulp__json_str("ulpprof-diff"));
+    json_object_set_new(doc, "format", ulp_json_str("ulpprof-diff"));
     json_object_set_new(doc, "format_version", json_integer(1));
     json_object_set_new(doc, "a", jside(r->path_a, r->label_a));
     json_object_set_new(doc, "b", jside(r->path_b, r->label_b));
@@ -356,19 +356,19 @@ static json_t *build(const ulp_diff_result *r)
     if (r->has_first_divergence) {
         const ulp_diff_row *row = &r->rows[r->first_divergence];
         json_t *fd = json_object();
-        json_object_set_new(fd, "name", ulp__json_str(row->name));
+        json_object_set_new(fd, "name", ulp_json_str(row->name));
         json_object_set_new(fd, "occurrence", json_integer(row->occurrence));
         json_object_set_new(fd, "layer", jlayer(row->layer));
         json_object_set_new(fd, "row", json_integer((json_int_t)r->first_divergence));
-        json_object_set_new(fd, "status", ulp__json_str(ulp_diff_status_name(row->status)));
+        json_object_set_new(fd, "status", ulp_json_str(ulp_diff_status_name(row->status)));
         int key = row->aligned && row->first_position >= 0;
         json_object_set_new(fd, "request", key ? json_integer(row->first_request) : json_null());
         json_object_set_new(fd, "position", key ? json_integer(row->first_position) : json_null());
         const char *origin = ulp_diff_origin_name(row->origin);
-        json_object_set_new(fd, "origin", origin ? ulp__json_str(origin) : json_null());
+        json_object_set_new(fd, "origin", origin ? ulp_json_str(origin) : json_null());
         char text[2048];
         ulp__first_divergence_text(r, text, sizeof text, "");
-        json_object_set_new(fd, "text", ulp__json_str(text));
+        json_object_set_new(fd, "text", ulp_json_str(text));
         set_kernels(fd, row);
         json_object_set_new(doc, "first_divergence", fd);
     } else {
@@ -386,11 +386,11 @@ static json_t *build(const ulp_diff_result *r)
     json_t *lad = json_object(), *keys = json_array(), *kv = json_array();
     for (size_t i = 0; i < r->ladder.n_keys; i++) {
         const ulp_diff_run_key *k = &r->ladder.keys[i];
-        json_array_append_new(keys, ulp__json_str(k->key));
+        json_array_append_new(keys, ulp_json_str(k->key));
         json_t *x = json_object();
-        json_object_set_new(x, "key", ulp__json_str(k->key));
-        json_object_set_new(x, "a", k->value_a ? ulp__json_str(k->value_a) : json_null());
-        json_object_set_new(x, "b", k->value_b ? ulp__json_str(k->value_b) : json_null());
+        json_object_set_new(x, "key", ulp_json_str(k->key));
+        json_object_set_new(x, "a", k->value_a ? ulp_json_str(k->value_a) : json_null());
+        json_object_set_new(x, "b", k->value_b ? ulp_json_str(k->value_b) : json_null());
         json_object_set_new(
             x, "level", k->level != ULP_DIFF_LADDER_NONE ? json_integer(k->level) : json_null());
         json_array_append_new(kv, x);
@@ -400,7 +400,7 @@ static json_t *build(const ulp_diff_result *r)
                         r->ladder.level != ULP_DIFF_LADDER_NONE ? json_integer(r->ladder.level)
                                                                 : json_null());
     json_object_set_new(lad, "level_name",
-                        r->ladder.level_name ? ulp__json_str(r->ladder.level_name) : json_null());
+                        r->ladder.level_name ? ulp_json_str(r->ladder.level_name) : json_null());
     json_object_set_new(lad, "keys", kv);
     json_object_set_new(doc, "ladder", lad);
 
@@ -419,9 +419,9 @@ static json_t *build(const ulp_diff_result *r)
     if (r->amp.valid) {
         const ulp_diff_amplification *a = &r->amp;
         json_t *x = json_object();
-        json_object_set_new(x, "first", ulp__json_str(r->rows[a->first_row].name));
+        json_object_set_new(x, "first", ulp_json_str(r->rows[a->first_row].name));
         json_object_set_new(x, "first_occurrence", json_integer(r->rows[a->first_row].occurrence));
-        json_object_set_new(x, "last", ulp__json_str(r->rows[a->last_row].name));
+        json_object_set_new(x, "last", ulp_json_str(r->rows[a->last_row].name));
         json_object_set_new(x, "last_occurrence", json_integer(r->rows[a->last_row].occurrence));
         json_object_set_new(x, "differing_fraction_first", jnum(a->frac_first));
         json_object_set_new(x, "differing_fraction_last", jnum(a->frac_last));

@@ -13,29 +13,13 @@
  * \udcXX.
  */
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/utf8.h"
 #include "report_priv.h"
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80)
-        return 1;
-    size_t n = p[0] >= 0xc2 && p[0] <= 0xdf   ? 2
-               : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-               : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4
-                                              : 0;
-    for (size_t k = 1; k < n; k++)
-        if ((p[k] & 0xc0) != 0x80)
-            return 0;
-    /* Overlong forms, surrogates and code points past U+10FFFF. */
-    if ((n == 3 && p[0] == 0xe0 && p[1] < 0xa0) || (n == 3 && p[0] == 0xed && p[1] >= 0xa0) ||
-        (n == 4 && p[0] == 0xf0 && p[1] < 0x90) || (n == 4 && p[0] == 0xf4 && p[1] >= 0x90))
-        return 0;
-    return n;
-}
+#include "ulpprof/report.h"
 
 /* The marked form of s in a new buffer (*len bytes), or NULL when s is valid UTF-8. */
 static char *marked(const char *s, size_t *len)
@@ -43,7 +27,7 @@ static char *marked(const char *s, size_t *len)
     const unsigned char *p = (const unsigned char *)s;
     size_t bad = 0, n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_len(p + i);
+        size_t k = ulp__utf8_len(p + i);
         bad += k == 0;
         i += k ? k : 1;
     }
@@ -53,7 +37,7 @@ static char *marked(const char *s, size_t *len)
     if (out == NULL)
         return NULL;
     for (size_t i = 0; i < n;) {
-        size_t k = utf8_len(p + i);
+        size_t k = ulp__utf8_len(p + i);
         if (k == 0) {
             static const char hex[] = "0123456789abcdef";
             *q++ = '\0';
@@ -70,7 +54,7 @@ static char *marked(const char *s, size_t *len)
     return out;
 }
 
-json_t *ulp__json_str(const char *s)
+json_t *ulp_json_str(const char *s)
 {
     if (s == NULL)
         return json_null();
@@ -81,7 +65,7 @@ json_t *ulp__json_str(const char *s)
     return j != NULL ? j : json_null();
 }
 
-int ulp__json_set(json_t *o, const char *key, json_t *v)
+int ulp_json_set(json_t *o, const char *key, json_t *v)
 {
     size_t len = 0;
     char *m = marked(key, &len);
@@ -113,4 +97,17 @@ char *ulp__json_unmark(const char *text)
     }
     *q = '\0';
     return out;
+}
+
+int ulp_json_print(json_t *doc, FILE *f)
+{
+    char *text = json_dumps(doc, JSON_INDENT(2));
+    char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
+    free(text);
+    if (plain == NULL)
+        return -1;
+    fputs(plain, f);
+    fputc('\n', f);
+    free(plain);
+    return 0;
 }

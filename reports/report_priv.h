@@ -23,8 +23,7 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown);
 void ulp__report_display_free(ulp_diff_result *d);
 
 /* report_json_bytes.c: strings that may not be UTF-8, losslessly (\udcXX per bad byte). */
-struct json_t *ulp__json_str(const char *s);                            /* NULL: null */
-int ulp__json_set(struct json_t *o, const char *key, struct json_t *v); /* any key  */
+/* ulp_json_str() and ulp_json_set() are public (ulpprof/report.h). */
 char *ulp__json_unmark(const char *text); /* the dump with \udcXX; NULL: out of memory */
 
 /* report_text.c: shared sentences of the table and Markdown reports. */

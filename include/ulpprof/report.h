@@ -29,6 +29,22 @@ typedef enum ulp_report_format {
 ULP_API int ulp_report_format_from_name(const char *name);
 
 /*
+ * JSON for strings that are bytes in the file (names, labels, /run keys and
+ * values), for programs that write JSON beside the reports (`ulpprof ls
+ * --json`, `kernels --json`): a byte that is not part of valid UTF-8 comes
+ * out as \udcXX, Python's surrogateescape convention, so nothing is
+ * dropped or merged; valid UTF-8 as it is.  The strings only come out right
+ * when the document is written with ulp_json_print().
+ */
+struct json_t;
+/* A new jansson string for s (JSON null for NULL or when out of memory). */
+ULP_API struct json_t *ulp_json_str(const char *s);
+/* json_object_set_new() for any key, bytes that are not UTF-8 included. */
+ULP_API int ulp_json_set(struct json_t *o, const char *key, struct json_t *v);
+/* Writes doc indented by 2, then a newline, to f; 0, or -1 (out of memory). */
+ULP_API int ulp_json_print(struct json_t *doc, FILE *f);
+
+/*
  * One GEMM call in words, into buf (n bytes, truncated):
  * "M=127 N=64 K=96 split-K 1 tile 128x128 stages 64x3 [cublasLtMatmul TN
  * bf16 bf16->bf16, 32F]"; what is unknown is left out.
