@@ -1,5 +1,6 @@
 /* The /trace/kernels row: its field table and HDF5 compound types (kernel_row.h). */
 #include "kernel_row.h"
+#include "row_type.h"
 
 #define ULP__KERNEL_FIELD(name, kind, comment)                                                     \
     {#name, offsetof(ulp__kernel_row, name), ULP__KERNEL_KIND_##kind},
@@ -23,29 +24,14 @@ hid_t ulp__kernel_field_type(ulp__kernel_kind kind, int file)
     return H5I_INVALID_HID;
 }
 
+static hid_t field(size_t i, int file, const char **name, size_t *offset)
+{
+    *name = ulp__kernel_fields[i].name;
+    *offset = ulp__kernel_fields[i].offset;
+    return ulp__kernel_field_type(ulp__kernel_fields[i].kind, file);
+}
+
 hid_t ulp__kernel_row_type(int file)
 {
-    size_t size = 0;
-    for (size_t i = 0; i < ulp__kernel_field_count; i++) {
-        hid_t ft = ulp__kernel_field_type(ulp__kernel_fields[i].kind, 1);
-        if (ft < 0)
-            return H5I_INVALID_HID;
-        size += H5Tget_size(ft);
-        H5Tclose(ft);
-    }
-    hid_t t = H5Tcreate(H5T_COMPOUND, file ? size : sizeof(ulp__kernel_row));
-    size_t off = 0;
-    for (size_t i = 0; t >= 0 && i < ulp__kernel_field_count; i++) {
-        const ulp__kernel_field *f = &ulp__kernel_fields[i];
-        hid_t ft = ulp__kernel_field_type(f->kind, file);
-        if (ft < 0 || H5Tinsert(t, f->name, file ? off : f->offset, ft) < 0) {
-            H5Tclose(t);
-            t = H5I_INVALID_HID;
-        }
-        if (ft >= 0) {
-            off += H5Tget_size(ft);
-            H5Tclose(ft);
-        }
-    }
-    return t;
+    return ulp__row_type(ulp__kernel_field_count, sizeof(ulp__kernel_row), file, field);
 }
