@@ -15,8 +15,8 @@ captured (the report must say the difference entered through rows it never
 captured, and what to capture), batch 1 against batch 4 with the request in
 row 2, and 8 greedy decode steps at batch 1 and batch 4.
 
-Runs under the .ci/pyenv interpreter when this one lacks transformers; it
-is skipped, saying so, only when no interpreter with transformers exists.
+Runs under the .ci/pyenv interpreter when this one lacks transformers, and
+fails when no interpreter with transformers can be made (pyenv_reexec.py).
 """
 import json
 import os
@@ -27,19 +27,13 @@ import tempfile
 SRC = os.environ.get("ULPPROF_SOURCE_DIR", os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", os.path.join(SRC, "build"))
-try:
-    import transformers
-except ImportError:
-    py = subprocess.run(["bash", os.path.join(SRC, ".ci", "pyenv")], capture_output=True,
-                        text=True)
-    if py.returncode != 0 or not py.stdout.strip():
-        print("SKIPPED: transformers is not importable and .ci/pyenv made no interpreter "
-              "with it: %s" % py.stderr.strip()[-300:])
-        sys.exit(0)
-    os.execv(py.stdout.strip(), [py.stdout.strip()] + sys.argv)
-import torch  # noqa: E402
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv_reexec  # noqa: E402
+
+pyenv_reexec.unless("transformers")
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
 sys.path.insert(0, os.path.join(SRC, "python"))
 os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "collector", "libulpprof_capture.so")
 import aligned_ref  # noqa: E402

@@ -14,16 +14,12 @@ import tempfile
 
 SRC = os.environ["ULPPROF_SOURCE_DIR"]
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
-try:
-    import transformers
-except ImportError:
-    py = subprocess.run(["bash", os.path.join(SRC, ".ci", "pyenv")], capture_output=True,
-                        text=True)
-    if py.returncode != 0:
-        print("FAIL: .ci/pyenv: %s" % py.stderr.strip()[-500:])
-        sys.exit(1)
-    os.execv(py.stdout.strip(), [py.stdout.strip()] + sys.argv)
-import h5py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv_reexec  # noqa: E402
+
+pyenv_reexec.unless("transformers")
+import h5py  # noqa: E402
+import transformers  # noqa: E402
 import numpy as np
 import torch
 

@@ -14,20 +14,15 @@ import tempfile
 
 SRC = os.environ["ULPPROF_SOURCE_DIR"]
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
-try:
-    import safetensors  # noqa: F401
-    import torch
-except ImportError:
-    py = subprocess.run(["bash", os.path.join(SRC, ".ci", "pyenv")], capture_output=True,
-                        text=True)
-    if py.returncode != 0:
-        print("FAIL: .ci/pyenv: %s" % py.stderr.strip()[-500:])
-        sys.exit(1)
-    os.execv(py.stdout.strip(), [py.stdout.strip()] + sys.argv)
-import h5py
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv_reexec  # noqa: E402
+
+pyenv_reexec.unless("safetensors", "torch")
+import h5py  # noqa: E402
 import numpy as np
-import safetensors.numpy
-import safetensors.torch
+import safetensors.numpy  # noqa: E402
+import safetensors.torch  # noqa: E402
+import torch  # noqa: E402
 
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 ENV = dict(os.environ, ULPPROF_PYTHON=sys.executable, PYTHONPATH=os.path.join(SRC, "python"),
