@@ -49,6 +49,12 @@ ulp_status ulp__plot_write_logits_gp(const ulp__plot_model *m, size_t li, const 
 
 /* Writes `s` as a gnuplot single-quoted string literal (no substitutions inside). */
 void ulp__plot_gp_string(FILE *f, const char *s);
+/*
+ * The head every script shares: where it came from (`data`), how to redraw
+ * it, and the loop over PNG and SVG at width x height writing BASE.png and
+ * BASE.svg; the figure's commands follow, and "  unset output\n}\n" ends it.
+ */
+void ulp__plot_gp_begin(FILE *f, const char *base, const char *data, int width, int height);
 /* Writes `s` with every character that would break a data column replaced by '_'. */
 void ulp__plot_dat_word(FILE *f, const char *s);
 /* Writes a double that gnuplot and Python read back exactly ("NaN" when not finite). */
