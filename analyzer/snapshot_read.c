@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/h5types.h"
 #include "snapshot_priv.h"
+#include "snapshot_read_priv.h"
 
 /* pread(2) at most this many bytes per call. */
 #define PREAD_MAX ((size_t)1 << 30)
@@ -220,6 +221,18 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
     return ULP_OK;
 }
 
+const void *ulp__snapshot_mapped(const ulp_snapshot *s, size_t i, uint64_t first)
+{
+    if (s == NULL || s->map == NULL || i >= s->ncaps || s->srcs[i].offset == ULP__NO_OFFSET)
+        return NULL;
+    uint64_t esize = ulp_dtype_size(s->caps[i].dtype);
+    uint64_t off = s->srcs[i].offset + first * esize;
+    /* As ulp_snapshot_view(): misaligned elements are copied. */
+    if (first > s->caps[i].elements || esize == 0 || off % esize != 0 || off > s->file_size)
+        return NULL;
+    return s->map + off;
+}
+
 ulp_status ulp_snapshot_view(const ulp_snapshot *s, size_t i, uint64_t first, uint64_t count,
                              void *buf, const void **out, ulp_error *err)
 {
@@ -264,12 +277,24 @@ void ulp_snapshot_view_release(const ulp_snapshot *s, const void *p, uint64_t by
         return; /* a caller's buffer, not the mapping */
     /*
      * Drop the pages from this process (not from the page cache) so that
-     * the resident set stays bounded by the chunks in flight, whatever the
-     * file size.  Only whole pages inside the range: neighbours may be in use.
+     * the resident set stays bounded by the views in use, whatever the file
+     * size.  A fault maps more than its page -- around it, up to the whole
+     * span of its page table (2 MiB on x86-64) where the page cache holds
+     * large folios -- also before the view and past its end: releasing the
+     * view's own pages would leave the others mapped at every view's edges
+     * (50 MiB for a 1 GiB file read in 512 KiB views).  So whole spans go,
+     * within the mapping.  A neighbouring view's pages that go with them
+     * are mapped again at their next access (a read-only shared mapping:
+     * nothing is lost); views aligned to ULP__VIEW_SPAN share none.
      */
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)q + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)q + (uintptr_t)bytes) & ~(page - 1);
+    uintptr_t span = ULP__VIEW_SPAN > page ? ULP__VIEW_SPAN : page;
+    uintptr_t base = (uintptr_t)s->map;
+    uintptr_t end = (base + (uintptr_t)s->file_size + page - 1) & ~(page - 1);
+    uintptr_t lo = (uintptr_t)q & ~(span - 1);
+    uintptr_t hi = ((uintptr_t)q + (uintptr_t)bytes + span - 1) & ~(span - 1);
+    lo = lo < base ? base : lo;
+    hi = hi > end || hi < lo ? end : hi;
     if (hi > lo)
         madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }

@@ -50,7 +50,7 @@ static void diff_help(void)
            "                         same-draw sampling at temperature T differs\n"
            "                         (repeatable, at most %d)\n"
            "  -j, --threads N        worker threads (default: online CPUs, at most 8)\n"
-           "      --chunk-elements N elements per read and thread (default 262144)\n"
+           "      --chunk-elements N elements per read and thread (default 1048576)\n"
            "      --color WHEN       auto (default), always or never\n"
            "      --plot DIR         also draw the gnuplot plots (amplification curve,\n"
            "                         ULP heatmap, logits margins) into DIR\n"
