@@ -11,12 +11,14 @@
  * inverse-CDF sampling driven by the same uniform draw picks different
  * tokens (exactly: the measure of u in [0, 1) whose tokens differ).
  *
- * The rows are shared out to the diff's worker threads a chunk's worth
- * (at least one row) at a time and read into per-thread buffers;
+ * The rows are shared out to the diff's worker threads about 1 MiB
+ * (at least one row) at a time, read in place from the files' mappings
+ * (or, where a view needs it, into per-thread buffers);
  * each row goes through float32 kernels that gcc vectorizes
  * (logits_row.c) when its format fits in float32, through doubles
- * otherwise, and through doubles for the sampling figures.  Memory: one
- * chunk (or one row, if larger) per thread, and a few bytes per row.
+ * otherwise, and through doubles for the sampling figures.  Memory: about
+ * 1 MiB of rows a side (or one row, if larger) per thread, and a few bytes
+ * per row.
  */
 #include <math.h>
 #include <pthread.h>
@@ -26,6 +28,9 @@
 
 #include "common/error.h"
 #include "diff_priv.h"
+
+/* Bytes a side of the rows one task analyses. */
+#define LOGITS_TASK_BYTES ((uint64_t)1 << 20)
 
 static void top2(const double *z, uint64_t n, int64_t *arg, double *margin)
 {
@@ -323,14 +328,18 @@ static void lg_fail(lg_job *j, const ulp_error *e)
 }
 
 /*
- * Reads elements [first, first + n) of the compared view on both sides into
- * ba/bb, segment by segment (read as the element metrics are, diff_jobs.c).
+ * Elements [first, first + n) of the compared view on both sides: *pa and
+ * *pb point into the files' mappings where the range lies in one segment
+ * (ulp_snapshot_view: no copy), else into ba / bb, read segment by segment
+ * (as the element metrics are, diff_jobs.c).
  */
 static ulp_status read_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
-                            ulp_error *e)
+                            const unsigned char **pa, const unsigned char **pb, ulp_error *e)
 {
     size_t sz = ulp_dtype_size(j->lg->dtype);
     size_t q = 0;
+    *pa = s->ba;
+    *pb = s->bb;
     for (uint64_t done = 0; done < n;) {
         uint64_t v = first + done;
         while (q < j->nsegs && v >= j->segs[q].base + j->segs[q].len)
@@ -340,8 +349,17 @@ static ulp_status read_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scra
                               (unsigned long long)v);
         const ulp__segment *g = &j->segs[q];
         uint64_t m = g->base + g->len - v < n - done ? g->base + g->len - v : n - done;
-        ulp_status st =
-            ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, s->ba + done * sz, e);
+        ulp_status st;
+        if (m == n) {
+            const void *va, *vb;
+            st = ulp_snapshot_view(j->a, g->ia, g->off_a + (v - g->base), m, s->ba, &va, e);
+            if (st == ULP_OK)
+                st = ulp_snapshot_view(j->b, g->ib, g->off_b + (v - g->base), m, s->bb, &vb, e);
+            *pa = va;
+            *pb = vb;
+            return st;
+        }
+        st = ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, s->ba + done * sz, e);
         if (st == ULP_OK)
             st = ulp_snapshot_read(j->b, g->ib, g->off_b + (v - g->base), m, s->bb + done * sz, e);
         if (st != ULP_OK)
@@ -373,12 +391,16 @@ static void *lg_worker(void *arg)
         if (r0 >= R)
             break;
         uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
-        if (read_rows(j, r0 * V, nr * V, &s, &e) != ULP_OK) {
+        const unsigned char *ra, *rb;
+        if (read_rows(j, r0 * V, nr * V, &s, &ra, &rb, &e) != ULP_OK) {
             lg_fail(j, &e);
             break;
         }
         for (uint64_t q = 0; q < nr; q++)
-            one_row(j, &s, s.ba + q * V * sz, s.bb + q * V * sz, r0 + q);
+            one_row(j, &s, ra + q * V * sz, rb + q * V * sz, r0 + q);
+        /* Mapped rows leave the resident set (a no-op for the buffers). */
+        ulp_snapshot_view_release(j->a, ra, nr * V * sz);
+        ulp_snapshot_view_release(j->b, rb, nr * V * sz);
     }
 cleanup:
     scratch_free(&s);
@@ -486,8 +508,11 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
     j.nsegs = nsegs;
     j.opts = opts;
     j.lg = lg;
-    /* Rows per task: a chunk's worth, at least one row. */
-    j.per = opts->chunk_elements / V ? opts->chunk_elements / V : 1;
+    /* Rows per task: about 1 MiB a side, at least one row (the resident
+     * set holds the mapped rows in flight: 26 MiB at 1 row of 600 KiB per
+     * task, 40 MiB at 6, tests/perf/bench_diff.sh). */
+    uint64_t row_bytes = V * ulp_dtype_size(lg->dtype);
+    j.per = row_bytes < LOGITS_TASK_BYTES ? LOGITS_TASK_BYTES / row_bytes : 1;
     ulp_error_clear(&j.err);
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, 0);
