@@ -47,7 +47,8 @@ def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_n
                    env=None):
     """captures: list of dicts with name, bits (ndarray of STORAGE raw type,
     shaped), dtype, and optionally occurrence (0), seq (list order), layer,
-    role, kernels ([first,last)).  kernels: list of (name_id, grid, block)."""
+    role, kernels ([first,last)), chunks (a chunk shape: chunked and
+    deflated instead of contiguous).  kernels: list of (name_id, grid, block)."""
     with h5py.File(path, "w") as f:
         f.attrs["format"] = "ulpprof-snapshot"
         f.attrs["format_version"] = np.int32(1)
@@ -68,7 +69,12 @@ def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_n
             space = h5py.h5s.create_simple(bits.shape) if bits.ndim else h5py.h5s.create(
                 h5py.h5s.SCALAR)
             occ = str(c.get("occurrence", 0)).encode()
-            dsid = h5py.h5d.create(grp.id, occ, tid, space)
+            dcpl = None
+            if c.get("chunks") is not None:  # chunked and deflated: read through HDF5
+                dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+                dcpl.set_chunk(tuple(c["chunks"]))
+                dcpl.set_deflate(1)
+            dsid = h5py.h5d.create(grp.id, occ, tid, space, dcpl=dcpl)
             if bits.size:
                 dsid.write(h5py.h5s.ALL, h5py.h5s.ALL, bits, mtype=tid)
             d = h5py.Dataset(dsid)

@@ -1,0 +1,129 @@
+"""`ulpprof diff` of tensors larger than its chunks, read in place from the
+files' mappings (issue #16), gives numpy's numbers whatever the threads and
+the chunk size.
+
+The pair holds tensors of several MiB (several 2 MiB spans of the mapping,
+at offsets that are not span-aligned, so that every pair has a short head
+chunk), a chunked and deflated one (not mapped: read through HDF5 into
+buffers), and two f32 logits captures: one of many rows per task, whose
+tasks cross span boundaries, and one of rows larger than a task.  Each run
+-- the default, one thread, three threads with 4 MiB chunks, four threads
+with 1000-element chunks -- must print the same rows and logits, and those
+must be numpy's (tests/perf/diff_numpy.py, checked by check_numpy.py).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import diffsnap as ds  # noqa: E402
+
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
+PERF = os.path.join(HERE, "..", "perf")
+rng = np.random.default_rng(1616)
+
+
+def moved(bits, frac, big):
+    """A copy with about `frac` of the elements moved by 1..4 ULP, and `big` by up to 2^12."""
+    out = bits.copy().reshape(-1)
+    idx = np.flatnonzero(rng.random(out.size) < frac)
+    out[idx] += rng.integers(1, 5, idx.size).astype(out.dtype)
+    far = rng.integers(0, out.size, big)
+    out[far] += rng.integers(1, 1 << 12, big).astype(out.dtype)
+    return out.reshape(bits.shape)
+
+
+def bf16(shape):
+    x = rng.standard_normal(shape).astype(np.float32).view(np.uint32)
+    return (x >> 16).astype(np.uint16) & np.uint16(0x7EFF)  # finite, away from inf
+
+
+def f32(shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32).view(np.uint32)
+
+
+def logits_pair(rows, vocab):
+    a = f32((rows, vocab), 4.0)
+    b = moved(a, 0.05, 8)
+    for r in range(0, rows, 3):  # the top two one ULP apart in A, swapped in B
+        j1, j2 = np.argsort(a[r].view(np.float32))[-2:][::-1]
+        top = max(a[r, j1], b[r, j1])
+        a[r, j1], a[r, j2] = top, top - 1
+        b[r, j1], b[r, j2] = top, top + 1
+    return a, b
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ulpdiff-chunks-")
+    try:
+        caps_a, caps_b = [], []
+
+        def add(name, a, b, dtype, **kw):
+            caps_a.append(dict(name=name, bits=a, dtype=dtype, **kw))
+            caps_b.append(dict(name=name, bits=b, dtype=dtype, **kw))
+
+        x = bf16((7, 5))
+        add("model.layers.0.small", x, moved(x, 0.3, 1), "bf16", layer=0)
+        x = bf16((1003, 3001))
+        add("model.layers.1.attn_out", x, moved(x, 0.05, 40), "bf16", layer=1)
+        x = f32((701, 1999))
+        add("model.layers.1.out", x, moved(x, 0.09, 40), "f32", layer=1)
+        x = bf16((1500, 2001))
+        add("model.layers.2.mlp_out", x, moved(x, 0.02, 40), "bf16", layer=2,
+            chunks=(100, 2001))
+        la, lb = logits_pair(37, 50021)
+        add("lm_head", la, lb, "f32", role="logits")
+        la, lb = logits_pair(5, 300007)
+        add("lm_head_wide", la, lb, "f32", role="logits")
+        pa, pb = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
+        ds.write_snapshot(pa, caps_a)
+        ds.write_snapshot(pb, caps_b)
+
+        runs = {"default": [], "j1": ["-j", "1"], "j3-4MiB": ["-j", "3", "--chunk-elements",
+                                                              "2097152"],
+                "j4-1000": ["-j", "4", "--chunk-elements", "1000"]}
+        reports = {}
+        for tag, args in runs.items():
+            out = os.path.join(tmp, tag + ".json")
+            p = subprocess.run([ULPPROF, "diff", "-f", "json", "-o", out] + args + [pa, pb],
+                               capture_output=True, text=True)
+            if p.returncode != 1:
+                print("FAIL: %s: exit %d, %s" % (tag, p.returncode, p.stderr))
+                return 1
+            rep = json.load(open(out))
+            reports[tag] = (rep["rows"], rep["logits"])
+        fails = [t for t in runs if reports[t] != reports["default"]]
+        if fails:
+            print("FAIL: rows or logits differ from the default run's in", fails)
+            return 1
+        rows, logits = reports["default"]
+        if len(rows) != 6 or sum(r["differing"] for r in rows) == 0 or \
+                [lg["argmax_flips"] for lg in logits] != [13, 2]:
+            print("FAIL: not the pair written:", [(r["name"], r["differing"]) for r in rows],
+                  [lg["argmax_flips"] for lg in logits])
+            return 1
+        npout = os.path.join(tmp, "numpy.txt")
+        with open(npout, "w") as f:
+            subprocess.run([sys.executable, os.path.join(PERF, "diff_numpy.py"), pa, pb],
+                           stdout=f, check=True)
+        p = subprocess.run([sys.executable, os.path.join(PERF, "check_numpy.py"), npout,
+                            os.path.join(tmp, "default.json")], capture_output=True, text=True)
+        print(p.stdout + p.stderr, end="")
+        if p.returncode != 0:
+            print("FAIL: numpy's numbers differ")
+            return 1
+        print("ok: %d runs agree with each other and with numpy" % len(runs))
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
