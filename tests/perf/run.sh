@@ -12,6 +12,10 @@ trap 'rm -rf "$tmp"' EXIT
 # prints the call/memcpy and write/fwrite ratios.
 "$build/tests/bench_capture" "$tmp"
 
+# The PyTorch helper against torch.save of the same tensors (issue #16): a
+# random Qwen2's forward passes bare, under ulpprof.torch, with torch.save hooks.
+/usr/bin/python3 "$(dirname "$0")/bench_torch.py" "$build" --dir "$tmp"
+
 # The element comparison against the share of differing elements (issue #16:
 # no cliff at any density); CPU ns per element pair for bf16 and f32.
 "$build/tests/bench_density"
