@@ -46,13 +46,15 @@ class _Desc(ctypes.Structure):
                 ("has_kernels", ctypes.c_int), ("kernels", ctypes.c_int64 * 2),
                 ("device_ptr", ctypes.c_uint64), ("stream", ctypes.c_uint64),
                 ("time_ns", ctypes.c_int64),
-                ("positions", ctypes.POINTER(ctypes.c_int64)),
-                ("requests", ctypes.POINTER(ctypes.c_int64)),
+                ("positions", ctypes.c_void_p),  # const int64_t *
+                ("requests", ctypes.c_void_p),  # const int64_t *
                 ("row_rank", ctypes.c_int32), ("n_inputs", ctypes.c_int32),
                 ("inputs", ctypes.POINTER(ctypes.c_char_p))]
 
 
 _DESC_BYTES = 1024  # > sizeof(ulp_capture_desc) of any library version we load
+_MAX_RANK = 8  # ULP_MAX_RANK
+_CACHE_MAX = 4096  # names and input lists kept encoded, per session
 _lock = threading.RLock()
 _lib = None
 _lib_path = None
@@ -75,12 +77,15 @@ def _mapped_copy(stem):
     """The path of a copy of `stem` (e.g. libulpprof_capture.so) already mapped here."""
     try:
         with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.rstrip("\n").split(" ")[-1]
-                if os.path.basename(path).startswith(stem):
-                    return path
+            maps = f.read()
     except OSError:
-        pass
+        return None
+    if stem not in maps:  # the usual answer, without splitting thousands of lines
+        return None
+    for line in maps.splitlines():
+        path = line.split(" ")[-1]
+        if os.path.basename(path).startswith(stem):
+            return path
     return None
 
 
@@ -209,6 +214,9 @@ class Session:
             _open_paths[self._key] = self
         self._lib = lib
         self._warned = set()
+        self._local = threading.local()
+        self._names = {}
+        self._input_arrays = {}
         for k, v in (run or {}).items():
             self.set_run(k, v)
 
@@ -220,42 +228,82 @@ class Session:
     def set_step(self, step):
         self._lib.ulp_session_set_step(self._h, int(step))
 
+    def _desc(self):
+        """This thread's descriptor, made once: a buffer that
+        ulp_capture_desc_init() filled, the fields we know over it, and room
+        for a shape.  The library copies the descriptor during the call, so
+        one per thread serves every capture (a new ctypes buffer, structure
+        and arrays per capture cost more than the rest of the call)."""
+        mine = getattr(self._local, "desc", None)
+        if mine is None:
+            # The library's descriptor may be larger than the fields we know
+            # (a newer one appends): initialize a generous buffer, fill ours in it.
+            buf = ctypes.create_string_buffer(_DESC_BYTES)
+            self._lib.ulp_capture_desc_init(buf)
+            shape = (ctypes.c_int64 * _MAX_RANK)()
+            mine = self._local.desc = (buf, _Desc.from_buffer(buf), shape)
+        return mine
+
+    def _encoded(self, name):
+        b = self._names.get(name)
+        if b is None:
+            b = name.encode()
+            if len(self._names) < _CACHE_MAX:
+                self._names[name] = b
+        return b
+
+    def _inputs(self, inputs):
+        key = tuple(inputs)
+        arr = self._input_arrays.get(key)
+        if arr is None:
+            arr = (ctypes.c_char_p * len(key))(*[s.encode() for s in key])
+            if len(self._input_arrays) < _CACHE_MAX:
+                self._input_arrays[key] = arr
+        return arr
+
     def capture(self, name, ptr, dtype, shape, layer=LAYER_NONE, role="activation",
-                step=STEP_NONE, positions=None, requests=None, row_rank=0, inputs=None):
+                step=STEP_NONE, positions=None, requests=None, row_rank=0, inputs=None,
+                positions_ptr=None, requests_ptr=None):
         """Queues one tensor: `ptr` is the address of its row-major bytes (copied
         during the call).  positions/requests: int64 sequences, one per row of
-        the first `row_rank` axes.  Returns the ulp_status (0 = OK); a failure
-        is said once per status on stderr by the library, not raised."""
+        the first `row_rank` axes, or instead positions_ptr/requests_ptr: the
+        addresses of such int64 arrays (also copied during the call).  Returns
+        the ulp_status (0 = OK); a failure is said once per status on stderr
+        by the library, not raised."""
         if self._h is None:
             return -14  # ULP_ECLOSED
-        # The library's descriptor may be larger than the fields we know (a
-        # newer one appends): initialize a generous buffer, fill ours in it.
-        buf = ctypes.create_string_buffer(_DESC_BYTES)
-        self._lib.ulp_capture_desc_init(buf)
-        d = _Desc.from_buffer(buf)
-        d.name = name.encode()
+        buf, d, c_shape = self._desc()
+        d.name = self._encoded(name)
         d.data = ptr
         d.dtype = DTYPE_CODES[dtype]
-        d.ndim = len(shape)
-        c_shape = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        n = len(shape)
+        d.ndim = n
+        if n > _MAX_RANK:  # refused by the library, which reads no shape then
+            c_shape = (ctypes.c_int64 * n)(*shape)
+        else:
+            c_shape[:n] = shape
         d.shape = c_shape
         d.layer = int(layer)
         d.role = ROLE_CODES[role]
         d.step = int(step)
+        d.positions = d.requests = None
+        d.row_rank = d.n_inputs = 0
+        d.inputs = None
         keep = []
         if positions is not None:
-            p = (ctypes.c_int64 * len(positions))(*positions)
-            keep.append(p)
-            d.positions = p
-            d.row_rank = int(row_rank)
+            keep.append((ctypes.c_int64 * len(positions))(*positions))
+            positions_ptr = ctypes.addressof(keep[-1])
             if requests is not None:
-                r = (ctypes.c_int64 * len(requests))(*requests)
-                keep.append(r)
-                d.requests = r
+                keep.append((ctypes.c_int64 * len(requests))(*requests))
+                requests_ptr = ctypes.addressof(keep[-1])
+        if positions_ptr is not None:
+            d.positions = positions_ptr
+            d.row_rank = int(row_rank)
+            if requests_ptr is not None:
+                d.requests = requests_ptr
         if inputs:
-            arr = (ctypes.c_char_p * len(inputs))(*[s.encode() for s in inputs])
-            keep.append(arr)
-            d.n_inputs = len(inputs)
+            arr = self._inputs(inputs)
+            d.n_inputs = len(arr)
             d.inputs = arr
         return self._lib.ulp_session_capture(self._h, buf)
 

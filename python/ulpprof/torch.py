@@ -160,9 +160,10 @@ def _token_context(args, kwargs, requests):
     pos = pos.detach().to("cpu", _torch.int64)
     if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
         return None
-    pos = pos.expand(b, s)
+    # Contiguous once per call, so that each capture passes them as they are.
+    pos = pos.expand(b, s).contiguous()
     rows = list(requests) if requests is not None and len(requests) == b else range(b)
-    req = _torch.tensor(rows, dtype=_torch.int64).view(b, 1).expand(b, s)
+    req = _torch.tensor(rows, dtype=_torch.int64).view(b, 1).expand(b, s).contiguous()
     keep = None
     mask = kwargs.get("attention_mask")
     if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
@@ -296,7 +297,8 @@ class Capture:
 
     # --- rows and tokens ------------------------------------------------------
     def _token_rows(self, t, role):
-        """(tensor, positions, requests, row_rank) for t in the current call."""
+        """(tensor, positions, requests, row_rank) for t in the current call;
+        positions and requests are int64 CPU tensors of the rows (any shape)."""
         ctx = self._ctx
         if ctx is None:
             return t, None, None, 0
@@ -314,7 +316,7 @@ class Capture:
             if b == 1:  # the engines' [T, ...]: rows are tokens, one axis
                 if self._rows is not None:
                     self._warn_once("flat", "select does not apply to flattened tokens")
-                return t[0], pos[0].tolist(), req[0].tolist(), 1
+                return t[0], pos[0], req[0], 1
         else:
             return t, None, None, 0
         if self._rows is not None:
@@ -324,8 +326,8 @@ class Capture:
             keep = keep[rows] if keep is not None else None
         if keep is not None:
             t, pos, req = t[keep], pos[keep], req[keep]
-            return t, pos.reshape(-1).tolist(), req.reshape(-1).tolist(), 1
-        return t, pos.reshape(-1).tolist(), req.reshape(-1).tolist(), 2
+            return t, pos, req, 1
+        return t, pos, req, 2
 
     # --- the public methods ---------------------------------------------------
     def capture(self, name, t, layer=-1, role="activation", inputs=None, tokens=False):
@@ -348,14 +350,24 @@ class Capture:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
         if self.mode == "nvtx":
+            if pos is not None:
+                pos, req = pos.reshape(-1).tolist(), req.reshape(-1).tolist()
             self._mark(name, t.contiguous(), dtype, layer, role, pos, req, rank, inputs)
             return
-        if t.is_cuda:
-            self._warn_once("cuda", "not under `ulpprof record`: CUDA tensors are copied to "
-                            "the host (this synchronizes)")
-        t = t.to("cpu").contiguous()
+        if t.device.type != "cpu":
+            if t.is_cuda:
+                self._warn_once("cuda", "not under `ulpprof record`: CUDA tensors are copied "
+                                "to the host (this synchronizes)")
+            t = t.to("cpu")
+        if not t.is_contiguous():
+            t = t.contiguous()
+        pp = rp = None
+        if pos is not None:
+            # The library copies them during the call, from these addresses.
+            pos, req = pos.contiguous(), req.contiguous()
+            pp, rp = pos.data_ptr(), req.data_ptr()
         st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
-                                   role=role, positions=pos, requests=req, row_rank=rank,
+                                   role=role, positions_ptr=pp, requests_ptr=rp, row_rank=rank,
                                    inputs=inputs)
         if st == _EINVAL and pos is not None:
             # More rows than a positions attribute holds (16,000), or a
