@@ -1,6 +1,7 @@
 /*
  * The inside of the snapshot writer, shared by the files that implement it:
  *   writer.c          create, close, flush, attributes, captures;
+ *   writer_attrs.c    the attributes of a capture's dataset;
  *   writer_journal.c  the capture journal (common/journal.h) in its blocks;
  *   writer_trace.c    /trace/kernels and /trace/names.
  * writer.h says how the writer behaves; this header is internal to those files.
@@ -27,6 +28,12 @@ struct ulp__writer {
     hid_t types[ULP_DTYPE_COUNT]; /* file (= memory) type per dtype     */
     int64_t next_seq;
     ulp__strmap occurrences; /* capture name -> next occurrence    */
+    ulp__strmap groups_open; /* capture name -> its open group id  */
+
+    /* Capture attributes (writer_attrs.c): dataspaces, string types. */
+    hid_t attr_scalar, attr_pair;
+    hid_t attr_dtype[ULP_DTYPE_COUNT]; /* "bf16", ... */
+    hid_t attr_role[ULP_ROLE_COUNT];   /* "activation", ... */
 
     /* /trace, created at the first kernel batch. */
     hid_t trace, names_ds, kernels_ds, str_type, row_mtype, row_ftype;
@@ -64,6 +71,17 @@ void ulp__writer_quiet_end(const ulp__writer_quiet *q);
  * else ULP_EIO.  Call right after the failing HDF5 call.
  */
 ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char *what);
+
+/* --- capture attributes (writer_attrs.c) ---------------------------------------------- */
+
+/* Builds the dataspaces and string types the capture attributes use. */
+ulp_status ulp__writer_attrs_init(ulp__writer *w, ulp_error *err);
+
+/* Closes them. */
+void ulp__writer_attrs_release(ulp__writer *w);
+
+/* Writes the FORMAT.md attributes of capture `d` to its new dataset `ds`; 0 on success. */
+int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq);
 
 /* --- the capture journal (writer_journal.c) ------------------------------------------ */
 

@@ -8,7 +8,8 @@
 # For each N: capture_loop writes N captures of bf16[16] under one name (so
 # /captures/t.0 holds N occurrences), then `ulpprof ls` lists the file.
 # Prints wall time, captures per second and peak RSS of both, and the
-# per-capture time, so superlinear growth shows as a rising us/capture.
+# per-capture wall and CPU time, so superlinear growth shows as a rising
+# us/capture.
 # The files are deleted at the end.  A benchmark, not a test: run by hand.
 set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -27,15 +28,18 @@ trap 'rm -f "$dir"/occ_*.h5 "$dir"/time.txt' EXIT
 counts=("$@")
 [ ${#counts[@]} -gt 0 ] || counts=(10000 100000 1000000)
 
-# run NAME N CMD...: wall seconds and peak RSS of CMD, per capture.
+# run NAME N CMD...: wall seconds, CPU seconds (user + sys, every thread)
+# and peak RSS of CMD, per capture.  CPU time is what a busy machine does
+# not inflate.
 run() {
     local name=$1 n=$2
     shift 2
-    /usr/bin/time -f "%e %M" -o "$dir/time.txt" "$@" >/dev/null 2>&1 || { echo "$name: failed" >&2; return 1; }
-    read -r wall rss <"$dir/time.txt"
-    awk -v name="$name" -v n="$n" -v w="$wall" -v r="$rss" 'BEGIN {
-        printf "%-6s %9d captures  %8.2f s  %9.0f captures/s  %7.1f us/capture  peak RSS %6.1f MiB\n",
-               name, n, w, (w > 0 ? n / w : 0), 1e6 * w / n, r / 1024 }'
+    /usr/bin/time -f "%e %M %U %S" -o "$dir/time.txt" "$@" >/dev/null 2>&1 || { echo "$name: failed" >&2; return 1; }
+    read -r wall rss user sys <"$dir/time.txt"
+    awk -v name="$name" -v n="$n" -v w="$wall" -v r="$rss" -v c="$user + $sys" 'BEGIN {
+        split(c, p, " + "); cpu = p[1] + p[2]
+        printf "%-6s %9d captures  %8.2f s  %9.0f captures/s  %7.1f us/capture  CPU %7.1f us/capture  peak RSS %6.1f MiB\n",
+               name, n, w, (w > 0 ? n / w : 0), 1e6 * w / n, 1e6 * cpu / n, r / 1024 }'
 }
 
 for n in "${counts[@]}"; do
