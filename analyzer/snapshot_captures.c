@@ -27,6 +27,11 @@ uint64_t ulp_snapshot_open_progress(void)
     return (uint64_t)atomic_load_explicit(&open_progress, memory_order_relaxed);
 }
 
+void ulp__open_progress_add(uint64_t n)
+{
+    atomic_fetch_add_explicit(&open_progress, n, memory_order_relaxed);
+}
+
 /* --- Link listing ---------------------------------------------------------------- */
 
 typedef struct name_list {

@@ -173,6 +173,20 @@ int ulp__cap_vec_push(ulp__cap_vec *cv);
 ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
                              ulp__cap_entry *e, ulp_error *err);
 
+/*
+ * snapshot_index.c: the captures from the file's sealed capture index
+ * (common/index.h) into `cv`: 1 read, 0 no usable index (cv empty: read
+ * the groups), -1 out of memory.
+ */
+int ulp__index_read(ulp_snapshot *s, ulp__cap_vec *cv);
+
+/* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
+void ulp__open_progress_add(uint64_t n);
+
+/* snapshot_rows.c: refuses negative positions and a repeated (request, position). */
+ulp_status ulp__rows_check_keys(const ulp_snapshot *s, const ulp_capture_info *c, const char *name,
+                                const char *occ, ulp_error *err);
+
 /* Reads the captures that the /captures groups name into `cv`. */
 ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error *err);
 

@@ -169,6 +169,18 @@ ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state
     journal_ctx jc;
     ulp_status st;
 
+    /* A file our writer closed may carry a sealed index of its captures. */
+    if (js.found && js.closed) {
+        int rc = ulp__index_read(s, &cv);
+        if (rc < 0) {
+            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+            goto cleanup;
+        }
+        if (rc > 0) {
+            st = ULP_OK;
+            goto install;
+        }
+    }
     if (js.found && !js.closed) {
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
             goto cleanup;

@@ -76,8 +76,8 @@ static ulp_status read_keys(ulp_snapshot *s, hid_t d, const char *aname, const c
     return ULP_OK;
 }
 
-static ulp_status check_keys(const ulp_snapshot *s, const ulp_capture_info *c, const char *name,
-                             const char *occ, ulp_error *err)
+ulp_status ulp__rows_check_keys(const ulp_snapshot *s, const ulp_capture_info *c, const char *name,
+                                const char *occ, ulp_error *err)
 {
     for (uint64_t i = 0; i < c->rows; i++)
         if (c->positions[i] < 0)
@@ -161,5 +161,5 @@ ulp_status ulp__snapshot_read_rows(ulp_snapshot *s, hid_t d, const char *name, c
         return st;
     c->positions = pos;
     c->requests = req;
-    return check_keys(s, c, name, occ, err);
+    return ulp__rows_check_keys(s, c, name, occ, err);
 }

@@ -158,6 +158,7 @@ static void writer_free(ulp__writer *w)
     ulp__strmap_release(&w->groups_open);
     ulp__writer_attrs_release(w);
     ulp__writer_trace_release(w);
+    ulp__writer_index_release(w);
     for (int i = 0; i < ULP_DTYPE_COUNT; i++)
         close_id(&w->types[i], H5Tclose);
     close_id(&w->groups[0], H5Gclose);
@@ -369,6 +370,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
     w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
     w->gemms_ds = w->gemm_mtype = w->gemm_ftype = H5I_INVALID_HID;
+    w->index_records = H5I_INVALID_HID;
     for (int i = 0; i < ULP_DTYPE_COUNT; i++)
         w->types[i] = w->attr_dtype[i] = H5I_INVALID_HID;
     for (int i = 0; i < ULP_ROLE_COUNT; i++)
@@ -410,6 +412,9 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;
     /* The same file for the closed mark, even if the path now names another. */
     int mark_fd = w->file >= 0 && jfirst > 0 && w->fd >= 0 ? fcntl(w->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    ulp__index_seal_job seal = {0};
+    if (mark_fd < 0 || ulp__writer_index_finish(w, &seal) != 0)
+        seal.seal_off = 0;
     hid_t file = w->file;
     w->file = H5I_INVALID_HID;
     char *path = w->path;
@@ -430,11 +435,13 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
      * without the mark the captures are still all read, through the journal.
      */
     if (mark_fd >= 0) {
-        if (st == ULP_OK)
-            (void)ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
-                                      jfirst + ULP__JOURNAL_CLOSED_AT);
+        /* Then the index's seal: the hash of the file as it is now. */
+        if (st == ULP_OK && ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
+                                                jfirst + ULP__JOURNAL_CLOSED_AT) == 0)
+            ulp__writer_index_seal(mark_fd, &seal);
         close(mark_fd);
     }
+    free(seal.ranges);
     free(path);
     ulp__writer_quiet_end(&q);
     return st;
@@ -522,7 +529,7 @@ static ulp_status capture_check(const ulp_capture_desc *d, const void *data, siz
  */
 static ulp_status anon_dataset(ulp__writer *w, const ulp_capture_desc *d,
                                const hsize_t dims[ULP_MAX_RANK], const void *data, size_t nbytes,
-                               hid_t *ds, ulp_error *err)
+                               int64_t time_ns, hid_t *ds, ulp_error *err)
 {
     hid_t type = w->types[d->dtype];
     ulp_status st = ULP_OK;
@@ -535,7 +542,7 @@ static ulp_status anon_dataset(ulp__writer *w, const ulp_capture_desc *d,
     /* Memory type = file type: HDF5 copies the bits and converts nothing. */
     else if (nbytes > 0 && H5Dwrite(*ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
         st = ulp__writer_h5_fail(err, w, "write a dataset");
-    else if (ulp__writer_capture_attrs(w, *ds, d, w->next_seq) < 0)
+    else if (ulp__writer_capture_attrs(w, *ds, d, w->next_seq, time_ns) < 0)
         st = ulp__writer_h5_fail(err, w, "write dataset attributes");
     H5Sclose(space);
     return st;
@@ -619,7 +626,12 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
         }
     }
     snprintf(dsname, sizeof(dsname), "%" PRId64, occurrence);
-    if ((st = anon_dataset(w, d, dims, data, nbytes, &ds, err)) != ULP_OK)
+    ulp__writer_written written = {.seq = w->next_seq,
+                                   .occurrence = occurrence,
+                                   .time_ns = d->time_ns != 0 ? d->time_ns : now_unix_ns(),
+                                   .offset = ULP__INDEX_NO_OFFSET,
+                                   .bytes = nbytes};
+    if ((st = anon_dataset(w, d, dims, data, nbytes, written.time_ns, &ds, err)) != ULP_OK)
         goto cleanup;
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
         st = ulp__writer_h5_fail(err, w, "flush");
@@ -661,6 +673,11 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
         st = ulp__writer_h5_fail(err, w, "flush");
         goto cleanup;
     }
+    written.oaddr = (uint64_t)oi.addr;
+    haddr_t off = nbytes > 0 ? H5Dget_offset(ds) : HADDR_UNDEF;
+    if (off != HADDR_UNDEF)
+        written.offset = (uint64_t)off;
+    ulp__writer_index_add(w, d, &written);
     if (seq != NULL)
         *seq = w->next_seq;
     w->next_seq++;
@@ -669,6 +686,9 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
 cleanup:
     if (ds >= 0)
         H5Dclose(ds);
+    /* The groups may now disagree with what an index would say. */
+    if (st != ULP_OK && ds >= 0)
+        ulp__writer_index_off(w);
     /* Keep the in-memory file consistent with the counters: what a failed
      * capture linked is unlinked again. */
     if (st != ULP_OK && linked)

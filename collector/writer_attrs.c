@@ -66,18 +66,11 @@ static int attr_new(hid_t ds, const char *name, hid_t type, hid_t space, const v
     return rc;
 }
 
-static int64_t now_unix_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq)
+int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq,
+                              int64_t time_ns)
 {
     hid_t one = w->attr_scalar, two = w->attr_pair;
     ulp_role role = ulp_role_name(d->role) != NULL ? d->role : ULP_ROLE_ACTIVATION;
-    int64_t time_ns = d->time_ns != 0 ? d->time_ns : now_unix_ns();
     if (attr_new(ds, "dtype", w->attr_dtype[d->dtype], one, ulp_dtype_name(d->dtype)) < 0 ||
         attr_new(ds, "seq", H5T_STD_I64LE, one, &seq) < 0 ||
         attr_new(ds, "role", w->attr_role[role], one, ulp_role_name(role)) < 0 ||

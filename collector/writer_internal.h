@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/h5types.h"
+#include "common/index.h"
 #include "common/journal.h"
 #include "common/strmap.h"
 #include "writer.h"
@@ -54,6 +55,17 @@ struct ulp__writer {
     uint64_t jused;  /* bytes of it in use, header counted */
     hid_t *jextra;   /* the later blocks                   */
     size_t njextra, jextra_cap;
+
+    /* The capture index (writer_index.c): records not yet in the file, and
+     * the captures' data extents, which the seal's hash leaves out. */
+    hid_t index_records; /* /index/records, once created       */
+    unsigned char *ibuf;
+    size_t iused, icap;
+    uint64_t ibytes; /* bytes in /index/records            */
+    uint64_t icount; /* records                            */
+    ulp__index_range *iranges;
+    size_t nranges, ranges_cap;
+    int index_off; /* something failed: no index         */
 };
 
 /* Saves and silences the calling thread's HDF5 error printing; quiet_end restores it. */
@@ -80,8 +92,10 @@ ulp_status ulp__writer_attrs_init(ulp__writer *w, ulp_error *err);
 /* Closes them. */
 void ulp__writer_attrs_release(ulp__writer *w);
 
-/* Writes the FORMAT.md attributes of capture `d` to its new dataset `ds`; 0 on success. */
-int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq);
+/* Writes the FORMAT.md attributes of capture `d` to its new dataset `ds` (`time_ns`:
+ * the time recorded, taken once for the attribute and the index); 0 on success. */
+int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq,
+                              int64_t time_ns);
 
 /* --- the capture journal (writer_journal.c) ------------------------------------------ */
 
@@ -96,6 +110,38 @@ ulp_status ulp__writer_journal_append(ulp__writer *w, const ulp__journal_record 
 
 /* Closes the later blocks and frees their list. */
 void ulp__writer_journal_release(ulp__writer *w);
+
+/* --- the capture index (writer_index.c) ------------------------------------------------ */
+
+/* What the writer made of one capture, beside its descriptor. */
+typedef struct ulp__writer_written {
+    int64_t seq, occurrence, time_ns;
+    uint64_t oaddr;  /* object header address                      */
+    uint64_t offset; /* element 0 in the file, or ULP__INDEX_NO_OFFSET */
+    uint64_t bytes;
+} ulp__writer_written;
+
+/* Records capture `d`, written as `c`, in the index (never fails the capture). */
+void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp__writer_written *c);
+
+/* No index for this file (a capture failed half-way: the index could disagree). */
+void ulp__writer_index_off(ulp__writer *w);
+
+/* What the seal needs once HDF5 has closed the file. */
+typedef struct ulp__index_seal_job {
+    uint64_t seal_off; /* file offset of /index/seal; 0: no seal */
+    ulp__index_range *ranges;
+    size_t nranges, ranges_cap;
+} ulp__index_seal_job;
+
+/* Before H5Fclose: the last records and /index/seal (hash 0).  0, or -1: no index. */
+int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job);
+
+/* After H5Fclose and the journal's closed mark: the hash, through `fd`.  Frees the job. */
+void ulp__writer_index_seal(int fd, ulp__index_seal_job *job);
+
+/* Closes /index/records and frees the buffers. */
+void ulp__writer_index_release(ulp__writer *w);
 
 /* --- the kernel and GEMM trace (writer_trace.c) ----------------------------------------------- */
 

@@ -1,0 +1,247 @@
+/*
+ * Opening through the capture index (common/index.h, FORMAT.md "Capture
+ * index"): every capture described from one table instead of a dozen HDF5
+ * calls each.
+ *
+ * The index is trusted only when its seal's hash matches the file as it is
+ * now and every record passes the checks the groups' reader makes.  Any
+ * doubt -- no index, an unsealed or stale one (the file was changed after
+ * its writer closed it: by h5py, say), a record out of bounds -- and the
+ * captures are read through the groups instead, which report what is wrong.
+ * So the index can make an open faster, never different.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/index.h"
+#include "common/journal.h"
+#include "snapshot_priv.h"
+
+/* A tensor larger than this many elements is an absurd shape, not data. */
+#define MAX_ELEMENTS ((uint64_t)1 << 48)
+
+/* Opens 1-D uint8 dataset `path` of `n` bytes; -1 if it is not one. */
+static hid_t open_bytes(const ulp_snapshot *s, const char *path, uint64_t n)
+{
+    if (H5Lexists(s->file, "/" ULP__INDEX_GROUP, H5P_DEFAULT) <= 0 ||
+        H5Lexists(s->file, path, H5P_DEFAULT) <= 0)
+        return -1;
+    hid_t d = H5Dopen2(s->file, path, H5P_DEFAULT);
+    if (d < 0)
+        return -1;
+    hid_t type = H5Dget_type(d), space = H5Dget_space(d);
+    hsize_t dims = 0;
+    int ok = type >= 0 && H5Tget_class(type) == H5T_INTEGER && H5Tget_size(type) == 1 &&
+             space >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
+             H5Sget_simple_extent_dims(space, &dims, NULL) == 1 && dims == n;
+    if (type >= 0)
+        H5Tclose(type);
+    if (space >= 0)
+        H5Sclose(space);
+    if (!ok) {
+        H5Dclose(d);
+        return -1;
+    }
+    return d;
+}
+
+/* The seal: its offset, the records' size and count; 0, or -1 when there is no valid one. */
+static int read_seal(const ulp_snapshot *s, uint64_t *off, uint64_t *hash, uint64_t *bytes,
+                     uint64_t *count)
+{
+    unsigned char seal[ULP__INDEX_SEAL_BYTES];
+    hid_t d = open_bytes(s, ULP__INDEX_SEAL, sizeof seal);
+    if (d < 0)
+        return -1;
+    haddr_t a = H5Dget_offset(d);
+    H5Dclose(d);
+    if (a == HADDR_UNDEF || a > s->file_size || s->file_size - a < sizeof seal ||
+        ulp__journal_pread(s->fd, seal, sizeof seal, (uint64_t)a) < 0 ||
+        memcmp(seal, ULP__INDEX_MAGIC, 8) != 0 || ulp__le64_get(seal + 16) != s->file_size)
+        return -1;
+    *off = (uint64_t)a;
+    *hash = ulp__le64_get(seal + ULP__INDEX_HASH_AT);
+    *bytes = ulp__le64_get(seal + 24);
+    *count = ulp__le64_get(seal + 32);
+    /* Each record takes at least its fixed part. */
+    if (*bytes > s->file_size || *count > *bytes / ULP__INDEX_FIXED)
+        return -1;
+    return 0;
+}
+
+/* The records, read whole (kept by the snapshot when used); NULL if they cannot be. */
+static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes)
+{
+    unsigned char *buf = malloc(bytes ? (size_t)bytes : 1);
+    if (buf == NULL || bytes == 0)
+        return buf;
+    hid_t d = open_bytes(s, ULP__INDEX_RECORDS, bytes);
+    if (d < 0 || H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+        free(buf);
+        buf = NULL;
+    }
+    if (d >= 0)
+        H5Dclose(d);
+    return buf;
+}
+
+/* Checks a decoded record as the groups' reader checks a dataset; fills `c`. */
+static int entry_ok(const ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_info *c,
+                    uint64_t *bytes)
+{
+    if (e->dtype < 0 || e->dtype >= ULP_DTYPE_COUNT || ulp_dtype_size((ulp_dtype)e->dtype) == 0 ||
+        e->seq < 0 || e->occurrence < 0 || e->name_len == 0)
+        return 0;
+    uint64_t elements = 1;
+    for (int k = 0; k < e->ndim; k++) {
+        if (e->shape[k] < 0 || (uint64_t)e->shape[k] > MAX_ELEMENTS ||
+            (elements != 0 && (uint64_t)e->shape[k] > MAX_ELEMENTS / elements))
+            return 0;
+        elements *= (uint64_t)e->shape[k];
+        c->shape[k] = e->shape[k];
+    }
+    *bytes = elements * ulp_dtype_size((ulp_dtype)e->dtype);
+    if (ulp__snapshot_absurd_bytes(s, *bytes))
+        return 0;
+    if (e->offset != ULP__INDEX_NO_OFFSET &&
+        (elements == 0 || e->offset > s->file_size || *bytes > s->file_size - e->offset))
+        return 0;
+    if (((e->flags & ULP__INDEX_HAS_KERNELS) &&
+         (e->kernels[0] < 0 || e->kernels[1] < e->kernels[0])) ||
+        ((e->flags & ULP__INDEX_HAS_GEMMS) && (e->gemms[0] < 0 || e->gemms[1] < e->gemms[0])))
+        return 0;
+    int has_pos = (e->flags & ULP__INDEX_HAS_POSITIONS) != 0;
+    if ((!has_pos && (e->flags & ULP__INDEX_HAS_REQUESTS)) ||
+        (has_pos && (e->row_rank < 1 || e->row_rank > e->ndim)))
+        return 0;
+    c->dtype = (ulp_dtype)e->dtype;
+    c->ndim = e->ndim;
+    c->elements = elements;
+    c->occurrence = e->occurrence;
+    c->seq = e->seq;
+    c->layer = e->layer;
+    c->role = e->role;
+    c->name = e->name;
+    c->has_step = (e->flags & ULP__INDEX_HAS_STEP) != 0;
+    c->step = c->has_step ? e->step : 0;
+    c->has_kernels = (e->flags & ULP__INDEX_HAS_KERNELS) != 0;
+    c->has_gemms = (e->flags & ULP__INDEX_HAS_GEMMS) != 0;
+    c->has_graph_replay = (e->flags & ULP__INDEX_HAS_GRAPH_REPLAY) != 0;
+    if (c->has_kernels)
+        memcpy(c->kernels, e->kernels, sizeof c->kernels);
+    if (c->has_gemms)
+        memcpy(c->gemms, e->gemms, sizeof c->gemms);
+    if (c->has_graph_replay)
+        memcpy(c->graph_replay, e->graph_replay, sizeof c->graph_replay);
+    c->device_ptr = e->device_ptr;
+    c->stream = e->stream;
+    c->time_ns = e->time_ns;
+    if (has_pos) {
+        uint64_t rows = 1;
+        for (int k = 0; k < e->row_rank; k++)
+            rows *= (uint64_t)e->shape[k];
+        if (rows != e->rows)
+            return 0;
+        /* Records are 8-byte aligned in a malloc'd buffer, and the host is
+         * little-endian (checked by the caller): the arrays are used in place. */
+        c->row_rank = e->row_rank;
+        c->rows = rows;
+        c->positions = (const int64_t *)(const void *)e->positions;
+        c->requests = (const int64_t *)(const void *)e->requests;
+    }
+    return 1;
+}
+
+/* The inputs of `e` as an array of pointers into the record, kept by the snapshot. */
+static int entry_inputs(ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_info *c)
+{
+    if (e->n_inputs == 0)
+        return 0;
+    const char **v = malloc(e->n_inputs * sizeof *v);
+    if (v == NULL || ulp__snap_keep(s, (char *)v) == NULL)
+        return -1;
+    const char *p = e->inputs;
+    for (uint32_t i = 0; i < e->n_inputs; i++, p += strlen(p) + 1)
+        v[i] = p;
+    c->inputs = v;
+    c->n_inputs = e->n_inputs;
+    return 0;
+}
+
+/* Whether two captures share a (name, occurrence): the groups cannot hold that. */
+static int repeated_names(const ulp__cap_vec *cv)
+{
+    const ulp_capture_info **v = malloc((cv->n ? cv->n : 1) * sizeof *v);
+    if (v == NULL)
+        return 1;
+    for (size_t i = 0; i < cv->n; i++)
+        v[i] = &cv->v[i].info;
+    qsort(v, cv->n, sizeof *v, ulp__cap_name_cmp);
+    int dup = 0;
+    for (size_t i = 1; i < cv->n && !dup; i++)
+        dup = ulp__cap_name_cmp(&v[i - 1], &v[i]) == 0;
+    free(v);
+    return dup;
+}
+
+/* Decodes every record into cv and the data extents into `skip`; 0, or -1 when one fails. */
+static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes, uint64_t count,
+                      ulp__cap_vec *cv, ulp__index_range *skip, size_t *nskip, ulp_error *err)
+{
+    uint64_t at = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        ulp__index_entry e;
+        size_t len = ulp__index_record_decode(buf + at, (size_t)(bytes - at), &e);
+        if (len == 0 || ulp__cap_vec_push(cv) < 0)
+            return -1;
+        at += len;
+        ulp__cap_entry *ce = &cv->v[cv->n - 1];
+        memset(ce, 0, sizeof *ce);
+        uint64_t nbytes = 0;
+        if (!entry_ok(s, &e, &ce->info, &nbytes) ||
+            (ce->info.rows > 0 &&
+             ulp__rows_check_keys(s, &ce->info, ce->info.name, "", err) != ULP_OK) ||
+            entry_inputs(s, &e, &ce->info) < 0)
+            return -1;
+        ce->src.oaddr = e.oaddr;
+        ce->src.offset = e.offset;
+        if (e.offset != ULP__INDEX_NO_OFFSET)
+            skip[(*nskip)++] = (ulp__index_range){e.offset, nbytes};
+    }
+    return at == bytes ? 0 : -1;
+}
+
+int ulp__index_read(ulp_snapshot *s, ulp__cap_vec *cv)
+{
+    const char *env = getenv("ULPPROF_INDEX");
+    if ((env != NULL && strcmp(env, "0") == 0) || s->map == NULL)
+        return 0;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return 0; /* positions are used in place */
+#endif
+    uint64_t seal_off, hash, bytes, count;
+    if (read_seal(s, &seal_off, &hash, &bytes, &count) < 0)
+        return 0;
+    unsigned char *buf = read_records(s, bytes);
+    ulp__index_range *skip = malloc((size_t)(count + 1) * sizeof *skip);
+    size_t nskip = 0;
+    uint64_t now = 0;
+    ulp_error ignored;
+    int used = 0;
+    cv->n = 0;
+    if (buf != NULL && skip != NULL &&
+        decode_all(s, buf, bytes, count, cv, skip, &nskip, &ignored) == 0 && !repeated_names(cv)) {
+        skip[nskip++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+        used = ulp__index_hash_file(s->map, s->file_size, skip, nskip, &now) == 0 && now == hash;
+    }
+    free(skip);
+    if (used && ulp__snap_keep(s, (char *)buf) == NULL)
+        return -1; /* buf freed by the keep */
+    if (!used) {
+        free(buf);
+        cv->n = 0;
+        return 0;
+    }
+    ulp__open_progress_add(count);
+    return 1;
+}

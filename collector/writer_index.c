@@ -1,0 +1,261 @@
+/*
+ * The capture index (common/index.h): one record per capture written,
+ * gathered in a buffer and appended to /index/records a chunk at a time;
+ * at close the seal, and after HDF5 has closed the file, the seal's hash.
+ *
+ * The index is a cache.  Nothing here may fail a capture or the close: a
+ * failure only leaves the file without a valid seal, and readers then read
+ * the captures through the groups.
+ */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/grow.h"
+#include "writer_internal.h"
+
+#define CHUNK_BYTES ((size_t)256 << 10) /* records buffered before they go to the file */
+
+/* Gives up the index for this file (a failure, or memory). */
+static void index_off(ulp__writer *w)
+{
+    w->index_off = 1;
+    free(w->ibuf);
+    w->ibuf = NULL;
+    w->iused = w->icap = 0;
+    free(w->iranges);
+    w->iranges = NULL;
+    w->nranges = w->ranges_cap = 0;
+}
+
+/* /index/records, chunked and growing; -1 on failure. */
+static hid_t records_create(ulp__writer *w)
+{
+    hid_t ds = H5I_INVALID_HID;
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = CHUNK_BYTES;
+    hid_t g = H5Gcreate2(w->file, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t space = H5Screate_simple(1, &zero, &unlimited);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    if (g >= 0 && space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0)
+        ds = H5Dcreate2(w->file, ULP__INDEX_RECORDS, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
+                        H5P_DEFAULT);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    if (g >= 0)
+        H5Gclose(g);
+    return ds;
+}
+
+/* Appends the buffered records to /index/records; -1 on failure. */
+static int records_spill(ulp__writer *w)
+{
+    if (w->iused == 0)
+        return 0;
+    if (w->index_records < 0 && (w->index_records = records_create(w)) < 0)
+        return -1;
+    hsize_t start = w->ibytes, count = w->iused, size = w->ibytes + w->iused;
+    int rc = -1;
+    hid_t fspace = -1, mspace = H5Screate_simple(1, &count, NULL);
+    if (mspace >= 0 && H5Dset_extent(w->index_records, &size) >= 0 &&
+        (fspace = H5Dget_space(w->index_records)) >= 0 &&
+        H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
+        H5Dwrite(w->index_records, H5T_NATIVE_UCHAR, mspace, fspace, H5P_DEFAULT, w->ibuf) >= 0)
+        rc = 0;
+    if (fspace >= 0)
+        H5Sclose(fspace);
+    if (mspace >= 0)
+        H5Sclose(mspace);
+    if (rc == 0) {
+        w->ibytes += w->iused;
+        w->iused = 0;
+    }
+    return rc;
+}
+
+void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp__writer_written *c)
+{
+    if (w->index_off)
+        return;
+    const char *role = ulp_role_name(d->role);
+    if (role == NULL)
+        role = "activation";
+    ulp__index_entry e = {
+        .seq = c->seq,
+        .occurrence = c->occurrence,
+        .oaddr = c->oaddr,
+        .offset = c->offset,
+        .dtype = (int32_t)d->dtype,
+        .ndim = d->ndim,
+        .layer = d->layer != ULP_LAYER_NONE ? d->layer : -1,
+        .step = d->step,
+        .device_ptr = d->device_ptr,
+        .stream = d->stream,
+        .time_ns = c->time_ns,
+        .name = d->name,
+        .name_len = (uint32_t)strlen(d->name),
+        .role = role,
+        .role_len = (uint32_t)strlen(role),
+    };
+    if (d->step != ULP_STEP_NONE)
+        e.flags |= ULP__INDEX_HAS_STEP;
+    if (d->has_kernels) {
+        e.flags |= ULP__INDEX_HAS_KERNELS;
+        memcpy(e.kernels, d->kernels, sizeof e.kernels);
+    }
+    if (d->has_gemms) {
+        e.flags |= ULP__INDEX_HAS_GEMMS;
+        memcpy(e.gemms, d->gemms, sizeof e.gemms);
+    }
+    if (d->has_graph_replay) {
+        e.flags |= ULP__INDEX_HAS_GRAPH_REPLAY;
+        memcpy(e.graph_replay, d->graph_replay, sizeof e.graph_replay);
+    }
+    for (int i = 0; i < d->ndim; i++)
+        e.shape[i] = d->shape[i];
+    if (d->positions != NULL) {
+        e.flags |= ULP__INDEX_HAS_POSITIONS;
+        e.row_rank = d->row_rank;
+        e.rows = 1;
+        for (int i = 0; i < d->row_rank; i++)
+            e.rows *= (uint64_t)d->shape[i];
+        e.positions = (const unsigned char *)d->positions;
+        if (d->requests != NULL) {
+            e.flags |= ULP__INDEX_HAS_REQUESTS;
+            e.requests = (const unsigned char *)d->requests;
+        }
+    }
+    /* The inputs, each with its NUL, in a row. */
+    char small[512], *inputs = small;
+    size_t ilen = 0;
+    for (int32_t i = 0; i < d->n_inputs; i++)
+        ilen += strlen(d->inputs[i]) + 1;
+    if (ilen > sizeof small && (inputs = malloc(ilen)) == NULL) {
+        index_off(w);
+        return;
+    }
+    for (int32_t i = 0, at = 0; i < d->n_inputs; i++) {
+        size_t n = strlen(d->inputs[i]) + 1;
+        memcpy(inputs + at, d->inputs[i], n);
+        at += (int32_t)n;
+    }
+    e.inputs = inputs;
+    e.n_inputs = d->n_inputs > 0 ? (uint32_t)d->n_inputs : 0;
+    e.inputs_len = (uint32_t)ilen;
+
+    size_t len = ulp__index_record_size(&e);
+    int ok = len > 0 && ilen <= UINT32_MAX;
+    if (ok && w->iused + len > CHUNK_BYTES && records_spill(w) < 0)
+        ok = 0;
+    if (ok && ULP__GROW(w->ibuf, w->icap, w->iused + len) != 0)
+        ok = 0;
+    if (ok && c->offset != ULP__INDEX_NO_OFFSET &&
+        ULP__GROW(w->iranges, w->ranges_cap, w->nranges + 1) != 0)
+        ok = 0;
+    if (ok) {
+        ulp__index_record_encode(w->ibuf + w->iused, &e);
+        w->iused += len;
+        w->icount++;
+        if (c->offset != ULP__INDEX_NO_OFFSET)
+            w->iranges[w->nranges++] = (ulp__index_range){c->offset, c->bytes};
+    } else {
+        index_off(w);
+    }
+    if (inputs != small)
+        free(inputs);
+}
+
+void ulp__writer_index_off(ulp__writer *w)
+{
+    index_off(w);
+}
+
+int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
+{
+    memset(job, 0, sizeof *job);
+    if (w->index_off || w->fd < 0 || w->jbytes == 0)
+        return -1;
+    if (w->icount > 0 && (records_spill(w) < 0 || w->index_records < 0))
+        return -1;
+    unsigned char seal[ULP__INDEX_SEAL_BYTES] = {0};
+    memcpy(seal, ULP__INDEX_MAGIC, 8);
+    ulp__le64_put(seal + 24, w->ibytes);
+    ulp__le64_put(seal + 32, w->icount);
+    hsize_t n = sizeof seal;
+    hid_t ds = H5I_INVALID_HID, space = H5Screate_simple(1, &n, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    /* A file with no capture has no /index group yet. */
+    if (w->index_records < 0) {
+        hid_t g = H5Gcreate2(w->file, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        if (g < 0)
+            goto fail;
+        H5Gclose(g);
+    }
+    if (space < 0 || dcpl < 0 || H5Pset_layout(dcpl, H5D_CONTIGUOUS) < 0 ||
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
+        (ds = H5Dcreate2(w->file, ULP__INDEX_SEAL, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
+                         H5P_DEFAULT)) < 0 ||
+        H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, seal) < 0)
+        goto fail;
+    haddr_t off = H5Dget_offset(ds);
+    if (off == HADDR_UNDEF)
+        goto fail;
+    job->seal_off = (uint64_t)off;
+    job->ranges = w->iranges;
+    job->nranges = w->nranges;
+    w->iranges = NULL;
+    w->nranges = w->ranges_cap = 0;
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    return 0;
+fail:
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return -1;
+}
+
+void ulp__writer_index_seal(int fd, ulp__index_seal_job *job)
+{
+    struct stat sb;
+    if (fd >= 0 && job->seal_off > 0 && fstat(fd, &sb) == 0 && sb.st_size > 0 &&
+        (uint64_t)sb.st_size == (uint64_t)(size_t)sb.st_size &&
+        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 1) == 0) {
+        uint64_t size = (uint64_t)sb.st_size;
+        void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        job->ranges[job->nranges++] =
+            (ulp__index_range){job->seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+        uint64_t hash = 0;
+        if (map != MAP_FAILED) {
+            if (ulp__index_hash_file(map, size, job->ranges, job->nranges, &hash) == 0) {
+                unsigned char field[ULP__INDEX_HASHED_FIELDS];
+                ulp__le64_put(field, hash);
+                ulp__le64_put(field + 8, size);
+                (void)ulp__journal_pwrite(fd, field, sizeof field,
+                                          job->seal_off + ULP__INDEX_HASH_AT);
+            }
+            munmap(map, (size_t)size);
+        }
+    }
+    free(job->ranges);
+    memset(job, 0, sizeof *job);
+}
+
+void ulp__writer_index_release(ulp__writer *w)
+{
+    if (w->index_records >= 0)
+        H5Dclose(w->index_records);
+    w->index_records = H5I_INVALID_HID;
+    free(w->ibuf);
+    free(w->iranges);
+    w->ibuf = NULL;
+    w->iranges = NULL;
+}

@@ -1,0 +1,249 @@
+/*
+ * The capture index's codec and hash (index.h).
+ */
+#include "index.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ulp__le64_put(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+uint64_t ulp__le64_get(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void le32_put(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t le32_get(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Bytes of the positions and requests arrays; UINT64_MAX if they overflow. */
+static uint64_t rows_bytes(const ulp__index_entry *e)
+{
+    uint64_t arrays =
+        ((e->flags & ULP__INDEX_HAS_POSITIONS) != 0) + ((e->flags & ULP__INDEX_HAS_REQUESTS) != 0);
+    if (arrays != 0 && e->rows > UINT64_MAX / 16)
+        return UINT64_MAX;
+    return arrays * e->rows * 8;
+}
+
+size_t ulp__index_record_size(const ulp__index_entry *e)
+{
+    if (e->ndim < 0 || e->ndim > ULP_MAX_RANK)
+        return 0;
+    uint64_t arrays = rows_bytes(e);
+    uint64_t strings =
+        (uint64_t)e->name_len + 1 + (uint64_t)e->role_len + 1 + (uint64_t)e->inputs_len;
+    uint64_t n = ULP__INDEX_FIXED + 8 * (uint64_t)e->ndim;
+    if (arrays == UINT64_MAX || arrays > SIZE_MAX / 2 || strings > UINT32_MAX ||
+        n + arrays + strings + 7 > UINT32_MAX)
+        return 0;
+    return (size_t)((n + arrays + strings + 7) & ~(uint64_t)7);
+}
+
+void ulp__index_record_encode(unsigned char *out, const ulp__index_entry *e)
+{
+    size_t len = ulp__index_record_size(e);
+    memset(out, 0, len);
+    le32_put(out + 0, (uint32_t)len);
+    le32_put(out + 4, e->flags);
+    const uint64_t words[] = {(uint64_t)e->seq,
+                              (uint64_t)e->occurrence,
+                              e->oaddr,
+                              e->offset,
+                              (uint64_t)(uint32_t)e->dtype | (uint64_t)(uint32_t)e->ndim << 32,
+                              (uint64_t)(uint32_t)e->layer | (uint64_t)(uint32_t)e->row_rank << 32,
+                              (uint64_t)e->step,
+                              (uint64_t)e->kernels[0],
+                              (uint64_t)e->kernels[1],
+                              (uint64_t)e->gemms[0],
+                              (uint64_t)e->gemms[1],
+                              (uint64_t)e->graph_replay[0],
+                              (uint64_t)e->graph_replay[1],
+                              e->device_ptr,
+                              e->stream,
+                              (uint64_t)e->time_ns,
+                              e->rows};
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        ulp__le64_put(out + 8 + 8 * i, words[i]);
+    le32_put(out + 144, e->name_len);
+    le32_put(out + 148, e->role_len);
+    le32_put(out + 152, e->n_inputs);
+    le32_put(out + 156, e->inputs_len);
+    unsigned char *p = out + ULP__INDEX_FIXED;
+    for (int i = 0; i < e->ndim; i++, p += 8)
+        ulp__le64_put(p, (uint64_t)e->shape[i]);
+    const unsigned char *arrays[] = {(e->flags & ULP__INDEX_HAS_POSITIONS) ? e->positions : NULL,
+                                     (e->flags & ULP__INDEX_HAS_REQUESTS) ? e->requests : NULL};
+    for (int a = 0; a < 2; a++) {
+        for (uint64_t i = 0; arrays[a] != NULL && i < e->rows; i++, p += 8) {
+            int64_t v;
+            memcpy(&v, arrays[a] + 8 * i, 8);
+            ulp__le64_put(p, (uint64_t)v);
+        }
+    }
+    memcpy(p, e->name, e->name_len);
+    p += e->name_len + 1;
+    memcpy(p, e->role, e->role_len);
+    p += e->role_len + 1;
+    if (e->inputs_len > 0)
+        memcpy(p, e->inputs, e->inputs_len);
+}
+
+/* Whether `n` strings end exactly at the end of `len` bytes at `p`, each with its NUL. */
+static int strings_ok(const char *p, uint32_t len, uint32_t n)
+{
+    uint32_t seen = 0;
+    for (uint32_t i = 0; i < len; i++)
+        seen += p[i] == '\0';
+    return seen == n && (len == 0 || p[len - 1] == '\0');
+}
+
+size_t ulp__index_record_decode(const unsigned char *in, size_t avail, ulp__index_entry *e)
+{
+    if (avail < ULP__INDEX_FIXED)
+        return 0;
+    uint32_t len = le32_get(in);
+    if (len < ULP__INDEX_FIXED || len % 8 != 0 || len > avail)
+        return 0;
+    memset(e, 0, sizeof *e);
+    e->flags = le32_get(in + 4);
+    uint64_t w[17];
+    for (int i = 0; i < 17; i++)
+        w[i] = ulp__le64_get(in + 8 + 8 * i);
+    e->seq = (int64_t)w[0];
+    e->occurrence = (int64_t)w[1];
+    e->oaddr = w[2];
+    e->offset = w[3];
+    e->dtype = (int32_t)(uint32_t)w[4];
+    e->ndim = (int32_t)(uint32_t)(w[4] >> 32);
+    e->layer = (int32_t)(uint32_t)w[5];
+    e->row_rank = (int32_t)(uint32_t)(w[5] >> 32);
+    e->step = (int64_t)w[6];
+    e->kernels[0] = (int64_t)w[7];
+    e->kernels[1] = (int64_t)w[8];
+    e->gemms[0] = (int64_t)w[9];
+    e->gemms[1] = (int64_t)w[10];
+    e->graph_replay[0] = (int64_t)w[11];
+    e->graph_replay[1] = (int64_t)w[12];
+    e->device_ptr = w[13];
+    e->stream = w[14];
+    e->time_ns = (int64_t)w[15];
+    e->rows = w[16];
+    e->name_len = le32_get(in + 144);
+    e->role_len = le32_get(in + 148);
+    e->n_inputs = le32_get(in + 152);
+    e->inputs_len = le32_get(in + 156);
+    if (e->ndim < 0 || e->ndim > ULP_MAX_RANK || ulp__index_record_size(e) != len)
+        return 0;
+    const unsigned char *p = in + ULP__INDEX_FIXED;
+    for (int i = 0; i < e->ndim; i++, p += 8)
+        e->shape[i] = (int64_t)ulp__le64_get(p);
+    if (e->flags & ULP__INDEX_HAS_POSITIONS) {
+        e->positions = p;
+        p += 8 * e->rows;
+    }
+    if (e->flags & ULP__INDEX_HAS_REQUESTS) {
+        e->requests = p;
+        p += 8 * e->rows;
+    }
+    e->name = (const char *)p;
+    e->role = e->name + e->name_len + 1;
+    e->inputs = e->role + e->role_len + 1;
+    if (!strings_ok(e->name, e->name_len + 1, 1) || !strings_ok(e->role, e->role_len + 1, 1) ||
+        !strings_ok(e->inputs, e->inputs_len, e->n_inputs))
+        return 0;
+    return len;
+}
+
+/* --- the hash ------------------------------------------------------------------------ */
+
+#define P1 0x9E3779B185EBCA87ULL
+#define P2 0xC2B2AE3D27D4EB4FULL
+#define P3 0x165667B19E3779F9ULL
+
+static inline uint64_t rotl(uint64_t x, int r)
+{
+    return x << r | x >> (64 - r);
+}
+
+static inline uint64_t word(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+static inline uint64_t lane(uint64_t acc, uint64_t w)
+{
+    return rotl(acc + w * P2, 31) * P1;
+}
+
+/* 64-bit hash of n bytes: four independent lanes over 32-byte stripes, then the tail. */
+static uint64_t hash_bytes(const unsigned char *p, uint64_t n, uint64_t seed)
+{
+    uint64_t v[4] = {seed + P1, seed + P2, seed, seed - P1};
+    uint64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        v[0] = lane(v[0], word(p + i));
+        v[1] = lane(v[1], word(p + i + 8));
+        v[2] = lane(v[2], word(p + i + 16));
+        v[3] = lane(v[3], word(p + i + 24));
+    }
+    uint64_t h = rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18) + n * P3;
+    for (; i + 8 <= n; i += 8)
+        h = rotl(h ^ lane(0, word(p + i)), 27) * P1 + P3;
+    for (; i < n; i++)
+        h = rotl(h ^ (uint64_t)p[i] * P3, 11) * P1;
+    h ^= h >> 33;
+    h *= P2;
+    h ^= h >> 29;
+    h *= P3;
+    return h ^ (h >> 32);
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+    const ulp__index_range *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+int ulp__index_hash_file(const unsigned char *file, uint64_t size, ulp__index_range *skip, size_t n,
+                         uint64_t *hash)
+{
+    for (size_t i = 0; i < n; i++)
+        if (skip[i].off > size || skip[i].len > size - skip[i].off)
+            return -1;
+    if (n > 1)
+        qsort(skip, n, sizeof *skip, range_cmp);
+    /* Each kept run is hashed with the hash so far and its offset as seed. */
+    uint64_t h = size, at = 0;
+    for (size_t i = 0; i <= n; i++) {
+        uint64_t end = i < n ? skip[i].off : size;
+        if (end > at) {
+            h = hash_bytes(file + at, end - at, h ^ at * P1);
+            at = end;
+        }
+        if (i < n && skip[i].off + skip[i].len > at)
+            at = skip[i].off + skip[i].len;
+    }
+    *hash = h;
+    return 0;
+}
