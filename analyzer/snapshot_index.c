@@ -211,10 +211,10 @@ static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
     return at == bytes ? 0 : -1;
 }
 
-int ulp__index_read(ulp_snapshot *s, ulp__cap_vec *cv)
+int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv)
 {
     const char *env = getenv("ULPPROF_INDEX");
-    if ((env != NULL && strcmp(env, "0") == 0) || s->map == NULL)
+    if (env != NULL && strcmp(env, "0") == 0)
         return 0;
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
     return 0; /* positions are used in place */
@@ -223,7 +223,7 @@ int ulp__index_read(ulp_snapshot *s, ulp__cap_vec *cv)
     if (read_seal(s, &seal_off, &hash, &bytes, &count) < 0)
         return 0;
     unsigned char *buf = read_records(s, bytes);
-    ulp__index_range *skip = malloc((size_t)(count + 1) * sizeof *skip);
+    ulp__index_range *skip = malloc((size_t)(count + 2) * sizeof *skip);
     size_t nskip = 0;
     uint64_t now = 0;
     ulp_error ignored;
@@ -232,7 +232,8 @@ int ulp__index_read(ulp_snapshot *s, ulp__cap_vec *cv)
     if (buf != NULL && skip != NULL &&
         decode_all(s, buf, bytes, count, cv, skip, &nskip, &ignored) == 0 && !repeated_names(cv)) {
         skip[nskip++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
-        used = ulp__index_hash_file(s->map, s->file_size, skip, nskip, &now) == 0 && now == hash;
+        skip[nskip++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
+        used = ulp__index_hash_file(s->fd, s->file_size, skip, nskip, &now) == 0 && now == hash;
     }
     free(skip);
     if (used && ulp__snap_keep(s, (char *)buf) == NULL)

@@ -171,7 +171,7 @@ ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state
 
     /* A file our writer closed may carry a sealed index of its captures. */
     if (js.found && js.closed) {
-        int rc = ulp__index_read(s, &cv);
+        int rc = ulp__index_read(s, js.first, &cv);
         if (rc < 0) {
             st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
             goto cleanup;

@@ -435,10 +435,13 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
      * without the mark the captures are still all read, through the journal.
      */
     if (mark_fd >= 0) {
-        /* Then the index's seal: the hash of the file as it is now. */
-        if (st == ULP_OK && ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
-                                                jfirst + ULP__JOURNAL_CLOSED_AT) == 0)
-            ulp__writer_index_seal(mark_fd, &seal);
+        /* First the index's seal: the hash of the file as HDF5 left it
+         * (the mark's bytes left out); the mark stays the last write. */
+        if (st == ULP_OK) {
+            ulp__writer_index_seal(mark_fd, jfirst, &seal);
+            (void)ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
+                                      jfirst + ULP__JOURNAL_CLOSED_AT);
+        }
         close(mark_fd);
     }
     free(seal.ranges);

@@ -10,14 +10,14 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/grow.h"
 #include "writer_internal.h"
 
-#define CHUNK_BYTES ((size_t)256 << 10) /* records buffered before they go to the file */
+#define SPILL_BYTES ((size_t)256 << 10) /* records buffered before they go to the file */
+#define CHUNK_BYTES ((hsize_t)64 << 10) /* of /index/records once it grows: the most it wastes */
 
 /* Gives up the index for this file (a failure, or memory). */
 static void index_off(ulp__writer *w)
@@ -31,15 +31,21 @@ static void index_off(ulp__writer *w)
     w->nranges = w->ranges_cap = 0;
 }
 
-/* /index/records, chunked and growing; -1 on failure. */
-static hid_t records_create(ulp__writer *w)
+/*
+ * /index/records: chunked and growing while the records outgrow the buffer;
+ * contiguous, of their exact size, when they all fit in it at close (a
+ * small file does not grow by a mostly empty chunk).  -1 on failure.
+ */
+static hid_t records_create(ulp__writer *w, int final)
 {
     hid_t ds = H5I_INVALID_HID;
-    hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = CHUNK_BYTES;
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = CHUNK_BYTES, exact = w->iused;
     hid_t g = H5Gcreate2(w->file, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t space = H5Screate_simple(1, &zero, &unlimited);
+    hid_t space =
+        final ? H5Screate_simple(1, &exact, NULL) : H5Screate_simple(1, &zero, &unlimited);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (g >= 0 && space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0)
+    if (g >= 0 && space >= 0 && dcpl >= 0 &&
+        (final ? H5Pset_layout(dcpl, H5D_CONTIGUOUS) : H5Pset_chunk(dcpl, 1, &chunk)) >= 0)
         ds = H5Dcreate2(w->file, ULP__INDEX_RECORDS, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
                         H5P_DEFAULT);
     if (dcpl >= 0)
@@ -51,17 +57,18 @@ static hid_t records_create(ulp__writer *w)
     return ds;
 }
 
-/* Appends the buffered records to /index/records; -1 on failure. */
-static int records_spill(ulp__writer *w)
+/* Appends the buffered records to /index/records (`final`: at close); -1 on failure. */
+static int records_spill(ulp__writer *w, int final)
 {
     if (w->iused == 0)
         return 0;
-    if (w->index_records < 0 && (w->index_records = records_create(w)) < 0)
+    int fixed = final && w->index_records < 0;
+    if (w->index_records < 0 && (w->index_records = records_create(w, final)) < 0)
         return -1;
     hsize_t start = w->ibytes, count = w->iused, size = w->ibytes + w->iused;
     int rc = -1;
     hid_t fspace = -1, mspace = H5Screate_simple(1, &count, NULL);
-    if (mspace >= 0 && H5Dset_extent(w->index_records, &size) >= 0 &&
+    if (mspace >= 0 && (fixed || H5Dset_extent(w->index_records, &size) >= 0) &&
         (fspace = H5Dget_space(w->index_records)) >= 0 &&
         H5Sselect_hyperslab(fspace, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
         H5Dwrite(w->index_records, H5T_NATIVE_UCHAR, mspace, fspace, H5P_DEFAULT, w->ibuf) >= 0)
@@ -149,7 +156,7 @@ void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp_
 
     size_t len = ulp__index_record_size(&e);
     int ok = len > 0 && ilen <= UINT32_MAX;
-    if (ok && w->iused + len > CHUNK_BYTES && records_spill(w) < 0)
+    if (ok && w->iused + len > SPILL_BYTES && records_spill(w, 0) < 0)
         ok = 0;
     if (ok && ULP__GROW(w->ibuf, w->icap, w->iused + len) != 0)
         ok = 0;
@@ -179,7 +186,7 @@ int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
     memset(job, 0, sizeof *job);
     if (w->index_off || w->fd < 0 || w->jbytes == 0)
         return -1;
-    if (w->icount > 0 && (records_spill(w) < 0 || w->index_records < 0))
+    if (w->icount > 0 && (records_spill(w, 1) < 0 || w->index_records < 0))
         return -1;
     unsigned char seal[ULP__INDEX_SEAL_BYTES] = {0};
     memcpy(seal, ULP__INDEX_MAGIC, 8);
@@ -223,26 +230,20 @@ fail:
     return -1;
 }
 
-void ulp__writer_index_seal(int fd, ulp__index_seal_job *job)
+void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
 {
     struct stat sb;
     if (fd >= 0 && job->seal_off > 0 && fstat(fd, &sb) == 0 && sb.st_size > 0 &&
-        (uint64_t)sb.st_size == (uint64_t)(size_t)sb.st_size &&
-        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 1) == 0) {
-        uint64_t size = (uint64_t)sb.st_size;
-        void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0) {
+        uint64_t size = (uint64_t)sb.st_size, hash = 0;
         job->ranges[job->nranges++] =
             (ulp__index_range){job->seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
-        uint64_t hash = 0;
-        if (map != MAP_FAILED) {
-            if (ulp__index_hash_file(map, size, job->ranges, job->nranges, &hash) == 0) {
-                unsigned char field[ULP__INDEX_HASHED_FIELDS];
-                ulp__le64_put(field, hash);
-                ulp__le64_put(field + 8, size);
-                (void)ulp__journal_pwrite(fd, field, sizeof field,
-                                          job->seal_off + ULP__INDEX_HASH_AT);
-            }
-            munmap(map, (size_t)size);
+        job->ranges[job->nranges++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
+        if (ulp__index_hash_file(fd, size, job->ranges, job->nranges, &hash) == 0) {
+            unsigned char field[ULP__INDEX_HASHED_FIELDS];
+            ulp__le64_put(field, hash);
+            ulp__le64_put(field + 8, size);
+            (void)ulp__journal_pwrite(fd, field, sizeof field, job->seal_off + ULP__INDEX_HASH_AT);
         }
     }
     free(job->ranges);

@@ -137,8 +137,9 @@ typedef struct ulp__index_seal_job {
 /* Before H5Fclose: the last records and /index/seal (hash 0).  0, or -1: no index. */
 int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job);
 
-/* After H5Fclose and the journal's closed mark: the hash, through `fd`.  Frees the job. */
-void ulp__writer_index_seal(int fd, ulp__index_seal_job *job);
+/* After H5Fclose, before the closed mark of the journal at `jfirst`: the hash,
+ * through `fd`.  Frees the job. */
+void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job);
 
 /* Closes /index/records and frees the buffers. */
 void ulp__writer_index_release(ulp__writer *w);

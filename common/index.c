@@ -2,6 +2,7 @@
  * The capture index's codec and hash (index.h).
  */
 #include "index.h"
+#include "journal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -225,25 +226,47 @@ static int range_cmp(const void *a, const void *b)
     return (x->off > y->off) - (x->off < y->off);
 }
 
-int ulp__index_hash_file(const unsigned char *file, uint64_t size, ulp__index_range *skip, size_t n,
-                         uint64_t *hash)
+int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n, uint64_t *hash)
 {
     for (size_t i = 0; i < n; i++)
         if (skip[i].off > size || skip[i].len > size - skip[i].off)
             return -1;
     if (n > 1)
         qsort(skip, n, sizeof *skip, range_cmp);
-    /* Each kept run is hashed with the hash so far and its offset as seed. */
-    uint64_t h = size, at = 0;
-    for (size_t i = 0; i <= n; i++) {
-        uint64_t end = i < n ? skip[i].off : size;
-        if (end > at) {
-            h = hash_bytes(file + at, end - at, h ^ at * P1);
+    unsigned char *buf = malloc(ULP__INDEX_WINDOW);
+    if (buf == NULL)
+        return -1;
+    /*
+     * Window by window; each kept run of a window is hashed with the hash
+     * so far and its offset as seed.  A window that holds no kept byte is
+     * not read.
+     */
+    uint64_t h = size;
+    size_t i = 0;
+    int rc = 0;
+    for (uint64_t w = 0; w < size && rc == 0; w += ULP__INDEX_WINDOW) {
+        uint64_t wend = size - w < ULP__INDEX_WINDOW ? size : w + ULP__INDEX_WINDOW;
+        int loaded = 0;
+        for (uint64_t at = w; at < wend;) {
+            while (i < n && skip[i].off + skip[i].len <= at)
+                i++;
+            /* [at, end) is kept; a skip that covers `at` moves it past itself. */
+            if (i < n && skip[i].off <= at) {
+                at = skip[i].off + skip[i].len;
+                continue;
+            }
+            uint64_t end = i < n && skip[i].off < wend ? skip[i].off : wend;
+            if (!loaded && ulp__journal_pread(fd, buf, (size_t)(wend - w), w) < 0) {
+                rc = -1;
+                break;
+            }
+            loaded = 1;
+            h = hash_bytes(buf + (at - w), end - at, h ^ at * P1);
             at = end;
         }
-        if (i < n && skip[i].off + skip[i].len > at)
-            at = skip[i].off + skip[i].len;
     }
-    *hash = h;
-    return 0;
+    free(buf);
+    if (rc == 0)
+        *hash = h;
+    return rc;
 }

@@ -41,7 +41,8 @@
  *
  * The hash covers every byte of the file except the captures' own data
  * (their bytes are read, and checked, by whoever compares them) and the
- * seal's hash and size fields, written after it is computed: any change HDF5 or h5py makes to the
+ * seal's hash and size fields, written after it is computed, and the
+ * journal's closed mark, written after them: any change HDF5 or h5py makes to the
  * file's structure or attributes changes it.
  */
 #ifndef ULPPROF_COMMON_INDEX_H
@@ -109,12 +110,15 @@ typedef struct ulp__index_range {
 } ulp__index_range;
 
 /*
- * The hash of the `size` bytes at `file` (a mapping of the whole file)
- * without the `n` ranges `skip` (sorted here; they may overlap).  Returns
- * 0 on success, -1 when a range lies outside the file.
+ * The hash of the first `size` bytes of the file open at `fd` without the
+ * `n` ranges `skip` (sorted here; they may overlap), read with pread(2) a
+ * window of ULP__INDEX_WINDOW bytes at a time (the file's windows: each
+ * kept run of one is hashed on its own, seeded with the hash so far and
+ * its offset).  0 on success; -1 when a range lies outside the file or a
+ * read fails.
  */
-int ulp__index_hash_file(const unsigned char *file, uint64_t size, ulp__index_range *skip, size_t n,
-                         uint64_t *hash);
+#define ULP__INDEX_WINDOW ((uint64_t)64 << 10)
+int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n, uint64_t *hash);
 
 /* Little-endian stores and loads. */
 void ulp__le64_put(unsigned char *p, uint64_t v);

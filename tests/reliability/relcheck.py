@@ -102,13 +102,15 @@ def h5_captures(path, torn=None):
     been cut (SIGKILL inside a multi-page write): a group can then list a
     name it cannot open.  Such names are appended to `torn` and left out
     (the capture journal, not the group, is what ulpprof reads there);
-    without the list they raise, as in a file that must be whole."""
+    without the list they raise, as in a file that must be whole.  A torn
+    name heap can also list an empty name, which h5py refuses with
+    ValueError before it looks it up."""
     caps = []
     with h5py.File(path, "r") as f:
         for name in f.get("captures", {}):
             try:
                 occs = list(f["captures"][name])
-            except (KeyError, OSError, RuntimeError):
+            except (KeyError, OSError, RuntimeError, ValueError):
                 if torn is None:
                     raise
                 torn.append(name)
@@ -116,7 +118,7 @@ def h5_captures(path, torn=None):
             for occ in occs:
                 try:
                     d = f["captures"][name][occ]
-                except (KeyError, OSError, RuntimeError):
+                except (KeyError, OSError, RuntimeError, ValueError):
                     if torn is None:
                         raise
                     torn.append("%s/%s" % (name, occ))

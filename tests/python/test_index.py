@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""The capture index (FORMAT.md "Capture index") never changes what is read.
+
+Snapshots written by capture_loop are read by `ulpprof ls --json` and
+`ulpprof diff -f json` with the index (the default) and without it
+(ULPPROF_INDEX=0, the groups read through HDF5): the outputs must be
+byte-identical.  Then the files are changed with h5py after their writer
+closed them -- an attribute edited, a capture added, a capture deleted, the
+records' bytes damaged -- and the change must show in what ulpprof reads
+(the seal no longer matches, so the groups are read), again identically
+both ways.  The expected contents come from h5py, not from ulpprof.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
+LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(args, index=True, want=(0,)):
+    env = dict(os.environ)
+    env.pop("ULPPROF_INDEX", None)
+    if not index:
+        env["ULPPROF_INDEX"] = "0"
+    r = subprocess.run([ULPPROF] + args, env=env, capture_output=True, text=True)
+    check(r.returncode in want, "%s: exit %d: %s" % (args, r.returncode, r.stderr.strip()))
+    return r.stdout
+
+
+def both(args, want=(0,)):
+    """The output with and without the index; they must be the same."""
+    a, b = run(args, True, want), run(args, False, want)
+    check(a == b, "%s: output differs with and without the index" % args)
+    return a
+
+
+def h5_captures(path):
+    """{(name, occurrence): (seq, layer)} as h5py reads the groups."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for name, g in f["captures"].items():
+            for occ, d in g.items():
+                out[(name, int(occ))] = (int(d.attrs["seq"]), int(d.attrs.get("layer", -1)))
+    return out
+
+
+def ls_captures(path):
+    doc = json.loads(both(["ls", "--json", path]))
+    return {(c["name"], c["occurrence"]): (c["seq"], -1 if c["layer"] is None else c["layer"])
+            for c in doc[0]["captures"]}
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ulp-index-")
+    a, b = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
+    base = [LOOP, "--count", "300", "--elements", "64", "--names", "7", "--kernels", "3"]
+    subprocess.run(base + ["--out", a], check=True, capture_output=True)
+    subprocess.run(base + ["--out", b, "--flip-from", "290"], check=True, capture_output=True)
+    with h5py.File(a, "r") as f:
+        check("index" in f and "records" in f["index"] and "seal" in f["index"],
+              "the writer left no /index/records and /index/seal")
+        seal = bytes(f["index/seal"][:])
+        check(seal[:8] == b"ULPINDX1" and int.from_bytes(seal[32:40], "little") == 300,
+              "seal: %r" % seal[:40])
+        check(int.from_bytes(seal[16:24], "little") == os.path.getsize(a), "seal: file size")
+
+    # Untouched files: the same listing and report both ways, and as h5py sees them.
+    check(ls_captures(a) == h5_captures(a), "ls of the untouched file differs from h5py")
+    both(["diff", "-f", "json", a, b], want=(1,))
+
+    # Changes made after the writer closed the file.
+    def changed(tag, edit):
+        path = os.path.join(tmp, tag + ".h5")
+        shutil.copy(a, path)
+        with h5py.File(path, "r+") as f:
+            edit(f)
+        got, want = ls_captures(path), h5_captures(path)
+        check(got == want, "%s: ulpprof reads %d captures unlike h5py's %d (%s)"
+              % (tag, len(got), len(want), sorted(set(got.items()) ^ set(want.items()))[:3]))
+        return got
+
+    got = changed("layer", lambda f: f["captures/t.3/2"].attrs.__setitem__("layer", np.int32(77)))
+    check(got.get(("t.3", 2), (0, 0))[1] == 77, "an edited layer attribute is not read")
+
+    def add(f):
+        d = f["captures/t.1"].create_dataset("999", data=np.zeros(64, np.uint16))
+        d.attrs["dtype"] = np.bytes_("bf16")
+        d.attrs["seq"] = np.int64(100000)
+    got = changed("added", add)
+    check(("t.1", 999) in got, "a capture added by h5py is not read")
+
+    got = changed("deleted", lambda f: f["captures/t.2"].__delitem__("5"))
+    check(("t.2", 5) not in got and len(got) == 299, "a capture deleted by h5py is still read")
+
+    # Damaged records (the raw bytes of /index/records): the groups are read.
+    path = os.path.join(tmp, "damaged.h5")
+    shutil.copy(a, path)
+    with h5py.File(path, "r") as f:
+        off = f["index/records"].id.get_offset()
+        n = f["index/records"].shape[0]
+    with open(path, "r+b") as fh:
+        fh.seek(off + n // 2)
+        byte = fh.read(1)
+        fh.seek(off + n // 2)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    check(ls_captures(path) == h5_captures(path), "damaged records: ls differs from h5py")
+
+    if not failures:
+        shutil.rmtree(tmp)
+        print("index: same listing and report with and without it; edits, additions, "
+              "deletions and damage after close are read as h5py reads them")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
