@@ -37,9 +37,28 @@ typedef struct name_ent {
 
 struct ulp__names {
     const ulp_snapshot *s;
-    size_t *idx; /* capture indices sorted by (name, seq) */
+    size_t *idx;        /* capture indices sorted by (name, seq)              */
+    signed char *state; /* [n]: ulp__names_positions of the name of idx[i]    */
     size_t n;
 };
+
+/* The positions state of every run of one name, computed once: asked per
+ * capture, counting the run each time made pairing O(captures x occurrences). */
+static void names_states(ulp__names *n)
+{
+    for (size_t lo = 0, hi; lo < n->n; lo = hi) {
+        const char *name = ulp_snapshot_capture(n->s, n->idx[lo])->name;
+        size_t with = 0;
+        for (hi = lo; hi < n->n; hi++) {
+            const ulp_capture_info *c = ulp_snapshot_capture(n->s, n->idx[hi]);
+            if (hi > lo && strcmp(c->name, name) != 0)
+                break;
+            with += c->row_rank > 0;
+        }
+        signed char st = with == hi - lo ? 1 : with == 0 ? 0 : -1;
+        memset(n->state + lo, st, hi - lo);
+    }
+}
 
 static int by_name_seq(const void *pa, const void *pb)
 {
@@ -55,7 +74,10 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
     size_t count = ulp_snapshot_capture_count(s);
     ulp__names *n = calloc(1, sizeof *n);
     name_ent *e = malloc((count ? count : 1) * sizeof *e);
-    if (n == NULL || e == NULL || (n->idx = malloc((count ? count : 1) * sizeof *n->idx)) == NULL) {
+    if (n == NULL || e == NULL || (n->idx = malloc((count ? count : 1) * sizeof *n->idx)) == NULL ||
+        (n->state = malloc(count ? count : 1)) == NULL) {
+        if (n != NULL)
+            free(n->idx);
         free(n);
         free(e);
         return ULP_ENOMEM;
@@ -72,6 +94,7 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
     free(e);
     n->s = s;
     n->n = count;
+    names_states(n);
     *out = n;
     return ULP_OK;
 }
@@ -81,6 +104,7 @@ void ulp__names_free(ulp__names *n)
     if (n == NULL)
         return;
     free(n->idx);
+    free(n->state);
     free(n);
 }
 
@@ -94,19 +118,22 @@ const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *cou
         else
             hi = mid;
     }
-    size_t end = lo;
-    while (end < n->n && strcmp(ulp_snapshot_capture(n->s, n->idx[end])->name, name) == 0)
-        end++;
+    /* The run's end, by bisection too: a name may have 100,000 occurrences. */
+    size_t end = n->n;
+    for (size_t l = lo; l < end;) {
+        size_t mid = l + (end - l) / 2;
+        if (strcmp(ulp_snapshot_capture(n->s, n->idx[mid])->name, name) == 0)
+            l = mid + 1;
+        else
+            end = mid;
+    }
     *count = end - lo;
     return n->idx + lo;
 }
 
-int ulp__names_positions(const ulp_snapshot *s, const size_t *idx, size_t n)
+int ulp__names_positions(const ulp__names *n, const size_t *idx, size_t count)
 {
-    size_t with = 0;
-    for (size_t i = 0; i < n; i++)
-        with += ulp_snapshot_capture(s, idx[i])->row_rank > 0;
-    return with == n && n > 0 ? 1 : with == 0 ? 0 : -1;
+    return count == 0 ? 0 : n->state[idx - n->idx];
 }
 
 /* --- keys ----------------------------------------------------------------------------- */

@@ -232,7 +232,7 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     size_t na = 0, nb = 0;
     const size_t *ia = ulp__names_find(pc->na, ca->name, &na);
     const size_t *ib = ulp__names_find(pc->nb, ca->name, &nb);
-    int pa = ulp__names_positions(pc->a, ia, na), pb = ulp__names_positions(pc->b, ib, nb);
+    int pa = ulp__names_positions(pc->na, ia, na), pb = ulp__names_positions(pc->nb, ib, nb);
     if (pa == 1 && pb == 1) {
         for (size_t q = 0; q < na; q++)
             pc->a_done[ia[q]] = 1;

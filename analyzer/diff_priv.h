@@ -97,8 +97,9 @@ typedef struct ulp__names ulp__names;
 ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out);
 void ulp__names_free(ulp__names *n);
 const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *count);
-/* 1: every capture idx[0..n) has positions (n > 0); 0: none has; -1: some have. */
-int ulp__names_positions(const ulp_snapshot *s, const size_t *idx, size_t n);
+/* Of the captures ulp__names_find gave (idx[0..count) of n): 1 every one has
+ * positions (count > 0); 0 none has; -1 some have. */
+int ulp__names_positions(const ulp__names *n, const size_t *idx, size_t count);
 
 /*
  * Pairs all captures of one name (ia[0..na) of A, ib[0..nb) of B, all with

@@ -345,6 +345,9 @@ static json_t *jside(const char *path, const char *label)
     return o;
 }
 
+/* Stands for the rows array in the document; the dumper escapes its \001 as \u0001. */
+static char rows_mark[48];
+
 static json_t *build(const ulp_diff_result *r)
 {
     json_t *doc = json_object();
@@ -374,10 +377,8 @@ static json_t *build(const ulp_diff_result *r)
     } else {
         json_object_set_new(doc, "first_divergence", json_null());
     }
-    json_t *rows = json_array();
-    for (size_t i = 0; i < r->n_rows; i++)
-        json_array_append_new(rows, jrow(&r->rows[i]));
-    json_object_set_new(doc, "rows", rows);
+    /* The rows are written one by one where this mark lands (ulp__report_json). */
+    json_object_set_new(doc, "rows", ulp_json_str(rows_mark));
     json_t *lgs = json_array();
     for (size_t i = 0; i < r->n_logits; i++)
         json_array_append_new(lgs, jlogits(&r->logits[i]));
@@ -440,50 +441,111 @@ static json_t *build(const ulp_diff_result *r)
     return doc;
 }
 
-/* Writes the dumped text, turning each marked u64 string back into a bare number. */
-static int write_doc(const char *text, FILE *f)
+#define DUMP_FLAGS (JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))
+
+/* `mark` as the dumper writes it: "\u0001..." with the quote. */
+static void dumped_mark(char *out, size_t n, const char *mark)
+{
+    snprintf(out, n, "\"\\u0001%s", mark + 1);
+}
+
+/*
+ * Writes `n` bytes of dumped text, turning each marked u64 string back into
+ * a bare number and putting `indent` after each line break (a row dumped on
+ * its own, written at the depth of the rows array).
+ */
+static void emit(const char *text, size_t n, const char *indent, FILE *f)
 {
     char pat[64];
-    /* The control character in the mark is escaped by the dumper as \u0001. */
-    snprintf(pat, sizeof pat, "\"\\u0001%s", u64_mark + 1);
+    dumped_mark(pat, sizeof pat, u64_mark);
     size_t plen = strlen(pat);
-    const char *p = text;
-    for (;;) {
-        const char *hit = strstr(p, pat);
-        if (hit == NULL)
+    const char *p = text, *end = text + n;
+    while (p < end) {
+        size_t run = 0;
+        while (p + run < end && p[run] != '"' && p[run] != '\n')
+            run++;
+        fwrite(p, 1, run, f);
+        p += run;
+        if (p == end)
             break;
-        fwrite(p, 1, (size_t)(hit - p), f);
-        const char *digits = hit + plen, *end = digits;
-        while (*end >= '0' && *end <= '9')
-            end++;
-        fwrite(digits, 1, (size_t)(end - digits), f);
-        p = *end == '"' ? end + 1 : end;
+        if (*p == '\n') {
+            fputc('\n', f);
+            fputs(indent, f);
+            p++;
+        } else if ((size_t)(end - p) >= plen && memcmp(p, pat, plen) == 0) {
+            const char *digits = p + plen, *e = digits;
+            while (e < end && *e >= '0' && *e <= '9')
+                e++;
+            fwrite(digits, 1, (size_t)(e - digits), f);
+            p = e < end && *e == '"' ? e + 1 : e;
+        } else {
+            fputc('"', f);
+            p++;
+        }
     }
-    fputs(p, f);
-    return fputc('\n', f) == EOF || ferror(f) ? -1 : 0;
+}
+
+/* Dumps `j` (taken), with its \udcXX escapes restored, to `f`; -1 when out of memory. */
+static int emit_json(json_t *j, const char *indent, FILE *f)
+{
+    char *text = json_dumps(j, DUMP_FLAGS);
+    json_decref(j);
+    char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
+    free(text);
+    if (plain == NULL)
+        return -1;
+    emit(plain, strlen(plain), indent, f);
+    free(plain);
+    return 0;
 }
 
 ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
 {
-    /* A mark no capture name will contain by chance. */
+    /* Marks no capture name will contain by chance. */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(u64_mark, sizeof u64_mark, "\001ulpprof-u64-%lx-%lx:", (unsigned long)ts.tv_nsec,
              (unsigned long)getpid());
+    snprintf(rows_mark, sizeof rows_mark, "\001ulpprof-rows-%lx-%lx", (unsigned long)ts.tv_nsec,
+             (unsigned long)getpid());
     json_t *doc = build(r);
     if (doc == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory building the JSON report");
-    char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    char *text = json_dumps(doc, DUMP_FLAGS);
     json_decref(doc);
-    if (text == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
-    char *plain = ulp__json_unmark(text);
+    char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
     free(text);
     if (plain == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
-    int rc = write_doc(plain, f);
+    /*
+     * The document around the rows, and the rows one at a time in between,
+     * indented as the dumper indents an array two levels down: a report of
+     * 10,000 rows is never a tree, nor a string, in memory.
+     */
+    char pat[64];
+    dumped_mark(pat, sizeof pat, rows_mark);
+    const char *at = strstr(plain, pat);
+    int rc = at == NULL ? -2 : 0;
+    if (rc == 0) {
+        emit(plain, (size_t)(at - plain), "", f);
+        if (r->n_rows == 0)
+            fputs("[]", f);
+        for (size_t i = 0; i < r->n_rows && rc == 0; i++) {
+            fputs(i == 0 ? "[\n    " : ",\n    ", f);
+            json_t *row = jrow(&r->rows[i]);
+            rc = row != NULL ? emit_json(row, "    ", f) : -1;
+        }
+        if (r->n_rows > 0)
+            fputs("\n  ]", f);
+        const char *rest = at + strlen(pat) + 1; /* and the closing quote */
+        emit(rest, strlen(rest), "", f);
+    }
     free(plain);
+    if (rc == -1)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     if (rc != 0)
+        return ulp__error(err, ULP_EIO, "cannot write the JSON report (rows not placed)");
+    if (fputc('\n', f) == EOF || ferror(f))
         return ulp__error(err, ULP_EIO, "cannot write the JSON report");
     return ULP_OK;
 }
