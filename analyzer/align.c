@@ -63,7 +63,7 @@ static void names_states(ulp__names *n)
 static int by_name_seq(const void *pa, const void *pb)
 {
     const name_ent *a = pa, *b = pb;
-    int c = strcmp(a->name, b->name);
+    int c = a->name == b->name ? 0 : strcmp(a->name, b->name);
     if (c != 0)
         return c;
     return a->seq < b->seq ? -1 : a->seq > b->seq;

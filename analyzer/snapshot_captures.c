@@ -531,7 +531,7 @@ int ulp__cap_name_cmp(const void *a, const void *b)
 {
     const ulp_capture_info *x = *(const ulp_capture_info *const *)a;
     const ulp_capture_info *y = *(const ulp_capture_info *const *)b;
-    int c = strcmp(x->name, y->name);
+    int c = x->name == y->name ? 0 : strcmp(x->name, y->name);
     if (c != 0)
         return c;
     return (x->occurrence > y->occurrence) - (x->occurrence < y->occurrence);

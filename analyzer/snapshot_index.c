@@ -15,6 +15,7 @@
 
 #include "common/index.h"
 #include "common/journal.h"
+#include "common/strmap.h"
 #include "snapshot_priv.h"
 
 /* A tensor larger than this many elements is an absurd shape, not data. */
@@ -184,16 +185,33 @@ static int repeated_names(const ulp__cap_vec *cv)
     return dup;
 }
 
+/*
+ * One pointer per distinct name, as the groups' reader gives: the sorts by
+ * name then compare most pairs by pointer, not by strcmp.  NULL when out of
+ * memory.
+ */
+static const char *intern(ulp__strmap *names, const char *name)
+{
+    int inserted = 0;
+    int64_t *v = ulp__strmap_upsert(names, name, (int64_t)(intptr_t)name, &inserted);
+    return v != NULL ? (const char *)(intptr_t)*v : NULL;
+}
+
 /* Decodes every record into cv and the data extents into `skip`; 0, or -1 when one fails. */
 static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes, uint64_t count,
                       ulp__cap_vec *cv, ulp__index_range *skip, size_t *nskip, ulp_error *err)
 {
     uint64_t at = 0;
+    int rc = 0;
+    ulp__strmap names;
+    ulp__strmap_init(&names);
     for (uint64_t i = 0; i < count; i++) {
         ulp__index_entry e;
         size_t len = ulp__index_record_decode(buf + at, (size_t)(bytes - at), &e);
-        if (len == 0 || ulp__cap_vec_push(cv) < 0)
-            return -1;
+        if (len == 0 || ulp__cap_vec_push(cv) < 0 || (e.name = intern(&names, e.name)) == NULL) {
+            rc = -1;
+            break;
+        }
         at += len;
         ulp__cap_entry *ce = &cv->v[cv->n - 1];
         memset(ce, 0, sizeof *ce);
@@ -201,14 +219,17 @@ static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
         if (!entry_ok(s, &e, &ce->info, &nbytes) ||
             (ce->info.rows > 0 &&
              ulp__rows_check_keys(s, &ce->info, ce->info.name, "", err) != ULP_OK) ||
-            entry_inputs(s, &e, &ce->info) < 0)
-            return -1;
+            entry_inputs(s, &e, &ce->info) < 0) {
+            rc = -1;
+            break;
+        }
         ce->src.oaddr = e.oaddr;
         ce->src.offset = e.offset;
         if (e.offset != ULP__INDEX_NO_OFFSET)
             skip[(*nskip)++] = (ulp__index_range){e.offset, nbytes};
     }
-    return at == bytes ? 0 : -1;
+    ulp__strmap_release(&names);
+    return rc == 0 && at == bytes ? 0 : -1;
 }
 
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv)
