@@ -8,7 +8,6 @@
  * writer's time per small capture.  The attributes are the same bytes.
  */
 #include <string.h>
-#include <time.h>
 
 #include "capture_rows.h"
 #include "writer_internal.h"
