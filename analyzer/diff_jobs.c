@@ -4,9 +4,9 @@
  * worker threads from one atomic counter in pair order, and each chunk's
  * metrics are merged into its row under a lock (ulp__acc_merge() does not
  * depend on the order).  Chunks are read in place from the files' mappings
- * and released when done (or copied into two buffers per thread where a
- * dataset is not mapped): memory is a few chunks per thread whatever the
- * tensor sizes.
+ * and released when done, or copied into two buffers per thread, whichever
+ * costs the thread less (diff_read.c): memory is a few chunks per thread
+ * whatever the tensor sizes.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,9 +46,13 @@ typedef struct job {
     atomic_uint_fast64_t bytes_done;
     uint64_t bytes_total;
     int progress;
+    int map;              /* mapped reads (ulp__read_probe) */
     pthread_mutex_t lock; /* guards the accumulators and the error       */
     ulp_error err;
 } job;
+
+/* A copied read's most bytes a side: the pieces stay in the core's L2 cache. */
+#define COPY_PIECE ((size_t)512 << 10)
 
 static job_row *find_jrow(job *j, uint64_t t)
 {
@@ -107,6 +111,9 @@ static void *worker(void *arg)
     unsigned char *bb = malloc(j->buf_bytes ? j->buf_bytes : 1);
     ulp_error e;
     ulp_error_clear(&e);
+    ulp__reader rd;
+    /* Copied pieces of at most 512 KiB a side stay in L2. */
+    ulp__reader_init(&rd, ba, bb, j->buf_bytes < COPY_PIECE ? j->buf_bytes : COPY_PIECE, j->map);
     if (ba == NULL || bb == NULL) {
         ulp__error(&e, ULP_ENOMEM, "out of memory for the comparison buffers");
         job_fail(j, &e);
@@ -123,26 +130,25 @@ static void *worker(void *arg)
         uint64_t first = k == 0 ? 0 : jr->head + (k - 1) * jr->chunk;
         uint64_t size = k == 0 ? jr->head : jr->chunk;
         uint64_t n = jr->elements - first < size ? jr->elements - first : size;
-        /* Read in place from the file's mapping (ulp_snapshot_view; a copy
-         * into ba / bb only where the dataset is not mapped): the comparison
-         * streams the page cache once, while a pread copy would read it
-         * and then the copy (tests/perf/bench_diff.sh: 14% less CPU at
-         * 1 GiB).  The pages are released after the chunk, so that the
-         * resident set stays a few chunks. */
-        const void *va, *vb;
         uint64_t bytes = n * ulp_dtype_size(jr->dtype);
-        if (ulp_snapshot_view(j->a, jr->ia, jr->off_a + first, n, ba, &va, &e) != ULP_OK ||
-            ulp_snapshot_view(j->b, jr->ib, jr->off_b + first, n, bb, &vb, &e) != ULP_OK) {
+        ulp__read_req q = {j->a, j->b,     jr->ia, jr->ib, jr->off_a + first, jr->off_b + first,
+                           n,    jr->dtype};
+        ulp__acc acc;
+        ulp__acc_init(&acc);
+        const void *va, *vb;
+        uint64_t at, m;
+        int got;
+        ulp__reader_begin(&rd, &q);
+        while ((got = ulp__reader_next(&rd, &va, &vb, &at, &m, &e)) > 0) {
+            ulp__acc_add(&acc, jr->dtype, va, vb, m, jr->base + first + at);
+            if (jr->keys != NULL)
+                mark_keys(jr, jr->base + first + at, va, vb, m);
+        }
+        ulp__reader_end(&rd);
+        if (got < 0) {
             job_fail(j, &e);
             break;
         }
-        ulp__acc acc;
-        ulp__acc_init(&acc);
-        ulp__acc_add(&acc, jr->dtype, va, vb, n, jr->base + first);
-        if (jr->keys != NULL)
-            mark_keys(jr, jr->base + first, va, vb, n);
-        ulp_snapshot_view_release(j->a, va, bytes);
-        ulp_snapshot_view_release(j->b, vb, bytes);
         pthread_mutex_lock(&j->lock);
         ulp__acc_merge(&jr->acc, &acc);
         pthread_mutex_unlock(&j->lock);
@@ -273,7 +279,7 @@ static void plan(job *j, const ulp_snapshot *a, const ulp_diff_result *r,
 }
 
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, ulp_diff_result *r,
+                             const ulp_diff_options *opts, int map, ulp_diff_result *r,
                              const ulp__diff_pair *pairs, size_t npairs, ulp_error *err)
 {
     job j;
@@ -287,6 +293,7 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
     j.b = b;
     j.buf_bytes = (size_t)(chunk_bytes > 8 ? chunk_bytes : 8);
     j.progress = opts->progress;
+    j.map = map;
     ulp_error_clear(&j.err);
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, 0);

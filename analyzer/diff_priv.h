@@ -136,11 +136,47 @@ char *ulp__rows_hint(const ulp_capture_info *ca, const ulp_capture_info *cb);
 /* origin.c: introduced / carried in / not captured, for every differing aligned key. */
 void ulp__origin_run(ulp_diff_result *r);
 
-/* logits.c: the same over a compared view (aligned or sliced rows) of `shape`. */
+/* logits.c: the logits analysis of a compared view (whole pair, aligned or
+ * sliced rows) of `shape`; `lg` gets the per-row data; map: see
+ * ulp__read_probe(). */
 ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp__segment *segs, size_t nsegs, int ndim,
-                                const int64_t *shape, const ulp_diff_options *opts,
+                                const int64_t *shape, const ulp_diff_options *opts, int map,
                                 ulp_diff_logits *lg, ulp_error *err);
+
+/*
+ * diff_read.c: a worker thread's reads of chunk pairs, in place from the
+ * files' mappings (when `map`) or copied into its buffers:
+ *     ulp__reader_begin(&r, &req);
+ *     while ((k = ulp__reader_next(&r, &pa, &pb, &first, &n, err)) > 0)
+ *         ...elements [first, first + n) of the chunk at pa, pb...
+ *     ulp__reader_end(&r);          (also after an error: k < 0)
+ * A mapped chunk comes whole; a copied one in pieces of piece_bytes.
+ */
+typedef struct ulp__read_req {
+    const ulp_snapshot *a, *b;
+    size_t ia, ib;
+    uint64_t off_a, off_b; /* first element of each side */
+    uint64_t n;            /* elements                   */
+    ulp_dtype dtype;
+} ulp__read_req;
+typedef struct ulp__reader {
+    unsigned char *ba, *bb; /* buffers of a whole chunk each           */
+    size_t piece_bytes;     /* a copied read's most bytes a side       */
+    int map;                /* mapped reads where the files allow them */
+    ulp__read_req q;        /* the chunk in flight                     */
+    uint64_t done, bytes;
+    const void *va, *vb;
+    int mapped;
+} ulp__reader;
+/* 1 when mapped reads cost both files clearly less than copies (measured). */
+int ulp__read_probe(const ulp_snapshot *a, const ulp_snapshot *b);
+void ulp__reader_init(ulp__reader *r, unsigned char *ba, unsigned char *bb, size_t piece_bytes,
+                      int map);
+void ulp__reader_begin(ulp__reader *r, const ulp__read_req *q);
+int ulp__reader_next(ulp__reader *r, const void **pa, const void **pb, uint64_t *first, uint64_t *n,
+                     ulp_error *err);
+void ulp__reader_end(ulp__reader *r);
 
 /*
  * diff_jobs.c: the element metrics of every pair on opts->threads threads
@@ -148,12 +184,8 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
  * metrics, status and worst element, and r->bytes_read.
  */
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, ulp_diff_result *r,
+                             const ulp_diff_options *opts, int map, ulp_diff_result *r,
                              const ulp__diff_pair *pairs, size_t npairs, ulp_error *err);
-
-/* logits.c: analyses one logits pair; `lg` gets the per-row data. */
-ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
-                           const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err);
 
 /* logits.c: per-row core on doubles, exposed for the unit tests. */
 typedef struct ulp__logits_row {

@@ -12,8 +12,8 @@
  * tokens (exactly: the measure of u in [0, 1) whose tokens differ).
  *
  * The rows are shared out to the diff's worker threads about 1 MiB
- * (at least one row) at a time, read in place from the files' mappings
- * (or, where a view needs it, into per-thread buffers);
+ * (at least one row) at a time, read in place from the files' mappings or
+ * copied into per-thread buffers, whichever costs less (diff_read.c);
  * each row goes through float32 kernels that gcc vectorizes
  * (logits_row.c) when its format fits in float32, through doubles
  * otherwise, and through doubles for the sampling figures.  Memory: about
@@ -194,6 +194,7 @@ typedef struct lg_job {
     const ulp_diff_options *opts;
     ulp_diff_logits *lg;
     ulp_diff_flip *slot; /* [rows]: the explanation of a flipped row, in place */
+    int map;             /* mapped reads (ulp__read_probe)                      */
     uint64_t per;        /* rows per task                                       */
     atomic_uint_fast64_t next;
     atomic_int stop;
@@ -328,18 +329,15 @@ static void lg_fail(lg_job *j, const ulp_error *e)
 }
 
 /*
- * Elements [first, first + n) of the compared view on both sides: *pa and
- * *pb point into the files' mappings where the range lies in one segment
- * (ulp_snapshot_view: no copy), else into ba / bb, read segment by segment
- * (as the element metrics are, diff_jobs.c).
+ * Elements [first, first + n) of the compared view on both sides into ba /
+ * bb, segment by segment, for a range that several segments hold (aligned
+ * or sliced views).
  */
-static ulp_status read_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
-                            const unsigned char **pa, const unsigned char **pb, ulp_error *e)
+static ulp_status copy_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
+                            ulp_error *e)
 {
     size_t sz = ulp_dtype_size(j->lg->dtype);
     size_t q = 0;
-    *pa = s->ba;
-    *pb = s->bb;
     for (uint64_t done = 0; done < n;) {
         uint64_t v = first + done;
         while (q < j->nsegs && v >= j->segs[q].base + j->segs[q].len)
@@ -349,17 +347,8 @@ static ulp_status read_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scra
                               (unsigned long long)v);
         const ulp__segment *g = &j->segs[q];
         uint64_t m = g->base + g->len - v < n - done ? g->base + g->len - v : n - done;
-        ulp_status st;
-        if (m == n) {
-            const void *va, *vb;
-            st = ulp_snapshot_view(j->a, g->ia, g->off_a + (v - g->base), m, s->ba, &va, e);
-            if (st == ULP_OK)
-                st = ulp_snapshot_view(j->b, g->ib, g->off_b + (v - g->base), m, s->bb, &vb, e);
-            *pa = va;
-            *pb = vb;
-            return st;
-        }
-        st = ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, s->ba + done * sz, e);
+        ulp_status st =
+            ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, s->ba + done * sz, e);
         if (st == ULP_OK)
             st = ulp_snapshot_read(j->b, g->ib, g->off_b + (v - g->base), m, s->bb + done * sz, e);
         if (st != ULP_OK)
@@ -369,21 +358,63 @@ static ulp_status read_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scra
     return ULP_OK;
 }
 
+/* The segment that holds all of view elements [first, first + n), or NULL. */
+static const ulp__segment *one_segment(const lg_job *j, uint64_t first, uint64_t n)
+{
+    for (size_t q = 0; q < j->nsegs; q++) {
+        const ulp__segment *g = &j->segs[q];
+        if (first >= g->base && first - g->base < g->len)
+            return n <= g->len - (first - g->base) ? g : NULL;
+    }
+    return NULL;
+}
+
+/* Rows [r0, r0 + nr): read (through the thread's reader where one segment
+ * holds them: mapped or copied, diff_read.c) and analysed. */
+static ulp_status task_rows(lg_job *j, lg_scratch *s, ulp__reader *rd, uint64_t r0, uint64_t nr,
+                            ulp_error *e)
+{
+    uint64_t V = j->lg->vocab;
+    size_t sz = ulp_dtype_size(j->lg->dtype);
+    const ulp__segment *g = one_segment(j, r0 * V, nr * V);
+    if (g == NULL) {
+        ulp_status st = copy_rows(j, r0 * V, nr * V, s, e);
+        for (uint64_t q = 0; st == ULP_OK && q < nr; q++)
+            one_row(j, s, s->ba + q * V * sz, s->bb + q * V * sz, r0 + q);
+        return st;
+    }
+    uint64_t at = r0 * V - g->base, first, n;
+    ulp__read_req req = {j->a,          j->b,          g->ia,  g->ib,
+                         g->off_a + at, g->off_b + at, nr * V, j->lg->dtype};
+    const void *va, *vb;
+    int got;
+    ulp__reader_begin(rd, &req);
+    /* One piece: the reader's pieces hold a whole task. */
+    while ((got = ulp__reader_next(rd, &va, &vb, &first, &n, e)) > 0)
+        for (uint64_t q = 0; q < n / V; q++)
+            one_row(j, s, (const unsigned char *)va + q * V * sz,
+                    (const unsigned char *)vb + q * V * sz, r0 + first / V + q);
+    ulp__reader_end(rd);
+    return got < 0 ? e->status : ULP_OK;
+}
+
 /* Takes `per` rows at a time until none is left. */
 static void *lg_worker(void *arg)
 {
     lg_job *j = arg;
     ulp_diff_logits *lg = j->lg;
-    uint64_t R = lg->rows, V = lg->vocab;
-    size_t sz = ulp_dtype_size(lg->dtype);
+    uint64_t R = lg->rows;
     lg_scratch s;
     ulp_error e;
     ulp_error_clear(&e);
+    ulp__reader rd;
     if (scratch_init(&s, j) != 0) {
         ulp__error(&e, ULP_ENOMEM, "out of memory for logits rows");
         lg_fail(j, &e);
         goto cleanup;
     }
+    ulp__reader_init(&rd, s.ba, s.bb, (size_t)(j->per * lg->vocab * ulp_dtype_size(lg->dtype)),
+                     j->map);
     for (;;) {
         if (atomic_load(&j->stop))
             break;
@@ -391,16 +422,10 @@ static void *lg_worker(void *arg)
         if (r0 >= R)
             break;
         uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
-        const unsigned char *ra, *rb;
-        if (read_rows(j, r0 * V, nr * V, &s, &ra, &rb, &e) != ULP_OK) {
+        if (task_rows(j, &s, &rd, r0, nr, &e) != ULP_OK) {
             lg_fail(j, &e);
             break;
         }
-        for (uint64_t q = 0; q < nr; q++)
-            one_row(j, &s, ra + q * V * sz, rb + q * V * sz, r0 + q);
-        /* Mapped rows leave the resident set (a no-op for the buffers). */
-        ulp_snapshot_view_release(j->a, ra, nr * V * sz);
-        ulp_snapshot_view_release(j->b, rb, nr * V * sz);
     }
 cleanup:
     scratch_free(&s);
@@ -465,17 +490,9 @@ static ulp_status summarize(ulp_diff_logits *lg, const ulp_diff_flip *slot)
     return ULP_OK;
 }
 
-ulp_status ulp__logits_run(const ulp_snapshot *a, size_t ia, const ulp_snapshot *b, size_t ib,
-                           const ulp_diff_options *opts, ulp_diff_logits *lg, ulp_error *err)
-{
-    const ulp_capture_info *c = ulp_snapshot_capture(a, ia);
-    ulp__segment whole = {ia, ib, 0, 0, c->elements, 0};
-    return ulp__logits_run_view(a, b, &whole, 1, c->ndim, c->shape, opts, lg, err);
-}
-
 ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp__segment *segs, size_t nsegs, int ndim,
-                                const int64_t *shape, const ulp_diff_options *opts,
+                                const int64_t *shape, const ulp_diff_options *opts, int map,
                                 ulp_diff_logits *lg, ulp_error *err)
 {
     const ulp_capture_info *c = ulp_snapshot_capture(a, segs[0].ia);
@@ -508,6 +525,7 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
     j.nsegs = nsegs;
     j.opts = opts;
     j.lg = lg;
+    j.map = map;
     /* Rows per task: about 1 MiB a side, at least one row (the resident
      * set holds the mapped rows in flight: 26 MiB at 1 row of 600 KiB per
      * task, 40 MiB at 6, tests/perf/bench_diff.sh). */
