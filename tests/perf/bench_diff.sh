@@ -16,18 +16,24 @@
 #               (the memory-read limit: nothing can compare the bytes faster)
 #   ulpprof     ulpprof diff A B (the table; exit 1 expected: the pairs differ)
 #   numpy       diff_numpy.py A B (vectorized numpy + h5py; real and easy only)
+#   torch       diff_torch.py A B (the same numbers with torch tensors loaded
+#               through h5py; real and easy only)
+#   h5diff      h5diff A B (HDF5's own tool: answers less, the count of
+#               differing elements per dataset; pairs of at most
+#               BENCH_H5DIFF_MAX_MIB, default 300: it takes ~30 s a GiB)
 # Reported per case: median and minimum of each tool (wall time, and CPU
 # time as "cpu:TOOL" where perf(1) works), the ratios of the medians, and
 # the range of the per-round ratios; peak RSS of ulpprof diff
-# (/usr/bin/time -v).  Every output is checked: exit codes, numpy's numbers
-# against ulpprof's JSON report (check_numpy.py), the many case's rows.
-# A failed check stops the run with exit 1.
+# (/usr/bin/time -v).  Every output is checked: exit codes, numpy's and
+# torch's numbers against ulpprof's JSON report (check_numpy.py), h5diff's
+# counts (check_h5diff.py), the many case's rows.  A failed check stops the
+# run with exit 1.
 #
 # Environment: ULPPROF_BUILD_DIR (default build), ULP_PYTHON (default
 # /usr/bin/python3), BENCH_ROUNDS (default 5), BENCH_DIR (where the pairs
 # go; default a fresh directory under $TMPDIR, removed at the end),
-# BENCH_EASY=0 / BENCH_MANY=0 to skip those cases, BENCH_H5DIFF=1 to add one
-# h5diff run per case (slow).
+# BENCH_EASY=0 / BENCH_MANY=0 to skip those cases, BENCH_TORCH=0 to leave
+# torch out, BENCH_H5DIFF_MAX_MIB=0 to leave h5diff out.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ULPPROF_BUILD_DIR:-$src/build}
@@ -41,6 +47,15 @@ sizes=("$@")
 for x in "$ulpprof" "$memread" "$loop" /usr/bin/time; do
     [ -x "$x" ] || { echo "bench_diff: $x is missing (build first)" >&2; exit 2; }
 done
+h5max=${BENCH_H5DIFF_MAX_MIB:-300}
+if [ "$h5max" != 0 ] && ! command -v h5diff >/dev/null; then
+    echo "bench_diff: h5diff is missing (hdf5-tools; BENCH_H5DIFF_MAX_MIB=0 leaves it out)" >&2
+    exit 2
+fi
+if [ "${BENCH_TORCH:-1}" != 0 ] && ! "$py" -c "import torch" 2>/dev/null; then
+    echo "bench_diff: $py cannot import torch (BENCH_TORCH=0 leaves it out)" >&2
+    exit 2
+fi
 dir=${BENCH_DIR:-}
 if [ -z "$dir" ]; then
     dir=$(mktemp -d "${TMPDIR:-/tmp}/ulpdiff-bench.XXXXXX")
@@ -96,6 +111,8 @@ bench() {
             memread) timed "$case" $r memread 0 "$memread" "$a" "$b" ;;
             ulpprof) timed "$case" $r ulpprof 1 "$ulpprof" diff "$a" "$b" ;;
             numpy) timed "$case" $r numpy 0 "$py" "$src/tests/perf/diff_numpy.py" "$a" "$b" ;;
+            torch) timed "$case" $r torch 0 "$py" "$src/tests/perf/diff_torch.py" "$a" "$b" ;;
+            h5diff) timed "$case" $r h5diff 1 h5diff "$a" "$b" ;;
             esac
         done
     done
@@ -104,32 +121,46 @@ bench() {
     local rss
     rss=$(sed -nE 's/.*Maximum resident set size \(kbytes\): ([0-9]+)/\1/p' "$dir/time.txt")
     echo "$case rss ulpprof $rss" >>"$times"
-    if [ "${BENCH_H5DIFF:-0}" = 1 ]; then
-        timed "$case" h5diff h5diff 1 h5diff "$a" "$b"
-    fi
 }
 
-# check_numpy CASE A B: numpy's numbers (from the last timed run) against ulpprof's JSON.
-check_numpy() {
-    local rc=0
-    "$ulpprof" diff -f json -o "$dir/report.json" "$2" "$3" || rc=$?
-    [ "$rc" = 1 ] || fail "$1: ulpprof diff -f json exited $rc"
-    "$py" "$src/tests/perf/check_numpy.py" "$dir/out.numpy" "$dir/report.json" || fail "$1: numbers differ"
+# tools SIZE_MIB: the tools of a real or easy case.
+tools() {
+    echo cat memread ulpprof numpy
+    [ "${BENCH_TORCH:-1}" = 0 ] || echo torch
+    [ "$h5max" = 0 ] || [ "$1" -gt "$h5max" ] || echo h5diff
+}
+
+# check CASE A B TOOL...: each tool's answer (from its last timed run) against ulpprof's JSON.
+check() {
+    local case=$1 a=$2 b=$3 rc=0 t
+    shift 3
+    "$ulpprof" diff -f json -o "$dir/report.json" "$a" "$b" || rc=$?
+    [ "$rc" = 1 ] || fail "$case: ulpprof diff -f json exited $rc"
+    for t in "$@"; do
+        case $t in
+        numpy | torch) "$py" "$src/tests/perf/check_numpy.py" "$dir/out.$t" "$dir/report.json" "$t" ||
+            fail "$case: $t's numbers differ" ;;
+        h5diff) "$py" "$src/tests/perf/check_h5diff.py" "$dir/out.h5diff" "$dir/report.json" ||
+            fail "$case: h5diff's counts differ" ;;
+        esac
+    done
 }
 
 echo "bench_diff: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $rounds interleaved rounds, files in $dir"
 if [ "${BENCH_EASY:-1}" != 0 ]; then
     mkdir -p "$dir/easy"
     [ -s "$dir/easy/b.h5" ] || "$py" "$src/tests/perf/make_bench_pair.py" "$dir/easy" 32 4194304
-    bench easy "$dir/easy/a.h5" "$dir/easy/b.h5" cat memread ulpprof numpy
-    check_numpy easy "$dir/easy/a.h5" "$dir/easy/b.h5"
+    read -ra tl <<<"$(tools 256 | xargs)"
+    bench easy "$dir/easy/a.h5" "$dir/easy/b.h5" "${tl[@]}"
+    check easy "$dir/easy/a.h5" "$dir/easy/b.h5" "${tl[@]}"
 fi
 for size in "${sizes[@]}"; do
     d=$dir/real$size
     mkdir -p "$d"
     [ -s "$d/b.h5" ] || "$py" "$src/tests/perf/make_real_pair.py" "$d" "$size"
-    bench "real$size" "$d/a.h5" "$d/b.h5" cat memread ulpprof numpy
-    check_numpy "real$size" "$d/a.h5" "$d/b.h5"
+    read -ra tl <<<"$(tools "$size" | xargs)"
+    bench "real$size" "$d/a.h5" "$d/b.h5" "${tl[@]}"
+    check "real$size" "$d/a.h5" "$d/b.h5" "${tl[@]}"
     [ -n "${BENCH_DIR:-}" ] || rm -rf "$d"
 done
 many=${BENCH_MANY:-10000}
@@ -182,10 +213,13 @@ for case, tools in t.items():
     ratio("memread", "cat", "")
     ratio("ulpprof", "memread", "")
     ratio("numpy", "ulpprof", "goal >= 10")
-    ratio("h5diff", "ulpprof", "")
+    ratio("torch", "ulpprof", "")
+    ratio("h5diff", "ulpprof", "(h5diff answers less: counts only)")
     ratio("cpu:ulpprof", "cpu:cat", "CPU time (ulpprof runs 2 threads, cat 1)")
     ratio("cpu:memread", "cpu:cat", "CPU time")
     ratio("cpu:numpy", "cpu:ulpprof", "CPU time")
+    ratio("cpu:torch", "cpu:ulpprof", "CPU time")
+    ratio("cpu:h5diff", "cpu:ulpprof", "CPU time")
     if case in rss:
         print("  peak RSS of ulpprof diff: %.1f MiB  (goal <= 32)" % rss[case])
 PY

@@ -3,7 +3,8 @@ numbers for the same pair (tests/perf/bench_diff.sh runs it after timing
 both): every shared capture's differing, max_ulp, mean_ulp, max_abs_diff,
 max_abs and nonfinite_mismatch, and every logits row's argmax, margins and
 largest perturbation.  Exit 0 when all agree, 1 with the first mismatches.
-Usage: check_numpy.py NUMPY_OUTPUT ULPPROF_JSON"""
+The same for diff_torch.py, which prints the same lines.
+Usage: check_numpy.py NUMPY_OUTPUT ULPPROF_JSON [TOOL]   (TOOL names it: numpy)"""
 import json
 import math
 import sys
@@ -18,6 +19,7 @@ def same(x, y, rel=0.0):
 
 
 def main():
+    tool = sys.argv[3] if len(sys.argv) > 3 else "numpy"
     lines = [json.loads(s) for s in open(sys.argv[1]) if s.strip()]
     rep = json.load(open(sys.argv[2]))
     rows = {(r["name"], r["occurrence"]): r for r in rep["rows"]}
@@ -48,17 +50,17 @@ def main():
         for key in ("differing", "max_ulp", "max_abs_diff", "max_abs", "nonfinite_mismatch",
                     "mean_ulp"):
             if not same(r[key], ln[key], 1e-12 if key == "mean_ulp" else 0.0):
-                bad.append("%s/%d %s: ulpprof %r, numpy %r" % (ln["name"], ln["occurrence"], key,
-                                                               r[key], ln[key]))
+                bad.append("%s/%d %s: ulpprof %r, %s %r" % (ln["name"], ln["occurrence"], key,
+                                                            r[key], tool, ln[key]))
     if nrows == 0 or nrows != sum(1 for r in rep["rows"] if r["status"] in ("identical",
                                                                               "differs")):
-        bad.append("numpy compared %d captures, the report %d" % (nrows, len(rows)))
+        bad.append("%s compared %d captures, the report %d" % (tool, nrows, len(rows)))
     if nlog != len(logs):
-        bad.append("numpy analysed %d logits, the report %d" % (nlog, len(logs)))
+        bad.append("%s analysed %d logits, the report %d" % (tool, nlog, len(logs)))
     if bad:
         print("check_numpy: MISMATCH\n  " + "\n  ".join(bad[:10]))
         return 1
-    print("check_numpy: numpy and ulpprof agree on %d captures and %d logits" % (nrows, nlog))
+    print("check_numpy: %s and ulpprof agree on %d captures and %d logits" % (tool, nrows, nlog))
     return 0
 
 
