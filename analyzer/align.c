@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "diff_priv.h"
+#include "snapshot_read_priv.h"
 
 int ulp__segs_push(ulp__segs *s, const ulp__segment *seg)
 {
@@ -82,13 +83,20 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
         free(e);
         return ULP_ENOMEM;
     }
+    /* The snapshot's (name, occurrence) order is the (name, seq) order
+     * wherever occurrences rise with seq, as every writer numbers them. */
+    const size_t *by_name = ulp__snapshot_by_name(s);
+    int same = 1;
     for (size_t i = 0; i < count; i++) {
-        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        const ulp_capture_info *c = ulp_snapshot_capture(s, by_name[i]);
         e[i].name = c->name;
         e[i].seq = c->seq;
-        e[i].idx = i;
+        e[i].idx = by_name[i];
+        if (i > 0 && by_name_seq(&e[i - 1], &e[i]) > 0)
+            same = 0;
     }
-    qsort(e, count, sizeof *e, by_name_seq);
+    if (!same)
+        qsort(e, count, sizeof *e, by_name_seq);
     for (size_t i = 0; i < count; i++)
         n->idx[i] = e[i].idx;
     free(e);

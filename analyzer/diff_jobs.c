@@ -114,6 +114,7 @@ static void *worker(void *arg)
     ulp__reader rd;
     /* Copied pieces of at most 512 KiB a side stay in L2. */
     ulp__reader_init(&rd, ba, bb, j->buf_bytes < COPY_PIECE ? j->buf_bytes : COPY_PIECE, j->map);
+    rd.windows = 1; /* many small captures: one read for a window of them */
     if (ba == NULL || bb == NULL) {
         ulp__error(&e, ULP_ENOMEM, "out of memory for the comparison buffers");
         job_fail(j, &e);
@@ -158,6 +159,7 @@ static void *worker(void *arg)
             show_progress(j, 0);
     }
 cleanup:
+    ulp__reader_release(&rd);
     free(ba);
     free(bb);
     return NULL;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "snapshot_read_priv.h"
 #include "ulpprof/diff.h"
 
 /*
@@ -168,6 +169,10 @@ typedef struct ulp__reader {
     uint64_t done, bytes;
     const void *va, *vb;
     int mapped;
+    /* Set after init: a chunk of at most ULP__VIEW_COPY_BYTES is read from
+     * these windows, whole, ahead of it (ulp__reader_release frees them). */
+    int windows;
+    ulp__window wa, wb;
 } ulp__reader;
 /* 1 when mapped reads cost both files clearly less than copies (measured). */
 int ulp__read_probe(const ulp_snapshot *a, const ulp_snapshot *b);
@@ -177,6 +182,7 @@ void ulp__reader_begin(ulp__reader *r, const ulp__read_req *q);
 int ulp__reader_next(ulp__reader *r, const void **pa, const void **pb, uint64_t *first, uint64_t *n,
                      ulp_error *err);
 void ulp__reader_end(ulp__reader *r);
+void ulp__reader_release(ulp__reader *r);
 
 /*
  * diff_jobs.c: the element metrics of every pair on opts->threads threads

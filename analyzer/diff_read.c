@@ -118,7 +118,15 @@ int ulp__reader_next(ulp__reader *r, const void **va, const void **vb, uint64_t 
     if (r->done >= q->n)
         return 0;
     *first = r->done;
-    if (r->mapped) {
+    if (r->windows && r->bytes <= ULP__VIEW_COPY_BYTES) {
+        /* A small chunk: the neighbouring captures come in the same read. */
+        *n = q->n;
+        r->va = r->vb = NULL; /* nothing mapped to release */
+        if (ulp__snapshot_view_small(q->a, &r->wa, q->ia, q->off_a, q->n, r->ba, va, err) !=
+                ULP_OK ||
+            ulp__snapshot_view_small(q->b, &r->wb, q->ib, q->off_b, q->n, r->bb, vb, err) != ULP_OK)
+            return -1;
+    } else if (r->mapped) {
         /* The whole chunk at once (into the buffers where the file shrank). */
         *n = q->n;
         *va = *vb = NULL;
@@ -141,6 +149,12 @@ int ulp__reader_next(ulp__reader *r, const void **va, const void **vb, uint64_t 
     }
     r->done += *n;
     return 1;
+}
+
+void ulp__reader_release(ulp__reader *r)
+{
+    ulp__window_free(&r->wa);
+    ulp__window_free(&r->wb);
 }
 
 void ulp__reader_end(ulp__reader *r)

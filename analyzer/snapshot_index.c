@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "common/index.h"
 #include "common/journal.h"
 #include "common/strmap.h"
@@ -169,71 +170,104 @@ static int entry_inputs(ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_
     return 0;
 }
 
-/* Whether two captures share a (name, occurrence): the groups cannot hold that. */
-static int repeated_names(const ulp__cap_vec *cv)
+/* The distinct names of the records, interned: one pointer each. */
+typedef struct names {
+    ulp__strmap map; /* name -> its number in v            */
+    const char **v;  /* [n] the first record's pointer     */
+    size_t n, cap;
+    size_t *of; /* [records] each record's name number */
+} names;
+
+/* Record `i`'s name, interned: the sorts by name then compare most pairs
+ * by pointer.  NULL when out of memory. */
+static const char *intern(names *nm, size_t i, const char *name)
 {
-    const ulp_capture_info **v = malloc((cv->n ? cv->n : 1) * sizeof *v);
-    if (v == NULL)
-        return 1;
-    for (size_t i = 0; i < cv->n; i++)
-        v[i] = &cv->v[i].info;
-    qsort(v, cv->n, sizeof *v, ulp__cap_name_cmp);
-    int dup = 0;
-    for (size_t i = 1; i < cv->n && !dup; i++)
-        dup = ulp__cap_name_cmp(&v[i - 1], &v[i]) == 0;
-    free(v);
-    return dup;
+    int inserted = 0;
+    int64_t *v = ulp__strmap_upsert(&nm->map, name, (int64_t)nm->n, &inserted);
+    if (v == NULL || (inserted && ULP__GROW(nm->v, nm->cap, nm->n + 1) != 0))
+        return NULL;
+    if (inserted)
+        nm->v[nm->n++] = name;
+    nm->of[i] = (size_t)*v;
+    return nm->v[*v];
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
 /*
- * One pointer per distinct name, as the groups' reader gives: the sorts by
- * name then compare most pairs by pointer, not by strcmp.  NULL when out of
- * memory.
+ * The records in (name, occurrence) order, as ulp_snapshot's by_name, in
+ * O(n) after sorting the distinct names: the records are in seq order and
+ * the writer numbers each name's occurrences in seq order.  NULL when a
+ * name's occurrences do not rise (then two share one: the groups cannot
+ * hold that) or out of memory.
  */
-static const char *intern(ulp__strmap *names, const char *name)
+static size_t *name_order(const ulp__cap_vec *cv, const names *nm)
 {
-    int inserted = 0;
-    int64_t *v = ulp__strmap_upsert(names, name, (int64_t)(intptr_t)name, &inserted);
-    return v != NULL ? (const char *)(intptr_t)*v : NULL;
+    const char **sorted = malloc((nm->n ? nm->n : 1) * sizeof *sorted);
+    size_t *rank = malloc((nm->n + 1) * sizeof *rank);
+    size_t *start = calloc(nm->n + 1, sizeof *start);
+    size_t *order = malloc((cv->n ? cv->n : 1) * sizeof *order);
+    int ok = sorted != NULL && rank != NULL && start != NULL && order != NULL;
+    if (ok) {
+        memcpy(sorted, nm->v, nm->n * sizeof *sorted);
+        qsort(sorted, nm->n, sizeof *sorted, str_cmp);
+        for (size_t r = 0; r < nm->n; r++)
+            rank[*ulp__strmap_find(&nm->map, sorted[r])] = r;
+        for (size_t i = 0; i < cv->n; i++)
+            start[rank[nm->of[i]] + 1]++;
+        for (size_t r = 0; r < nm->n; r++)
+            start[r + 1] += start[r];
+        for (size_t i = 0; i < cv->n; i++)
+            order[start[rank[nm->of[i]]]++] = i;
+        for (size_t k = 1; k < cv->n && ok; k++)
+            ok = cv->v[order[k]].info.name != cv->v[order[k - 1]].info.name ||
+                 cv->v[order[k]].info.occurrence > cv->v[order[k - 1]].info.occurrence;
+    }
+    free(sorted);
+    free(rank);
+    free(start);
+    if (!ok) {
+        free(order);
+        return NULL;
+    }
+    return order;
 }
 
 /* Decodes every record into cv and the data extents into `skip`; 0, or -1 when one fails. */
 static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes, uint64_t count,
-                      ulp__cap_vec *cv, ulp__index_range *skip, size_t *nskip, ulp_error *err)
+                      ulp__cap_vec *cv, names *nm, ulp__index_range *skip, size_t *nskip,
+                      ulp_error *err)
 {
     uint64_t at = 0;
-    int rc = 0;
-    ulp__strmap names;
-    ulp__strmap_init(&names);
     for (uint64_t i = 0; i < count; i++) {
         ulp__index_entry e;
         size_t len = ulp__index_record_decode(buf + at, (size_t)(bytes - at), &e);
-        if (len == 0 || ulp__cap_vec_push(cv) < 0 || (e.name = intern(&names, e.name)) == NULL) {
-            rc = -1;
-            break;
-        }
+        if (len == 0 || ulp__cap_vec_push(cv) < 0 || (e.name = intern(nm, i, e.name)) == NULL)
+            return -1;
         at += len;
         ulp__cap_entry *ce = &cv->v[cv->n - 1];
         memset(ce, 0, sizeof *ce);
         uint64_t nbytes = 0;
         if (!entry_ok(s, &e, &ce->info, &nbytes) ||
+            (i > 0 && e.seq <= cv->v[cv->n - 2].info.seq) || /* seq order, unique */
             (ce->info.rows > 0 &&
              ulp__rows_check_keys(s, &ce->info, ce->info.name, "", err) != ULP_OK) ||
-            entry_inputs(s, &e, &ce->info) < 0) {
-            rc = -1;
-            break;
-        }
+            entry_inputs(s, &e, &ce->info) < 0)
+            return -1;
         ce->src.oaddr = e.oaddr;
         ce->src.offset = e.offset;
         if (e.offset != ULP__INDEX_NO_OFFSET)
             skip[(*nskip)++] = (ulp__index_range){e.offset, nbytes};
     }
-    ulp__strmap_release(&names);
-    return rc == 0 && at == bytes ? 0 : -1;
+    return at == bytes ? 0 : -1;
 }
 
-int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv)
+int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv, size_t **by_name)
 {
+    *by_name = NULL;
     const char *env = getenv("ULPPROF_INDEX");
     if (env != NULL && strcmp(env, "0") == 0)
         return 0;
@@ -245,25 +279,35 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv)
         return 0;
     unsigned char *buf = read_records(s, bytes);
     ulp__index_range *skip = malloc((size_t)(count + 2) * sizeof *skip);
-    size_t nskip = 0;
+    names nm = {.of = malloc((size_t)(count ? count : 1) * sizeof *nm.of)};
+    ulp__strmap_init(&nm.map);
+    size_t nskip = 0, *order = NULL;
     uint64_t now = 0;
     ulp_error ignored;
     int used = 0;
     cv->n = 0;
-    if (buf != NULL && skip != NULL &&
-        decode_all(s, buf, bytes, count, cv, skip, &nskip, &ignored) == 0 && !repeated_names(cv)) {
+    if (buf != NULL && skip != NULL && nm.of != NULL &&
+        decode_all(s, buf, bytes, count, cv, &nm, skip, &nskip, &ignored) == 0 &&
+        (order = name_order(cv, &nm)) != NULL) {
         skip[nskip++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
         skip[nskip++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
         used = ulp__index_hash_file(s->fd, s->file_size, skip, nskip, &now) == 0 && now == hash;
     }
     free(skip);
-    if (used && ulp__snap_keep(s, (char *)buf) == NULL)
+    free(nm.of);
+    free(nm.v);
+    ulp__strmap_release(&nm.map);
+    if (used && ulp__snap_keep(s, (char *)buf) == NULL) {
+        free(order);
         return -1; /* buf freed by the keep */
+    }
     if (!used) {
         free(buf);
+        free(order);
         cv->n = 0;
         return 0;
     }
     ulp__open_progress_add(count);
+    *by_name = order;
     return 1;
 }

@@ -153,8 +153,10 @@ static int index_usable(ulp_snapshot *s)
     ulp__journal_find(s, &js);
     assert_true(js.found && js.closed);
     ulp__cap_vec cv = {0};
-    int rc = ulp__index_read(s, js.first, &cv);
+    size_t *order = NULL;
+    int rc = ulp__index_read(s, js.first, &cv, &order);
     free(cv.v);
+    free(order);
     return rc;
 }
 
@@ -177,6 +179,8 @@ static void test_index__same_as_groups(void **state)
         same_capture(ulp_snapshot_capture(fast, i), ulp_snapshot_capture(slow, i));
         /* The bytes too: the index's offsets are the datasets'. */
         const ulp_capture_info *c = ulp_snapshot_capture(fast, i);
+        /* The name order the index gives. */
+        assert_int_equal(ulp_snapshot_find(fast, c->name, c->occurrence), (ptrdiff_t)i);
         size_t bytes = c->elements * ulp_dtype_size(c->dtype);
         unsigned char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
         assert_int_equal(ulp_snapshot_read(fast, i, 0, c->elements, x, &err), ULP_OK);
