@@ -15,7 +15,7 @@
  * memcpy of the same bytes), memory used before costs nothing.
  */
 #define POOL_MIN        ((size_t)64 << 10)
-#define POOL_MAX_BLOCKS 64
+#define POOL_MAX_BLOCKS 1024 /* 64 let 1 MiB captures take fresh blocks past the 64th */
 
 /*
  * Waits for this request's turn and for room for `charge` bytes, then

@@ -1,21 +1,28 @@
 /*
- * Benchmark of the host capture API (issue #2): 32 captures of 4 Mi bf16
- * elements (8 MiB each, 256 MiB in all) through ulp_capture_host().
+ * Benchmark of the host capture API (issues #2, #16): for each tensor size
+ * (default 1, 8 and 64 MiB of bf16), enough captures through
+ * ulp_capture_host() to make 128 MiB (128, 16 and 2 captures), within the
+ * default 256 MiB queue bound so that the caller never waits for room.
  *
- * Prints two ratios from one run (each the median of REPS repetitions),
- * for a fresh session and for the next 32 captures in the same session:
+ * Prints per size two ratios (each the median, with the range, of REPS
+ * repetitions), for a fresh session and for the next captures in the same
+ * session (twice, as a run that captures every step does):
  *   call/memcpy   time the calling thread spends in one ulp_capture_host()
- *                 divided by one plain memcpy() of the same 8 MiB into one
- *                 of 32 buffers that are already mapped (1.0 would be free);
+ *                 divided by one plain memcpy() of the same bytes into one
+ *                 of as many buffers that are already mapped (1.0 would be
+ *                 free), in wall time and in the calling thread's CPU time
+ *                 (CLOCK_THREAD_CPUTIME_ID), which a busy machine does not
+ *                 inflate;
  *   write/fwrite  the writer's throughput (bytes from the first capture
  *                 until ulp_capture_flush() returns) divided by fwrite()'s
  *                 throughput writing the same bytes to a file in the same
  *                 directory, fflush'd and closed (1.0 = as fast as stdio).
  * Neither side calls fsync: both measure the write into the page cache.
- * call/memcpy is also given in the calling thread's CPU time
- * (CLOCK_THREAD_CPUTIME_ID), which a busy machine does not inflate.
+ * A fresh session's staging blocks are new memory (the kernel zeroes each
+ * page at its first touch); the same session's are the blocks the writer
+ * is done with (collector/session_queue.c keeps them).
  *
- *   bench_capture [DIR]      (DIR: where the files go; default $TMPDIR or /tmp)
+ *   bench_capture [DIR [MIB...]]   (DIR: where the files go; default $TMPDIR or /tmp)
  *
  * Not a test: the numbers depend on the machine.  tests/perf/run.sh runs it.
  */
@@ -28,10 +35,9 @@
 
 #include "ulpprof/capture.h"
 
-#define CAPTURES 32
-#define ELEMENTS ((size_t)4 << 20)
-#define BYTES    (ELEMENTS * 2)
-#define REPS     3
+#define PASS_BYTES ((size_t)128 << 20)
+#define REPS       5
+#define PASSES     3 /* a fresh session, then the same session's next captures, twice */
 
 static double now_s(void)
 {
@@ -63,106 +69,152 @@ static double median(double *v, int n)
 /* Keeps the compiler from dropping a memcpy whose result is unused. */
 static volatile uint8_t g_sink;
 
-int main(int argc, char **argv)
+typedef struct result {
+    double memcpy_s[REPS], memcpy_cpu[REPS], fwrite_s[REPS];
+    double call_s[PASSES][REPS], call_cpu[PASSES][REPS], writer_s[PASSES][REPS];
+} result;
+
+static void print_ratio(const char *what, const double *num, const double *den)
 {
-    const char *dir = argc > 1 ? argv[1] : getenv("TMPDIR");
-    if (dir == NULL || dir[0] == '\0')
-        dir = "/tmp";
-    uint16_t *src = malloc(BYTES);
-    /* 32 destinations, as the captures' 32 staging blocks: a memcpy into one
-     * buffer that stays in the last-level cache would flatter the baseline. */
-    uint8_t *dst = malloc(BYTES * CAPTURES);
-    if (src == NULL || dst == NULL) {
+    double r[REPS];
+    for (int i = 0; i < REPS; i++)
+        r[i] = num[i] / den[i];
+    qsort(r, REPS, sizeof(*r), cmp_double);
+    printf("  %-26s %5.2f [%.2f-%.2f]\n", what, r[REPS / 2], r[0], r[REPS - 1]);
+}
+
+/* One repetition for tensors of `bytes`: memcpy, the capture API (two passes), fwrite. */
+static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t bytes, int n,
+                    result *res, int rep)
+{
+    double t0 = now_s(), c0 = cpu_s();
+    for (int i = 0; i < n; i++) {
+        memcpy(dst + (size_t)i * bytes, src, bytes);
+        g_sink = dst[(size_t)i * bytes + (size_t)i];
+    }
+    res->memcpy_s[rep] = (now_s() - t0) / n;
+    res->memcpy_cpu[rep] = (cpu_s() - c0) / n;
+
+    char path[1024];
+    int64_t shape[2] = {(int64_t)(bytes / 2 / 1024), 1024};
+    snprintf(path, sizeof(path), "%s/bench_capture_%ld.h5", dir, (long)getpid());
+    if (ulp_capture_open(path, "bench") != ULP_OK)
+        return -1;
+    for (int pass = 0; pass < PASSES; pass++) {
+        double call_total = 0, call_cpu_total = 0;
+        t0 = now_s();
+        for (int i = 0; i < n; i++) {
+            double w0 = now_s(), u0 = cpu_s();
+            ulp_status st = ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2, shape, i,
+                                             ULP_ROLE_ACTIVATION);
+            call_cpu_total += cpu_s() - u0;
+            call_total += now_s() - w0;
+            if (st != ULP_OK)
+                return -1;
+        }
+        if (ulp_capture_flush() != ULP_OK)
+            return -1;
+        res->writer_s[pass][rep] = now_s() - t0;
+        res->call_s[pass][rep] = call_total / n;
+        res->call_cpu[pass][rep] = call_cpu_total / n;
+    }
+    if (ulp_capture_close() != ULP_OK)
+        return -1;
+    unlink(path);
+
+    snprintf(path, sizeof(path), "%s/bench_fwrite_%ld.bin", dir, (long)getpid());
+    t0 = now_s();
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        fprintf(stderr, "bench_capture: cannot create '%s'\n", path);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if (fwrite(src, 1, bytes, f) != bytes)
+            return -1;
+    if (fclose(f) != 0)
+        return -1;
+    res->fwrite_s[rep] = now_s() - t0;
+    unlink(path);
+    return 0;
+}
+
+static int bench_size(const char *dir, size_t mib)
+{
+    size_t bytes = mib << 20, elements = bytes / 2;
+    int n = PASS_BYTES / bytes >= 2 ? (int)(PASS_BYTES / bytes) : 2;
+    uint16_t *src = malloc(bytes);
+    /* As many destinations as captures, as the captures' staging blocks: a
+     * memcpy into one buffer that stays in the last-level cache would
+     * flatter the baseline. */
+    uint8_t *dst = malloc(bytes * (size_t)n);
+    result *res = calloc(1, sizeof(*res));
+    if (src == NULL || dst == NULL || res == NULL) {
         fprintf(stderr, "bench_capture: out of memory\n");
-        return 2;
+        return -1;
     }
     /* bf16 activations: N(0,1)-like values rounded to bf16 bits. */
     uint64_t x = 0x243f6a8885a308d3u;
-    for (size_t i = 0; i < ELEMENTS; i++) {
+    for (size_t i = 0; i < elements; i++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         float u = (float)((x >> 40) & 0xffffff) / 16777216.0f - 0.5f;
         src[i] = ulp_f32_to_bf16(u * 3.4f);
     }
-    memset(dst, 1, BYTES * CAPTURES); /* map the destination before timing */
-
-    /* [0]: a fresh session (every staging buffer is new memory the kernel
-     * must fault in); [1]: the next 32 captures in the same session, as in
-     * a run that captures every step (staging memory is reused). */
-    double memcpy_s[REPS], call_s[2][REPS], writer_s[2][REPS], fwrite_s[REPS];
-    double memcpy_cpu[REPS], call_cpu[2][REPS];
-    char path[1024];
-    int64_t shape[2] = {2048, 2048};
-    for (int rep = 0; rep < REPS; rep++) {
-        /* Plain memcpy of the same bytes, per capture. */
-        double t0 = now_s(), c0 = cpu_s();
-        for (int i = 0; i < CAPTURES; i++) {
-            memcpy(dst + (size_t)i * BYTES, src, BYTES);
-            g_sink = dst[(size_t)i * BYTES + (size_t)i];
+    memset(dst, 1, bytes * (size_t)n); /* map the destination before timing */
+    int rc = 0;
+    for (int rep = 0; rep < REPS && rc == 0; rep++)
+        rc = run_once(dir, src, dst, bytes, n, res, rep);
+    if (rc == 0) {
+        double mc[REPS];
+        memcpy(mc, res->memcpy_s, sizeof(mc));
+        double total_mib = (double)n * (double)mib;
+        printf(
+            "%zu MiB tensors: %d captures (%.0f MiB) per pass; memcpy %.3f ms per tensor, fwrite "
+            "%.0f MiB/s (medians)\n",
+            mib, n, total_mib, median(mc, REPS) * 1e3, total_mib / median(res->fwrite_s, REPS));
+        static const char *const what[PASSES] = {"fresh session", "same session, 2nd",
+                                                 "same session, 3rd"};
+        char label[64];
+        for (int pass = 0; pass < PASSES; pass++) {
+            snprintf(label, sizeof(label), "%s call/memcpy wall", what[pass]);
+            print_ratio(label, res->call_s[pass], res->memcpy_s);
+            snprintf(label, sizeof(label), "%s call/memcpy CPU", what[pass]);
+            print_ratio(label, res->call_cpu[pass], res->memcpy_cpu);
+            snprintf(label, sizeof(label), "%s write/fwrite", what[pass]);
+            print_ratio(label, res->fwrite_s, res->writer_s[pass]);
         }
-        memcpy_s[rep] = (now_s() - t0) / CAPTURES;
-        memcpy_cpu[rep] = (cpu_s() - c0) / CAPTURES;
-
-        /* The capture API: calling-thread time, then until everything is written. */
-        snprintf(path, sizeof(path), "%s/bench_capture_%ld.h5", dir, (long)getpid());
-        if (ulp_capture_open(path, "bench") != ULP_OK)
-            return 2;
-        for (int pass = 0; pass < 2; pass++) {
-            double call_total = 0, call_cpu_total = 0;
-            t0 = now_s();
-            for (int i = 0; i < CAPTURES; i++) {
-                double w0 = now_s(), u0 = cpu_s();
-                ulp_status st = ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2, shape,
-                                                 i, ULP_ROLE_ACTIVATION);
-                call_cpu_total += cpu_s() - u0;
-                call_total += now_s() - w0;
-                if (st != ULP_OK)
-                    return 2;
-            }
-            if (ulp_capture_flush() != ULP_OK)
-                return 2;
-            writer_s[pass][rep] = now_s() - t0;
-            call_s[pass][rep] = call_total / CAPTURES;
-            call_cpu[pass][rep] = call_cpu_total / CAPTURES;
-        }
-        if (ulp_capture_close() != ULP_OK)
-            return 2;
-        unlink(path);
-
-        /* fwrite of the same bytes. */
-        snprintf(path, sizeof(path), "%s/bench_fwrite_%ld.bin", dir, (long)getpid());
-        t0 = now_s();
-        FILE *f = fopen(path, "wb");
-        if (f == NULL) {
-            fprintf(stderr, "bench_capture: cannot create '%s'\n", path);
-            return 2;
-        }
-        for (int i = 0; i < CAPTURES; i++)
-            if (fwrite(src, 1, BYTES, f) != BYTES)
-                return 2;
-        if (fclose(f) != 0)
-            return 2;
-        fwrite_s[rep] = now_s() - t0;
-        unlink(path);
     }
-    double mc = median(memcpy_s, REPS), fw = median(fwrite_s, REPS);
-    double mcc = median(memcpy_cpu, REPS);
-    double total_mib = (double)CAPTURES * (double)BYTES / (1 << 20);
-    printf("bench_capture: %d captures x 4 Mi bf16 (%.0f MiB), median of %d runs, files in %s\n",
-           CAPTURES, total_mib, REPS, dir);
-    printf("  memcpy per capture %.3f ms; fwrite %.0f MiB/s\n", mc * 1e3, total_mib / fw);
-    static const char *const what[2] = {"fresh session", "same session, next 32"};
-    for (int pass = 0; pass < 2; pass++) {
-        double call = median(call_s[pass], REPS), wr = median(writer_s[pass], REPS);
-        printf("  %-22s ulp_capture_host %.3f ms per call; writer %.0f MiB/s\n", what[pass],
-               call * 1e3, total_mib / wr);
-        printf("  %-22s call/memcpy ratio:  %.2f   write/fwrite ratio: %.2f\n", what[pass],
-               call / mc, fw / wr);
-        printf("  %-22s call/memcpy in the caller's CPU time: %.2f\n", what[pass],
-               median(call_cpu[pass], REPS) / mcc);
-    }
+    free(res);
     free(src);
     free(dst);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *dir = argc > 1 ? argv[1] : getenv("TMPDIR");
+    if (dir == NULL || dir[0] == '\0')
+        dir = "/tmp";
+    static const size_t sizes[] = {1, 8, 64};
+    printf("bench_capture: bf16 tensors through ulp_capture_host, median [range] of %d runs, files "
+           "in %s\n",
+           REPS, dir);
+    if (argc > 2) {
+        for (int i = 2; i < argc; i++) {
+            long mib = strtol(argv[i], NULL, 10);
+            if (mib <= 0 || mib > 1024) {
+                fprintf(stderr, "bench_capture: '%s' is not a size in MiB (1..1024)\n", argv[i]);
+                return 2;
+            }
+            if (bench_size(dir, (size_t)mib) != 0)
+                return 2;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        if (bench_size(dir, sizes[i]) != 0)
+            return 2;
     return 0;
 }
