@@ -26,6 +26,7 @@ torch.save wrote for it (h5py, torch.load).  Exit 1 on a mismatch.
 A benchmark, not a test: nothing passes or fails on time.
 """
 import argparse
+import atexit
 import os
 import shutil
 import statistics
@@ -76,6 +77,7 @@ ids = torch.randint(0, args.vocab, (1, args.tokens))
 specs = _layout.discover(model)
 modules = dict(model.named_modules())
 tmp = tempfile.mkdtemp(prefix="bench_torch.", dir=args.dir)
+atexit.register(shutil.rmtree, tmp, True)  # whatever happens
 
 
 def forward_passes():
