@@ -170,26 +170,35 @@ static int entry_inputs(ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_
     return 0;
 }
 
-/* The distinct names of the records, interned: one pointer each. */
-typedef struct names {
-    ulp__strmap map; /* name -> its number in v            */
-    const char **v;  /* [n] the first record's pointer     */
+/* The distinct strings of the records (names, roles), each copied once and
+ * kept by the snapshot: one pointer per distinct name, as the groups' reader
+ * gives, so that the sorts by name compare most pairs by pointer. */
+typedef struct strings {
+    ulp__strmap map; /* string -> its number in v */
+    const char **v;  /* [n] the kept copies       */
     size_t n, cap;
-    size_t *of; /* [records] each record's name number */
-} names;
+} strings;
 
-/* Record `i`'s name, interned: the sorts by name then compare most pairs
- * by pointer.  NULL when out of memory. */
-static const char *intern(names *nm, size_t i, const char *name)
+/* The kept copy of `str` and its number (*k); NULL when out of memory. */
+static const char *intern(ulp_snapshot *s, strings *t, const char *str, size_t *k)
 {
     int inserted = 0;
-    int64_t *v = ulp__strmap_upsert(&nm->map, name, (int64_t)nm->n, &inserted);
-    if (v == NULL || (inserted && ULP__GROW(nm->v, nm->cap, nm->n + 1) != 0))
+    int64_t *v = ulp__strmap_upsert(&t->map, str, (int64_t)t->n, &inserted);
+    if (v == NULL)
         return NULL;
-    if (inserted)
-        nm->v[nm->n++] = name;
-    nm->of[i] = (size_t)*v;
-    return nm->v[*v];
+    if (inserted) {
+        char *copy = ULP__GROW(t->v, t->cap, t->n + 1) == 0 ? strdup(str) : NULL;
+        if ((copy = ulp__snap_keep(s, copy)) == NULL) {
+            *v = -1; /* never used: the open fails */
+            return NULL;
+        }
+        t->v[t->n++] = copy;
+    }
+    if (*v < 0)
+        return NULL;
+    if (k != NULL)
+        *k = (size_t)*v;
+    return t->v[*v];
 }
 
 static int str_cmp(const void *a, const void *b)
@@ -198,33 +207,34 @@ static int str_cmp(const void *a, const void *b)
 }
 
 /*
- * The records in (name, occurrence) order, as ulp_snapshot's by_name, in
- * O(n) after sorting the distinct names: the records are in seq order and
- * the writer numbers each name's occurrences in seq order.  NULL when a
- * name's occurrences do not rise (then two share one: the groups cannot
- * hold that) or out of memory.
+ * The captures in (name, occurrence) order, as ulp_snapshot's by_name, in
+ * O(n) after sorting the distinct names (`of`: each capture's name number):
+ * the records are in seq order and the writer numbers each name's
+ * occurrences in seq order.  NULL when a name's occurrences do not rise
+ * (then two share one: the groups cannot hold that) or out of memory.
  */
-static size_t *name_order(const ulp__cap_vec *cv, const names *nm)
+static size_t *name_order(const ulp_capture_info *caps, size_t n, const strings *nm,
+                          const size_t *of)
 {
     const char **sorted = malloc((nm->n ? nm->n : 1) * sizeof *sorted);
     size_t *rank = malloc((nm->n + 1) * sizeof *rank);
     size_t *start = calloc(nm->n + 1, sizeof *start);
-    size_t *order = malloc((cv->n ? cv->n : 1) * sizeof *order);
+    size_t *order = malloc((n ? n : 1) * sizeof *order);
     int ok = sorted != NULL && rank != NULL && start != NULL && order != NULL;
     if (ok) {
         memcpy(sorted, nm->v, nm->n * sizeof *sorted);
         qsort(sorted, nm->n, sizeof *sorted, str_cmp);
         for (size_t r = 0; r < nm->n; r++)
             rank[*ulp__strmap_find(&nm->map, sorted[r])] = r;
-        for (size_t i = 0; i < cv->n; i++)
-            start[rank[nm->of[i]] + 1]++;
+        for (size_t i = 0; i < n; i++)
+            start[rank[of[i]] + 1]++;
         for (size_t r = 0; r < nm->n; r++)
             start[r + 1] += start[r];
-        for (size_t i = 0; i < cv->n; i++)
-            order[start[rank[nm->of[i]]]++] = i;
-        for (size_t k = 1; k < cv->n && ok; k++)
-            ok = cv->v[order[k]].info.name != cv->v[order[k - 1]].info.name ||
-                 cv->v[order[k]].info.occurrence > cv->v[order[k - 1]].info.occurrence;
+        for (size_t i = 0; i < n; i++)
+            order[start[rank[of[i]]]++] = i;
+        for (size_t k = 1; k < n && ok; k++)
+            ok = caps[order[k]].name != caps[order[k - 1]].name ||
+                 caps[order[k]].occurrence > caps[order[k - 1]].occurrence;
     }
     free(sorted);
     free(rank);
@@ -236,38 +246,59 @@ static size_t *name_order(const ulp__cap_vec *cv, const names *nm)
     return order;
 }
 
-/* Decodes every record into cv and the data extents into `skip`; 0, or -1 when one fails. */
+/* What decoding the records builds, before it is installed in the snapshot. */
+typedef struct decoded {
+    ulp_capture_info *caps;
+    ulp__capture_src *srcs;
+    size_t *of; /* each capture's name number */
+    strings names, roles;
+    ulp__index_range *skip; /* the data extents, and room for two more */
+    size_t nskip;
+    int in_place; /* positions, requests or inputs point into the records */
+} decoded;
+
+/* Decodes the `count` records in `buf` into `dc`; 0, or -1 when one fails. */
 static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes, uint64_t count,
-                      ulp__cap_vec *cv, names *nm, ulp__index_range *skip, size_t *nskip,
-                      ulp_error *err)
+                      decoded *dc)
 {
+    ulp_error ignored;
     uint64_t at = 0;
     for (uint64_t i = 0; i < count; i++) {
         ulp__index_entry e;
         size_t len = ulp__index_record_decode(buf + at, (size_t)(bytes - at), &e);
-        if (len == 0 || ulp__cap_vec_push(cv) < 0 || (e.name = intern(nm, i, e.name)) == NULL)
+        if (len == 0 || (e.name = intern(s, &dc->names, e.name, &dc->of[i])) == NULL ||
+            (e.role = intern(s, &dc->roles, e.role, NULL)) == NULL)
             return -1;
         at += len;
-        ulp__cap_entry *ce = &cv->v[cv->n - 1];
-        memset(ce, 0, sizeof *ce);
+        ulp_capture_info *c = &dc->caps[i];
         uint64_t nbytes = 0;
-        if (!entry_ok(s, &e, &ce->info, &nbytes) ||
-            (i > 0 && e.seq <= cv->v[cv->n - 2].info.seq) || /* seq order, unique */
-            (ce->info.rows > 0 &&
-             ulp__rows_check_keys(s, &ce->info, ce->info.name, "", err) != ULP_OK) ||
-            entry_inputs(s, &e, &ce->info) < 0)
+        if (!entry_ok(s, &e, c, &nbytes) || (i > 0 && e.seq <= dc->caps[i - 1].seq) ||
+            (c->rows > 0 && ulp__rows_check_keys(s, c, c->name, "", &ignored) != ULP_OK) ||
+            entry_inputs(s, &e, c) < 0)
             return -1;
-        ce->src.oaddr = e.oaddr;
-        ce->src.offset = e.offset;
+        dc->in_place |= c->rows > 0 || c->n_inputs > 0;
+        dc->srcs[i].oaddr = e.oaddr;
+        dc->srcs[i].offset = e.offset;
         if (e.offset != ULP__INDEX_NO_OFFSET)
-            skip[(*nskip)++] = (ulp__index_range){e.offset, nbytes};
+            dc->skip[dc->nskip++] = (ulp__index_range){e.offset, nbytes};
     }
     return at == bytes ? 0 : -1;
 }
 
-int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv, size_t **by_name)
+static void decoded_free(decoded *dc)
 {
-    *by_name = NULL;
+    free(dc->caps);
+    free(dc->srcs);
+    free(dc->of);
+    free(dc->skip);
+    free(dc->names.v);
+    free(dc->roles.v);
+    ulp__strmap_release(&dc->names.map);
+    ulp__strmap_release(&dc->roles.map);
+}
+
+int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
+{
     const char *env = getenv("ULPPROF_INDEX");
     if (env != NULL && strcmp(env, "0") == 0)
         return 0;
@@ -277,37 +308,44 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv, size_t *
     uint64_t seal_off, hash, bytes, count;
     if (read_seal(s, &seal_off, &hash, &bytes, &count) < 0)
         return 0;
+    size_t n = (size_t)count;
+    decoded dc = {.caps = calloc(n + 1, sizeof *dc.caps),
+                  .srcs = calloc(n + 1, sizeof *dc.srcs),
+                  .of = malloc((n + 1) * sizeof *dc.of),
+                  .skip = malloc((n + 2) * sizeof *dc.skip)};
+    ulp__strmap_init(&dc.names.map);
+    ulp__strmap_init(&dc.roles.map);
     unsigned char *buf = read_records(s, bytes);
-    ulp__index_range *skip = malloc((size_t)(count + 2) * sizeof *skip);
-    names nm = {.of = malloc((size_t)(count ? count : 1) * sizeof *nm.of)};
-    ulp__strmap_init(&nm.map);
-    size_t nskip = 0, *order = NULL;
+    size_t *order = NULL;
     uint64_t now = 0;
-    ulp_error ignored;
     int used = 0;
-    cv->n = 0;
-    if (buf != NULL && skip != NULL && nm.of != NULL &&
-        decode_all(s, buf, bytes, count, cv, &nm, skip, &nskip, &ignored) == 0 &&
-        (order = name_order(cv, &nm)) != NULL) {
-        skip[nskip++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
-        skip[nskip++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
-        used = ulp__index_hash_file(s->fd, s->file_size, skip, nskip, &now) == 0 && now == hash;
+    if (buf != NULL && dc.caps != NULL && dc.srcs != NULL && dc.of != NULL && dc.skip != NULL &&
+        decode_all(s, buf, bytes, count, &dc) == 0 &&
+        (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
+        dc.skip[dc.nskip++] =
+            (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+        dc.skip[dc.nskip++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
+        used =
+            ulp__index_hash_file(s->fd, s->file_size, dc.skip, dc.nskip, &now) == 0 && now == hash;
     }
-    free(skip);
-    free(nm.of);
-    free(nm.v);
-    ulp__strmap_release(&nm.map);
-    if (used && ulp__snap_keep(s, (char *)buf) == NULL) {
-        free(order);
-        return -1; /* buf freed by the keep */
-    }
-    if (!used) {
+    /* The records stay only where captures point into them. */
+    if (used && dc.in_place && ulp__snap_keep(s, (char *)buf) == NULL) {
+        buf = NULL; /* freed by the keep */
+        used = -1;
+    } else if (!used || !dc.in_place) {
         free(buf);
-        free(order);
-        cv->n = 0;
-        return 0;
     }
-    ulp__open_progress_add(count);
-    *by_name = order;
-    return 1;
+    if (used == 1) {
+        s->caps = dc.caps;
+        s->srcs = dc.srcs;
+        s->by_name = order;
+        s->ncaps = n;
+        dc.caps = NULL;
+        dc.srcs = NULL;
+        order = NULL;
+        ulp__open_progress_add(count);
+    }
+    free(order);
+    decoded_free(&dc);
+    return used;
 }

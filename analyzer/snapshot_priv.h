@@ -175,12 +175,12 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
 
 /*
  * snapshot_index.c: the captures from the file's sealed capture index
- * (common/index.h) into `cv`: 1 read, 0 no usable index (cv empty: read
- * the groups), -1 out of memory.  `jfirst`: the journal's first block, whose
- * closed mark the hash leaves out.  On 1, cv is in seq order and *by_name
- * (malloc'd) lists it in (name, occurrence) order.
+ * (common/index.h) straight into s->caps, s->srcs, s->by_name, s->ncaps:
+ * 1 read, 0 no usable index (nothing set: read the groups), -1 out of
+ * memory.  `jfirst`: the journal's first block, whose closed mark the hash
+ * leaves out.
  */
-int ulp__index_read(ulp_snapshot *s, uint64_t jfirst, ulp__cap_vec *cv, size_t **by_name);
+int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
 void ulp__open_progress_add(uint64_t n);

@@ -165,22 +165,17 @@ ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state
 {
     ulp__cap_vec cv = {0};
     const ulp_capture_info **order = NULL;
-    size_t *index_order = NULL; /* by_name, from the capture index */
     ulp__journal_state js = *jsp;
     journal_ctx jc;
     ulp_status st;
 
     /* A file our writer closed may carry a sealed index of its captures. */
     if (js.found && js.closed) {
-        int rc = ulp__index_read(s, js.first, &cv, &index_order);
-        if (rc < 0) {
-            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
-            goto cleanup;
-        }
-        if (rc > 0) {
-            st = ULP_OK;
-            goto install;
-        }
+        int rc = ulp__index_read(s, js.first);
+        if (rc < 0)
+            return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+        if (rc > 0)
+            return ULP_OK; /* installed: seq order and name order checked */
     }
     if (js.found && !js.closed) {
         if ((st = read_journal(s, &js, &cv, &jc, err)) != ULP_OK)
@@ -218,8 +213,7 @@ ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state
 install:
     if (st != ULP_OK)
         goto cleanup;
-    /* The index gives its captures in seq order, and their name order. */
-    if (cv.n > 1 && index_order == NULL)
+    if (cv.n > 1)
         qsort(cv.v, cv.n, sizeof *cv.v, ulp__cap_seq_cmp);
     for (size_t i = 1; i < cv.n; i++) {
         if (cv.v[i].info.seq == cv.v[i - 1].info.seq) {
@@ -247,16 +241,11 @@ install:
         s->srcs[i] = cv.v[i].src;
         order[i] = &s->caps[i];
     }
-    if (index_order != NULL) {
-        memcpy(s->by_name, index_order, cv.n * sizeof *s->by_name);
-    } else {
-        if (cv.n > 1)
-            qsort(order, cv.n, sizeof *order, ulp__cap_name_cmp);
-        for (size_t i = 0; i < cv.n; i++)
-            s->by_name[i] = (size_t)(order[i] - s->caps);
-    }
+    if (cv.n > 1)
+        qsort(order, cv.n, sizeof *order, ulp__cap_name_cmp);
+    for (size_t i = 0; i < cv.n; i++)
+        s->by_name[i] = (size_t)(order[i] - s->caps);
 cleanup:
-    free(index_order);
     free(order);
     free(cv.v);
     return st;

@@ -152,11 +152,20 @@ static int index_usable(ulp_snapshot *s)
     ulp__journal_state js;
     ulp__journal_find(s, &js);
     assert_true(js.found && js.closed);
-    ulp__cap_vec cv = {0};
-    size_t *order = NULL;
-    int rc = ulp__index_read(s, js.first, &cv, &order);
-    free(cv.v);
-    free(order);
+    /* Read again into the opened snapshot, whose arrays it replaces. */
+    ulp_capture_info *caps = s->caps;
+    ulp__capture_src *srcs = s->srcs;
+    size_t *by_name = s->by_name, n = s->ncaps;
+    int rc = ulp__index_read(s, js.first);
+    if (rc == 1) {
+        free(s->caps);
+        free(s->srcs);
+        free(s->by_name);
+    }
+    s->caps = caps;
+    s->srcs = srcs;
+    s->by_name = by_name;
+    s->ncaps = n;
     return rc;
 }
 
