@@ -17,6 +17,7 @@ recomputed here independently:
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -272,8 +273,7 @@ def run(args):
     return p.returncode, p.stdout, p.stderr
 
 
-def main():
-    tmp = tempfile.mkdtemp(prefix="ulpdiff-np-")
+def check_all(tmp):
     dtypes = ["bf16", "f16", "f8e4m3", "f8e5m2", "f32", "f64", "i8", "u8", "i16", "i32", "i64"]
     caps_a, caps_b, expect = [], [], {}
     for li, dt in enumerate(dtypes):
@@ -496,6 +496,14 @@ def main():
         print("%d failures" % len(FAILS))
         sys.exit(1)
     print("ok: %d rows, %d logits captures checked against numpy" % (len(rows), len(lg)))
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ulpdiff-np-")
+    try:
+        check_all(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
