@@ -129,7 +129,7 @@ static void verdict(ulp_diff_result *r)
 
 /* The logits analysis of every compared pair whose role is logits. */
 static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
-                         int map, ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                         ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
                          ulp_error *err)
 {
     const char *logits_role = ulp_role_name(ULP_ROLE_LOGITS);
@@ -162,8 +162,8 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
         }
         q--;
         if (st == ULP_OK)
-            st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, map,
-                                      lg, err);
+            st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, lg,
+                                      err);
     }
     free(segs.v);
     return st;
@@ -202,7 +202,7 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
     if ((st = ulp__diff_metrics(a, b, &opts, map, r, pairs, npairs, err)) != ULP_OK)
         goto cleanup;
     verdict(r);
-    if ((st = logits(a, b, &opts, map, r, pairs, npairs, err)) != ULP_OK ||
+    if ((st = logits(a, b, &opts, r, pairs, npairs, err)) != ULP_OK ||
         (st = ulp__ladder_run(a, b, &r->ladder, err)) != ULP_OK)
         goto cleanup;
     r->seconds = now_seconds() - t0;

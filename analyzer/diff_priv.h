@@ -138,11 +138,10 @@ char *ulp__rows_hint(const ulp_capture_info *ca, const ulp_capture_info *cb);
 void ulp__origin_run(ulp_diff_result *r);
 
 /* logits.c: the logits analysis of a compared view (whole pair, aligned or
- * sliced rows) of `shape`; `lg` gets the per-row data; map: see
- * ulp__read_probe(). */
+ * sliced rows) of `shape`; `lg` gets the per-row data. */
 ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp__segment *segs, size_t nsegs, int ndim,
-                                const int64_t *shape, const ulp_diff_options *opts, int map,
+                                const int64_t *shape, const ulp_diff_options *opts,
                                 ulp_diff_logits *lg, ulp_error *err);
 
 /*

@@ -12,8 +12,7 @@
  * tokens (exactly: the measure of u in [0, 1) whose tokens differ).
  *
  * The rows are shared out to the diff's worker threads about 1 MiB
- * (at least one row) at a time, read in place from the files' mappings or
- * copied into per-thread buffers, whichever costs less (diff_read.c);
+ * (at least one row) at a time and copied into per-thread buffers;
  * each row goes through float32 kernels that gcc vectorizes
  * (logits_row.c) when its format fits in float32, through doubles
  * otherwise, and through doubles for the sampling figures.  Memory: about
@@ -194,7 +193,6 @@ typedef struct lg_job {
     const ulp_diff_options *opts;
     ulp_diff_logits *lg;
     ulp_diff_flip *slot; /* [rows]: the explanation of a flipped row, in place */
-    int map;             /* mapped reads (ulp__read_probe)                      */
     uint64_t per;        /* rows per task                                       */
     atomic_uint_fast64_t next;
     atomic_int stop;
@@ -330,8 +328,12 @@ static void lg_fail(lg_job *j, const ulp_error *e)
 
 /*
  * Elements [first, first + n) of the compared view on both sides into ba /
- * bb, segment by segment, for a range that several segments hold (aligned
- * or sliced views).
+ * bb, segment by segment (one for a whole pair, several for aligned or
+ * sliced views).  Copied, never mapped: a task's rows straddle the
+ * mapping's 2 MiB spans, and mapped rows kept up to two spans a side
+ * resident per thread (peak RSS 28-32 MiB for the 1-4 GiB realistic pairs,
+ * against 24 MiB for the element metrics); copying the logits' few bytes
+ * costs little.
  */
 static ulp_status copy_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
                             ulp_error *e)
@@ -358,63 +360,21 @@ static ulp_status copy_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scra
     return ULP_OK;
 }
 
-/* The segment that holds all of view elements [first, first + n), or NULL. */
-static const ulp__segment *one_segment(const lg_job *j, uint64_t first, uint64_t n)
-{
-    for (size_t q = 0; q < j->nsegs; q++) {
-        const ulp__segment *g = &j->segs[q];
-        if (first >= g->base && first - g->base < g->len)
-            return n <= g->len - (first - g->base) ? g : NULL;
-    }
-    return NULL;
-}
-
-/* Rows [r0, r0 + nr): read (through the thread's reader where one segment
- * holds them: mapped or copied, diff_read.c) and analysed. */
-static ulp_status task_rows(lg_job *j, lg_scratch *s, ulp__reader *rd, uint64_t r0, uint64_t nr,
-                            ulp_error *e)
-{
-    uint64_t V = j->lg->vocab;
-    size_t sz = ulp_dtype_size(j->lg->dtype);
-    const ulp__segment *g = one_segment(j, r0 * V, nr * V);
-    if (g == NULL) {
-        ulp_status st = copy_rows(j, r0 * V, nr * V, s, e);
-        for (uint64_t q = 0; st == ULP_OK && q < nr; q++)
-            one_row(j, s, s->ba + q * V * sz, s->bb + q * V * sz, r0 + q);
-        return st;
-    }
-    uint64_t at = r0 * V - g->base, first, n;
-    ulp__read_req req = {j->a,          j->b,          g->ia,  g->ib,
-                         g->off_a + at, g->off_b + at, nr * V, j->lg->dtype};
-    const void *va, *vb;
-    int got;
-    ulp__reader_begin(rd, &req);
-    /* One piece: the reader's pieces hold a whole task. */
-    while ((got = ulp__reader_next(rd, &va, &vb, &first, &n, e)) > 0)
-        for (uint64_t q = 0; q < n / V; q++)
-            one_row(j, s, (const unsigned char *)va + q * V * sz,
-                    (const unsigned char *)vb + q * V * sz, r0 + first / V + q);
-    ulp__reader_end(rd);
-    return got < 0 ? e->status : ULP_OK;
-}
-
 /* Takes `per` rows at a time until none is left. */
 static void *lg_worker(void *arg)
 {
     lg_job *j = arg;
     ulp_diff_logits *lg = j->lg;
-    uint64_t R = lg->rows;
+    uint64_t R = lg->rows, V = lg->vocab;
+    size_t sz = ulp_dtype_size(lg->dtype);
     lg_scratch s;
     ulp_error e;
     ulp_error_clear(&e);
-    ulp__reader rd;
     if (scratch_init(&s, j) != 0) {
         ulp__error(&e, ULP_ENOMEM, "out of memory for logits rows");
         lg_fail(j, &e);
         goto cleanup;
     }
-    ulp__reader_init(&rd, s.ba, s.bb, (size_t)(j->per * lg->vocab * ulp_dtype_size(lg->dtype)),
-                     j->map);
     for (;;) {
         if (atomic_load(&j->stop))
             break;
@@ -422,10 +382,12 @@ static void *lg_worker(void *arg)
         if (r0 >= R)
             break;
         uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
-        if (task_rows(j, &s, &rd, r0, nr, &e) != ULP_OK) {
+        if (copy_rows(j, r0 * V, nr * V, &s, &e) != ULP_OK) {
             lg_fail(j, &e);
             break;
         }
+        for (uint64_t q = 0; q < nr; q++)
+            one_row(j, &s, s.ba + q * V * sz, s.bb + q * V * sz, r0 + q);
     }
 cleanup:
     scratch_free(&s);
@@ -492,7 +454,7 @@ static ulp_status summarize(ulp_diff_logits *lg, const ulp_diff_flip *slot)
 
 ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp__segment *segs, size_t nsegs, int ndim,
-                                const int64_t *shape, const ulp_diff_options *opts, int map,
+                                const int64_t *shape, const ulp_diff_options *opts,
                                 ulp_diff_logits *lg, ulp_error *err)
 {
     const ulp_capture_info *c = ulp_snapshot_capture(a, segs[0].ia);
@@ -525,10 +487,8 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
     j.nsegs = nsegs;
     j.opts = opts;
     j.lg = lg;
-    j.map = map;
-    /* Rows per task: about 1 MiB a side, at least one row (the resident
-     * set holds the mapped rows in flight: 26 MiB at 1 row of 600 KiB per
-     * task, 40 MiB at 6, tests/perf/bench_diff.sh). */
+    /* Rows per task: about 1 MiB a side, at least one row (the buffers
+     * stay in the core's cache; the resident set holds them). */
     uint64_t row_bytes = V * ulp_dtype_size(lg->dtype);
     j.per = row_bytes < LOGITS_TASK_BYTES ? LOGITS_TASK_BYTES / row_bytes : 1;
     ulp_error_clear(&j.err);
