@@ -132,8 +132,9 @@ static void *worker(void *arg)
         uint64_t size = k == 0 ? jr->head : jr->chunk;
         uint64_t n = jr->elements - first < size ? jr->elements - first : size;
         uint64_t bytes = n * ulp_dtype_size(jr->dtype);
-        ulp__read_req q = {j->a, j->b,     jr->ia, jr->ib, jr->off_a + first, jr->off_b + first,
-                           n,    jr->dtype};
+        ulp__read_req q = {
+            j->a, j->b,      jr->ia,      jr->ib, jr->off_a + first, jr->off_b + first,
+            n,    jr->dtype, jr->elements};
         ulp__acc acc;
         ulp__acc_init(&acc);
         const void *va, *vb;

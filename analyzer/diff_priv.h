@@ -159,6 +159,7 @@ typedef struct ulp__read_req {
     uint64_t off_a, off_b; /* first element of each side */
     uint64_t n;            /* elements                   */
     ulp_dtype dtype;
+    uint64_t whole; /* elements of the run the chunk is part of */
 } ulp__read_req;
 typedef struct ulp__reader {
     unsigned char *ba, *bb; /* buffers of a whole chunk each           */

@@ -1,5 +1,5 @@
 /*
- * A worker thread's reads of chunk pairs (diff_jobs.c, logits.c): in place
+ * A worker thread's reads of chunk pairs (diff_jobs.c; logits.c copies): in place
  * from the files' mappings (ulp_snapshot_view, the whole chunk, released
  * after it) or copied into the thread's buffers (ulp_snapshot_read, in
  * pieces that stay in the core's cache).
@@ -13,7 +13,8 @@
  * costs more than copying it (395 ms against 297 ms).  Userspace cannot
  * ask which, so ulp__read_probe() measures it on the files themselves:
  * mapping and releasing one span against copying it.  ULPPROF_READ=map or
- * =copy in the environment forces either way (tests, benchmarks).
+ * =copy in the environment forces either way (tests, benchmarks).  Runs
+ * under MAP_MIN_BYTES are copied either way (ulp__reader_begin).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,8 @@ static double thread_ns(void)
     return 1e9 * (double)ts.tv_sec + (double)ts.tv_nsec;
 }
 
+/* Runs (tensors, or their compared parts) smaller than this are copied: see ulp__reader_begin. */
+#define MAP_MIN_BYTES (4 * (uint64_t)ULP__VIEW_SPAN)
 /* Copies of the probe go in pieces of this many bytes, as the reads of diff_jobs.c. */
 #define PROBE_PIECE ((size_t)512 << 10)
 
@@ -107,7 +110,10 @@ void ulp__reader_begin(ulp__reader *r, const ulp__read_req *q)
     r->q = *q;
     r->done = 0;
     r->bytes = q->n * ulp_dtype_size(q->dtype);
-    r->mapped = r->map && ulp__snapshot_mapped(q->a, q->ia, q->off_a) != NULL &&
+    /* Small runs share their spans with their neighbours: releasing a
+     * chunk's spans would unmap the pages another thread is reading. */
+    r->mapped = r->map && q->whole * ulp_dtype_size(q->dtype) >= MAP_MIN_BYTES &&
+                ulp__snapshot_mapped(q->a, q->ia, q->off_a) != NULL &&
                 ulp__snapshot_mapped(q->b, q->ib, q->off_b) != NULL;
 }
 
