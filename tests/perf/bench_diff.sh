@@ -9,13 +9,14 @@
 #               residuals, f32 logits [T/4, 151936], 1% to 9% of the elements
 #               moved by 1..4 ULP, an argmax flip in every 8th logits row
 #   easy        make_bench_pair.py: 32 x 4 Mi bf16, 1% changed (the old pair)
-#   many        capture_loop: 10,000 captures of bf16[256] (100 names x 100)
+#   many        capture_loop: 10,000 captures of bf16[256] (100 names x 100),
+#               BENCH_MANY=N for N (and N/4); numpy beside ulpprof at N
 # Tools, run in interleaved rounds (the order rotates every round):
 #   cat         cat A B > /dev/null
 #   memread     bench_memread A B: a plain two-thread walk of the mapped files
 #               (the memory-read limit: nothing can compare the bytes faster)
 #   ulpprof     ulpprof diff A B (the table; exit 1 expected: the pairs differ)
-#   numpy       diff_numpy.py A B (vectorized numpy + h5py; real and easy only)
+#   numpy       diff_numpy.py A B (vectorized numpy + h5py; every case but many/4)
 #   torch       diff_torch.py A B (the same numbers with torch tensors loaded
 #               through h5py; real and easy only)
 #   h5diff      h5diff A B (HDF5's own tool: answers less, the count of
@@ -40,11 +41,12 @@ build=${ULPPROF_BUILD_DIR:-$src/build}
 ulpprof=$build/programs/ulpprof
 memread=$build/tests/bench_memread
 loop=$build/tests/reliability/capture_loop
+capture_lib=$build/collector/libulpprof_capture.so
 py=${ULP_PYTHON:-/usr/bin/python3}
 rounds=${BENCH_ROUNDS:-5}
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(261 1024)
-for x in "$ulpprof" "$memread" "$loop" /usr/bin/time; do
+for x in "$ulpprof" "$memread" "$loop" "$capture_lib" /usr/bin/time; do
     [ -x "$x" ] || { echo "bench_diff: $x is missing (build first)" >&2; exit 2; }
 done
 h5max=${BENCH_H5DIFF_MAX_MIB:-300}
@@ -157,7 +159,8 @@ fi
 for size in "${sizes[@]}"; do
     d=$dir/real$size
     mkdir -p "$d"
-    [ -s "$d/b.h5" ] || "$py" "$src/tests/perf/make_real_pair.py" "$d" "$size"
+    # Written by ulpprof's own writer, as users' snapshots are (with the capture index).
+    [ -s "$d/b.h5" ] || ULPPROF_CAPTURE_LIBRARY=$capture_lib "$py" "$src/tests/perf/make_real_pair.py" "$d" "$size"
     read -ra tl <<<"$(tools "$size" | xargs)"
     bench "real$size" "$d/a.h5" "$d/b.h5" "${tl[@]}"
     check "real$size" "$d/a.h5" "$d/b.h5" "${tl[@]}"
@@ -173,7 +176,8 @@ if [ "$many" != 0 ]; then
     done
     # The small file first: its peak RSS beside the large one's shows whether memory grows.
     bench "many$((many / 4))" "$d/a$((many / 4)).h5" "$d/b$((many / 4)).h5" cat ulpprof
-    bench "many$many" "$d/a$many.h5" "$d/b$many.h5" cat memread ulpprof
+    bench "many$many" "$d/a$many.h5" "$d/b$many.h5" cat memread ulpprof numpy
+    check "many$many" "$d/a$many.h5" "$d/b$many.h5" numpy
     rc=0
     "$ulpprof" diff -f json -o "$dir/report.json" "$d/a$many.h5" "$d/b$many.h5" || rc=$?
     [ "$rc" = 1 ] || fail "many: ulpprof diff -f json exited $rc"

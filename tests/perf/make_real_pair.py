@@ -13,6 +13,12 @@ tokens one ULP apart in A and swapped in B, so its argmax flips.
 T is chosen so that a file holds about SIZE_MIB MiB.  The numbers come from
 numpy's generator with a fixed seed: the same arguments give the same files.
 
+The files are written as users' snapshots are, by ulpprof's own writer
+(libulpprof_capture, through the pip package's ctypes binding), when
+$ULPPROF_CAPTURE_LIBRARY names the built library (bench_diff.sh sets it):
+they then carry the capture index that writer adds.  Otherwise h5py writes
+them, as another tool would (the reader then opens every dataset).
+
 Usage: make_real_pair.py DIR SIZE_MIB [HIDDEN]   (writes DIR/a.h5, DIR/b.h5)
 """
 import os
@@ -58,6 +64,39 @@ def flip_rows(rng, la, lb, every):
         lb[r, j2] = top + 1
 
 
+def ulpprof_writer(out):
+    """put(name, dtype, (a_bits, b_bits), layer, role) through two capture
+    sessions, and close(); None when the library is not given."""
+    if not os.environ.get("ULPPROF_CAPTURE_LIBRARY"):
+        return None
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "python"))
+    from ulpprof import _lib  # noqa: E402
+
+    sessions = []
+    for n, cache in (("a", "miss"), ("b", "hit")):
+        path = os.path.join(out, n + ".h5")
+        if os.path.exists(path):
+            os.remove(path)
+        sessions.append(_lib.Session(path, label=n, run={"cache": cache}))
+
+    def put(name, dtype, pair, layer, role=None):
+        for s, bits in zip(sessions, pair):
+            bits = np.ascontiguousarray(bits)
+            st = s.capture(name, bits.ctypes.data, dtype, bits.shape,
+                           layer=_lib.LAYER_NONE if layer is None else layer,
+                           role=role or "activation")
+            if st != 0:
+                sys.exit("make_real_pair: capture %s failed: %s" % (name, _lib.status_str(st)))
+
+    def close():
+        for s in sessions:
+            st = s.close()
+            if st != 0:
+                sys.exit("make_real_pair: closing a snapshot failed: %s" % _lib.status_str(st))
+    return put, close
+
+
 def main():
     out = sys.argv[1]
     size_mib = float(sys.argv[2])
@@ -65,7 +104,8 @@ def main():
     per_token = LAYERS * hidden * (2 + 2 + 4) + VOCAB * 4 / 4
     tokens = max(4, int(round(size_mib * 2**20 / per_token / 4)) * 4)
     rng = np.random.default_rng(11)
-    files = [h5py.File(os.path.join(out, n), "w") for n in ("a.h5", "b.h5")]
+    writer = ulpprof_writer(out)
+    files = [] if writer else [h5py.File(os.path.join(out, n), "w") for n in ("a.h5", "b.h5")]
     for f, label in zip(files, ("a", "b")):
         f.attrs["format"] = "ulpprof-snapshot"
         f.attrs["format_version"] = np.int32(1)
@@ -74,7 +114,7 @@ def main():
         f.create_group("captures")
     seq = 0
 
-    def put(name, dtype, pair, layer, role=None):
+    def h5py_put(name, dtype, pair, layer, role=None):
         nonlocal seq
         tid = ds.h5_file_type(dtype)
         for f, bits in zip(files, pair):
@@ -91,6 +131,7 @@ def main():
                 d.attrs["role"] = role
         seq += 1
 
+    put = writer[0] if writer else h5py_put
     shape = (tokens, hidden)
     for layer in range(LAYERS):
         frac = 0.01 + 0.08 * layer / (LAYERS - 1)
@@ -106,6 +147,8 @@ def main():
     put("lm_head.logits", "f32", (la, lb), None, "logits")
     for f in files:
         f.close()
+    if writer:
+        writer[1]()
     print("make_real_pair: %d layers x 3 captures of [%d, %d] + logits [%d, %d], %.0f MiB a file"
           % (LAYERS, tokens, hidden, tokens // 4, VOCAB,
              os.path.getsize(os.path.join(out, "a.h5")) / 2**20))
