@@ -97,9 +97,9 @@ def way_ulpprof(r):
     return path
 
 
-def way_save(r):
-    out = os.path.join(tmp, "save.%d" % r)
-    os.mkdir(out)
+def hooked_passes(take):
+    """The forward passes with a hook on every captured module that calls
+    take(name, pass, tensor) with its output, as the user's hooks would."""
     step = [0]
     handles = []
 
@@ -108,7 +108,7 @@ def way_save(r):
             t = output[0] if isinstance(output, (tuple, list)) else output
             if not torch.is_tensor(t):
                 t = getattr(output, "logits", None)
-            torch.save(t.detach(), os.path.join(out, "%s.%d.pt" % (name, step[0])))
+            take(name, step[0], t.detach())
         return hook
 
     for s in specs:
@@ -121,6 +121,12 @@ def way_save(r):
     finally:
         for h in handles:
             h.remove()
+
+
+def way_save(r):
+    out = os.path.join(tmp, "save.%d" % r)
+    os.mkdir(out)
+    hooked_passes(lambda name, i, t: torch.save(t, os.path.join(out, "%s.%d.pt" % (name, i))))
     return out
 
 
@@ -128,27 +134,7 @@ def way_save_once(r):
     """What a careful user may do instead: keep the tensors, one torch.save at the end."""
     out = os.path.join(tmp, "once.%d.pt" % r)
     kept = {}
-    step = [0]
-    handles = []
-
-    def hook_for(name):
-        def hook(module, inputs, output):
-            t = output[0] if isinstance(output, (tuple, list)) else output
-            if not torch.is_tensor(t):
-                t = getattr(output, "logits", None)
-            kept["%s.%d" % (name, step[0])] = t.detach()
-        return hook
-
-    for s in specs:
-        handles.append(modules[s.path].register_forward_hook(hook_for(s.name)))
-    try:
-        with torch.no_grad():
-            for i in range(args.passes):
-                step[0] = i
-                model(ids)
-    finally:
-        for h in handles:
-            h.remove()
+    hooked_passes(lambda name, i, t: kept.__setitem__("%s.%d" % (name, i), t))
     torch.save(kept, out)
     return out
 
