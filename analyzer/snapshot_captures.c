@@ -15,9 +15,6 @@
 #include "common/h5types.h"
 #include "snapshot_priv.h"
 
-/* A tensor larger than this many elements is an absurd shape, not data. */
-#define MAX_ELEMENTS ((uint64_t)1 << 48)
-
 /* Links listed and captures read by every ulp_snapshot_open() of the process, for
  * ulp_snapshot_open_progress(). */
 static atomic_uint_fast64_t open_progress;
@@ -250,7 +247,7 @@ static ulp_status read_dtype(ulp_snapshot *s, hid_t d, const char *name, const c
     return st;
 }
 
-/* Refuses an absurd shape: more than MAX_ELEMENTS, or more bytes than the file could hold. */
+/* Refuses an absurd shape: more than ULP__MAX_ELEMENTS, or more bytes than the file could hold. */
 static ulp_status check_shape(const ulp_snapshot *s, const char *name, const char *occ,
                               const ulp_capture_info *c, const hsize_t *dims, int absurd,
                               ulp_error *err)
@@ -299,9 +296,9 @@ static ulp_status read_shape(ulp_snapshot *s, hid_t d, const char *name, const c
     int absurd = 0;
     for (int k = 0; k < ndims; k++) {
         c->shape[k] = (int64_t)dims[k];
-        if (dims[k] > MAX_ELEMENTS)
+        if (dims[k] > ULP__MAX_ELEMENTS)
             absurd = 1;
-        else if (!absurd && c->elements != 0 && dims[k] > MAX_ELEMENTS / c->elements)
+        else if (!absurd && c->elements != 0 && dims[k] > ULP__MAX_ELEMENTS / c->elements)
             absurd = 1;
         else if (!absurd)
             c->elements *= dims[k];

@@ -19,9 +19,6 @@
 #include "common/strmap.h"
 #include "snapshot_priv.h"
 
-/* A tensor larger than this many elements is an absurd shape, not data. */
-#define MAX_ELEMENTS ((uint64_t)1 << 48)
-
 /* Opens 1-D uint8 dataset `path` of `n` bytes; -1 if it is not one. */
 static hid_t open_bytes(const ulp_snapshot *s, const char *path, uint64_t n)
 {
@@ -96,8 +93,8 @@ static int entry_ok(const ulp_snapshot *s, const ulp__index_entry *e, ulp_captur
         return 0;
     uint64_t elements = 1;
     for (int k = 0; k < e->ndim; k++) {
-        if (e->shape[k] < 0 || (uint64_t)e->shape[k] > MAX_ELEMENTS ||
-            (elements != 0 && (uint64_t)e->shape[k] > MAX_ELEMENTS / elements))
+        if (e->shape[k] < 0 || (uint64_t)e->shape[k] > ULP__MAX_ELEMENTS ||
+            (elements != 0 && (uint64_t)e->shape[k] > ULP__MAX_ELEMENTS / elements))
             return 0;
         elements *= (uint64_t)e->shape[k];
         c->shape[k] = e->shape[k];

@@ -17,6 +17,10 @@
 #include "common/error.h"
 #include "ulpprof/snapshot.h"
 
+/* A tensor larger than this many elements is an absurd shape, not data
+ * (the groups' reader and the capture index's refuse it alike). */
+#define ULP__MAX_ELEMENTS ((uint64_t)1 << 48)
+
 /* Where the bytes of one capture live. */
 typedef struct ulp__capture_src {
     char *h5path;    /* "/captures/<name>/<occurrence>"; NULL when the

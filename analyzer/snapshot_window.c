@@ -3,10 +3,9 @@
  * of up to ULP__WINDOW_BYTES serves every small capture that lies in it.
  * A file of 10,000 captures of 512 bytes was 20,000 preads for diff.
  */
-#include <errno.h>
 #include <stdlib.h>
-#include <unistd.h>
 
+#include "common/journal.h"
 #include "snapshot_priv.h"
 #include "snapshot_read_priv.h"
 
@@ -18,23 +17,6 @@ void ulp__window_free(ulp__window *w)
     free(w->buf);
     w->buf = NULL;
     w->len = 0;
-}
-
-/* Reads [off, off + n) of the file, or less at its end; the bytes read, or -1. */
-static ssize_t read_span(int fd, unsigned char *p, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, p + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            break;
-        got += (size_t)r;
-    }
-    return (ssize_t)got;
 }
 
 ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_t i, uint64_t first,
@@ -52,15 +34,16 @@ ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_
     if (w->buf == NULL || off < w->off || off + bytes > w->off + w->len) {
         if (w->buf == NULL && (w->buf = malloc(ULP__WINDOW_BYTES)) == NULL)
             return ulp_snapshot_view(s, i, first, count, buf, out, err);
-        uint64_t start = off - off % WINDOW_ALIGN;
-        size_t n = s->file_size - start < ULP__WINDOW_BYTES ? (size_t)(s->file_size - start)
-                                                            : (size_t)ULP__WINDOW_BYTES;
-        ssize_t got = start < s->file_size ? read_span(s->fd, w->buf, n, start) : -1;
+        /* Open checked that the capture lies inside the file. */
+        uint64_t start = off - off % WINDOW_ALIGN, left = s->file_size - start;
+        size_t n = left < ULP__WINDOW_BYTES ? (size_t)left : ULP__WINDOW_BYTES;
         w->off = start;
-        w->len = got > 0 ? (uint64_t)got : 0;
+        w->len = n;
         /* Short (the file shrank) or failed: ulp_snapshot_read says why. */
-        if (off + bytes > w->off + w->len)
+        if (ulp__journal_pread(s->fd, w->buf, n, start) != 0) {
+            w->len = 0;
             return ulp_snapshot_view(s, i, first, count, buf, out, err);
+        }
     }
     *out = w->buf + (off - w->off);
     return ULP_OK;

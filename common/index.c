@@ -3,34 +3,10 @@
  */
 #include "index.h"
 #include "journal.h"
+#include "le.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-void ulp__le64_put(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-uint64_t ulp__le64_get(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static void le32_put(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t le32_get(const unsigned char *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
 
 /* Bytes of the positions and requests arrays; UINT64_MAX if they overflow. */
 static uint64_t rows_bytes(const ulp__index_entry *e)
@@ -60,8 +36,8 @@ void ulp__index_record_encode(unsigned char *out, const ulp__index_entry *e)
 {
     size_t len = ulp__index_record_size(e);
     memset(out, 0, len);
-    le32_put(out + 0, (uint32_t)len);
-    le32_put(out + 4, e->flags);
+    ulp__le32_put(out + 0, (uint32_t)len);
+    ulp__le32_put(out + 4, e->flags);
     const uint64_t words[] = {(uint64_t)e->seq,
                               (uint64_t)e->occurrence,
                               e->oaddr,
@@ -81,10 +57,10 @@ void ulp__index_record_encode(unsigned char *out, const ulp__index_entry *e)
                               e->rows};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         ulp__le64_put(out + 8 + 8 * i, words[i]);
-    le32_put(out + 144, e->name_len);
-    le32_put(out + 148, e->role_len);
-    le32_put(out + 152, e->n_inputs);
-    le32_put(out + 156, e->inputs_len);
+    ulp__le32_put(out + 144, e->name_len);
+    ulp__le32_put(out + 148, e->role_len);
+    ulp__le32_put(out + 152, e->n_inputs);
+    ulp__le32_put(out + 156, e->inputs_len);
     unsigned char *p = out + ULP__INDEX_FIXED;
     for (int i = 0; i < e->ndim; i++, p += 8)
         ulp__le64_put(p, (uint64_t)e->shape[i]);
@@ -118,11 +94,11 @@ size_t ulp__index_record_decode(const unsigned char *in, size_t avail, ulp__inde
 {
     if (avail < ULP__INDEX_FIXED)
         return 0;
-    uint32_t len = le32_get(in);
+    uint32_t len = ulp__le32_get(in);
     if (len < ULP__INDEX_FIXED || len % 8 != 0 || len > avail)
         return 0;
     memset(e, 0, sizeof *e);
-    e->flags = le32_get(in + 4);
+    e->flags = ulp__le32_get(in + 4);
     uint64_t w[17];
     for (int i = 0; i < 17; i++)
         w[i] = ulp__le64_get(in + 8 + 8 * i);
@@ -145,10 +121,10 @@ size_t ulp__index_record_decode(const unsigned char *in, size_t avail, ulp__inde
     e->stream = w[14];
     e->time_ns = (int64_t)w[15];
     e->rows = w[16];
-    e->name_len = le32_get(in + 144);
-    e->role_len = le32_get(in + 148);
-    e->n_inputs = le32_get(in + 152);
-    e->inputs_len = le32_get(in + 156);
+    e->name_len = ulp__le32_get(in + 144);
+    e->role_len = ulp__le32_get(in + 148);
+    e->n_inputs = ulp__le32_get(in + 152);
+    e->inputs_len = ulp__le32_get(in + 156);
     if (e->ndim < 0 || e->ndim > ULP_MAX_RANK || ulp__index_record_size(e) != len)
         return 0;
     const unsigned char *p = in + ULP__INDEX_FIXED;

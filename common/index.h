@@ -51,6 +51,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "le.h"
 #include "ulpprof/format.h"
 
 #define ULP__INDEX_GROUP         "index"
@@ -119,9 +120,5 @@ typedef struct ulp__index_range {
  */
 #define ULP__INDEX_WINDOW ((uint64_t)64 << 10)
 int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n, uint64_t *hash);
-
-/* Little-endian stores and loads. */
-void ulp__le64_put(unsigned char *p, uint64_t v);
-uint64_t ulp__le64_get(const unsigned char *p);
 
 #endif /* ULPPROF_COMMON_INDEX_H */

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "journal.h"
+#include "le.h"
 
 /* --- CRC-32 ------------------------------------------------------------------------ */
 
@@ -20,36 +21,6 @@ uint32_t ulp__crc32(const void *p, size_t n)
     return c ^ 0xffffffffu;
 }
 
-/* --- little-endian fields ---------------------------------------------------------- */
-
-static void put_u32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static void put_u64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const unsigned char *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
 /* --- block header ------------------------------------------------------------------ */
 
 void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
@@ -57,9 +28,9 @@ void ulp__journal_header_encode(unsigned char out[ULP__JOURNAL_HEADER_BYTES], ui
 {
     memset(out, 0, ULP__JOURNAL_HEADER_BYTES);
     memcpy(out, first ? ULP__JOURNAL_MAGIC : ULP__JOURNAL_MAGIC_LATER, 8);
-    put_u64(out + 8, self);
-    put_u64(out + 16, bytes);
-    put_u32(out + 24, ulp__crc32(out, 24));
+    ulp__le64_put(out + 8, self);
+    ulp__le64_put(out + 16, bytes);
+    ulp__le32_put(out + 24, ulp__crc32(out, 24));
 }
 
 int ulp__journal_header_decode(const unsigned char in[ULP__JOURNAL_HEADER_BYTES], uint64_t self,
@@ -68,9 +39,9 @@ int ulp__journal_header_decode(const unsigned char in[ULP__JOURNAL_HEADER_BYTES]
     int kind = memcmp(in, ULP__JOURNAL_MAGIC, 8) == 0         ? ULP__JOURNAL_FIRST_BLOCK
                : memcmp(in, ULP__JOURNAL_MAGIC_LATER, 8) == 0 ? ULP__JOURNAL_LATER_BLOCK
                                                               : 0;
-    if (kind == 0 || get_u64(in + 8) != self || get_u32(in + 24) != ulp__crc32(in, 24))
+    if (kind == 0 || ulp__le64_get(in + 8) != self || ulp__le32_get(in + 24) != ulp__crc32(in, 24))
         return 0;
-    uint64_t b = get_u64(in + 16);
+    uint64_t b = ulp__le64_get(in + 16);
     if (b < ULP__JOURNAL_HEADER_BYTES + ULP__JOURNAL_RECORD_FIXED)
         return 0;
     *bytes = b;
@@ -92,21 +63,21 @@ size_t ulp__journal_record_encode(unsigned char *out, const ulp__journal_record 
     if (len == 0)
         return 0;
     memset(out, 0, len);
-    put_u32(out + 4, (uint32_t)len);
-    put_u32(out + 8, r->kind);
-    put_u32(out + 12, (uint32_t)r->name_len);
-    put_u64(out + 16, (uint64_t)r->seq);
-    put_u64(out + 24, (uint64_t)r->occurrence);
-    put_u64(out + 32, r->addr);
+    ulp__le32_put(out + 4, (uint32_t)len);
+    ulp__le32_put(out + 8, r->kind);
+    ulp__le32_put(out + 12, (uint32_t)r->name_len);
+    ulp__le64_put(out + 16, (uint64_t)r->seq);
+    ulp__le64_put(out + 24, (uint64_t)r->occurrence);
+    ulp__le64_put(out + 32, r->addr);
     if (r->name_len > 0)
         memcpy(out + ULP__JOURNAL_RECORD_FIXED, r->name, r->name_len);
-    put_u32(out, ulp__crc32(out + 4, len - 4));
+    ulp__le32_put(out, ulp__crc32(out + 4, len - 4));
     return len;
 }
 
 uint32_t ulp__journal_record_length(const unsigned char *in)
 {
-    return get_u32(in + 4);
+    return ulp__le32_get(in + 4);
 }
 
 size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__journal_record *r)
@@ -114,17 +85,17 @@ size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__jo
     if (avail < ULP__JOURNAL_RECORD_FIXED)
         return 0;
     uint32_t len = ulp__journal_record_length(in);
-    uint32_t name_len = get_u32(in + 12);
+    uint32_t name_len = ulp__le32_get(in + 12);
     if (len < ULP__JOURNAL_RECORD_FIXED || len % 8 != 0 || len > avail ||
         ulp__journal_record_size(name_len) != len)
         return 0;
-    if (get_u32(in) != ulp__crc32(in + 4, len - 4))
+    if (ulp__le32_get(in) != ulp__crc32(in + 4, len - 4))
         return 0;
-    r->kind = get_u32(in + 8);
+    r->kind = ulp__le32_get(in + 8);
     r->name_len = name_len;
-    r->seq = (int64_t)get_u64(in + 16);
-    r->occurrence = (int64_t)get_u64(in + 24);
-    r->addr = get_u64(in + 32);
+    r->seq = (int64_t)ulp__le64_get(in + 16);
+    r->occurrence = (int64_t)ulp__le64_get(in + 24);
+    r->addr = ulp__le64_get(in + 32);
     r->name = (const char *)in + ULP__JOURNAL_RECORD_FIXED;
     return len;
 }
