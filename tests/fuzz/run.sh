@@ -86,7 +86,7 @@ for t in "${targets[@]}"; do
         # The first stack frame that is not the sanitizer's own (nor a libc
         # function it intercepts, which it reports inside our binary).
         frame=$(grep -E '^ +#[0-9]+ ' <<<"$rerun" |
-                grep -vE 'libasan|libubsan|compiler-rt|sanitizer_common|__interceptor_|__asan_| in (malloc|calloc|realloc|free|strdup|strndup|strlen|strnlen|strcpy|strncpy|strcmp|strncmp|memcpy|memmove|memset|memcmp) |string/\.\./sysdeps|libc\.so' |
+                grep -vE 'libasan|libubsan|compiler-rt|sanitizer_common|__interceptor_|__asan_|__(asan|lsan|ubsan|sanitizer)::| in (malloc|calloc|realloc|free|strdup|strndup|strlen|strnlen|strcpy|strncpy|strcmp|strncmp|memcpy|memmove|memset|memcmp) |string/\.\./sysdeps|libc\.so' |
                 head -1)
         if [ "$rrc" -eq 124 ] || { [ -z "$frame" ] && [ "$rrc" -eq 0 ]; }; then
             unrepro=$((unrepro + 1))
