@@ -166,7 +166,7 @@ ulp_status ulp_capture_open(const char *path, const char *label)
 ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype, int ndim,
                             const int64_t *shape, int32_t layer, ulp_role role)
 {
-    ulp_session *s;
+    ulp_session *s = NULL;
     ulp_status st = acquire(&s);
     if (st != ULP_OK)
         return st;
@@ -178,7 +178,7 @@ ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype, 
 
 ulp_status ulp_capture_set_run(const char *key, const char *value)
 {
-    ulp_session *s;
+    ulp_session *s = NULL;
     ulp_status st = acquire(&s);
     if (st != ULP_OK)
         return st;
@@ -189,7 +189,7 @@ ulp_status ulp_capture_set_run(const char *key, const char *value)
 
 ulp_status ulp_capture_set_step(int64_t step)
 {
-    ulp_session *s;
+    ulp_session *s = NULL;
     ulp_status st = acquire(&s);
     if (st != ULP_OK)
         return st;
@@ -200,7 +200,7 @@ ulp_status ulp_capture_set_step(int64_t step)
 
 ulp_status ulp_capture_flush(void)
 {
-    ulp_session *s;
+    ulp_session *s = NULL;
     ulp_status st = acquire(&s);
     if (st != ULP_OK)
         return st;

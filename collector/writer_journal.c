@@ -103,7 +103,7 @@ ulp_status ulp__writer_journal_append(ulp__writer *w, const ulp__journal_record 
          * started before the old one points to it. */
         if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
             return ulp__writer_h5_fail(err, w, "flush");
-        uint64_t off;
+        uint64_t off = 0;
         ulp_status st = journal_block_start(w, ds, bytes, 0, &off, err);
         if (st != ULP_OK)
             return st;
