@@ -26,9 +26,17 @@ void ulp__report_display_free(ulp_diff_result *d);
 /* ulp_json_str() and ulp_json_set() are public (ulpprof/report.h). */
 char *ulp__json_unmark(const char *text); /* the dump with \udcXX; NULL: out of memory */
 
-/* report_text.c: shared sentences of the table and Markdown reports. */
-/* Formats a double compactly ("0", "3.906e-03", "inf"). */
+/* report_num.c: numbers without printf where the value allows, byte for byte
+ * what the printf format named prints. */
+/* A double compactly: "0", integers below 1e7 ("%.0f"), else "%.3g"; "nan", "inf". */
 void ulp__fmt_num(char *buf, size_t n, double v);
+/* "%.2f" of v. */
+void ulp__fmt_fixed2(char *buf, size_t n, double v);
+/* "%" PRIu64 / PRId64 of v into buf (21 bytes); the length. */
+size_t ulp__fmt_u64(char *buf, uint64_t v);
+size_t ulp__fmt_i64(char *buf, int64_t v);
+
+/* report_text.c: shared sentences of the table and Markdown reports. */
 /* "[3,1,7]"; "[]" for a scalar. */
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 /* The summary lines (identical / first divergence / amplification / ladder

@@ -10,20 +10,6 @@
 
 #include "report_priv.h"
 
-void ulp__fmt_num(char *buf, size_t n, double v)
-{
-    if (isnan(v))
-        snprintf(buf, n, "nan");
-    else if (isinf(v))
-        snprintf(buf, n, v > 0 ? "inf" : "-inf");
-    else if (v == 0)
-        snprintf(buf, n, "0");
-    else if (v == floor(v) && fabs(v) < 1e7)
-        snprintf(buf, n, "%.0f", v);
-    else
-        snprintf(buf, n, "%.3g", v);
-}
-
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
 {
     size_t w = 0;
