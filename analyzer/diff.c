@@ -11,8 +11,40 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/grow.h"
+#include "common/strmap.h"
 #include "diff_priv.h"
 #include "ulpprof/format.h"
+
+/*
+ * A result as ulp_diff_run() allocates it: the rows' names and roles are
+ * kept once per distinct string (10,000 rows of 100 names had made 20,000
+ * copies), and freed with the result.
+ */
+typedef struct result_priv {
+    ulp_diff_result r; /* first: the public result points here */
+    ulp__strmap map;   /* string -> its number in strs          */
+    char **strs;
+    size_t nstrs, cap;
+} result_priv;
+
+const char *ulp__diff_str(ulp_diff_result *r, const char *s)
+{
+    result_priv *p = (result_priv *)(void *)r;
+    int inserted = 0;
+    int64_t *v = ulp__strmap_upsert(&p->map, s, (int64_t)p->nstrs, &inserted);
+    if (v == NULL)
+        return NULL;
+    if (inserted) {
+        char *copy = ULP__GROW(p->strs, p->cap, p->nstrs + 1) == 0 ? strdup(s) : NULL;
+        if (copy == NULL) {
+            *v = -1;
+            return NULL;
+        }
+        p->strs[p->nstrs++] = copy;
+    }
+    return *v < 0 ? NULL : p->strs[*v];
+}
 
 /* 2 MiB a side: whole spans of the mapping (diff_jobs.c), few calls per byte. */
 #define DEFAULT_CHUNK_ELEMENTS ((uint64_t)1 << 20)
@@ -181,9 +213,11 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
     if (st != ULP_OK)
         return st;
 
-    ulp_diff_result *r = calloc(1, sizeof *r);
-    if (r == NULL)
+    result_priv *priv = calloc(1, sizeof *priv);
+    if (priv == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
+    ulp__strmap_init(&priv->map);
+    ulp_diff_result *r = &priv->r;
     r->path_a = xstrdup(ulp_snapshot_path(a));
     r->path_b = xstrdup(ulp_snapshot_path(b));
     r->label_a = xstrdup(ulp_snapshot_label(a));
@@ -227,8 +261,6 @@ void ulp_diff_result_free(ulp_diff_result *r)
         return;
     for (size_t i = 0; i < r->n_rows; i++) {
         ulp_diff_row *row = &r->rows[i];
-        free((char *)(uintptr_t)row->name);
-        free((char *)(uintptr_t)row->role);
         free_kernels(row->kernels_a, row->n_kernels_a);
         free_kernels(row->kernels_b, row->n_kernels_b);
         free(row->keys);
@@ -248,5 +280,10 @@ void ulp_diff_result_free(ulp_diff_result *r)
     free(r->path_b);
     free(r->label_a);
     free(r->label_b);
-    free(r);
+    result_priv *p = (result_priv *)(void *)r;
+    for (size_t i = 0; i < p->nstrs; i++)
+        free(p->strs[i]);
+    free(p->strs);
+    ulp__strmap_release(&p->map);
+    free(p);
 }

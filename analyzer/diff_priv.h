@@ -52,6 +52,10 @@ void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src);
 void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64_t *shape,
                      ulp_diff_metrics *m);
 
+/* diff.c: a copy of s kept by the result (of ulp_diff_run) until it is
+ * freed, one per distinct string; NULL when out of memory. */
+const char *ulp__diff_str(ulp_diff_result *r, const char *s);
+
 /* The most worker threads ulp_diff_run() starts, whatever it is asked. */
 #define ULP__DIFF_MAX_THREADS 64
 
