@@ -53,7 +53,7 @@ ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_
 
 static void session_free(ulp_session *s)
 {
-    ulp__item_list_free(s->spares);
+    ulp__staging_stop(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->room);
     pthread_cond_destroy(&s->work);
@@ -135,6 +135,8 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
         goto cleanup;
     }
     ulp__session_fork_watch();
+    /* Populating the staging ring overlaps with creating the file. */
+    ulp__staging_start(s);
     ulp__open_args args = {label, opts->writer != NULL ? opts->writer : writer_name, &run, &env,
                            err};
     s->open = &args;

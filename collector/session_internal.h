@@ -2,7 +2,8 @@
  * The inside of a capture session, shared by the files that implement it:
  *   session.c          open, close, flush and the small getters;
  *   session_request.c  requests (captures, attributes, kernel batches) made into items;
- *   session_queue.c    the bounded FIFO: admission, staging blocks, the pool;
+ *   session_queue.c    the bounded FIFO: admission and staging blocks;
+ *   session_staging.c  the ring the blocks come from, populated ahead of use;
  *   session_thread.c   the writer thread that drains the queue into the file;
  *   session_fork.c     what a fork child inherits, and the locks that make it safe.
  * session.h says how a session behaves; this header is internal to those files.
@@ -33,6 +34,7 @@ typedef struct ulp__item {
     ulp__item_kind kind;
     size_t charge; /* bytes counted against the bound */
     size_t cap;    /* bytes allocated for the item    */
+    int released;  /* a ring block the writer is done with */
 
     /* ITEM_CAPTURE, ITEM_DEFERRED */
     ulp_capture_desc desc; /* name and shape point inside     */
@@ -57,6 +59,29 @@ typedef struct ulp__item {
     size_t nrows;
 } ulp__item;
 
+/*
+ * The staging ring (session_staging.c); fields under the session's mutex.
+ * Used: [tail, head) on the first lap (wrap == 0); [tail, wrap) and
+ * [0, head) once a block did not fit at the end and went to the start.
+ */
+typedef struct ulp__staging {
+    char *base; /* NULL: no ring, every block from malloc */
+    char *map;
+    size_t map_bytes, cap;
+    size_t head, tail, wrap;
+    size_t live;         /* blocks handed out, not given back        */
+    size_t hwm;          /* the furthest a block ever ended          */
+    size_t touched;      /* [0, touched) is populated, or being so   */
+    size_t target;       /* the prefault thread populates up to here */
+    size_t populated;    /* bytes the prefault thread populated      */
+    size_t populate_end; /* the cap, in whole pages                  */
+    size_t reserve;      /* kept populated ahead of the furthest block */
+    int busy;            /* it is populating (outside the lock)      */
+    int stop, has_thread;
+    pthread_cond_t wake; /* the prefault thread: target or stop     */
+    pthread_t thread;
+} ulp__staging;
+
 struct ulp_session {
     char *path;
     ulp__writer *writer; /* touched by the writer thread only */
@@ -79,9 +104,7 @@ struct ulp_session {
     ulp_status first_error;
     int has_step;
     int64_t step;
-    ulp__item *spares; /* staging blocks kept for reuse     */
-    size_t spare_bytes;
-    unsigned spare_count;
+    ulp__staging staging;
 
     /* Opening and closing, done by the writer thread (see writer_main). */
     const struct ulp__open_args *open; /* set while ulp_session_open waits  */
@@ -109,18 +132,29 @@ static inline int64_t ulp__now_unix_ns(void)
 typedef void (*ulp__item_builder)(ulp__item *mem, void *arg);
 
 /*
- * Admits `charge` bytes, gets a block of `size` bytes (a kept one, or new),
+ * Admits `charge` bytes, gets a block of `size` bytes (the ring's, or new),
  * builds the item outside the lock -- so that threads copy in parallel --
  * and appends it.
  */
 ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp__item_builder build,
                                 void *arg);
 
-/* Keeps a written block for reuse when it fits; 1 if kept.  s->mu held. */
-int ulp__session_pool_keep(ulp_session *s, ulp__item *it);
+/* --- the staging ring (session_staging.c) ------------------------------------------- */
 
-/* Frees a list of blocks linked by `next`. */
-void ulp__item_list_free(ulp__item *it);
+/* Maps the ring and starts its prefault thread; without them blocks come from malloc. */
+void ulp__staging_start(ulp_session *s);
+
+/* Stops the prefault thread and unmaps the ring; every block given back. */
+void ulp__staging_stop(ulp_session *s);
+
+/* 1 if a block of `size` bytes comes from the ring (now or once it drains).  s->mu held. */
+int ulp__staging_holds(const ulp_session *s, size_t size);
+
+/* A ring block of `size` bytes or more, its `cap` set; NULL while there is no room.  s->mu held. */
+ulp__item *ulp__staging_take(ulp_session *s, size_t size);
+
+/* Gives a written block back to the ring; 0 if it is not the ring's (free() it).  s->mu held. */
+int ulp__staging_give(ulp_session *s, ulp__item *it);
 
 /* --- the writer thread (session_thread.c) -------------------------------------------- */
 

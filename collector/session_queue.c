@@ -9,20 +9,14 @@
 #include "session_internal.h"
 
 /*
- * Staging blocks of at least POOL_MIN bytes are kept for reuse after they
- * are written, as long as the queued bytes plus the kept ones stay within
- * the bound: fresh memory costs a page fault per 4 KiB (several times a
- * memcpy of the same bytes), memory used before costs nothing.
+ * Waits for this request's turn, for room for `charge` bytes and for a
+ * ring block of `size` bytes (*block; NULL when the ring cannot hold it:
+ * the caller then allocates one), then charges them.  Called with s->mu
+ * held.  A terminal state (closing or failed) ends every wait; later
+ * tickets then never need serving.  The ring empties when the queue does,
+ * so a wait for a block ends as the one for the bound does.
  */
-#define POOL_MIN        ((size_t)64 << 10)
-#define POOL_MAX_BLOCKS 1024 /* 64 let 1 MiB captures take fresh blocks past the 64th */
-
-/*
- * Waits for this request's turn and for room for `charge` bytes, then
- * charges them.  Called with s->mu held.  A terminal state (closing or
- * failed) ends every wait; later tickets then never need serving.
- */
-static ulp_status admit(ulp_session *s, size_t charge)
+static ulp_status admit(ulp_session *s, size_t charge, size_t size, ulp__item **block)
 {
     if (s->closing)
         return ULP_ECLOSED;
@@ -32,8 +26,12 @@ static ulp_status admit(ulp_session *s, size_t charge)
     for (;;) {
         /* An item larger than the bound goes alone, into an empty queue. */
         int fits = s->held == 0 || (s->held <= s->bound && charge <= s->bound - s->held);
-        if (s->ticket_serving == ticket && fits)
-            break;
+        if (s->ticket_serving == ticket && fits) {
+            if (!ulp__staging_holds(s, size))
+                break;
+            if ((*block = ulp__staging_take(s, size)) != NULL)
+                break;
+        }
         if (s->closing)
             return ULP_ECLOSED;
         if (s->failed)
@@ -71,41 +69,9 @@ static void append(ulp_session *s, ulp__item *it)
 }
 
 /*
- * A kept block for `size` bytes (not much larger, so that a big block does
- * not serve a small request), unlinked from the spares, or NULL.  Then the
- * spares that no longer fit beside the queued bytes are detached into
- * *evict for the caller to free outside the lock.  s->mu held.
- */
-static ulp__item *pool_take(ulp_session *s, size_t size, ulp__item **evict)
-{
-    ulp__item *got = NULL;
-    if (size >= POOL_MIN) {
-        for (ulp__item **pp = &s->spares; *pp != NULL; pp = &(*pp)->next) {
-            if ((*pp)->cap >= size && (*pp)->cap - size <= size / 4) {
-                got = *pp;
-                *pp = got->next;
-                s->spare_bytes -= got->cap;
-                s->spare_count--;
-                break;
-            }
-        }
-    }
-    *evict = NULL;
-    while (s->spares != NULL && s->held + s->spare_bytes > s->bound) {
-        ulp__item *e = s->spares;
-        s->spares = e->next;
-        s->spare_bytes -= e->cap;
-        s->spare_count--;
-        e->next = *evict;
-        *evict = e;
-    }
-    return got;
-}
-
-/*
- * A new block.  Large ones are 2 MiB-aligned and asked to be backed by huge
- * pages: the copy into a fresh block otherwise takes a page fault every
- * 4 KiB, which costs the capturing thread as much as the copy itself.
+ * A block the ring cannot hold (larger than the bound, or no ring).  Large
+ * ones are 2 MiB-aligned and asked to be backed by huge pages: the copy
+ * into a fresh block otherwise takes a page fault every 4 KiB.
  */
 #define HUGE_BYTES ((size_t)2 << 20)
 static ulp__item *block_alloc(size_t size)
@@ -121,32 +87,20 @@ static ulp__item *block_alloc(size_t size)
     return p;
 }
 
-void ulp__item_list_free(ulp__item *it)
-{
-    while (it != NULL) {
-        ulp__item *next = it->next;
-        free(it);
-        it = next;
-    }
-}
-
 /*
- * Admits `charge` bytes, gets a block of `size` bytes (a kept one, or new),
+ * Admits `charge` bytes, gets a block of `size` bytes (the ring's, or new),
  * builds the item outside the lock -- so that threads copy in parallel --
  * and appends it.
  */
 static ulp_status enqueue(ulp_session *s, size_t charge, size_t size, ulp__item_builder build,
                           void *arg)
 {
-    ulp__item *evict = NULL, *it = NULL;
+    ulp__item *it = NULL;
     if (s->forked)
         return ulp__session_forked_refusal();
     pthread_mutex_lock(&s->mu);
-    ulp_status st = admit(s, charge);
-    if (st == ULP_OK)
-        it = pool_take(s, size, &evict);
+    ulp_status st = admit(s, charge, size, &it);
     pthread_mutex_unlock(&s->mu);
-    ulp__item_list_free(evict);
     if (st != ULP_OK)
         return st;
     if (it == NULL) {
@@ -186,17 +140,4 @@ ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp_
     ulp_status st = enqueue(s, charge, size, build, arg);
     t_in_enqueue = 0;
     return st;
-}
-
-/* Keeps a written block for reuse when it fits; 1 if kept.  s->mu held. */
-int ulp__session_pool_keep(ulp_session *s, ulp__item *it)
-{
-    if (it->cap < POOL_MIN || s->spare_count >= POOL_MAX_BLOCKS || s->closing ||
-        s->held + s->spare_bytes > s->bound || it->cap > s->bound - s->held - s->spare_bytes)
-        return 0;
-    it->next = s->spares;
-    s->spares = it;
-    s->spare_bytes += it->cap;
-    s->spare_count++;
-    return 1;
 }

@@ -129,7 +129,7 @@ static void drain(ulp_session *s)
         }
         s->held -= it->charge;
         s->completed++;
-        int kept = ulp__session_pool_keep(s, it);
+        int kept = ulp__staging_give(s, it);
         pthread_cond_broadcast(&s->room);
         pthread_cond_broadcast(&s->done);
         pthread_mutex_unlock(&s->mu);

@@ -1,41 +1,51 @@
 /*
  * Benchmark of the host capture API (issues #2, #16): for each tensor size
- * (default 1, 8 and 64 MiB of bf16), enough captures through
- * ulp_capture_host() to make 128 MiB (128, 16 and 2 captures), within the
- * default 256 MiB queue bound so that the caller never waits for room.
+ * (default 512 bytes, 1, 8 and 64 MiB of bf16), enough captures through
+ * ulp_capture_host() to make 128 MiB (16, 128 and 2 captures; 4,096 of
+ * 512 bytes, 2 MiB, which the writer takes about 0.2 s to store), within
+ * the default 256 MiB queue bound so that the caller never waits for room.
  *
- * Prints per size two ratios (each the median, with the range, of REPS
+ * Prints per size these ratios (each the median, with the range, of REPS
  * repetitions), for a fresh session and for the next captures in the same
  * session (twice, as a run that captures every step does):
- *   call/memcpy   time the calling thread spends in one ulp_capture_host()
- *                 divided by one plain memcpy() of the same bytes into one
- *                 of as many buffers that are already mapped (1.0 would be
- *                 free), in wall time and in the calling thread's CPU time
- *                 (CLOCK_THREAD_CPUTIME_ID), which a busy machine does not
- *                 inflate;
+ *   call/memcpy   time the calling thread spends in its loop of
+ *                 ulp_capture_host() calls divided by a loop of plain
+ *                 memcpy() of the same bytes into as many buffers that are
+ *                 already mapped and written (a user's own copy; 1.0 would
+ *                 be free), in wall time and in the calling thread's CPU
+ *                 time (CLOCK_THREAD_CPUTIME_ID), which a busy machine does
+ *                 not inflate;
+ *   sleeps/call   the calling thread's voluntary context switches per call
+ *                 (RUSAGE_THREAD): a wait, for room or for a page another
+ *                 thread is populating, costs wall time and no CPU time;
+ *   faults/call   its page faults per call (a huge page is one fault);
  *   write/fwrite  the writer's throughput (bytes from the first capture
  *                 until ulp_capture_flush() returns) divided by fwrite()'s
  *                 throughput writing the same bytes to a file in the same
  *                 directory, fflush'd and closed (1.0 = as fast as stdio).
  * Neither side calls fsync: both measure the write into the page cache.
- * A fresh session's staging blocks are new memory (the kernel zeroes each
- * page at its first touch); the same session's are the blocks the writer
- * is done with (collector/session_queue.c keeps them).
+ * A fresh session starts with fresh staging memory (the kernel zeroes each
+ * page at its first touch; collector/session_staging.c populates it ahead
+ * on a thread of its own); the same session's next passes reuse it.
  *
- *   bench_capture [DIR [MIB...]]   (DIR: where the files go; default $TMPDIR or /tmp)
+ *   bench_capture [DIR [SIZE...]]   (DIR: where the files go; default $TMPDIR or /tmp;
+ *                                    SIZE: MiB, or bytes with a B suffix: 512B)
  *
  * Not a test: the numbers depend on the machine.  tests/perf/run.sh runs it.
  */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "ulpprof/capture.h"
 
 #define PASS_BYTES ((size_t)128 << 20)
+#define MAX_CALLS  4096 /* per pass: the writer stores small captures at ~25k/s */
 #define REPS       5
 #define PASSES     3 /* a fresh session, then the same session's next captures, twice */
 
@@ -52,6 +62,19 @@ static double cpu_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Voluntary context switches and page faults of the calling thread so far. */
+static long sleeps(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nvcsw : 0;
+}
+
+static long faults(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : 0;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -72,6 +95,7 @@ static volatile uint8_t g_sink;
 typedef struct result {
     double memcpy_s[REPS], memcpy_cpu[REPS], fwrite_s[REPS];
     double call_s[PASSES][REPS], call_cpu[PASSES][REPS], writer_s[PASSES][REPS];
+    double call_sleeps[PASSES][REPS], call_faults[PASSES][REPS];
 } result;
 
 static void print_ratio(const char *what, const double *num, const double *den)
@@ -79,6 +103,14 @@ static void print_ratio(const char *what, const double *num, const double *den)
     double r[REPS];
     for (int i = 0; i < REPS; i++)
         r[i] = num[i] / den[i];
+    qsort(r, REPS, sizeof(*r), cmp_double);
+    printf("  %-26s %5.2f [%.2f-%.2f]\n", what, r[REPS / 2], r[0], r[REPS - 1]);
+}
+
+static void print_value(const char *what, const double *v)
+{
+    double r[REPS];
+    memcpy(r, v, sizeof(r));
     qsort(r, REPS, sizeof(*r), cmp_double);
     printf("  %-26s %5.2f [%.2f-%.2f]\n", what, r[REPS / 2], r[0], r[REPS - 1]);
 }
@@ -96,27 +128,26 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
     res->memcpy_cpu[rep] = (cpu_s() - c0) / n;
 
     char path[1024];
-    int64_t shape[2] = {(int64_t)(bytes / 2 / 1024), 1024};
+    int64_t cols = bytes % 2048 == 0 ? 1024 : 64;
+    int64_t shape[2] = {(int64_t)bytes / 2 / cols, cols};
     snprintf(path, sizeof(path), "%s/bench_capture_%ld.h5", dir, (long)getpid());
     if (ulp_capture_open(path, "bench") != ULP_OK)
         return -1;
     for (int pass = 0; pass < PASSES; pass++) {
-        double call_total = 0, call_cpu_total = 0;
+        long z0 = sleeps(), f0 = faults();
         t0 = now_s();
-        for (int i = 0; i < n; i++) {
-            double w0 = now_s(), u0 = cpu_s();
-            ulp_status st = ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2, shape, i,
-                                             ULP_ROLE_ACTIVATION);
-            call_cpu_total += cpu_s() - u0;
-            call_total += now_s() - w0;
-            if (st != ULP_OK)
+        c0 = cpu_s();
+        for (int i = 0; i < n; i++)
+            if (ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2, shape, i,
+                                 ULP_ROLE_ACTIVATION) != ULP_OK)
                 return -1;
-        }
+        res->call_cpu[pass][rep] = (cpu_s() - c0) / n;
+        res->call_s[pass][rep] = (now_s() - t0) / n;
+        res->call_sleeps[pass][rep] = (double)(sleeps() - z0) / n;
+        res->call_faults[pass][rep] = (double)(faults() - f0) / n;
         if (ulp_capture_flush() != ULP_OK)
             return -1;
         res->writer_s[pass][rep] = now_s() - t0;
-        res->call_s[pass][rep] = call_total / n;
-        res->call_cpu[pass][rep] = call_cpu_total / n;
     }
     if (ulp_capture_close() != ULP_OK)
         return -1;
@@ -139,10 +170,11 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
     return 0;
 }
 
-static int bench_size(const char *dir, size_t mib)
+static int bench_size(const char *dir, size_t bytes)
 {
-    size_t bytes = mib << 20, elements = bytes / 2;
-    int n = PASS_BYTES / bytes >= 2 ? (int)(PASS_BYTES / bytes) : 2;
+    size_t elements = bytes / 2;
+    size_t calls = PASS_BYTES / bytes < MAX_CALLS ? PASS_BYTES / bytes : MAX_CALLS;
+    int n = calls >= 2 ? (int)calls : 2;
     uint16_t *src = malloc(bytes);
     /* As many destinations as captures, as the captures' staging blocks: a
      * memcpy into one buffer that stays in the last-level cache would
@@ -169,11 +201,15 @@ static int bench_size(const char *dir, size_t mib)
     if (rc == 0) {
         double mc[REPS];
         memcpy(mc, res->memcpy_s, sizeof(mc));
-        double total_mib = (double)n * (double)mib;
-        printf(
-            "%zu MiB tensors: %d captures (%.0f MiB) per pass; memcpy %.3f ms per tensor, fwrite "
-            "%.0f MiB/s (medians)\n",
-            mib, n, total_mib, median(mc, REPS) * 1e3, total_mib / median(res->fwrite_s, REPS));
+        double total_mib = (double)n * (double)bytes / (1 << 20);
+        char size[32];
+        if (bytes % (1 << 20) == 0)
+            snprintf(size, sizeof(size), "%zu MiB", bytes >> 20);
+        else
+            snprintf(size, sizeof(size), "%zu-byte", bytes);
+        printf("%s tensors: %d captures (%.0f MiB) per pass; memcpy %.3f us per tensor, fwrite "
+               "%.0f MiB/s (medians)\n",
+               size, n, total_mib, median(mc, REPS) * 1e6, total_mib / median(res->fwrite_s, REPS));
         static const char *const what[PASSES] = {"fresh session", "same session, 2nd",
                                                  "same session, 3rd"};
         char label[64];
@@ -182,6 +218,10 @@ static int bench_size(const char *dir, size_t mib)
             print_ratio(label, res->call_s[pass], res->memcpy_s);
             snprintf(label, sizeof(label), "%s call/memcpy CPU", what[pass]);
             print_ratio(label, res->call_cpu[pass], res->memcpy_cpu);
+            snprintf(label, sizeof(label), "%s sleeps/call", what[pass]);
+            print_value(label, res->call_sleeps[pass]);
+            snprintf(label, sizeof(label), "%s faults/call", what[pass]);
+            print_value(label, res->call_faults[pass]);
             snprintf(label, sizeof(label), "%s write/fwrite", what[pass]);
             print_ratio(label, res->fwrite_s, res->writer_s[pass]);
         }
@@ -197,18 +237,24 @@ int main(int argc, char **argv)
     const char *dir = argc > 1 ? argv[1] : getenv("TMPDIR");
     if (dir == NULL || dir[0] == '\0')
         dir = "/tmp";
-    static const size_t sizes[] = {1, 8, 64};
+    static const size_t sizes[] = {512, (size_t)1 << 20, (size_t)8 << 20, (size_t)64 << 20};
     printf("bench_capture: bf16 tensors through ulp_capture_host, median [range] of %d runs, files "
            "in %s\n",
            REPS, dir);
     if (argc > 2) {
         for (int i = 2; i < argc; i++) {
-            long mib = strtol(argv[i], NULL, 10);
-            if (mib <= 0 || mib > 1024) {
-                fprintf(stderr, "bench_capture: '%s' is not a size in MiB (1..1024)\n", argv[i]);
+            char *end = NULL;
+            long v = strtol(argv[i], &end, 10);
+            int in_bytes = end != NULL && strcmp(end, "B") == 0;
+            if (end == argv[i] || (*end != '\0' && !in_bytes) || v <= 0 ||
+                (in_bytes ? v % 128 != 0 || v > (1L << 30) : v > 1024)) {
+                fprintf(stderr,
+                        "bench_capture: '%s' is not a size in MiB (1..1024) or bytes (128B "
+                        "steps)\n",
+                        argv[i]);
                 return 2;
             }
-            if (bench_size(dir, (size_t)mib) != 0)
+            if (bench_size(dir, in_bytes ? (size_t)v : (size_t)v << 20) != 0)
                 return 2;
         }
         return 0;

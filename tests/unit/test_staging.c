@@ -1,0 +1,213 @@
+/*
+ * The staging ring (collector/session_staging.c) checked against a model
+ * of its own: blocks handed out never overlap and stay inside the ring,
+ * whatever order they are given back in; what a block holds survives until
+ * it is given back; the ring restarts at its start when it empties; and
+ * the prefault thread populates what it says it did (mincore).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "collector/session_internal.h"
+
+/* A session with nothing but its mutex, its bound and its ring. */
+static ulp_session *ring_session(size_t bound)
+{
+    ulp_session *s = calloc(1, sizeof(*s));
+    assert_non_null(s);
+    assert_int_equal(pthread_mutex_init(&s->mu, NULL), 0);
+    s->bound = bound;
+    ulp__staging_start(s);
+    assert_non_null(s->staging.base);
+    return s;
+}
+
+static void ring_session_free(ulp_session *s)
+{
+    assert_int_equal(s->staging.live, 0);
+    ulp__staging_stop(s);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static ulp__item *take(ulp_session *s, size_t size)
+{
+    pthread_mutex_lock(&s->mu);
+    ulp__item *it = ulp__staging_take(s, size);
+    pthread_mutex_unlock(&s->mu);
+    return it;
+}
+
+static void give(ulp_session *s, ulp__item *it)
+{
+    pthread_mutex_lock(&s->mu);
+    assert_int_equal(ulp__staging_give(s, it), 1);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void test_staging__restarts_and_wraps(void **state)
+{
+    (void)state;
+    size_t cap = 1 << 20;
+    ulp_session *s = ring_session(cap);
+    char *base = s->staging.base;
+    assert_true(ulp__staging_holds(s, cap));
+    assert_false(ulp__staging_holds(s, cap + 1));
+
+    /* Empty again: the next block is the first one's memory. */
+    ulp__item *a = take(s, 1000);
+    assert_ptr_equal(a, base);
+    assert_int_equal(a->cap, 1024);
+    give(s, a);
+    assert_ptr_equal(take(s, 5000), base);
+    give(s, (ulp__item *)(void *)base);
+
+    /* Three blocks of 300 KiB; the second given back first frees nothing. */
+    size_t k300 = 300 << 10;
+    ulp__item *b[3];
+    for (int i = 0; i < 3; i++) {
+        b[i] = take(s, k300);
+        assert_ptr_equal(b[i], base + (size_t)i * k300);
+    }
+    give(s, b[1]);
+    assert_null(take(s, k300));
+    /* The first back: both are free, and a block goes to the start. */
+    give(s, b[0]);
+    ulp__item *c = take(s, 2 * k300);
+    assert_ptr_equal(c, base);
+    assert_null(take(s, k300 / 2)); /* between c's end and b[2]: nothing */
+    give(s, b[2]);
+    /* b[2]'s place and the end of the lap are free now: 424 KiB. */
+    ulp__item *d = take(s, cap - 2 * k300);
+    assert_ptr_equal(d, base + 2 * k300);
+    give(s, c);
+    give(s, d);
+    ring_session_free(s);
+}
+
+/* One block the model holds: where, how long, the byte it was filled with. */
+typedef struct held_block {
+    ulp__item *it;
+    size_t size;
+    unsigned char fill;
+} held_block;
+
+static void test_staging__model(void **state)
+{
+    (void)state;
+    size_t cap = (size_t)3 << 20;
+    ulp_session *s = ring_session(cap);
+    char *base = s->staging.base;
+    enum { MAXB = 64 };
+    held_block h[MAXB];
+    int n = 0;
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    unsigned long refused = 0, taken = 0;
+    for (int step = 0; step < 20000; step++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        int want_take = n == 0 || (n < MAXB && (x & 3) != 0);
+        if (want_take) {
+            /* Sizes from 1 byte to about a third of the ring. */
+            size_t size = 1 + (size_t)((x >> 8) % ((x >> 40) % 4 == 0 ? cap / 3 : 8192));
+            ulp__item *it = take(s, size);
+            if (it == NULL) {
+                assert_true(n > 0); /* an empty ring holds any block up to its size */
+                refused++;
+            } else {
+                char *p = (char *)it;
+                assert_true(p >= base && p + size <= base + cap);
+                assert_int_equal((uintptr_t)p % 64, 0);
+                assert_true(it->cap >= size);
+                for (int i = 0; i < n; i++) {
+                    char *q = (char *)h[i].it;
+                    assert_true(p + size <= q || q + h[i].size <= p);
+                }
+                unsigned char fill = (unsigned char)(x >> 24);
+                size_t cap_of = it->cap;
+                memset(it, fill, size);
+                h[n++] = (held_block){it, size, fill};
+                /* The ring keeps its own fields in the block's header. */
+                h[n - 1].it->cap = cap_of;
+                h[n - 1].it->released = 0;
+                taken++;
+            }
+        } else {
+            /* Back in any order, as threads that finish building do. */
+            int i = (int)((x >> 16) % (uint64_t)n);
+            unsigned char *p = (unsigned char *)h[i].it;
+            size_t hdr = offsetof(ulp__item, released) + sizeof(int);
+            for (size_t k = hdr; k < h[i].size; k++)
+                if (p[k] != h[i].fill)
+                    fail_msg("block %p byte %zu changed while held", (void *)p, k);
+            give(s, h[i].it);
+            h[i] = h[--n];
+        }
+    }
+    while (n > 0)
+        give(s, h[--n].it);
+    assert_true(taken > 5000);
+    assert_true(refused > 0);
+    assert_ptr_equal(take(s, cap), base);
+    give(s, (ulp__item *)(void *)base);
+    ring_session_free(s);
+}
+
+static void test_staging__prefaults(void **state)
+{
+    (void)state;
+    size_t cap = (size_t)64 << 20;
+    ulp_session *s = ring_session(cap);
+    /* A 10 MiB block asks for twice as much again ahead of it (more than
+     * the reserve of a quarter of the ring, 16 MiB). */
+    ulp__item *it = take(s, (size_t)10 << 20);
+    assert_non_null(it);
+    size_t want = (size_t)30 << 20;
+    /* Until the thread is done (no timing: only a thread that never gets
+     * there fails, after 60 s). */
+    for (int i = 0; i < 6000; i++) {
+        pthread_mutex_lock(&s->mu);
+        int idle = !s->staging.busy && s->staging.touched >= s->staging.target;
+        pthread_mutex_unlock(&s->mu);
+        if (idle)
+            break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    /* Past the block, up to 30 MiB (some of the block may be the caller's to fault). */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t from = (size_t)10 << 20, len = want - from;
+    unsigned char *vec = malloc(len / page);
+    assert_int_equal(mincore(s->staging.base + from, len, vec), 0);
+    for (size_t i = 0; i < len / page; i++)
+        if (!(vec[i] & 1))
+            fail_msg("page %zu past the block is not populated", i);
+    free(vec);
+    pthread_mutex_lock(&s->mu);
+    assert_int_equal(s->staging.target, want);
+    assert_true(s->staging.populated >= want - from);
+    pthread_mutex_unlock(&s->mu);
+    give(s, it);
+    ring_session_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_staging__restarts_and_wraps),
+        cmocka_unit_test(test_staging__model),
+        cmocka_unit_test(test_staging__prefaults),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
