@@ -10,6 +10,7 @@
  * captures are read through the groups instead, which report what is wrong.
  * So the index can make an open faster, never different.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,6 +295,82 @@ static void decoded_free(decoded *dc)
     ulp__strmap_release(&dc->roles.map);
 }
 
+/*
+ * The seal's hash, computed on a second thread while this one decodes the
+ * records: the hash reads and hashes the whole file but the captures' data
+ * (a 13 MB file of 10,000 captures: 3 ms), the decoding builds the captures
+ * (2 ms); neither needs the other but for the ranges the hash leaves out,
+ * which a light first pass over the records gives.  Those ranges are
+ * compared with the decoded ones before the hash is believed.
+ */
+typedef struct hasher {
+    pthread_t tid;
+    int fd;
+    uint64_t size;
+    ulp__index_range *want; /* [n] the ranges left out, in record order       */
+    ulp__index_range *work; /* [n] the thread's copy (ulp__index_hash_file sorts it) */
+    size_t n;
+    int rc;
+    uint64_t hash;
+} hasher;
+
+/* Files with fewer captures are hashed on the calling thread: a thread costs more. */
+#define HASH_THREAD_MIN 1024
+
+static void *hasher_main(void *arg)
+{
+    hasher *h = arg;
+    h->rc = ulp__index_hash_file(h->fd, h->size, h->work, h->n, &h->hash);
+    return NULL;
+}
+
+/* Starts the hash of s with the ranges the records give: 0, or -1 (nothing started). */
+static int hasher_start(hasher *h, const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
+                        uint64_t count, uint64_t seal_off, uint64_t jfirst)
+{
+    memset(h, 0, sizeof *h);
+    if (count < HASH_THREAD_MIN || (h->want = malloc((count + 2) * sizeof *h->want)) == NULL)
+        return -1;
+    uint64_t at = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t off, nbytes;
+        size_t len = ulp__index_record_extent(buf + at, (size_t)(bytes - at), &off, &nbytes);
+        if (len == 0) {
+            free(h->want);
+            return -1;
+        }
+        at += len;
+        if (off != ULP__INDEX_NO_OFFSET)
+            h->want[h->n++] = (ulp__index_range){off, nbytes};
+    }
+    h->want[h->n++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+    h->want[h->n++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
+    h->fd = s->fd;
+    h->size = s->file_size;
+    if ((h->work = malloc(h->n * sizeof *h->work)) == NULL) {
+        free(h->want);
+        return -1;
+    }
+    memcpy(h->work, h->want, h->n * sizeof *h->work);
+    if (pthread_create(&h->tid, NULL, hasher_main, h) != 0) {
+        free(h->want);
+        free(h->work);
+        return -1;
+    }
+    return 0;
+}
+
+/* Waits for the hash: 0 with *hash when it was computed over exactly skip[0..n). */
+static int hasher_join(hasher *h, const ulp__index_range *skip, size_t n, uint64_t *hash)
+{
+    pthread_join(h->tid, NULL);
+    int ok = h->rc == 0 && n == h->n && memcmp(skip, h->want, n * sizeof *skip) == 0;
+    *hash = h->hash;
+    free(h->want);
+    free(h->work);
+    return ok ? 0 : -1;
+}
+
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
 {
     const char *env = getenv("ULPPROF_INDEX");
@@ -316,15 +393,24 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     size_t *order = NULL;
     uint64_t now = 0;
     int used = 0;
+    hasher hs;
+    int threaded = buf != NULL && hasher_start(&hs, s, buf, bytes, count, seal_off, jfirst) == 0;
     if (buf != NULL && dc.caps != NULL && dc.srcs != NULL && dc.of != NULL && dc.skip != NULL &&
         decode_all(s, buf, bytes, count, &dc) == 0 &&
         (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
         dc.skip[dc.nskip++] =
             (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
         dc.skip[dc.nskip++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
-        used =
-            ulp__index_hash_file(s->fd, s->file_size, dc.skip, dc.nskip, &now) == 0 && now == hash;
+        if (threaded) {
+            threaded = 0;
+            used = hasher_join(&hs, dc.skip, dc.nskip, &now) == 0 && now == hash;
+        } else {
+            used = ulp__index_hash_file(s->fd, s->file_size, dc.skip, dc.nskip, &now) == 0 &&
+                   now == hash;
+        }
     }
+    if (threaded)
+        hasher_join(&hs, dc.skip, 0, &now); /* the records did not decode: not used */
     /* The records stay only where captures point into them. */
     if (used && dc.in_place && ulp__snap_keep(s, (char *)buf) == NULL) {
         buf = NULL; /* freed by the keep */

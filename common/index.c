@@ -4,6 +4,7 @@
 #include "index.h"
 #include "journal.h"
 #include "le.h"
+#include "ulpprof/dtype.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,25 @@ size_t ulp__index_record_decode(const unsigned char *in, size_t avail, ulp__inde
     if (!strings_ok(e->name, e->name_len + 1, 1) || !strings_ok(e->role, e->role_len + 1, 1) ||
         !strings_ok(e->inputs, e->inputs_len, e->n_inputs))
         return 0;
+    return len;
+}
+
+size_t ulp__index_record_extent(const unsigned char *in, size_t avail, uint64_t *offset,
+                                uint64_t *bytes)
+{
+    if (avail < ULP__INDEX_FIXED)
+        return 0;
+    uint32_t len = ulp__le32_get(in);
+    int32_t dtype = (int32_t)ulp__le32_get(in + 40), ndim = (int32_t)ulp__le32_get(in + 44);
+    if (len < ULP__INDEX_FIXED || len % 8 != 0 || len > avail || ndim < 0 || ndim > ULP_MAX_RANK ||
+        ULP__INDEX_FIXED + 8 * (size_t)ndim > len)
+        return 0;
+    /* As the reader computes it (entry_ok); an overflow there refuses the record. */
+    uint64_t elements = 1;
+    for (int i = 0; i < ndim; i++)
+        elements *= ulp__le64_get(in + ULP__INDEX_FIXED + 8 * i);
+    *offset = ulp__le64_get(in + 32);
+    *bytes = elements * ulp_dtype_size((ulp_dtype)dtype);
     return len;
 }
 

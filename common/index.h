@@ -105,6 +105,15 @@ void ulp__index_record_encode(unsigned char *out, const ulp__index_entry *e);
  */
 size_t ulp__index_record_decode(const unsigned char *in, size_t avail, ulp__index_entry *e);
 
+/*
+ * Of the record at `in` (`avail` bytes left), only what the hash needs: the
+ * data's file offset (ULP__INDEX_NO_OFFSET when none) and its bytes, read
+ * as ulp__index_record_decode() and the reader read them when the record
+ * is valid; its length, or 0 when even those fields are out of bounds.
+ */
+size_t ulp__index_record_extent(const unsigned char *in, size_t avail, uint64_t *offset,
+                                uint64_t *bytes);
+
 /* A byte range of the file left out of the hash. */
 typedef struct ulp__index_range {
     uint64_t off, len;

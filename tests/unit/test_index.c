@@ -237,6 +237,85 @@ static void test_index__stale_seal(void **state)
     tu_done();
 }
 
+/* Flips the byte of g_path at `off`. */
+static void flip(uint64_t off)
+{
+    int fd = open(g_path, O_RDWR);
+    unsigned char b;
+    assert_int_equal(pread(fd, &b, 1, (off_t)off), 1);
+    b ^= 1;
+    assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
+    close(fd);
+}
+
+/*
+ * Files of many captures are hashed on a second thread, with the ranges a
+ * light pass over the records gives (snapshot_index.c): a changed byte of
+ * a capture's data leaves the seal good (the data is not hashed), a changed
+ * byte anywhere else does not.
+ */
+static void test_index__many_captures(void **state)
+{
+    (void)state;
+    snprintf(g_path, sizeof g_path, "%s/m.h5", tu_tmpdir("index-many"));
+    ulp__writer *w = NULL;
+    ulp_error err;
+    assert_int_equal(ulp__writer_create(g_path, "lbl", "test", 1, &w, &err), ULP_OK);
+    int64_t shape[] = {3, 4};
+    char name[32];
+    for (int i = 0; i < 1500; i++) {
+        snprintf(name, sizeof name, "t.%d", i % 37);
+        ulp_capture_desc d = {.name = name,
+                              .dtype = i % 3 ? ULP_DTYPE_BF16 : ULP_DTYPE_F32,
+                              .ndim = 2,
+                              .shape = shape,
+                              .layer = i % 37,
+                              .step = ULP_STEP_NONE};
+        add(w, &d);
+    }
+    assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
+    ulp_snapshot *s = NULL, *slow = NULL;
+    assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
+    assert_int_equal(index_usable(s), 1);
+    setenv("ULPPROF_INDEX", "0", 1);
+    assert_int_equal(ulp_snapshot_open(g_path, &slow, &err), ULP_OK);
+    unsetenv("ULPPROF_INDEX");
+    assert_int_equal(ulp_snapshot_capture_count(s), 1500);
+    assert_int_equal(ulp_snapshot_capture_count(slow), 1500);
+    for (size_t i = 0; i < 1500; i++)
+        same_capture(ulp_snapshot_capture(s, i), ulp_snapshot_capture(slow, i));
+    ulp_snapshot_close(slow);
+    /* The first and the last byte of the first and the last capture's data. */
+    const ulp_capture_info *c0 = ulp_snapshot_capture(s, 0), *cl = ulp_snapshot_capture(s, 1499);
+    uint64_t n0 = c0->elements * ulp_dtype_size(c0->dtype);
+    uint64_t nl = cl->elements * ulp_dtype_size(cl->dtype);
+    uint64_t o0 = s->srcs[0].offset, ol = s->srcs[1499].offset;
+    uint64_t data[4] = {o0, o0 + n0 - 1, ol, ol + nl - 1};
+    /* The bytes just before and after them. */
+    uint64_t other[2] = {o0 - 1, ol + nl};
+    ulp_snapshot_close(s);
+    for (int k = 0; k < 4; k++) {
+        flip(data[k]);
+        assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
+        assert_int_equal(index_usable(s), 1);
+        ulp_snapshot_close(s);
+        flip(data[k]);
+    }
+    for (int k = 0; k < 2; k++) {
+        flip(other[k]);
+        /* The groups' reader may refuse the file itself: only the index's verdict counts. */
+        if (ulp_snapshot_open(g_path, &s, &err) == ULP_OK) {
+            assert_int_equal(index_usable(s), 0);
+            ulp_snapshot_close(s);
+        }
+        flip(other[k]);
+    }
+    assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
+    assert_int_equal(index_usable(s), 1);
+    ulp_snapshot_close(s);
+    tu_done();
+}
+
 static void test_index__codec(void **state)
 {
     (void)state;
@@ -339,9 +418,8 @@ static void test_index__hash_skips(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_index__same_as_groups),
-        cmocka_unit_test(test_index__stale_seal),
-        cmocka_unit_test(test_index__codec),
+        cmocka_unit_test(test_index__same_as_groups), cmocka_unit_test(test_index__stale_seal),
+        cmocka_unit_test(test_index__many_captures),  cmocka_unit_test(test_index__codec),
         cmocka_unit_test(test_index__hash_skips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
