@@ -258,10 +258,18 @@ ulp_status ulp_session_flush(ulp_session *s)
     if (s->forked)
         return ulp__session_forked_refusal();
     pthread_mutex_lock(&s->mu);
-    /* Everything appended so far; the writer flushes after each item. */
+    /* Everything appended so far, named by the groups: the writer flushes
+     * after each item, and links captures that wait when asked. */
     uint64_t target = s->appended;
     while (s->completed < target)
         pthread_cond_wait(&s->done, &s->mu);
+    if (s->synced < target) {
+        if (s->sync_want < target)
+            s->sync_want = target;
+        pthread_cond_signal(&s->work);
+        while (s->synced < target)
+            pthread_cond_wait(&s->done, &s->mu);
+    }
     ulp_status st = s->first_error;
     pthread_mutex_unlock(&s->mu);
     return st;

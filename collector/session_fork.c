@@ -112,6 +112,7 @@ ulp_status ulp__session_file_open(ulp_session *s, const ulp__open_args *a)
     if (st == ULP_OK)
         st = write_groups(w, a->run, a->env, a->err);
     if (st == ULP_OK) {
+        ulp__writer_set_link_batch(w, ULP__SESSION_LINK_BATCH);
         s->writer = w;
         s->fd = ulp__writer_fd(w);
         s->registry_next = g_registry;

@@ -96,6 +96,8 @@ struct ulp_session {
     size_t held; /* bytes charged to admitted items   */
     uint64_t ticket_next, ticket_serving;
     uint64_t appended, completed; /* items queued / written or dropped */
+    uint64_t sync_want, synced;   /* groups name every capture of the first
+                                     `synced` items; a flush wants sync_want */
     unsigned pending;             /* admitted, not yet appended        */
     int closing;
     int failed;             /* a write error: refuse requests    */
@@ -118,6 +120,16 @@ struct ulp_session {
     int fd;     /* HDF5's descriptor of the file     */
     int forked; /* this is a fork child's dead copy  */
 };
+
+/*
+ * The writer thread lets captures wait for their links into the groups
+ * (the journal names them already, writer_link.c): up to this many (and
+ * 1 MiB of data), until the queue has been empty for
+ * ULP__SESSION_LINK_WAIT_NS since the first one waited, or until a flush
+ * asks.
+ */
+#define ULP__SESSION_LINK_BATCH   64
+#define ULP__SESSION_LINK_WAIT_NS 100000000 /* 0.1 s */
 
 static inline int64_t ulp__now_unix_ns(void)
 {

@@ -63,26 +63,101 @@ void *ulp__session_writer_main(void *arg)
     st = ulp__session_file_close(s, &err);
     pthread_mutex_lock(&s->mu);
     s->close_status = st;
+    s->synced = s->completed; /* nothing is left to link */
+    pthread_cond_broadcast(&s->done);
     memcpy(s->close_msg, err.msg, sizeof(s->close_msg));
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
 
+/* Records a failed item or link batch.  s->mu held. */
+static void note_error(ulp_session *s, ulp_status st, int fatal, const ulp_error *err)
+{
+    int report = fatal ? !s->failed : !s->drop_reported;
+    if (fatal) {
+        s->failed = 1;
+        s->fail_status = st == ULP_ENOSPC ? ULP_ENOSPC : ULP_EIO;
+        /* Waiters for room must see the failure. */
+        pthread_cond_broadcast(&s->room);
+    } else {
+        s->drop_reported = 1;
+    }
+    if (s->first_error == ULP_OK)
+        s->first_error = fatal ? s->fail_status : st;
+    if (report)
+        fprintf(stderr, "ulpprof: capture to '%s' failed: %s\n", s->path, err->msg);
+}
+
+/*
+ * Links the captures that wait for their groups (ulp__writer_sync) and
+ * wakes the flushers.  s->mu held; released during the write.
+ */
+static void sync_links(ulp_session *s)
+{
+    uint64_t upto = s->completed;
+    int failed = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    ulp_error err;
+    ulp_error_clear(&err);
+    ulp_status st = ULP_OK;
+    if (!failed) {
+        ulp__session_h5_lock();
+        st = ulp__writer_sync(s->writer, &err);
+        ulp__session_h5_unlock();
+    }
+    pthread_mutex_lock(&s->mu);
+    if (st != ULP_OK)
+        note_error(s, st, 1, &err);
+    if (s->synced < upto)
+        s->synced = upto;
+    pthread_cond_broadcast(&s->done);
+}
+
+/*
+ * Waits for an item, for the end, or for the links that wait to be due:
+ * when a flush asks for them, or, with the queue empty, link_by (ns; 0
+ * when none wait).  Returns the item to write, or NULL at the end; s->mu
+ * held either way.
+ */
+static ulp__item *next_item(ulp_session *s, int64_t *link_by)
+{
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        int idle = s->head == NULL;
+        if (idle && s->closing && s->pending == 0)
+            return NULL; /* the close links the rest */
+        if (*link_by != 0 && ((s->sync_want > s->synced && s->completed >= s->sync_want) ||
+                              (idle && ulp__now_unix_ns() >= *link_by))) {
+            sync_links(s);
+            *link_by = 0;
+            continue;
+        }
+        if (!idle)
+            break;
+        if (*link_by == 0) {
+            pthread_cond_wait(&s->work, &s->mu);
+        } else {
+            struct timespec ts = {(time_t)(*link_by / 1000000000), (long)(*link_by % 1000000000)};
+            pthread_cond_timedwait(&s->work, &s->mu, &ts);
+        }
+    }
+    ulp__item *it = s->head;
+    s->head = it->next;
+    if (s->head == NULL)
+        s->tail = NULL;
+    return it;
+}
+
 /* Writes queued items until the session closes and the queue is empty. */
 static void drain(ulp_session *s)
 {
+    int64_t link_by = 0;
     for (;;) {
-        pthread_mutex_lock(&s->mu);
-        while (s->head == NULL && !(s->closing && s->pending == 0))
-            pthread_cond_wait(&s->work, &s->mu);
-        ulp__item *it = s->head;
+        ulp__item *it = next_item(s, &link_by);
         if (it == NULL) {
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        s->head = it->next;
-        if (s->head == NULL)
-            s->tail = NULL;
         int failed = s->failed;
         pthread_mutex_unlock(&s->mu);
 
@@ -112,23 +187,18 @@ static void drain(ulp_session *s)
 
         item_release(it);
         pthread_mutex_lock(&s->mu);
-        if (st != ULP_OK) {
-            int report = fatal ? !s->failed : !s->drop_reported;
-            if (fatal) {
-                s->failed = 1;
-                s->fail_status = st == ULP_ENOSPC ? ULP_ENOSPC : ULP_EIO;
-                /* Waiters for room must see the failure. */
-                pthread_cond_broadcast(&s->room);
-            } else {
-                s->drop_reported = 1;
-            }
-            if (s->first_error == ULP_OK)
-                s->first_error = fatal ? s->fail_status : st;
-            if (report)
-                fprintf(stderr, "ulpprof: capture to '%s' failed: %s\n", s->path, err.msg);
-        }
+        if (st != ULP_OK)
+            note_error(s, st, fatal, &err);
         s->held -= it->charge;
         s->completed++;
+        /* Nothing waits for a link (or nothing more will be written): the
+         * groups name every capture written so far. */
+        if (s->failed || ulp__writer_unlinked_count(s->writer) == 0) {
+            s->synced = s->completed;
+            link_by = 0;
+        } else if (link_by == 0) {
+            link_by = ulp__now_unix_ns() + ULP__SESSION_LINK_WAIT_NS;
+        }
         int kept = ulp__staging_give(s, it);
         pthread_cond_broadcast(&s->room);
         pthread_cond_broadcast(&s->done);

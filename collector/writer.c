@@ -32,7 +32,6 @@
 #define SYM_LEAF_K         64
 #define META_BLOCK_BYTES   ((hsize_t)32 << 10)
 #define MDC_BYTES          ((size_t)64 << 10) /* metadata cache bound, see file_create */
-#define GROUPS_OPEN_MAX    1024               /* capture groups kept open, see open_group */
 #define CAPTURES_HEAP_HINT 8192
 #define GROUP_HEAP_HINT    1024
 
@@ -152,6 +151,7 @@ static hid_t name_lcpl(const ulp__writer *w, const char *name)
 
 static void writer_free(ulp__writer *w)
 {
+    ulp__writer_link_release(w);
     for (size_t i = 0; i < w->groups_open.cap; i++)
         if (w->groups_open.keys[i] != NULL)
             H5Gclose((hid_t)w->groups_open.values[i]);
@@ -366,6 +366,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     }
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
     w->fd = -1;
+    w->link_batch = 1;
     w->groups[0] = w->groups[1] = H5I_INVALID_HID;
     w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
     w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
@@ -406,9 +407,14 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
 {
     if (w == NULL)
         return ULP_OK;
-    ulp_status st = ULP_OK;
     ulp__writer_quiet q;
     ulp__writer_quiet_begin(&q);
+    /* The captures still waiting for their links: linked before the index
+     * is finished and the file closed.  A file whose links failed gets no
+     * closed mark, so that it is read through the journal. */
+    ulp_status st = w->file >= 0 ? ulp__writer_sync(w, err) : ULP_OK;
+    if (w->link_failed && st == ULP_OK)
+        st = ulp__error(err, ULP_EIO, "cannot link captures in '%s'", w->path);
     uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;
     /* The same file for the closed mark, even if the path now names another. */
     int mark_fd = w->file >= 0 && jfirst > 0 && w->fd >= 0 ? fcntl(w->fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -446,17 +452,6 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     }
     free(seal.ranges);
     free(path);
-    ulp__writer_quiet_end(&q);
-    return st;
-}
-
-ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err)
-{
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
-    ulp_status st = ULP_OK;
-    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-        st = ulp__writer_h5_fail(err, w, "flush");
     ulp__writer_quiet_end(&q);
     return st;
 }
@@ -552,33 +547,29 @@ static ulp_status anon_dataset(ulp__writer *w, const ulp_capture_desc *d,
 }
 
 /*
- * The group of a name that has one: kept open after its first capture, for
- * up to GROUPS_OPEN_MAX names (opening it by name searches /captures for
- * every capture: 9% of the writer's time per small capture).  *kept says
- * whether the id stays open after the capture.
+ * Names the dataset `ds` of a new name's first capture: links it into the
+ * anonymous group `g`, flushes, links the group into /captures, flushes.
+ * On failure, what it linked is unlinked again (the in-memory file stays
+ * consistent with the counters).
  */
-static hid_t open_group(ulp__writer *w, const char *name, int *kept)
+static ulp_status link_new_group(ulp__writer *w, hid_t g, hid_t ds, const char *name,
+                                 const char *dsname, ulp_error *err)
 {
-    int64_t *id = ulp__strmap_find(&w->groups_open, name);
-    if (id != NULL) {
-        *kept = 1;
-        return (hid_t)*id;
+    ulp_status st = ULP_OK;
+    if (H5Olink(ds, g, dsname, H5P_DEFAULT, H5P_DEFAULT) < 0)
+        return ulp__writer_h5_fail(err, w, "link a dataset");
+    /* The group holds a complete dataset on disk before it gets a name. */
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = ulp__writer_h5_fail(err, w, "flush");
+    else if (H5Olink(g, w->captures, name, name_lcpl(w, name), H5P_DEFAULT) < 0)
+        st = ulp__writer_h5_fail(err, w, "link a capture group");
+    else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
+        st = ulp__writer_h5_fail(err, w, "flush");
+        H5Ldelete(w->captures, name, H5P_DEFAULT);
     }
-    *kept = 0;
-    return H5Gopen2(w->captures, name, H5P_DEFAULT);
-}
-
-/* After a capture: keeps the group of `name` open when it was linked and there is room. */
-static void group_done(ulp__writer *w, const char *name, hid_t g, int kept, int linked)
-{
-    if (kept)
-        return;
-    int inserted = 0;
-    int64_t *id = linked && w->groups_open.count < GROUPS_OPEN_MAX
-                      ? ulp__strmap_upsert(&w->groups_open, name, (int64_t)g, &inserted)
-                      : NULL;
-    if (id == NULL || !inserted)
-        H5Gclose(g);
+    if (st != ULP_OK)
+        H5Ldelete(g, dsname, H5P_DEFAULT);
+    return st;
 }
 
 ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
@@ -596,7 +587,6 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
 
     hid_t g = H5I_INVALID_HID, ds = H5I_INVALID_HID;
     char dsname[32];
-    int linked = 0, group_linked = 0, kept = 0;
     ulp__writer_quiet q;
     ulp__writer_quiet_begin(&q);
 
@@ -605,11 +595,13 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
      * writer was killed at any instant: the dataset (and, for a new name,
      * its group) is created anonymous, written, given its attributes and
      * flushed -- bytes, header and end-of-file address all on disk, nothing
-     * naming them -- and only then linked, and flushed again.  A kill before
-     * the link leaves unreachable bytes; after it, a complete capture.  (A
-     * named dataset written in place could reach the disk by a metadata
-     * cache eviction with its attributes but before its bytes or the file's
-     * end address: seen in testing as a dataset H5Dread refused.)
+     * naming them -- then named in the journal, and only then linked, and
+     * flushed again.  A kill before the link leaves bytes that only the
+     * journal names; after it, a complete capture.  (A named dataset
+     * written in place could reach the disk by a metadata cache eviction
+     * with its attributes but before its bytes or the file's end address:
+     * seen in testing as a dataset H5Dread refused.)  The link of a name
+     * that has a group waits for its batch (writer_link.c).
      * A negative counter marks a name whose group is not linked yet.
      */
     int new_group = inserted || *occ < 0;
@@ -619,12 +611,6 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
         g = H5Gcreate_anon(w->captures, w->gcpl, H5P_DEFAULT);
         if (g < 0) {
             st = ulp__writer_h5_fail(err, w, "create a capture group");
-            goto cleanup;
-        }
-    } else {
-        g = open_group(w, d->name, &kept);
-        if (g < 0) {
-            st = ulp__writer_h5_fail(err, w, "open a capture group");
             goto cleanup;
         }
     }
@@ -655,36 +641,25 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
                               .name_len = strlen(d->name)};
     if ((st = ulp__writer_journal_append(w, &jr, err)) != ULP_OK)
         goto cleanup;
-    if (H5Olink(ds, g, dsname, H5P_DEFAULT, H5P_DEFAULT) < 0) {
-        st = ulp__writer_h5_fail(err, w, "link a dataset");
-        goto cleanup;
-    }
-    linked = 1;
-    if (new_group) {
-        /* The group holds a complete dataset on disk before it gets a name. */
-        if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-            st = ulp__writer_h5_fail(err, w, "flush");
-            goto cleanup;
-        }
-        if (H5Olink(g, w->captures, d->name, name_lcpl(w, d->name), H5P_DEFAULT) < 0) {
-            st = ulp__writer_h5_fail(err, w, "link a capture group");
-            goto cleanup;
-        }
-        group_linked = 1;
-    }
-    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-        st = ulp__writer_h5_fail(err, w, "flush");
-        goto cleanup;
-    }
     written.oaddr = (uint64_t)oi.addr;
     haddr_t off = nbytes > 0 ? H5Dget_offset(ds) : HADDR_UNDEF;
     if (off != HADDR_UNDEF)
         written.offset = (uint64_t)off;
+    if (new_group)
+        st = link_new_group(w, g, ds, d->name, dsname, err);
+    else if ((st = ulp__writer_link_later(w, ds, d->name, occurrence, nbytes, err)) == ULP_OK)
+        ds = H5I_INVALID_HID; /* the batch holds it now */
+    if (st != ULP_OK)
+        goto cleanup;
     ulp__writer_index_add(w, d, &written);
     if (seq != NULL)
         *seq = w->next_seq;
     w->next_seq++;
     *occ = occurrence + 1;
+    /* The capture is in the file (a batch that fails is read through the
+     * journal); a failure of the batch fails the session. */
+    if (ulp__writer_link_due(w))
+        st = ulp__writer_sync(w, err);
 
 cleanup:
     if (ds >= 0)
@@ -692,14 +667,8 @@ cleanup:
     /* The groups may now disagree with what an index would say. */
     if (st != ULP_OK && ds >= 0)
         ulp__writer_index_off(w);
-    /* Keep the in-memory file consistent with the counters: what a failed
-     * capture linked is unlinked again. */
-    if (st != ULP_OK && linked)
-        H5Ldelete(g, dsname, H5P_DEFAULT);
-    if (st != ULP_OK && group_linked)
-        H5Ldelete(w->captures, d->name, H5P_DEFAULT);
     if (g >= 0)
-        group_done(w, d->name, g, kept, st == ULP_OK || !new_group);
+        ulp__writer_group_done(w, d->name, g, 0, st == ULP_OK || *occ >= 0);
     ulp__writer_quiet_end(&q);
     return st;
 }

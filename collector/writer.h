@@ -56,10 +56,14 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
  * other optional attributes are written when present (layer != -1,
  * has_kernels, device_ptr != 0, stream != 0); role and time_ns always.
  * The capture appears atomically: the dataset is written and flushed while
- * anonymous, then linked and flushed, so a file killed at any instant
- * never names a tensor whose bytes or attributes are not on disk.  Two
- * flushes per capture (three for a new name).  On an HDF5 failure nothing
- * new stays named.
+ * anonymous, named in the capture journal, then linked and flushed, so a
+ * file killed at any instant never names a tensor whose bytes or
+ * attributes are not on disk.  A capture of a name that has a group waits
+ * for its link until the link batch is full (ulp__writer_set_link_batch)
+ * or ulp__writer_sync(); one flush per capture then, and one per batch.  A
+ * new name is linked at once (three flushes).  On an HDF5 failure nothing
+ * new stays named; a failure of the batch's links is returned by the
+ * capture that filled it.
  */
 ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
                            size_t nbytes, int64_t *seq, ulp_error *err);
@@ -92,8 +96,18 @@ int64_t ulp__writer_capture_count(const ulp__writer *w);
  */
 int ulp__writer_fd(const ulp__writer *w);
 
-/* H5Fflush(H5F_SCOPE_GLOBAL). */
-ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err);
+/*
+ * Links the captures that wait for their group (see ulp__writer_add) and
+ * flushes.  A failure leaves them to the journal: the file gets no closed
+ * mark.
+ */
+ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err);
+
+/* Captures written whose group does not name them yet. */
+size_t ulp__writer_unlinked_count(const ulp__writer *w);
+
+/* Lets up to `n` captures wait for their links (1, the default: none waits). */
+void ulp__writer_set_link_batch(ulp__writer *w, size_t n);
 
 /* Closes the file and frees the writer.  NULL is accepted. */
 ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err);

@@ -3,7 +3,8 @@
  *   writer.c          create, close, flush, attributes, captures;
  *   writer_attrs.c    the attributes of a capture's dataset;
  *   writer_journal.c  the capture journal (common/journal.h) in its blocks;
- *   writer_trace.c    /trace/kernels and /trace/names.
+ *   writer_trace.c    /trace/kernels and /trace/names;
+ *   writer_link.c     links of captures into their groups, in batches.
  * writer.h says how the writer behaves; this header is internal to those files.
  */
 #ifndef ULPPROF_COLLECTOR_WRITER_INTERNAL_H
@@ -30,6 +31,14 @@ struct ulp__writer {
     int64_t next_seq;
     ulp__strmap occurrences; /* capture name -> next occurrence    */
     ulp__strmap groups_open; /* capture name -> its open group id  */
+
+    /* Captures on disk and in the journal that no group names yet
+     * (writer_link.c). */
+    struct ulp__writer_unlinked *unlinked;
+    size_t nunlinked, unlinked_cap;
+    uint64_t unlinked_bytes; /* their data                       */
+    size_t link_batch;       /* link when this many wait (1: at once) */
+    int link_failed;         /* a batch failed: no closed mark        */
 
     /* Capture attributes (writer_attrs.c): dataspaces, string types. */
     hid_t attr_scalar, attr_pair;
@@ -143,6 +152,31 @@ void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job);
 
 /* Closes /index/records and frees the buffers. */
 void ulp__writer_index_release(ulp__writer *w);
+
+/* --- links into the capture groups (writer_link.c) -------------------------------------- */
+
+#define ULP__WRITER_GROUPS_OPEN 1024 /* capture groups kept open */
+/* Captures with this much data waiting link at once: a tensor this large
+ * costs more to write than its link does. */
+#define ULP__WRITER_LINK_BYTES ((uint64_t)1 << 20)
+
+typedef struct ulp__writer_unlinked ulp__writer_unlinked;
+
+/* The open group of capture name `name`; *kept: it stays open (give it to group_done). */
+hid_t ulp__writer_open_group(ulp__writer *w, const char *name, int *kept);
+
+/* After a capture: keeps the group of `name` open when it was linked and there is room. */
+void ulp__writer_group_done(ulp__writer *w, const char *name, hid_t g, int kept, int linked);
+
+/* Takes `ds` (written, flushed, journaled) to be linked as <name>/<occurrence> later. */
+ulp_status ulp__writer_link_later(ulp__writer *w, hid_t ds, const char *name, int64_t occurrence,
+                                  size_t nbytes, ulp_error *err);
+
+/* 1 when the waiting links are to be made now (the batch is full). */
+int ulp__writer_link_due(const ulp__writer *w);
+
+/* Closes the datasets still waiting, unlinked, and frees the list. */
+void ulp__writer_link_release(ulp__writer *w);
 
 /* --- the kernel and GEMM trace (writer_trace.c) ----------------------------------------------- */
 

@@ -628,6 +628,113 @@ static void test_writer__trace(void **state)
     tu_done();
 }
 
+/* Copies the file as it is on disk now (the writer still has it open). */
+static void copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* Links in /captures/<name> of the file as it is on disk now (-1: no group). */
+static long links_on_disk(const char *name)
+{
+    char copy[1300], group[64];
+    snprintf(copy, sizeof(copy), "%s.copy", g_path);
+    snprintf(group, sizeof(group), "/captures/%s", name);
+    copy_file(g_path, copy);
+    hid_t f = tu_open(copy);
+    assert_true(f >= 0);
+    long n = tu_group_count(f, group);
+    H5Fclose(f);
+    remove(copy);
+    return n;
+}
+
+/*
+ * Links wait in batches (writer_link.c): a new name's first capture is
+ * linked at once; later ones wait until the batch is full, a capture of
+ * 1 MiB or more, ulp__writer_sync() or the close -- and then every one of
+ * them is named, with its own bytes and seq.
+ */
+static void test_writer__link_batches(void **state)
+{
+    (void)state;
+    ulp__writer *w = create_writer("writer-links");
+    ulp__writer_set_link_batch(w, 3);
+    int32_t x[2] = {0, 0};
+    int64_t shape[1] = {2};
+    ulp_capture_desc d;
+    ulp_capture_desc_init(&d);
+    d.dtype = ULP_DTYPE_I32;
+    d.ndim = 1;
+    d.shape = shape;
+    /* seq:     0  1  2  3  4  5  6  7 */
+    /* name:    a  b  a  b  a  b  b  a */
+    const char *names = "abababba";
+    size_t want_waiting[8] = {0, 0, 1, 2, 0, 1, 2, 0};
+    long want_a[8] = {1, 1, 1, 1, 3, 3, 3, 4};
+    for (int i = 0; i < 8; i++) {
+        char name[2] = {names[i], 0};
+        d.name = name;
+        x[0] = i;
+        add(w, &d, x, i);
+        assert_int_equal(ulp__writer_unlinked_count(w), want_waiting[i]);
+        assert_int_equal(links_on_disk("a"), want_a[i]);
+    }
+    /* Nothing waits: sync does nothing.  A 1 MiB capture links at once. */
+    assert_int_equal(ulp__writer_sync(w, NULL), ULP_OK);
+    d.name = "a";
+    x[0] = 8;
+    add(w, &d, x, 8);
+    assert_int_equal(ulp__writer_unlinked_count(w), 1);
+    int64_t big_shape[1] = {1 << 18}; /* 1 MiB of i32 */
+    int32_t *big = calloc((size_t)1 << 18, sizeof(int32_t));
+    assert_non_null(big);
+    big[0] = 9;
+    d.name = "b";
+    d.shape = big_shape;
+    add(w, &d, big, 9);
+    free(big);
+    assert_int_equal(ulp__writer_unlinked_count(w), 0);
+    assert_int_equal(links_on_disk("a"), 5);
+    assert_int_equal(links_on_disk("b"), 5);
+    /* Waiting at the close: linked by it. */
+    d.shape = shape;
+    x[0] = 10;
+    add(w, &d, x, 10);
+    assert_int_equal(ulp__writer_unlinked_count(w), 1);
+    assert_int_equal(ulp__writer_close(w, NULL), ULP_OK);
+
+    hid_t f = tu_open(g_path);
+    assert_int_equal(tu_group_count(f, "/captures/a"), 5);
+    assert_int_equal(tu_group_count(f, "/captures/b"), 6);
+    int occ[11] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5};
+    const char *all = "abababbaabb";
+    for (int i = 0; i < 11; i++) {
+        char path[64];
+        snprintf(path, sizeof(path), "/captures/%c/%d", all[i], occ[i]);
+        hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
+        assert_true(ds >= 0);
+        int64_t v = -1;
+        assert_int_equal(tu_attr_i64(ds, "seq", &v), 0);
+        assert_int_equal(v, i);
+        H5Dclose(ds);
+        size_t nbytes;
+        int32_t *got = tu_read_raw(f, path, &nbytes);
+        assert_int_equal(got[0], i);
+        free(got);
+    }
+    H5Fclose(f);
+    tu_done();
+}
+
 static void test_writer__unwritable(void **state)
 {
     (void)state;
@@ -656,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_writer__names),
         cmocka_unit_test(test_writer__run_env),
         cmocka_unit_test(test_writer__trace),
+        cmocka_unit_test(test_writer__link_batches),
         cmocka_unit_test(test_writer__unwritable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
