@@ -56,6 +56,8 @@ void ulp__fmt_num(char *buf, size_t n, double v)
         snprintf(buf, n, "nan");
     else if (isinf(v))
         snprintf(buf, n, v > 0 ? "inf" : "-inf");
+    else if (v == 0 && n >= 2)
+        memcpy(buf, "0", 2);
     else if (v == 0)
         snprintf(buf, n, "0");
     else if (v == floor(v) && fabs(v) < 1e7) {

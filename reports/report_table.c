@@ -46,7 +46,7 @@ static const char *status_color(ulp_diff_status s)
 static void fmt_pct(char *buf, size_t n, uint64_t k, uint64_t total)
 {
     if (k == 0 || total == 0) {
-        snprintf(buf, n, "0%%");
+        memcpy(buf, "0%", 3); /* buf: 16 bytes */
         return;
     }
     double p = 100.0 * (double)k / (double)total;
