@@ -222,13 +222,43 @@ static int range_cmp(const void *a, const void *b)
     return (x->off > y->off) - (x->off < y->off);
 }
 
+/*
+ * Sorts the ranges by offset.  They come nearly sorted -- the captures'
+ * data in file order, then the seal's fields and the journal's mark -- so
+ * a sorted prefix and a few stragglers are merged by insertion; qsort(3)
+ * of 10,000 sorted ranges cost more than hashing a window.  (The hash
+ * does not depend on the order of ranges with equal offsets.)
+ */
+static void sort_ranges(ulp__index_range *skip, size_t n)
+{
+    size_t p = 1;
+    while (p < n && skip[p - 1].off <= skip[p].off)
+        p++;
+    if (n - p > 8) {
+        qsort(skip, n, sizeof *skip, range_cmp);
+        return;
+    }
+    for (; p < n; p++) {
+        ulp__index_range x = skip[p];
+        size_t lo = 0, hi = p; /* the first of skip[0..p) past x */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (skip[mid].off <= x.off)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(skip + lo + 1, skip + lo, (p - lo) * sizeof *skip);
+        skip[lo] = x;
+    }
+}
+
 int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n, uint64_t *hash)
 {
     for (size_t i = 0; i < n; i++)
         if (skip[i].off > size || skip[i].len > size - skip[i].off)
             return -1;
-    if (n > 1)
-        qsort(skip, n, sizeof *skip, range_cmp);
+    sort_ranges(skip, n);
     unsigned char *buf = malloc(ULP__INDEX_WINDOW);
     if (buf == NULL)
         return -1;

@@ -406,6 +406,18 @@ static void test_index__hash_skips(void **state)
         else
             assert_true(h != h0);
     }
+    /* Many ranges: the same hash in any order, whether a few stragglers are
+     * inserted into a sorted run or the whole list is sorted. */
+    ulp__index_range many[40], shuffled[40], straggle[40];
+    for (size_t i = 0; i < 40; i++)
+        many[i] = (ulp__index_range){1000 + 4999 * i, 100 + i % 7};
+    uint64_t hs = hash_of(path, memcpy(shuffled, many, sizeof many), 40);
+    for (size_t i = 0; i < 40; i++)
+        shuffled[i] = many[(i * 17) % 40];
+    assert_true(hash_of(path, shuffled, 40) == hs);
+    memcpy(straggle, many + 3, 37 * sizeof *many);
+    memcpy(straggle + 37, many, 3 * sizeof *many);
+    assert_true(hash_of(path, straggle, 40) == hs);
     ulp__index_range beyond = {size - 4, 8};
     int fd = open(path, O_RDONLY);
     uint64_t h;
