@@ -43,10 +43,10 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-#define REGION_ALIGN  ((size_t)64)
-#define HUGE_BYTES    ((size_t)2 << 20)
-#define PAGE_BYTES    ((size_t)4096)
-#define RESERVE_MAX   ((size_t)64 << 20) /* populated ahead: a quarter of the bound, at most this */
+#define REGION_ALIGN ((size_t)64)
+#define HUGE_BYTES   ((size_t)2 << 20)
+#define PAGE_BYTES   ((size_t)4096)
+#define RESERVE_MAX  ((size_t)64 << 20) /* populated ahead: a quarter of the bound, at most this */
 
 static size_t round_up(size_t n, size_t to)
 {
