@@ -12,8 +12,8 @@
  * huge pages where the kernel gives them (MADV_HUGEPAGE): one fault and one
  * 2 MiB clear instead of 512 faults.  A reserve of a quarter of the bound
  * (64 MiB at most) is populated from the start, while the writer creates
- * the file, and kept ahead of the furthest block (or twice the largest
- * block, when that is more); what is populated stays within the bound.
+ * the file, and kept ahead of the newest block (or as much as that block,
+ * when it is larger); what is populated stays within the bound.
  */
 #define _GNU_SOURCE /* MADV_POPULATE_WRITE, MADV_DONTFORK */
 #include <signal.h>
@@ -206,8 +206,8 @@ ulp__item *ulp__staging_take(ulp_session *s, size_t size)
     }
     if (g->head > g->hwm)
         g->hwm = g->head;
-    /* Ahead of this block: the reserve, or room for two more like it. */
-    prefault_ahead(g, g->head + (2 * need > g->reserve ? 2 * need : g->reserve));
+    /* Ahead of this block: the reserve, or room for one more like it. */
+    prefault_ahead(g, g->head + (need > g->reserve ? need : g->reserve));
     return it;
 }
 

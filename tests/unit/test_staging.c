@@ -169,11 +169,11 @@ static void test_staging__prefaults(void **state)
     (void)state;
     size_t cap = (size_t)64 << 20;
     ulp_session *s = ring_session(cap);
-    /* A 10 MiB block asks for twice as much again ahead of it (more than
-     * the reserve of a quarter of the ring, 16 MiB). */
+    /* A 10 MiB block asks for the reserve (a quarter of the ring, 16 MiB)
+     * ahead of it. */
     ulp__item *it = take(s, (size_t)10 << 20);
     assert_non_null(it);
-    size_t want = (size_t)30 << 20;
+    size_t want = (size_t)26 << 20;
     /* Until the thread is done (no timing: only a thread that never gets
      * there fails, after 60 s). */
     for (int i = 0; i < 6000; i++) {
@@ -185,7 +185,7 @@ static void test_staging__prefaults(void **state)
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    /* Past the block, up to 30 MiB (some of the block may be the caller's to fault). */
+    /* Past the block, up to 26 MiB (some of the block may be the caller's to fault). */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t from = (size_t)10 << 20, len = want - from;
     unsigned char *vec = malloc(len / page);
