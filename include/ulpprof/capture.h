@@ -7,7 +7,9 @@
  * after each one, so that everything written stays readable if the program
  * is then killed.  When the queue holds its memory bound, the capturing
  * thread waits for the writer (back-pressure); memory never grows without
- * bound.  All functions are thread-safe.  Errors come back as a status and
+ * bound.  A session keeps a quarter of that bound (64 MiB at most)
+ * populated ahead of use, so that the copy does not pay the kernel's page
+ * faults.  All functions are thread-safe.  Errors come back as a status and
  * one line on stderr; nothing here aborts or exits the host program.
  *
  * Signal handlers: the calls are not async-signal-safe (they allocate and
