@@ -231,6 +231,8 @@ static int range_cmp(const void *a, const void *b)
  */
 static void sort_ranges(ulp__index_range *skip, size_t n)
 {
+    if (n < 2)
+        return;
     size_t p = 1;
     while (p < n && skip[p - 1].off <= skip[p].off)
         p++;
