@@ -307,8 +307,7 @@ typedef struct hasher {
     pthread_t tid;
     int fd;
     uint64_t size;
-    ulp__index_range *want; /* [n] the ranges left out, in record order       */
-    ulp__index_range *work; /* [n] the thread's copy (ulp__index_hash_file sorts it) */
+    ulp__index_range *ranges; /* [n] left out, in record order; sorted by the hash */
     size_t n;
     int rc;
     uint64_t hash;
@@ -320,7 +319,7 @@ typedef struct hasher {
 static void *hasher_main(void *arg)
 {
     hasher *h = arg;
-    h->rc = ulp__index_hash_file(h->fd, h->size, h->work, h->n, &h->hash);
+    h->rc = ulp__index_hash_file(h->fd, h->size, h->ranges, h->n, &h->hash);
     return NULL;
 }
 
@@ -329,45 +328,46 @@ static int hasher_start(hasher *h, const ulp_snapshot *s, const unsigned char *b
                         uint64_t count, uint64_t seal_off, uint64_t jfirst)
 {
     memset(h, 0, sizeof *h);
-    if (count < HASH_THREAD_MIN || (h->want = malloc((count + 2) * sizeof *h->want)) == NULL)
+    if (count < HASH_THREAD_MIN || (h->ranges = malloc((count + 2) * sizeof *h->ranges)) == NULL)
         return -1;
     uint64_t at = 0;
     for (uint64_t i = 0; i < count; i++) {
         uint64_t off, nbytes;
         size_t len = ulp__index_record_extent(buf + at, (size_t)(bytes - at), &off, &nbytes);
         if (len == 0) {
-            free(h->want);
+            free(h->ranges);
             return -1;
         }
         at += len;
         if (off != ULP__INDEX_NO_OFFSET)
-            h->want[h->n++] = (ulp__index_range){off, nbytes};
+            h->ranges[h->n++] = (ulp__index_range){off, nbytes};
     }
-    h->want[h->n++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
-    h->want[h->n++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
+    h->ranges[h->n++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+    h->ranges[h->n++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
     h->fd = s->fd;
     h->size = s->file_size;
-    if ((h->work = malloc(h->n * sizeof *h->work)) == NULL) {
-        free(h->want);
-        return -1;
-    }
-    memcpy(h->work, h->want, h->n * sizeof *h->work);
     if (pthread_create(&h->tid, NULL, hasher_main, h) != 0) {
-        free(h->want);
-        free(h->work);
+        free(h->ranges);
         return -1;
     }
     return 0;
 }
 
-/* Waits for the hash: 0 with *hash when it was computed over exactly skip[0..n). */
-static int hasher_join(hasher *h, const ulp__index_range *skip, size_t n, uint64_t *hash)
+/*
+ * Waits for the hash: 0 with *hash when it was computed over exactly the
+ * ranges skip[0..n) (in record order; sorted here as the hash sorted its
+ * own, so that equal lists compare equal).
+ */
+static int hasher_join(hasher *h, ulp__index_range *skip, size_t n, uint64_t *hash)
 {
     pthread_join(h->tid, NULL);
-    int ok = h->rc == 0 && n == h->n && memcmp(skip, h->want, n * sizeof *skip) == 0;
+    int ok = h->rc == 0 && n == h->n;
+    if (ok) {
+        ulp__index_ranges_sort(skip, n);
+        ok = memcmp(skip, h->ranges, n * sizeof *skip) == 0;
+    }
     *hash = h->hash;
-    free(h->want);
-    free(h->work);
+    free(h->ranges);
     return ok ? 0 : -1;
 }
 

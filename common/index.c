@@ -229,7 +229,7 @@ static int range_cmp(const void *a, const void *b)
  * of 10,000 sorted ranges cost more than hashing a window.  (The hash
  * does not depend on the order of ranges with equal offsets.)
  */
-static void sort_ranges(ulp__index_range *skip, size_t n)
+void ulp__index_ranges_sort(ulp__index_range *skip, size_t n)
 {
     if (n < 2)
         return;
@@ -260,7 +260,7 @@ int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n
     for (size_t i = 0; i < n; i++)
         if (skip[i].off > size || skip[i].len > size - skip[i].off)
             return -1;
-    sort_ranges(skip, n);
+    ulp__index_ranges_sort(skip, n);
     unsigned char *buf = malloc(ULP__INDEX_WINDOW);
     if (buf == NULL)
         return -1;

@@ -119,6 +119,10 @@ typedef struct ulp__index_range {
     uint64_t off, len;
 } ulp__index_range;
 
+/* Sorts ranges by offset as ulp__index_hash_file() does (the same input
+ * order gives the same output order). */
+void ulp__index_ranges_sort(ulp__index_range *skip, size_t n);
+
 /*
  * The hash of the first `size` bytes of the file open at `fd` without the
  * `n` ranges `skip` (sorted here; they may overlap), read with pread(2) a
