@@ -122,13 +122,15 @@ struct ulp_session {
 };
 
 /*
- * The writer thread lets captures wait for their links into the groups
- * (the journal names them already, writer_link.c): up to this many (and
- * 1 MiB of data), until the queue has been empty for
- * ULP__SESSION_LINK_WAIT_NS since the first one waited, or until a flush
- * asks.
+ * The writer thread lets captures wait for their batch's flush, journal
+ * records and links (writer_link.c): up to this many (and 1 MiB of data),
+ * until the queue has been empty for ULP__SESSION_LINK_WAIT_NS since the
+ * first one waited, or until a flush asks.  512 rather than 64: the links
+ * of a batch are made name by name, so that 100 names get a few links
+ * each per batch instead of one (writer CPU per capture at 1M captures of
+ * 100 names: 61 us instead of 105).
  */
-#define ULP__SESSION_LINK_BATCH   64
+#define ULP__SESSION_LINK_BATCH   512
 #define ULP__SESSION_LINK_WAIT_NS 100000000 /* 0.1 s */
 
 static inline int64_t ulp__now_unix_ns(void)

@@ -31,7 +31,7 @@
  */
 #define SYM_LEAF_K         64
 #define META_BLOCK_BYTES   ((hsize_t)32 << 10)
-#define MDC_BYTES          ((size_t)64 << 10) /* metadata cache bound, see file_create */
+#define MDC_BYTES          ((size_t)256 << 10) /* metadata cache bound, see file_create */
 #define CAPTURES_HEAP_HINT 8192
 #define GROUP_HEAP_HINT    1024
 
@@ -229,11 +229,14 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
      * header (a few hundred bytes per capture) while the decoded header
      * with its attributes takes about ten times that in memory, and by
      * default it may grow to 32 MiB of on-disk size: a session of many
-     * small captures grew by about 1 KiB of memory per capture.  The writer
-     * revisits only the current capture's objects, so a small fixed cache
-     * costs it nothing, and each flush walks the whole cache: 64 KiB
-     * instead of 256 took the writer from 58 to 53 us per small capture
-     * (27 names; 62 to 54 us with one name of 10,000 occurrences).
+     * small captures grew by about 1 KiB of memory per capture.  Each
+     * flush walks the whole cache (64 KiB instead of 256 took a writer that
+     * flushed twice per capture from 58 to 53 us per small capture), but
+     * the writer now flushes twice per batch of captures (writer_link.c),
+     * and a batch's links into a group of many occurrences need its 64 KiB
+     * heap block and B-tree nodes in the cache: with 64 KiB, every link read
+     * the block back and wrote it out, each time checksummed (23% of the
+     * writer's CPU at 1M occurrences of one name).
      */
     ulp__h5_fapl_fixed_cache(fapl, MDC_BYTES);
     /* The default (earliest) file format: after a kill it opens without
@@ -547,25 +550,31 @@ static ulp_status anon_dataset(ulp__writer *w, const ulp_capture_desc *d,
 }
 
 /*
- * Names the dataset `ds` of a new name's first capture: links it into the
- * anonymous group `g`, flushes, links the group into /captures, flushes.
- * On failure, what it linked is unlinked again (the in-memory file stays
- * consistent with the counters).
+ * A new name's first capture, at once: flushed, named in the journal,
+ * linked into its anonymous group `g`, flushed, the group linked into
+ * /captures, flushed.  On failure, what it linked is unlinked again (the
+ * in-memory file stays consistent with the counters).
  */
-static ulp_status link_new_group(ulp__writer *w, hid_t g, hid_t ds, const char *name,
-                                 const char *dsname, ulp_error *err)
+static ulp_status first_capture(ulp__writer *w, hid_t g, hid_t ds, const ulp__journal_record *jr,
+                                const char *dsname, ulp_error *err)
 {
     ulp_status st = ULP_OK;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        return ulp__writer_h5_fail(err, w, "flush");
+    /* The capture is on disk: the journal names it before any group does,
+     * so that a torn update of a group cannot hide it. */
+    if ((st = ulp__writer_journal_append(w, jr, err)) != ULP_OK)
+        return st;
     if (H5Olink(ds, g, dsname, H5P_DEFAULT, H5P_DEFAULT) < 0)
         return ulp__writer_h5_fail(err, w, "link a dataset");
     /* The group holds a complete dataset on disk before it gets a name. */
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
         st = ulp__writer_h5_fail(err, w, "flush");
-    else if (H5Olink(g, w->captures, name, name_lcpl(w, name), H5P_DEFAULT) < 0)
+    else if (H5Olink(g, w->captures, jr->name, name_lcpl(w, jr->name), H5P_DEFAULT) < 0)
         st = ulp__writer_h5_fail(err, w, "link a capture group");
     else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
         st = ulp__writer_h5_fail(err, w, "flush");
-        H5Ldelete(w->captures, name, H5P_DEFAULT);
+        H5Ldelete(w->captures, jr->name, H5P_DEFAULT);
     }
     if (st != ULP_OK)
         H5Ldelete(g, dsname, H5P_DEFAULT);
@@ -596,18 +605,22 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
      * its group) is created anonymous, written, given its attributes and
      * flushed -- bytes, header and end-of-file address all on disk, nothing
      * naming them -- then named in the journal, and only then linked, and
-     * flushed again.  A kill before the link leaves bytes that only the
-     * journal names; after it, a complete capture.  (A named dataset
-     * written in place could reach the disk by a metadata cache eviction
-     * with its attributes but before its bytes or the file's end address:
-     * seen in testing as a dataset H5Dread refused.)  The link of a name
-     * that has a group waits for its batch (writer_link.c).
+     * flushed again.  A kill before the journal names it leaves bytes that
+     * nothing names; before the link, a capture only the journal names;
+     * after it, a complete capture.  (A named dataset written in place
+     * could reach the disk by a metadata cache eviction with its attributes
+     * but before its bytes or the file's end address: seen in testing as a
+     * dataset H5Dread refused.)  A name that has a group waits for its
+     * batch (writer_link.c); a new name's first capture goes at once,
+     * after the batch (the journal stays in seq order).
      * A negative counter marks a name whose group is not linked yet.
      */
     int new_group = inserted || *occ < 0;
     int64_t occurrence = new_group ? 0 : *occ;
     if (new_group) {
         *occ = -1;
+        if ((st = ulp__writer_sync(w, err)) != ULP_OK)
+            goto cleanup;
         g = H5Gcreate_anon(w->captures, w->gcpl, H5P_DEFAULT);
         if (g < 0) {
             st = ulp__writer_h5_fail(err, w, "create a capture group");
@@ -622,33 +635,27 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
                                    .bytes = nbytes};
     if ((st = anon_dataset(w, d, dims, data, nbytes, written.time_ns, &ds, err)) != ULP_OK)
         goto cleanup;
-    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
-        st = ulp__writer_h5_fail(err, w, "flush");
-        goto cleanup;
-    }
-    /* The capture is on disk: the journal names it before any group does,
-     * so that a torn update of a group cannot hide it. */
     H5O_info_t oi;
     if (H5Oget_info2(ds, &oi, H5O_INFO_BASIC) < 0) {
         st = ulp__writer_h5_fail(err, w, "locate a dataset");
         goto cleanup;
     }
-    ulp__journal_record jr = {.kind = ULP__JOURNAL_CAPTURE,
-                              .seq = w->next_seq,
-                              .occurrence = occurrence,
-                              .addr = (uint64_t)oi.addr,
-                              .name = d->name,
-                              .name_len = strlen(d->name)};
-    if ((st = ulp__writer_journal_append(w, &jr, err)) != ULP_OK)
-        goto cleanup;
     written.oaddr = (uint64_t)oi.addr;
     haddr_t off = nbytes > 0 ? H5Dget_offset(ds) : HADDR_UNDEF;
     if (off != HADDR_UNDEF)
         written.offset = (uint64_t)off;
-    if (new_group)
-        st = link_new_group(w, g, ds, d->name, dsname, err);
-    else if ((st = ulp__writer_link_later(w, ds, d->name, occurrence, nbytes, err)) == ULP_OK)
+    if (new_group) {
+        ulp__journal_record jr = {.kind = ULP__JOURNAL_CAPTURE,
+                                  .seq = w->next_seq,
+                                  .occurrence = occurrence,
+                                  .addr = (uint64_t)oi.addr,
+                                  .name = d->name,
+                                  .name_len = strlen(d->name)};
+        st = first_capture(w, g, ds, &jr, dsname, err);
+    } else if ((st = ulp__writer_link_later(w, ds, d->name, occurrence, w->next_seq, written.oaddr,
+                                            nbytes, err)) == ULP_OK) {
         ds = H5I_INVALID_HID; /* the batch holds it now */
+    }
     if (st != ULP_OK)
         goto cleanup;
     ulp__writer_index_add(w, d, &written);
@@ -656,8 +663,8 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
         *seq = w->next_seq;
     w->next_seq++;
     *occ = occurrence + 1;
-    /* The capture is in the file (a batch that fails is read through the
-     * journal); a failure of the batch fails the session. */
+    /* A failure of the batch fails the session: its captures are not all
+     * in the file. */
     if (ulp__writer_link_due(w))
         st = ulp__writer_sync(w, err);
 

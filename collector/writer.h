@@ -59,10 +59,11 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
  * anonymous, named in the capture journal, then linked and flushed, so a
  * file killed at any instant never names a tensor whose bytes or
  * attributes are not on disk.  A capture of a name that has a group waits
- * for its link until the link batch is full (ulp__writer_set_link_batch)
- * or ulp__writer_sync(); one flush per capture then, and one per batch.  A
- * new name is linked at once (three flushes).  On an HDF5 failure nothing
- * new stays named; a failure of the batch's links is returned by the
+ * for its batch, flushed, journaled and linked together when the batch is
+ * full (ulp__writer_set_link_batch, or 1 MiB of data) or at
+ * ulp__writer_sync(): two flushes per batch.  A new name's first capture
+ * goes at once, after the batch (three flushes).  On an HDF5 failure
+ * nothing new stays named; a failure of the batch is returned by the
  * capture that filled it.
  */
 ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
@@ -97,16 +98,16 @@ int64_t ulp__writer_capture_count(const ulp__writer *w);
 int ulp__writer_fd(const ulp__writer *w);
 
 /*
- * Links the captures that wait for their group (see ulp__writer_add) and
- * flushes.  A failure leaves them to the journal: the file gets no closed
- * mark.
+ * Flushes the captures that wait for their batch (see ulp__writer_add),
+ * names them in the journal, links them and flushes.  A failure leaves
+ * the file without its closed mark, read through the journal.
  */
 ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err);
 
-/* Captures written whose group does not name them yet. */
+/* Captures written that wait for their batch. */
 size_t ulp__writer_unlinked_count(const ulp__writer *w);
 
-/* Lets up to `n` captures wait for their links (1, the default: none waits). */
+/* Lets up to `n` captures wait for their batch (1, the default: none waits). */
 void ulp__writer_set_link_batch(ulp__writer *w, size_t n);
 
 /* Closes the file and frees the writer.  NULL is accepted. */

@@ -32,8 +32,8 @@ struct ulp__writer {
     ulp__strmap occurrences; /* capture name -> next occurrence    */
     ulp__strmap groups_open; /* capture name -> its open group id  */
 
-    /* Captures on disk and in the journal that no group names yet
-     * (writer_link.c). */
+    /* Captures written that wait for their batch's flush, journal
+     * records and links (writer_link.c). */
     struct ulp__writer_unlinked *unlinked;
     size_t nunlinked, unlinked_cap;
     uint64_t unlinked_bytes; /* their data                       */
@@ -168,9 +168,10 @@ hid_t ulp__writer_open_group(ulp__writer *w, const char *name, int *kept);
 /* After a capture: keeps the group of `name` open when it was linked and there is room. */
 void ulp__writer_group_done(ulp__writer *w, const char *name, hid_t g, int kept, int linked);
 
-/* Takes `ds` (written, flushed, journaled) to be linked as <name>/<occurrence> later. */
+/* Takes `ds` (written, with its attributes; header at `oaddr`) to be flushed, named in the
+ * journal and linked as <name>/<occurrence> with its batch. */
 ulp_status ulp__writer_link_later(ulp__writer *w, hid_t ds, const char *name, int64_t occurrence,
-                                  size_t nbytes, ulp_error *err);
+                                  int64_t seq, uint64_t oaddr, size_t nbytes, ulp_error *err);
 
 /* 1 when the waiting links are to be made now (the batch is full). */
 int ulp__writer_link_due(const ulp__writer *w);

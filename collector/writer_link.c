@@ -1,18 +1,20 @@
 /*
- * Linking captures into their groups, in batches (FORMAT.md "Crash
- * safety").  A capture of a name that has a group is on disk and named by
- * the capture journal before any group names it; its link into
- * /captures/<name> can wait.  Waiting links are made together, with one
- * flush for all of them, when `link_batch` of them wait or they hold
- * ULP__WRITER_LINK_BYTES of data, when the session asks (ulp__writer_sync:
- * a flush request, the writer thread idle for a while) and at close.
+ * Captures made durable and linked into their groups in batches (FORMAT.md
+ * "Crash safety").  A capture of a name that has a group is written as an
+ * anonymous dataset and waits; a batch is flushed once (every dataset's
+ * bytes and header on disk), named in the capture journal in seq order,
+ * linked into its groups and flushed again.  A batch is made when
+ * `link_batch` captures wait or they hold ULP__WRITER_LINK_BYTES of data,
+ * when the session asks (ulp__writer_sync: a flush request, the writer
+ * thread idle for a while) and at close.
  *
- * Why: a group of many occurrences keeps its link names in a fractal heap
- * whose current direct block grows to 64 KiB, checksummed and written
- * whole by every flush that follows an insert, plus the v2 B-tree nodes
- * above it.  One flush per link made that the writer's main cost, growing
- * with the occurrence count: 37, 48 and 93 us of CPU per capture at 10k,
- * 100k and 1M occurrences of one name.
+ * Why: every flush walks HDF5's whole metadata cache, and a group of many
+ * occurrences keeps its link names in a fractal heap whose current direct
+ * block grows to 64 KiB, checksummed and written whole by every flush that
+ * follows an insert, plus the v2 B-tree nodes above it.  Two flushes per
+ * capture made that the writer's main cost, growing with the occurrence
+ * count: 37, 48 and 93 us of CPU per capture at 10k, 100k and 1M
+ * occurrences of one name.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@
 struct ulp__writer_unlinked {
     hid_t ds;   /* the anonymous dataset, held open until linked */
     char *name; /* its capture name                              */
-    int64_t occurrence;
+    int64_t occurrence, seq;
+    uint64_t oaddr; /* its object header                         */
 };
 
 /*
@@ -57,7 +60,7 @@ void ulp__writer_group_done(ulp__writer *w, const char *name, hid_t g, int kept,
 }
 
 ulp_status ulp__writer_link_later(ulp__writer *w, hid_t ds, const char *name, int64_t occurrence,
-                                  size_t nbytes, ulp_error *err)
+                                  int64_t seq, uint64_t oaddr, size_t nbytes, ulp_error *err)
 {
     if (w->nunlinked == w->unlinked_cap) {
         size_t cap = w->unlinked_cap != 0 ? 2 * w->unlinked_cap : 16;
@@ -70,7 +73,7 @@ ulp_status ulp__writer_link_later(ulp__writer *w, hid_t ds, const char *name, in
     char *copy = strdup(name);
     if (copy == NULL)
         return ulp__error(err, ULP_ENOMEM, "capture '%s': out of memory", name);
-    w->unlinked[w->nunlinked++] = (ulp__writer_unlinked){ds, copy, occurrence};
+    w->unlinked[w->nunlinked++] = (ulp__writer_unlinked){ds, copy, occurrence, seq, oaddr};
     w->unlinked_bytes += nbytes;
     return ULP_OK;
 }
@@ -89,20 +92,46 @@ static int link_one(ulp__writer *w, const ulp__writer_unlinked *u)
     return rc;
 }
 
+static int by_name(const void *a, const void *b)
+{
+    const ulp__writer_unlinked *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
 ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
 {
     if (w->nunlinked == 0)
         return ULP_OK;
     ulp__writer_quiet q;
     ulp__writer_quiet_begin(&q);
+    /* The batch's bytes and headers on disk, then named in the journal
+     * (in seq order: a kill leaves a prefix), then linked. */
     ulp_status st = ULP_OK;
+    if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+        st = ulp__writer_h5_fail(err, w, "flush");
+    for (size_t i = 0; st == ULP_OK && i < w->nunlinked; i++) {
+        const ulp__writer_unlinked *u = &w->unlinked[i];
+        ulp__journal_record jr = {.kind = ULP__JOURNAL_CAPTURE,
+                                  .seq = u->seq,
+                                  .occurrence = u->occurrence,
+                                  .addr = u->oaddr,
+                                  .name = u->name,
+                                  .name_len = strlen(u->name)};
+        st = ulp__writer_journal_append(w, &jr, err);
+    }
+    /* Linked name by name: the links of one group follow each other, in
+     * occurrence order, while its heap and B-tree blocks are in the
+     * cache. */
+    if (st == ULP_OK)
+        qsort(w->unlinked, w->nunlinked, sizeof(*w->unlinked), by_name);
     for (size_t i = 0; i < w->nunlinked; i++) {
         ulp__writer_unlinked *u = &w->unlinked[i];
         if (st == ULP_OK && link_one(w, u) < 0)
             st = ulp__writer_h5_fail(err, w, "link a dataset");
-        /* Linked, the dataset lives on after its id is closed.  Not linked
-         * (a failure), it is still named by the journal, which the reader
-         * then uses: the file keeps no closed mark (link_failed). */
+        /* Linked, the dataset lives on after its id is closed.  Not (a
+         * failure), it is lost, or named by the journal alone, which the
+         * reader then uses: the file keeps no closed mark (link_failed). */
         H5Dclose(u->ds);
         free(u->name);
     }

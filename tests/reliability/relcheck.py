@@ -198,7 +198,7 @@ def diff_json(a, b, tag, want_rc=None, unclosed=None, mode=True):
 
 # Captures whose group link may wait after the journal names them
 # (ULP__SESSION_LINK_BATCH, collector/session_internal.h).
-LINK_BATCH = 64
+LINK_BATCH = 512
 
 
 def ls_seqs(path, tag, n_h5py, unclosed=True, lag=1):
