@@ -118,11 +118,11 @@ void ulp__staging_start(ulp_session *s)
     madvise(base, round_up(cap, HUGE_BYTES), MADV_HUGEPAGE);
     /* A fork child's copy of the session never captures: it needs no ring. */
     madvise(map, map_bytes, MADV_DONTFORK);
-    STAGING_POISON(base, cap);
     if (pthread_cond_init(&g->wake, NULL) != 0) {
         munmap(map, map_bytes);
         return;
     }
+    STAGING_POISON(base, cap);
     g->map = map;
     g->map_bytes = map_bytes;
     g->base = base;
