@@ -8,7 +8,8 @@ build=${1:-${ULPPROF_BUILD_DIR:-build}}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Host capture API (issue #2): 32 captures of 4 Mi bf16 through ulp_capture_host;
+# Host capture API (issues #2, #16): 128 MiB passes of 512 B, 1, 8 and 64 MiB
+# bf16 tensors through ulp_capture_host, a fresh session and two more passes;
 # prints the call/memcpy and write/fwrite ratios.
 "$build/tests/bench_capture" "$tmp"
 
