@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/index.h"
 #include "ulpprof/snapshot.h"
 
 /* A tensor larger than this many elements is an absurd shape, not data
@@ -182,9 +183,24 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
  * (common/index.h) straight into s->caps, s->srcs, s->by_name, s->ncaps:
  * 1 read, 0 no usable index (nothing set: read the groups), -1 out of
  * memory.  `jfirst`: the journal's first block, whose closed mark the hash
- * leaves out.
+ * leaves out; ULP__INDEX_NO_JOURNAL for a file without a journal.
  */
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
+
+/*
+ * snapshot_copy_index.c: the capture index of a copy (ulp_snapshot_copy).
+ * ulp__copy_index_write() writes the records and an unsealed seal into the
+ * open copy `out` (0, or -1: nothing to seal); ulp__copy_index_seal() seals
+ * it once the copy at `path` is closed (0, or -1: left unsealed, so read
+ * through the groups).  Both leave *job empty.
+ */
+typedef struct ulp__copy_seal {
+    uint64_t seal_off;
+    ulp__index_range *skip; /* the captures' data, room for one more */
+    size_t nskip;
+} ulp__copy_seal;
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job);
+int ulp__copy_index_seal(const char *path, ulp__copy_seal *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
 void ulp__open_progress_add(uint64_t n);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/index.h"
 #include "common/journal.h"
 #include "snapshot_priv.h"
 
@@ -169,9 +170,10 @@ ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state
     journal_ctx jc;
     ulp_status st;
 
-    /* A file our writer closed may carry a sealed index of its captures. */
-    if (js.found && js.closed) {
-        int rc = ulp__index_read(s, js.first);
+    /* A file our writer closed may carry a sealed index of its captures, and
+     * so may a file without a journal (`ulpprof repair`'s copies). */
+    if (!js.found || js.closed) {
+        int rc = ulp__index_read(s, js.found ? js.first : ULP__INDEX_NO_JOURNAL);
         if (rc < 0)
             return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
         if (rc > 0)

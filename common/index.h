@@ -63,6 +63,7 @@
 #define ULP__INDEX_HASHED_FIELDS 16 /* hash and size: left out of the hash */
 #define ULP__INDEX_FIXED         160
 #define ULP__INDEX_NO_OFFSET     UINT64_MAX
+#define ULP__INDEX_NO_JOURNAL    UINT64_MAX /* a sealed file without a journal (a copy) */
 
 enum {
     ULP__INDEX_HAS_STEP = 1u << 0,

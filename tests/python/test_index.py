@@ -65,6 +65,33 @@ def ls_captures(path):
             for c in doc[0]["captures"]}
 
 
+def write_plain(path):
+    """A snapshot as an h5py script writes one: no journal, no index."""
+    with h5py.File(path, "w") as f:
+        f.attrs["format"] = np.bytes_("ulpprof-snapshot")
+        f.attrs["format_version"] = np.int32(1)
+        seq = 0
+
+        def put(name, occ, data, dtype, **attrs):
+            nonlocal seq
+            d = f.create_dataset("captures/%s/%d" % (name, occ), **data)
+            d.attrs["dtype"] = np.bytes_(dtype)
+            d.attrs["seq"] = np.int64(seq)
+            for k, v in attrs.items():
+                d.attrs[k] = v
+            seq += 1
+        for occ in range(20):
+            for layer in range(12):
+                put("h.%d" % layer, occ, {"data": np.arange(32, dtype=np.uint16) + occ}, "bf16",
+                    layer=np.int32(layer))
+        put("gz", 0, {"data": np.ones((32, 32), np.float32), "chunks": (8, 8),
+                      "compression": "gzip"}, "f32", role=np.bytes_("residual"))
+        put("empty", 0, {"data": np.zeros((0, 4), np.float32)}, "f32")
+        put("scalar", 0, {"data": np.float64(2.5)}, "f64")
+        put("tok", 0, {"data": np.ones((3, 8), np.float32)}, "f32", role=np.bytes_("logits"),
+            positions=np.array([4, 5, 6], np.int64), requests=np.array([9, 9, 9], np.int64))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulp-index-")
     a, b = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
@@ -119,6 +146,24 @@ def main():
         fh.seek(off + n // 2)
         fh.write(bytes([byte[0] ^ 0xFF]))
     check(ls_captures(path) == h5_captures(path), "damaged records: ls differs from h5py")
+
+    # `ulpprof repair` seals an index into its copy: also of a file without one
+    # (h5py's) or with a stale one (edited after close).  The copy lists as
+    # h5py lists the original, and compares identical to it.
+    plain = os.path.join(tmp, "plain.h5")
+    write_plain(plain)
+    for tag, src in (("plain", plain), ("edited", os.path.join(tmp, "layer.h5"))):
+        copy = os.path.join(tmp, tag + ".copy.h5")
+        r = subprocess.run([ULPPROF, "repair", src, copy], capture_output=True, text=True)
+        check(r.returncode == 0, "repair %s: exit %d: %s" % (tag, r.returncode, r.stderr))
+        with h5py.File(copy, "r") as f:
+            seal = bytes(f["index/seal"][:])
+        check(seal[:8] == b"ULPINDX1" and int.from_bytes(seal[8:16], "little") != 0 and
+              int.from_bytes(seal[16:24], "little") == os.path.getsize(copy),
+              "repair %s: the copy's index is not sealed: %r" % (tag, seal[:24]))
+        check(ls_captures(copy) == h5_captures(src),
+              "repair %s: the copy lists unlike h5py's original" % tag)
+        both(["diff", "-f", "json", src, copy], want=(0,))
 
     if not failures:
         shutil.rmtree(tmp)

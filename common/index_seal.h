@@ -1,0 +1,30 @@
+/*
+ * Sealing a capture index (index.h, FORMAT.md "Capture index"): the
+ * /index/seal dataset, created before the file is closed, and its hash,
+ * written into it after.  The writer seals the files it closes; `ulpprof
+ * repair` seals its copies.
+ */
+#ifndef ULPPROF_COMMON_INDEX_SEAL_H
+#define ULPPROF_COMMON_INDEX_SEAL_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "index.h"
+
+/*
+ * Creates /index/seal in `file` (and the /index group if missing): magic,
+ * the records' `bytes` and `count`, hash and size 0 until sealed; its file
+ * offset in *seal_off.  0, or -1 on an HDF5 error.
+ */
+int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off);
+
+/*
+ * Hashes the closed file open at `fd` without the `n` ranges `skip` and the
+ * seal's hash and size fields (added here: `skip` has room for n + 1), and
+ * writes hash and size into the seal at `seal_off`.  0, or -1.
+ */
+int ulp__index_seal_write(int fd, uint64_t seal_off, ulp__index_range *skip, size_t n);
+
+#endif /* ULPPROF_COMMON_INDEX_SEAL_H */
