@@ -127,9 +127,8 @@ static int write_records(hid_t out, const unsigned char *buf, size_t n)
     hid_t ds = space >= 0 ? H5Dcreate2(out, ULP__INDEX_RECORDS, H5T_STD_U8LE, space, H5P_DEFAULT,
                                        H5P_DEFAULT, H5P_DEFAULT)
                           : H5I_INVALID_HID;
-    int rc = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0
-                 ? 0
-                 : -1;
+    int rc =
+        ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
     if (ds >= 0)
         H5Dclose(ds);
     if (space >= 0)

@@ -7,13 +7,11 @@
  * failure only leaves the file without a valid seal, and readers then read
  * the captures through the groups.
  */
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/grow.h"
+#include "common/index_seal.h"
 #include "writer_internal.h"
 
 #define SPILL_BYTES ((size_t)256 << 10) /* records buffered before they go to the file */
@@ -188,63 +186,23 @@ int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
         return -1;
     if (w->icount > 0 && (records_spill(w, 1) < 0 || w->index_records < 0))
         return -1;
-    unsigned char seal[ULP__INDEX_SEAL_BYTES] = {0};
-    memcpy(seal, ULP__INDEX_MAGIC, 8);
-    ulp__le64_put(seal + 24, w->ibytes);
-    ulp__le64_put(seal + 32, w->icount);
-    hsize_t n = sizeof seal;
-    hid_t ds = H5I_INVALID_HID, space = H5Screate_simple(1, &n, NULL);
-    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    /* A file with no capture has no /index group yet. */
-    if (w->index_records < 0) {
-        hid_t g = H5Gcreate2(w->file, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (g < 0)
-            goto fail;
-        H5Gclose(g);
-    }
-    if (space < 0 || dcpl < 0 || H5Pset_layout(dcpl, H5D_CONTIGUOUS) < 0 ||
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
-        (ds = H5Dcreate2(w->file, ULP__INDEX_SEAL, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
-                         H5P_DEFAULT)) < 0 ||
-        H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, seal) < 0)
-        goto fail;
-    haddr_t off = H5Dget_offset(ds);
-    if (off == HADDR_UNDEF)
-        goto fail;
-    job->seal_off = (uint64_t)off;
+    if (ulp__index_seal_create(w->file, w->ibytes, w->icount, &job->seal_off) < 0)
+        return -1;
     job->ranges = w->iranges;
     job->nranges = w->nranges;
+    job->ranges_cap = w->ranges_cap;
     w->iranges = NULL;
     w->nranges = w->ranges_cap = 0;
-    H5Dclose(ds);
-    H5Pclose(dcpl);
-    H5Sclose(space);
     return 0;
-fail:
-    if (ds >= 0)
-        H5Dclose(ds);
-    if (dcpl >= 0)
-        H5Pclose(dcpl);
-    if (space >= 0)
-        H5Sclose(space);
-    return -1;
 }
 
 void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
 {
-    struct stat sb;
-    if (fd >= 0 && job->seal_off > 0 && fstat(fd, &sb) == 0 && sb.st_size > 0 &&
+    /* The journal's closed mark, and room for the seal's fields. */
+    if (fd >= 0 && job->seal_off > 0 &&
         ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0) {
-        uint64_t size = (uint64_t)sb.st_size, hash = 0;
-        job->ranges[job->nranges++] =
-            (ulp__index_range){job->seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
         job->ranges[job->nranges++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
-        if (ulp__index_hash_file(fd, size, job->ranges, job->nranges, &hash) == 0) {
-            unsigned char field[ULP__INDEX_HASHED_FIELDS];
-            ulp__le64_put(field, hash);
-            ulp__le64_put(field + 8, size);
-            (void)ulp__journal_pwrite(fd, field, sizeof field, job->seal_off + ULP__INDEX_HASH_AT);
-        }
+        (void)ulp__index_seal_write(fd, job->seal_off, job->ranges, job->nranges);
     }
     free(job->ranges);
     memset(job, 0, sizeof *job);

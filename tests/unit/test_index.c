@@ -146,6 +146,30 @@ static void same_capture(const ulp_capture_info *a, const ulp_capture_info *b)
         assert_string_equal(a->inputs[k], b->inputs[k]);
 }
 
+/*
+ * `fast` (read through an index) describes every capture as `slow` does,
+ * bytes included (the index's offsets are the datasets'), and finds each
+ * by name in the order the index gives.
+ */
+static void same_snapshot(const ulp_snapshot *fast, const ulp_snapshot *slow)
+{
+    ulp_error err;
+    size_t n = ulp_snapshot_capture_count(fast);
+    assert_int_equal(ulp_snapshot_capture_count(slow), n);
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(fast, i);
+        same_capture(c, ulp_snapshot_capture(slow, i));
+        assert_int_equal(ulp_snapshot_find(fast, c->name, c->occurrence), (ptrdiff_t)i);
+        size_t bytes = c->elements * ulp_dtype_size(c->dtype);
+        unsigned char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
+        assert_int_equal(ulp_snapshot_read(fast, i, 0, c->elements, x, &err), ULP_OK);
+        assert_int_equal(ulp_snapshot_read(slow, i, 0, c->elements, y, &err), ULP_OK);
+        assert_memory_equal(x, y, bytes);
+        free(x);
+        free(y);
+    }
+}
+
 /* Whether the reader can use the file's index (1), as ulp_snapshot_open does. */
 static int index_usable(ulp_snapshot *s)
 {
@@ -184,20 +208,7 @@ static void test_index__same_as_groups(void **state)
     size_t n = ulp_snapshot_capture_count(fast);
     assert_int_equal(n, 8);
     assert_int_equal(ulp_snapshot_capture_count(slow), n);
-    for (size_t i = 0; i < n; i++) {
-        same_capture(ulp_snapshot_capture(fast, i), ulp_snapshot_capture(slow, i));
-        /* The bytes too: the index's offsets are the datasets'. */
-        const ulp_capture_info *c = ulp_snapshot_capture(fast, i);
-        /* The name order the index gives. */
-        assert_int_equal(ulp_snapshot_find(fast, c->name, c->occurrence), (ptrdiff_t)i);
-        size_t bytes = c->elements * ulp_dtype_size(c->dtype);
-        unsigned char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
-        assert_int_equal(ulp_snapshot_read(fast, i, 0, c->elements, x, &err), ULP_OK);
-        assert_int_equal(ulp_snapshot_read(slow, i, 0, c->elements, y, &err), ULP_OK);
-        assert_memory_equal(x, y, bytes);
-        free(x);
-        free(y);
-    }
+    same_snapshot(fast, slow);
     ulp_snapshot_close(fast);
     ulp_snapshot_close(slow);
     tu_done();
@@ -451,17 +462,7 @@ static void test_index__repair_copy(void **state)
     size_t n = ulp_snapshot_capture_count(orig);
     assert_int_equal(n, 8);
     assert_int_equal(ulp_snapshot_capture_count(dup), n);
-    for (size_t i = 0; i < n; i++) {
-        const ulp_capture_info *c = ulp_snapshot_capture(orig, i);
-        same_capture(c, ulp_snapshot_capture(dup, i));
-        size_t bytes = c->elements * ulp_dtype_size(c->dtype);
-        unsigned char *x = malloc(bytes + 1), *y = malloc(bytes + 1);
-        assert_int_equal(ulp_snapshot_read(orig, i, 0, c->elements, x, &err), ULP_OK);
-        assert_int_equal(ulp_snapshot_read(dup, i, 0, c->elements, y, &err), ULP_OK);
-        assert_memory_equal(x, y, bytes);
-        free(x);
-        free(y);
-    }
+    same_snapshot(dup, orig);
     ulp_snapshot_close(dup);
     /* The last byte of the copy's records. */
     hid_t f = tu_open(copy);
