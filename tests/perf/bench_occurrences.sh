@@ -4,9 +4,11 @@
 #
 #   tests/perf/bench_occurrences.sh [BUILD_DIR] [N...]   (default N: 10000 100000 1000000)
 #   BENCH_DIR=dir   where the files go (default $BUILD_DIR/bench-occ)
+#   NAMES=K ELEMENTS=E   K names, bf16[E] captures (default 1 and 16)
 #
 # For each N: capture_loop writes N captures of bf16[16] under one name (so
-# /captures/t.0 holds N occurrences), then `ulpprof ls` lists the file.
+# /captures/t.0 holds N occurrences; with NAMES=K, N/K under each of K
+# names), then `ulpprof ls` lists the file.
 # Prints wall time, captures per second and peak RSS of both, and the
 # per-capture wall and CPU time, so superlinear growth shows as a rising
 # us/capture.
@@ -45,7 +47,8 @@ run() {
 for n in "${counts[@]}"; do
     f=$dir/occ_$n.h5
     rm -f "$f"
-    run write "$n" "$loop" --out "$f" --count "$n" --elements 16 --names 1 --queue-mb 64 || continue
+    run write "$n" "$loop" --out "$f" --count "$n" --elements "${ELEMENTS:-16}" --names "${NAMES:-1}" \
+        --queue-mb 64 || continue
     run ls "$n" "$ulpprof" ls "$f"
     rm -f "$f"
 done
