@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "session_internal.h"
@@ -129,8 +130,20 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     }
     s->bound = bound;
     s->fd = -1;
-    if (pthread_mutex_init(&s->mu, NULL) != 0 || pthread_cond_init(&s->room, NULL) != 0 ||
-        pthread_cond_init(&s->work, NULL) != 0 || pthread_cond_init(&s->done, NULL) != 0) {
+    /* The writer's timed wait (the links' idle deadline) runs on the
+     * monotonic clock: a wall clock stepped back would stretch it. */
+    pthread_condattr_t mono;
+    int mono_ok = pthread_condattr_init(&mono) == 0;
+    if (mono_ok && pthread_condattr_setclock(&mono, CLOCK_MONOTONIC) != 0) {
+        pthread_condattr_destroy(&mono);
+        mono_ok = 0;
+    }
+    int init_ok = mono_ok && pthread_mutex_init(&s->mu, NULL) == 0 &&
+                  pthread_cond_init(&s->room, NULL) == 0 &&
+                  pthread_cond_init(&s->work, &mono) == 0 && pthread_cond_init(&s->done, NULL) == 0;
+    if (mono_ok)
+        pthread_condattr_destroy(&mono);
+    if (!init_ok) {
         st = ulp__error(err, ULP_ETHREAD, "cannot open '%s': cannot create a mutex", path);
         goto cleanup;
     }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "session_internal.h"
 
@@ -113,10 +114,18 @@ static void sync_links(ulp_session *s)
     pthread_cond_broadcast(&s->done);
 }
 
+/* CLOCK_MONOTONIC in ns: the clock of s->work's timed wait (session.c). */
+static int64_t monotonic_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /*
  * Waits for an item, for the end, or for the links that wait to be due:
- * when a flush asks for them, or, with the queue empty, link_by (ns; 0
- * when none wait).  Returns the item to write, or NULL at the end; s->mu
+ * when a flush asks for them, or, with the queue empty, link_by
+ * (monotonic_ns; 0 when none wait).  Returns the item to write, or NULL at the end; s->mu
  * held either way.
  */
 static ulp__item *next_item(ulp_session *s, int64_t *link_by)
@@ -127,7 +136,7 @@ static ulp__item *next_item(ulp_session *s, int64_t *link_by)
         if (idle && s->closing && s->pending == 0)
             return NULL; /* the close links the rest */
         if (*link_by != 0 && ((s->sync_want > s->synced && s->completed >= s->sync_want) ||
-                              (idle && ulp__now_unix_ns() >= *link_by))) {
+                              (idle && monotonic_ns() >= *link_by))) {
             sync_links(s);
             *link_by = 0;
             continue;
@@ -197,7 +206,7 @@ static void drain(ulp_session *s)
             s->synced = s->completed;
             link_by = 0;
         } else if (link_by == 0) {
-            link_by = ulp__now_unix_ns() + ULP__SESSION_LINK_WAIT_NS;
+            link_by = monotonic_ns() + ULP__SESSION_LINK_WAIT_NS;
         }
         int kept = ulp__staging_give(s, it);
         pthread_cond_broadcast(&s->room);

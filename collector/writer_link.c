@@ -28,6 +28,7 @@ struct ulp__writer_unlinked {
     char *name; /* its capture name                              */
     int64_t occurrence, seq;
     uint64_t oaddr; /* its object header                         */
+    int journaled;
 };
 
 /*
@@ -73,7 +74,7 @@ ulp_status ulp__writer_link_later(ulp__writer *w, hid_t ds, const char *name, in
     char *copy = strdup(name);
     if (copy == NULL)
         return ulp__error(err, ULP_ENOMEM, "capture '%s': out of memory", name);
-    w->unlinked[w->nunlinked++] = (ulp__writer_unlinked){ds, copy, occurrence, seq, oaddr};
+    w->unlinked[w->nunlinked++] = (ulp__writer_unlinked){ds, copy, occurrence, seq, oaddr, 0};
     w->unlinked_bytes += nbytes;
     return ULP_OK;
 }
@@ -119,6 +120,7 @@ ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
                                   .name = u->name,
                                   .name_len = strlen(u->name)};
         st = ulp__writer_journal_append(w, &jr, err);
+        w->unlinked[i].journaled = st == ULP_OK;
     }
     /* Linked name by name: the links of one group follow each other, in
      * occurrence order, while its heap and B-tree blocks are in the
@@ -127,8 +129,16 @@ ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
         qsort(w->unlinked, w->nunlinked, sizeof(*w->unlinked), by_name);
     for (size_t i = 0; i < w->nunlinked; i++) {
         ulp__writer_unlinked *u = &w->unlinked[i];
-        if (st == ULP_OK && link_one(w, u) < 0)
-            st = ulp__writer_h5_fail(err, w, "link a dataset");
+        int linked = 0;
+        if (st == ULP_OK) {
+            if (link_one(w, u) < 0)
+                st = ulp__writer_h5_fail(err, w, "link a dataset");
+            else
+                linked = 1;
+        }
+        /* Named by the journal: the object must outlive its id. */
+        if (!linked && u->journaled)
+            H5Oincr_refcount(u->ds);
         /* Linked, the dataset lives on after its id is closed.  Not (a
          * failure), it is lost, or named by the journal alone, which the
          * reader then uses: the file keeps no closed mark (link_failed). */

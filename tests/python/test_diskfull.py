@@ -73,6 +73,38 @@ def one_case(path, full, tag, errno_text, extra=(), preexec=None):
           flush=True)
 
 
+def batched_case(tmp, pre, extra):
+    """Small captures of one name without a flush after each: the writer
+    journals and links them in batches.  `pre` captures and a flush that
+    succeeds, then the file may grow `extra` bytes more while 200 more are
+    captured.  A batch cut by the full disk must not cost the captures before
+    it: `ulpprof ls` reads seq 0..n-1 with n >= pre, without error, as the
+    full run's first n."""
+    path = os.path.join(tmp, "batched_%d_%d.h5" % (pre, extra))
+    tag = "batched: %d flushed, then %d bytes more" % (pre, extra)
+    count = pre + 200
+    base = [rc.LOOP, "--count", str(count), "--elements", "4", "--dtype", "i32", "--names", "1"]
+    full = os.path.join(tmp, "batched_full_%d.h5" % count)
+    if not os.path.exists(full):
+        r = rc.run(base + ["--out", full])
+        check(r.returncode == 0, "%s: full run %d %r" % (tag, r.returncode, r.stderr))
+    p = subprocess.run(base + ["--out", path, "--flush-every", str(pre), "--fill-after",
+                               "%d:%d" % (pre, extra), "--report", "--keep-going",
+                               "--ignore-sigxfsz"], capture_output=True, text=True, timeout=300)
+    out = p.stdout.splitlines()
+    check(p.returncode == 0 and out and out[-1].startswith("done ") and "flushed %d" % (pre - 1)
+          in out and len(p.stderr.splitlines()) <= 1 and "HDF5" not in p.stderr,
+          "%s: host exit %d, last line %r, stderr %r" % (tag, p.returncode, out[-1:], p.stderr))
+    r = rc.ulpprof(["ls", "--json", path])
+    if not check(r.returncode == 0, "%s: ls exit %d: %r" % (tag, r.returncode, r.stderr)):
+        return
+    seqs = [c["seq"] for c in json.loads(r.stdout)[0]["captures"]]
+    check(seqs == list(range(len(seqs))) and len(seqs) >= pre,
+          "%s: ls lists %d captures (seq 0..n-1?), %d were flushed" % (tag, len(seqs), pre))
+    rc.check_prefix_diff(path, full, len(seqs), tag, unclosed="maybe")
+    print("%s: %d readable" % (tag, len(seqs)), flush=True)
+
+
 def fill_sweep(mnt, tmp):
     """A 256 KiB tmpfs filled to 0..240 KiB before a run of 60 captures of
     2,000 bytes, so that the disk
@@ -134,6 +166,9 @@ def main():
             tag = "RLIMIT_FSIZE %d, SIGXFSZ %s" % (limit, "ignored" if ign else "default")
             one_case(os.path.join(tmp, "fsize_%d_%d.h5" % (limit, ign)), full, tag,
                      "File too large", ["--ignore-sigxfsz"] if ign else [], limited(limit))
+    for pre in (1, 100):
+        for extra in (30000, 50000, 70000, 90000):
+            batched_case(tmp, pre, extra)
     mnt = os.path.join(tmp, "tmpfs")
     os.mkdir(mnt)
     why = try_mount(mnt)

@@ -4,9 +4,9 @@
  * (tests/cli/test_crash_*.sh, tests/perf/bench_long.sh).
  *
  *   capture_loop --out FILE [--count N] [--elements E] [--dtype NAME]
- *                [--names K] [--flush-each] [--report] [--queue-mb MB]
+ *                [--names K] [--flush-each] [--flush-every N] [--report] [--queue-mb MB]
  *                [--flip-from S] [--keep-going] [--ignore-sigxfsz]
- *                [--rss-every N] [--kernels K] [--lockstep]
+ *                [--rss-every N] [--kernels K] [--lockstep] [--fill-after N:BYTES]
  *
  * Capture i is named "t.<i mod K>" (so names repeat and occurrences grow),
  * has shape [E] and holds the bits of make_snapshots.py's formula
@@ -18,7 +18,8 @@
  *
  * --report prints "opened" once the session is open (the file is created and
  * flushed), then one line per capture on stdout, flushed at once: "flushed i" after
- * ulp_session_flush() returned (with --flush-each: the capture is in the file), else "queued i".  A
+ * ulp_session_flush() returned (with --flush-each: the capture is in the file; with
+ * --flush-every N, after every Nth capture: it and all before it are), else "queued i".  A
  * test kills the program at a known point with that.  At the end: "done ok=<accepted>
  * refused=<refused> close=<status name>"; with --keep-going the loop goes on after a failed capture
  * (the host keeps running), else it stops at the first one.
@@ -32,6 +33,9 @@
  * CUPTI buffer), each with a kernel name not seen before ("k<i>.<j>"), and
  * records their range in the capture's `kernels` attribute: a host program
  * that writes a trace as a CUDA one does, for the crash tests.
+ * --fill-after N:BYTES: after capture N-1 (and its flush, if any), the file
+ * may grow BYTES more (RLIMIT_FSIZE: a disk that fills while the writer
+ * works); the limit is lifted again before the session closes.
  * Exit status: 0 when the program ran to its end (whatever the captures
  * did), 2 on a usage error or when the session cannot be opened.
  */
@@ -42,6 +46,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "collector/session.h"
@@ -112,20 +118,32 @@ static void wait_step(int lockstep)
         free_run = 1;
 }
 
+/* From now on `path` may grow `bytes` more (the process's file-size limit). */
+static void limit_growth(const char *path, uint64_t bytes)
+{
+    struct stat sb;
+    struct rlimit rl;
+    if (stat(path, &sb) != 0 || getrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return;
+    rl.rlim_cur = (rlim_t)sb.st_size + (rlim_t)bytes;
+    setrlimit(RLIMIT_FSIZE, &rl);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"out", required_argument, NULL, 'o'},       {"count", required_argument, NULL, 'n'},
-        {"elements", required_argument, NULL, 'e'},  {"dtype", required_argument, NULL, 'd'},
-        {"names", required_argument, NULL, 'k'},     {"flush-each", no_argument, NULL, 'F'},
-        {"report", no_argument, NULL, 'r'},          {"queue-mb", required_argument, NULL, 'q'},
-        {"flip-from", required_argument, NULL, 'f'}, {"keep-going", no_argument, NULL, 'g'},
-        {"ignore-sigxfsz", no_argument, NULL, 'x'},  {"rss-every", required_argument, NULL, 'R'},
-        {"label", required_argument, NULL, 'l'},     {"kernels", required_argument, NULL, 'K'},
-        {"lockstep", no_argument, NULL, 'L'},        {NULL, 0, NULL, 0}};
+        {"out", required_argument, NULL, 'o'},        {"count", required_argument, NULL, 'n'},
+        {"elements", required_argument, NULL, 'e'},   {"dtype", required_argument, NULL, 'd'},
+        {"names", required_argument, NULL, 'k'},      {"flush-each", no_argument, NULL, 'F'},
+        {"report", no_argument, NULL, 'r'},           {"queue-mb", required_argument, NULL, 'q'},
+        {"flip-from", required_argument, NULL, 'f'},  {"keep-going", no_argument, NULL, 'g'},
+        {"ignore-sigxfsz", no_argument, NULL, 'x'},   {"rss-every", required_argument, NULL, 'R'},
+        {"label", required_argument, NULL, 'l'},      {"kernels", required_argument, NULL, 'K'},
+        {"lockstep", no_argument, NULL, 'L'},         {"flush-every", required_argument, NULL, 'E'},
+        {"fill-after", required_argument, NULL, 'A'}, {NULL, 0, NULL, 0}};
     const char *out = NULL, *label = "loop";
     uint64_t count = 10, elements = 1024, names = 8, queue_mb = 0, flip_from = UINT64_MAX;
-    uint64_t rss_every = 0, kernels = 0;
+    uint64_t rss_every = 0, kernels = 0, flush_every = 0, fill_after = UINT64_MAX, fill_bytes = 0;
     int flush_each = 0, report = 0, keep_going = 0, lockstep = 0, c;
     ulp_dtype dtype = ULP_DTYPE_BF16;
 
@@ -166,6 +184,18 @@ int main(int argc, char **argv)
         case 'F':
             flush_each = 1;
             break;
+        case 'E':
+            bad = parse_u64(optarg, &flush_every) || flush_every == 0;
+            break;
+        case 'A': {
+            char *colon = strchr(optarg, ':');
+            bad = colon == NULL;
+            if (!bad) {
+                *colon = '\0';
+                bad = parse_u64(optarg, &fill_after) || parse_u64(colon + 1, &fill_bytes);
+            }
+            break;
+        }
         case 'r':
             report = 1;
             break;
@@ -253,12 +283,13 @@ int main(int argc, char **argv)
         }
         if (st == ULP_OK)
             st = ulp_session_capture(s, &d);
-        if (st == ULP_OK && flush_each)
+        int flushed = flush_each || (flush_every && (i + 1) % flush_every == 0);
+        if (st == ULP_OK && flushed)
             st = ulp_session_flush(s);
         if (st == ULP_OK) {
             ok++;
             if (report) {
-                printf("%s %" PRIu64 "\n", flush_each ? "flushed" : "queued", i);
+                printf("%s %" PRIu64 "\n", flushed ? "flushed" : "queued", i);
                 fflush(stdout);
                 wait_step(lockstep);
             }
@@ -267,10 +298,18 @@ int main(int argc, char **argv)
             if (!keep_going)
                 break;
         }
+        if (i + 1 == fill_after)
+            limit_growth(out, fill_bytes);
         if (rss_every && (i + 1) % rss_every == 0)
             fprintf(stderr, "rss %" PRIu64 " %ld\n", i + 1, rss_kib());
     }
     free(buf);
+    if (fill_after != UINT64_MAX) {
+        struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+        getrlimit(RLIMIT_FSIZE, &rl);
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_FSIZE, &rl);
+    }
     ulp_status cst = ulp_session_close(s);
     printf("done ok=%" PRIu64 " refused=%" PRIu64 " close=%s\n", ok, refused, ulp_status_name(cst));
     return 0;
