@@ -34,7 +34,6 @@ typedef struct ulp__item {
     ulp__item_kind kind;
     size_t charge; /* bytes counted against the bound */
     size_t cap;    /* bytes allocated for the item    */
-    int released;  /* a ring block the writer is done with */
 
     /* ITEM_CAPTURE, ITEM_DEFERRED */
     ulp_capture_desc desc; /* name and shape point inside     */

@@ -48,6 +48,17 @@
 #define PAGE_BYTES   ((size_t)4096)
 #define RESERVE_MAX  ((size_t)64 << 20) /* populated ahead: a quarter of the bound, at most this */
 
+/*
+ * Each block starts with the ring's own header, which the item built after
+ * it never touches: the writer reads the oldest blocks' headers while other
+ * threads build their items, outside the lock.
+ */
+typedef struct ring_hdr {
+    size_t cap; /* the block's bytes, header included */
+    int released;
+} ring_hdr;
+#define HDR_BYTES REGION_ALIGN
+
 static size_t round_up(size_t n, size_t to)
 {
     return (n + to - 1) / to * to;
@@ -168,13 +179,14 @@ void ulp__staging_stop(ulp_session *s)
 
 int ulp__staging_holds(const ulp_session *s, size_t size)
 {
-    return s->staging.base != NULL && round_up(size, REGION_ALIGN) <= s->staging.cap;
+    return s->staging.base != NULL && size <= s->staging.cap - HDR_BYTES &&
+           round_up(size, REGION_ALIGN) + HDR_BYTES <= s->staging.cap;
 }
 
 ulp__item *ulp__staging_take(ulp_session *s, size_t size)
 {
     ulp__staging *g = &s->staging;
-    size_t need = round_up(size, REGION_ALIGN), at;
+    size_t need = round_up(size, REGION_ALIGN) + HDR_BYTES, at;
     if (g->live == 0)
         g->head = g->tail = g->wrap = 0;
     if (g->wrap == 0 && g->cap - g->head >= need) {
@@ -189,10 +201,12 @@ ulp__item *ulp__staging_take(ulp_session *s, size_t size)
     }
     g->head = at + need;
     g->live++;
-    ulp__item *it = (ulp__item *)(void *)(g->base + at);
-    STAGING_UNPOISON(it, need);
-    it->cap = need;
-    it->released = 0;
+    ring_hdr *h = (ring_hdr *)(void *)(g->base + at);
+    STAGING_UNPOISON(h, need);
+    h->cap = need;
+    h->released = 0;
+    ulp__item *it = (ulp__item *)(void *)(g->base + at + HDR_BYTES);
+    it->cap = need - HDR_BYTES;
     /*
      * Pages of the block not populated yet: while the prefault thread works
      * its way up, the caller follows it (clearing a page is faster than a
@@ -217,7 +231,7 @@ int ulp__staging_give(ulp_session *s, ulp__item *it)
     char *p = (char *)it;
     if (g->base == NULL || p < g->base || p >= g->base + g->cap)
         return 0;
-    it->released = 1;
+    ((ring_hdr *)(void *)(p - HDR_BYTES))->released = 1;
     g->live--;
     /* The oldest regions the writer is done with become free. */
     while (g->live > 0) {
@@ -226,7 +240,7 @@ int ulp__staging_give(ulp_session *s, ulp__item *it)
             g->wrap = 0;
             continue;
         }
-        ulp__item *old = (ulp__item *)(void *)(g->base + g->tail);
+        ring_hdr *old = (ring_hdr *)(void *)(g->base + g->tail);
         if (!old->released)
             break;
         g->tail += old->cap;
