@@ -214,40 +214,6 @@ static void test_index__same_as_groups(void **state)
     tu_done();
 }
 
-/* A byte changed outside the captures' data: the seal no longer holds. */
-static void test_index__stale_seal(void **state)
-{
-    (void)state;
-    write_variety("index-stale");
-    ulp_snapshot *s = NULL;
-    ulp_error err;
-    assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
-    assert_int_equal(index_usable(s), 1);
-    /* The last byte of the records: inside the file's hashed bytes. */
-    hid_t f = tu_open(g_path);
-    hid_t d = H5Dopen2(f, ULP__INDEX_RECORDS, H5P_DEFAULT);
-    haddr_t off = H5Dget_offset(d);
-    hsize_t n = 0;
-    hid_t sp = H5Dget_space(d);
-    H5Sget_simple_extent_dims(sp, &n, NULL);
-    H5Sclose(sp);
-    H5Dclose(d);
-    H5Fclose(f);
-    ulp_snapshot_close(s);
-    assert_true(off != HADDR_UNDEF && n > 0);
-    int fd = open(g_path, O_RDWR);
-    unsigned char b;
-    assert_int_equal(pread(fd, &b, 1, (off_t)(off + n - 1)), 1);
-    b ^= 1;
-    assert_int_equal(pwrite(fd, &b, 1, (off_t)(off + n - 1)), 1);
-    close(fd);
-    assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
-    assert_int_equal(index_usable(s), 0);
-    assert_int_equal(ulp_snapshot_capture_count(s), 8); /* read through the groups */
-    ulp_snapshot_close(s);
-    tu_done();
-}
-
 /* Flips the byte of g_path at `off`. */
 static void flip(uint64_t off)
 {
@@ -257,6 +223,41 @@ static void flip(uint64_t off)
     b ^= 1;
     assert_int_equal(pwrite(fd, &b, 1, (off_t)off), 1);
     close(fd);
+}
+
+/* File offset of the last byte of `path`'s /index/records (contiguous). */
+static uint64_t records_last_byte(const char *path)
+{
+    hid_t f = tu_open(path);
+    hid_t d = H5Dopen2(f, ULP__INDEX_RECORDS, H5P_DEFAULT);
+    haddr_t off = H5Dget_offset(d);
+    hsize_t n = 0;
+    hid_t sp = H5Dget_space(d);
+    H5Sget_simple_extent_dims(sp, &n, NULL);
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(f);
+    assert_true(off != HADDR_UNDEF && n > 0);
+    return (uint64_t)off + n - 1;
+}
+
+/* A byte changed outside the captures' data: the seal no longer holds. */
+static void test_index__stale_seal(void **state)
+{
+    (void)state;
+    write_variety("index-stale");
+    ulp_snapshot *s = NULL;
+    ulp_error err;
+    assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
+    assert_int_equal(index_usable(s), 1);
+    ulp_snapshot_close(s);
+    /* The last byte of the records: inside the file's hashed bytes. */
+    flip(records_last_byte(g_path));
+    assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
+    assert_int_equal(index_usable(s), 0);
+    assert_int_equal(ulp_snapshot_capture_count(s), 8); /* read through the groups */
+    ulp_snapshot_close(s);
+    tu_done();
 }
 
 /*
@@ -465,18 +466,8 @@ static void test_index__repair_copy(void **state)
     same_snapshot(dup, orig);
     ulp_snapshot_close(dup);
     /* The last byte of the copy's records. */
-    hid_t f = tu_open(copy);
-    hid_t d = H5Dopen2(f, ULP__INDEX_RECORDS, H5P_DEFAULT);
-    haddr_t off = H5Dget_offset(d);
-    hsize_t bytes = 0;
-    hid_t sp = H5Dget_space(d);
-    H5Sget_simple_extent_dims(sp, &bytes, NULL);
-    H5Sclose(sp);
-    H5Dclose(d);
-    H5Fclose(f);
-    assert_true(off != HADDR_UNDEF && bytes > 0);
     memcpy(g_path, copy, sizeof g_path);
-    flip(off + bytes - 1);
+    flip(records_last_byte(g_path));
     assert_int_equal(ulp_snapshot_open(copy, &dup, &err), ULP_OK);
     assert_int_equal(index_usable(dup), 0);
     assert_int_equal(ulp_snapshot_capture_count(dup), n); /* through the groups */
