@@ -86,20 +86,11 @@ static int add_record(const ulp_capture_info *c, uint64_t oaddr, uint64_t offset
             e.requests = (const unsigned char *)c->requests;
         }
     }
-    /* The inputs, each with its NUL, in a row. */
+    char small[512];
     size_t ilen = 0;
-    for (size_t i = 0; i < c->n_inputs; i++)
-        ilen += strlen(c->inputs[i]) + 1;
-    char *inputs = malloc(ilen + 1);
-    if (inputs == NULL || ilen > UINT32_MAX) {
-        free(inputs);
+    char *inputs = ulp__index_inputs_join(c->inputs, c->n_inputs, small, sizeof small, &ilen);
+    if (inputs == NULL)
         return -1;
-    }
-    for (size_t i = 0, at = 0; i < c->n_inputs; i++) {
-        size_t n = strlen(c->inputs[i]) + 1;
-        memcpy(inputs + at, c->inputs[i], n);
-        at += n;
-    }
     e.inputs = inputs;
     e.n_inputs = (uint32_t)c->n_inputs;
     e.inputs_len = (uint32_t)ilen;
@@ -109,7 +100,8 @@ static int add_record(const ulp_capture_info *c, uint64_t oaddr, uint64_t offset
         ulp__index_record_encode(*buf + *used, &e);
         *used += len;
     }
-    free(inputs);
+    if (inputs != small)
+        free(inputs);
     return rc;
 }
 

@@ -154,6 +154,9 @@ ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp_
 
 /* --- the staging ring (session_staging.c) ------------------------------------------- */
 
+/* A huge page: the ring and the large blocks outside it are aligned to it. */
+#define ULP__HUGE_BYTES ((size_t)2 << 20)
+
 /* Maps the ring and starts its prefault thread; without them blocks come from malloc. */
 void ulp__staging_start(ulp_session *s);
 

@@ -73,16 +73,15 @@ static void append(ulp_session *s, ulp__item *it)
  * ones are 2 MiB-aligned and asked to be backed by huge pages: the copy
  * into a fresh block otherwise takes a page fault every 4 KiB.
  */
-#define HUGE_BYTES ((size_t)2 << 20)
 static ulp__item *block_alloc(size_t size)
 {
-    if (size < HUGE_BYTES)
+    if (size < ULP__HUGE_BYTES)
         return malloc(size);
     void *p = NULL;
-    if (posix_memalign(&p, HUGE_BYTES, size) != 0)
+    if (posix_memalign(&p, ULP__HUGE_BYTES, size) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
-    madvise(p, size & ~(HUGE_BYTES - 1), MADV_HUGEPAGE);
+    madvise(p, size & ~(ULP__HUGE_BYTES - 1), MADV_HUGEPAGE);
 #endif
     return p;
 }

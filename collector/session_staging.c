@@ -44,7 +44,6 @@
 #endif
 
 #define REGION_ALIGN ((size_t)64)
-#define HUGE_BYTES   ((size_t)2 << 20)
 #define PAGE_BYTES   ((size_t)4096)
 #define RESERVE_MAX  ((size_t)64 << 20) /* populated ahead: a quarter of the bound, at most this */
 
@@ -72,7 +71,7 @@ static size_t min_size(size_t a, size_t b)
 /* Asks the prefault thread to populate up to `want` (s->mu held). */
 static void prefault_ahead(ulp__staging *g, size_t want)
 {
-    want = min_size(round_up(want, HUGE_BYTES), g->populate_end);
+    want = min_size(round_up(want, ULP__HUGE_BYTES), g->populate_end);
     if (want > g->target) {
         g->target = want;
         if (g->target > g->touched)
@@ -98,7 +97,7 @@ static void *prefault_main(void *arg)
             continue;
         }
         size_t from = g->touched;
-        size_t to = min_size(round_up(from + 1, HUGE_BYTES), g->target);
+        size_t to = min_size(round_up(from + 1, ULP__HUGE_BYTES), g->target);
         g->touched = to;
         g->busy = 1;
         pthread_mutex_unlock(&s->mu);
@@ -117,16 +116,16 @@ void ulp__staging_start(ulp_session *s)
 {
     ulp__staging *g = &s->staging;
     size_t cap = s->bound & ~(REGION_ALIGN - 1);
-    if (cap < REGION_ALIGN || cap > SIZE_MAX / 2 - 2 * HUGE_BYTES)
+    if (cap < REGION_ALIGN || cap > SIZE_MAX / 2 - 2 * ULP__HUGE_BYTES)
         return;
     /* Address space only (MAP_NORESERVE): pages exist once touched. */
-    size_t map_bytes = round_up(cap, HUGE_BYTES) + HUGE_BYTES;
+    size_t map_bytes = round_up(cap, ULP__HUGE_BYTES) + ULP__HUGE_BYTES;
     char *map = mmap(NULL, map_bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (map == MAP_FAILED)
         return;
-    char *base = (char *)round_up((uintptr_t)map, HUGE_BYTES);
-    madvise(base, round_up(cap, HUGE_BYTES), MADV_HUGEPAGE);
+    char *base = (char *)round_up((uintptr_t)map, ULP__HUGE_BYTES);
+    madvise(base, round_up(cap, ULP__HUGE_BYTES), MADV_HUGEPAGE);
     /* A fork child's copy of the session never captures: it needs no ring. */
     madvise(map, map_bytes, MADV_DONTFORK);
     if (pthread_cond_init(&g->wake, NULL) != 0) {
@@ -213,10 +212,10 @@ ulp__item *ulp__staging_take(ulp_session *s, size_t size)
      * copy into it); an idle thread takes the upper half of them, the
      * caller faults the lower half as it copies.
      */
-    size_t end = min_size(round_up(g->head, HUGE_BYTES), g->populate_end);
+    size_t end = min_size(round_up(g->head, ULP__HUGE_BYTES), g->populate_end);
     if (end > g->touched && !g->busy && g->touched >= g->target) {
-        size_t lo = g->touched > at ? g->touched : at - at % HUGE_BYTES;
-        g->touched = min_size(lo + round_up((end - lo) / 2, HUGE_BYTES), end);
+        size_t lo = g->touched > at ? g->touched : at - at % ULP__HUGE_BYTES;
+        g->touched = min_size(lo + round_up((end - lo) / 2, ULP__HUGE_BYTES), end);
     }
     if (g->head > g->hwm)
         g->hwm = g->head;

@@ -134,26 +134,19 @@ void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp_
             e.requests = (const unsigned char *)d->requests;
         }
     }
-    /* The inputs, each with its NUL, in a row. */
-    char small[512], *inputs = small;
+    char small[512], *inputs;
     size_t ilen = 0;
-    for (int32_t i = 0; i < d->n_inputs; i++)
-        ilen += strlen(d->inputs[i]) + 1;
-    if (ilen > sizeof small && (inputs = malloc(ilen)) == NULL) {
+    e.n_inputs = d->n_inputs > 0 ? (uint32_t)d->n_inputs : 0;
+    if ((inputs = ulp__index_inputs_join(d->inputs, e.n_inputs, small, sizeof small, &ilen)) ==
+        NULL) {
         index_off(w);
         return;
     }
-    for (int32_t i = 0, at = 0; i < d->n_inputs; i++) {
-        size_t n = strlen(d->inputs[i]) + 1;
-        memcpy(inputs + at, d->inputs[i], n);
-        at += (int32_t)n;
-    }
     e.inputs = inputs;
-    e.n_inputs = d->n_inputs > 0 ? (uint32_t)d->n_inputs : 0;
     e.inputs_len = (uint32_t)ilen;
 
     size_t len = ulp__index_record_size(&e);
-    int ok = len > 0 && ilen <= UINT32_MAX;
+    int ok = len > 0;
     if (ok && w->iused + len > SPILL_BYTES && records_spill(w, 0) < 0)
         ok = 0;
     if (ok && ULP__GROW(w->ibuf, w->icap, w->iused + len) != 0)

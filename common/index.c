@@ -19,6 +19,26 @@ static uint64_t rows_bytes(const ulp__index_entry *e)
     return arrays * e->rows * 8;
 }
 
+char *ulp__index_inputs_join(const char *const *v, size_t n, char *small, size_t small_bytes,
+                             size_t *len)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(v[i]) + 1;
+    if (bytes > UINT32_MAX)
+        return NULL;
+    char *out = bytes <= small_bytes ? small : malloc(bytes);
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0, at = 0; i < n; i++) {
+        size_t k = strlen(v[i]) + 1;
+        memcpy(out + at, v[i], k);
+        at += k;
+    }
+    *len = bytes;
+    return out;
+}
+
 size_t ulp__index_record_size(const ulp__index_entry *e)
 {
     if (e->ndim < 0 || e->ndim > ULP_MAX_RANK)

@@ -100,6 +100,15 @@ size_t ulp__index_record_size(const ulp__index_entry *e);
 void ulp__index_record_encode(unsigned char *out, const ulp__index_entry *e);
 
 /*
+ * The `n` strings `v` as a record's inputs field (each with its NUL, in a
+ * row): in `small` (`small_bytes` long) when they fit, else in a new
+ * allocation that the caller frees (when it is not `small`); its length in
+ * *len.  NULL when out of memory, or longer than a record can hold.
+ */
+char *ulp__index_inputs_join(const char *const *v, size_t n, char *small, size_t small_bytes,
+                             size_t *len);
+
+/*
  * Decodes the record at `in`, of which `avail` bytes remain: its length, or
  * 0 when it is not a well-formed record (lengths that do not add up,
  * strings without their NUL, a rank over ULP_MAX_RANK).
