@@ -133,8 +133,8 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job)
     memset(job, 0, sizeof *job);
     unsigned char *buf = NULL;
     size_t used = 0, cap = 0;
-    /* One range per capture's data, and room for the seal's fields. */
-    job->skip = malloc((s->ncaps + 1) * sizeof *job->skip);
+    /* One range per capture's data, and room for what the seal adds. */
+    job->skip = malloc((s->ncaps + 2) * sizeof *job->skip);
     hid_t caps = H5Gopen2(out, "captures", H5P_DEFAULT);
     int rc = job->skip != NULL && caps >= 0 ? 0 : -1;
     for (size_t i = 0; i < s->ncaps && rc == 0; i++) {
@@ -167,7 +167,8 @@ int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
     if (job->skip != NULL) {
         int fd = open(path, O_RDWR | O_CLOEXEC);
         if (fd >= 0) {
-            rc = ulp__index_seal_write(fd, job->seal_off, job->skip, job->nskip);
+            rc = ulp__index_seal_write(fd, job->seal_off, ULP__INDEX_NO_JOURNAL, job->skip,
+                                       job->nskip);
             if (close(fd) != 0)
                 rc = -1;
         }

@@ -323,19 +323,6 @@ static void *hasher_main(void *arg)
     return NULL;
 }
 
-/*
- * Appends to skip[0..n) what the hash leaves out besides the captures' data:
- * the seal's hash and size fields and, in a file with a journal (jfirst:
- * its first block), the journal's closed mark.  The new count.
- */
-static size_t add_sealed(ulp__index_range *skip, size_t n, uint64_t seal_off, uint64_t jfirst)
-{
-    skip[n++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
-    if (jfirst != ULP__INDEX_NO_JOURNAL)
-        skip[n++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
-    return n;
-}
-
 /* Starts the hash of s with the ranges the records give: 0, or -1 (nothing started). */
 static int hasher_start(hasher *h, const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
                         uint64_t count, uint64_t seal_off, uint64_t jfirst)
@@ -355,7 +342,7 @@ static int hasher_start(hasher *h, const ulp_snapshot *s, const unsigned char *b
         if (off != ULP__INDEX_NO_OFFSET)
             h->ranges[h->n++] = (ulp__index_range){off, nbytes};
     }
-    h->n = add_sealed(h->ranges, h->n, seal_off, jfirst);
+    h->n = ulp__index_add_unhashed(h->ranges, h->n, seal_off, jfirst);
     h->fd = s->fd;
     h->size = s->file_size;
     if (pthread_create(&h->tid, NULL, hasher_main, h) != 0) {
@@ -410,7 +397,7 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     if (buf != NULL && dc.caps != NULL && dc.srcs != NULL && dc.of != NULL && dc.skip != NULL &&
         decode_all(s, buf, bytes, count, &dc) == 0 &&
         (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
-        dc.nskip = add_sealed(dc.skip, dc.nskip, seal_off, jfirst);
+        dc.nskip = ulp__index_add_unhashed(dc.skip, dc.nskip, seal_off, jfirst);
         if (threaded) {
             threaded = 0;
             used = hasher_join(&hs, dc.skip, dc.nskip, &now) == 0 && now == hash;

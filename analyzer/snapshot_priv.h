@@ -196,7 +196,7 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
  */
 typedef struct ulp__copy_seal {
     uint64_t seal_off;
-    ulp__index_range *skip; /* the captures' data, room for one more */
+    ulp__index_range *skip; /* the captures' data, room for two more */
     size_t nskip;
 } ulp__copy_seal;
 int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job);

@@ -191,12 +191,10 @@ int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
 
 void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
 {
-    /* The journal's closed mark, and room for the seal's fields. */
+    /* Room for the seal's fields and the journal's closed mark. */
     if (fd >= 0 && job->seal_off > 0 &&
-        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0) {
-        job->ranges[job->nranges++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
-        (void)ulp__index_seal_write(fd, job->seal_off, job->ranges, job->nranges);
-    }
+        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0)
+        (void)ulp__index_seal_write(fd, job->seal_off, jfirst, job->ranges, job->nranges);
     free(job->ranges);
     memset(job, 0, sizeof *job);
 }

@@ -19,6 +19,14 @@ static uint64_t rows_bytes(const ulp__index_entry *e)
     return arrays * e->rows * 8;
 }
 
+size_t ulp__index_add_unhashed(ulp__index_range *skip, size_t n, uint64_t seal_off, uint64_t jfirst)
+{
+    skip[n++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+    if (jfirst != ULP__INDEX_NO_JOURNAL)
+        skip[n++] = (ulp__index_range){jfirst + ULP__JOURNAL_CLOSED_AT, 4};
+    return n;
+}
+
 char *ulp__index_inputs_join(const char *const *v, size_t n, char *small, size_t small_bytes,
                              size_t *len)
 {

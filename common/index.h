@@ -134,6 +134,16 @@ typedef struct ulp__index_range {
 void ulp__index_ranges_sort(ulp__index_range *skip, size_t n);
 
 /*
+ * Appends to skip[0..n) (room for two more) what the hash leaves out besides
+ * the captures' data -- the seal's hash and size fields at `seal_off` and,
+ * in a file with a journal (`jfirst`: its first block; else
+ * ULP__INDEX_NO_JOURNAL), the journal's closed mark -- and returns the new
+ * count.  The one rule that writers (index_seal.c) and the reader share.
+ */
+size_t ulp__index_add_unhashed(ulp__index_range *skip, size_t n, uint64_t seal_off,
+                               uint64_t jfirst);
+
+/*
  * The hash of the first `size` bytes of the file open at `fd` without the
  * `n` ranges `skip` (sorted here; they may overlap), read with pread(2) a
  * window of ULP__INDEX_WINDOW bytes at a time (the file's windows: each

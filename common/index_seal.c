@@ -48,13 +48,14 @@ cleanup:
     return rc;
 }
 
-int ulp__index_seal_write(int fd, uint64_t seal_off, ulp__index_range *skip, size_t n)
+int ulp__index_seal_write(int fd, uint64_t seal_off, uint64_t jfirst, ulp__index_range *skip,
+                          size_t n)
 {
     struct stat sb;
     if (fd < 0 || seal_off == 0 || fstat(fd, &sb) != 0 || sb.st_size <= 0)
         return -1;
     uint64_t size = (uint64_t)sb.st_size, hash = 0;
-    skip[n++] = (ulp__index_range){seal_off + ULP__INDEX_HASH_AT, ULP__INDEX_HASHED_FIELDS};
+    n = ulp__index_add_unhashed(skip, n, seal_off, jfirst);
     if (ulp__index_hash_file(fd, size, skip, n, &hash) != 0)
         return -1;
     unsigned char field[ULP__INDEX_HASHED_FIELDS];

@@ -21,10 +21,12 @@
 int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off);
 
 /*
- * Hashes the closed file open at `fd` without the `n` ranges `skip` and the
- * seal's hash and size fields (added here: `skip` has room for n + 1), and
- * writes hash and size into the seal at `seal_off`.  0, or -1.
+ * Hashes the closed file open at `fd` without the `n` ranges `skip` and
+ * what ulp__index_add_unhashed() adds for `seal_off` and `jfirst` (`skip`
+ * has room for n + 2), and writes hash and size into the seal at
+ * `seal_off`.  0, or -1.
  */
-int ulp__index_seal_write(int fd, uint64_t seal_off, ulp__index_range *skip, size_t n);
+int ulp__index_seal_write(int fd, uint64_t seal_off, uint64_t jfirst, ulp__index_range *skip,
+                          size_t n);
 
 #endif /* ULPPROF_COMMON_INDEX_SEAL_H */
