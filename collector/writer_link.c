@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
 #include "writer_internal.h"
 
 struct ulp__writer_unlinked {
@@ -63,15 +64,8 @@ void ulp__writer_group_done(ulp__writer *w, const char *name, hid_t g, int kept,
 ulp_status ulp__writer_link_later(ulp__writer *w, hid_t ds, const char *name, int64_t occurrence,
                                   int64_t seq, uint64_t oaddr, size_t nbytes, ulp_error *err)
 {
-    if (w->nunlinked == w->unlinked_cap) {
-        size_t cap = w->unlinked_cap != 0 ? 2 * w->unlinked_cap : 16;
-        ulp__writer_unlinked *p = realloc(w->unlinked, cap * sizeof(*p));
-        if (p == NULL)
-            return ulp__error(err, ULP_ENOMEM, "capture '%s': out of memory", name);
-        w->unlinked = p;
-        w->unlinked_cap = cap;
-    }
-    char *copy = strdup(name);
+    char *copy =
+        ULP__GROW(w->unlinked, w->unlinked_cap, w->nunlinked + 1) == 0 ? strdup(name) : NULL;
     if (copy == NULL)
         return ulp__error(err, ULP_ENOMEM, "capture '%s': out of memory", name);
     w->unlinked[w->nunlinked++] = (ulp__writer_unlinked){ds, copy, occurrence, seq, oaddr, 0};
