@@ -42,6 +42,12 @@ static int keep(display *d, void *p)
     return 0;
 }
 
+/* Whether esc() writes byte c (not part of a UTF-8 sequence) escaped. */
+static int needs_escape(const display *d, unsigned char c)
+{
+    return c == '\\' || c < 0x20 || c >= 0x7f || (d->markdown && c == '`');
+}
+
 /* Whether s shows as it is: no byte esc() would change. */
 static int plain(const display *d, const char *s)
 {
@@ -52,8 +58,7 @@ static int plain(const display *d, const char *s)
             i += k;
             continue;
         }
-        unsigned char c = p[i++];
-        if (c == '\\' || c < 0x20 || c >= 0x7f || (d->markdown && c == '`'))
+        if (needs_escape(d, p[i++]))
             return 0;
     }
     return 1;
@@ -81,16 +86,16 @@ static char *esc(display *d, const char *s)
             continue;
         }
         unsigned char c = p[i++];
-        if (c == '\\')
+        if (!needs_escape(d, c))
+            *q++ = (char)c;
+        else if (c == '\\')
             q += sprintf(q, "\\\\");
         else if (c == '\n')
             q += sprintf(q, "\\n");
         else if (c == '\t')
             q += sprintf(q, "\\t");
-        else if (c < 0x20 || c >= 0x7f || (d->markdown && c == '`'))
-            q += sprintf(q, "\\x%02x", c);
         else
-            *q++ = (char)c;
+            q += sprintf(q, "\\x%02x", c);
     }
     *q = '\0';
     return out;
