@@ -11,8 +11,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "common/grow.h"
-#include "common/strmap.h"
+#include "common/strset.h"
 #include "diff_priv.h"
 #include "ulpprof/format.h"
 
@@ -23,27 +22,12 @@
  */
 typedef struct result_priv {
     ulp_diff_result r; /* first: the public result points here */
-    ulp__strmap map;   /* string -> its number in strs          */
-    char **strs;
-    size_t nstrs, cap;
+    ulp__strset strs;
 } result_priv;
 
 const char *ulp__diff_str(ulp_diff_result *r, const char *s)
 {
-    result_priv *p = (result_priv *)(void *)r;
-    int inserted = 0;
-    int64_t *v = ulp__strmap_upsert(&p->map, s, (int64_t)p->nstrs, &inserted);
-    if (v == NULL)
-        return NULL;
-    if (inserted) {
-        char *copy = ULP__GROW(p->strs, p->cap, p->nstrs + 1) == 0 ? strdup(s) : NULL;
-        if (copy == NULL) {
-            *v = -1;
-            return NULL;
-        }
-        p->strs[p->nstrs++] = copy;
-    }
-    return *v < 0 ? NULL : p->strs[*v];
+    return ulp__strset_add(&((result_priv *)(void *)r)->strs, s, NULL);
 }
 
 /* 2 MiB a side: whole spans of the mapping (diff_jobs.c), few calls per byte. */
@@ -216,7 +200,7 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
     result_priv *priv = calloc(1, sizeof *priv);
     if (priv == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    ulp__strmap_init(&priv->map);
+    ulp__strset_init(&priv->strs);
     ulp_diff_result *r = &priv->r;
     r->path_a = xstrdup(ulp_snapshot_path(a));
     r->path_b = xstrdup(ulp_snapshot_path(b));
@@ -281,9 +265,6 @@ void ulp_diff_result_free(ulp_diff_result *r)
     free(r->label_a);
     free(r->label_b);
     result_priv *p = (result_priv *)(void *)r;
-    for (size_t i = 0; i < p->nstrs; i++)
-        free(p->strs[i]);
-    free(p->strs);
-    ulp__strmap_release(&p->map);
+    ulp__strset_release(&p->strs, 1);
     free(p);
 }

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/grow.h"
 #include "common/index.h"
 #include "common/journal.h"
 #include "common/strmap.h"
+#include "common/strset.h"
 #include "snapshot_priv.h"
 
 /* Opens 1-D uint8 dataset `path` of `n` bytes; -1 if it is not one. */
@@ -168,37 +168,6 @@ static int entry_inputs(ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_
     return 0;
 }
 
-/* The distinct strings of the records (names, roles), each copied once and
- * kept by the snapshot: one pointer per distinct name, as the groups' reader
- * gives, so that the sorts by name compare most pairs by pointer. */
-typedef struct strings {
-    ulp__strmap map; /* string -> its number in v */
-    const char **v;  /* [n] the kept copies       */
-    size_t n, cap;
-} strings;
-
-/* The kept copy of `str` and its number (*k); NULL when out of memory. */
-static const char *intern(ulp_snapshot *s, strings *t, const char *str, size_t *k)
-{
-    int inserted = 0;
-    int64_t *v = ulp__strmap_upsert(&t->map, str, (int64_t)t->n, &inserted);
-    if (v == NULL)
-        return NULL;
-    if (inserted) {
-        char *copy = ULP__GROW(t->v, t->cap, t->n + 1) == 0 ? strdup(str) : NULL;
-        if ((copy = ulp__snap_keep(s, copy)) == NULL) {
-            *v = -1; /* never used: the open fails */
-            return NULL;
-        }
-        t->v[t->n++] = copy;
-    }
-    if (*v < 0)
-        return NULL;
-    if (k != NULL)
-        *k = (size_t)*v;
-    return t->v[*v];
-}
-
 static int str_cmp(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -211,7 +180,7 @@ static int str_cmp(const void *a, const void *b)
  * occurrences in seq order.  NULL when a name's occurrences do not rise
  * (then two share one: the groups cannot hold that) or out of memory.
  */
-static size_t *name_order(const ulp_capture_info *caps, size_t n, const strings *nm,
+static size_t *name_order(const ulp_capture_info *caps, size_t n, const ulp__strset *nm,
                           const size_t *of)
 {
     const char **sorted = malloc((nm->n ? nm->n : 1) * sizeof *sorted);
@@ -248,9 +217,11 @@ static size_t *name_order(const ulp_capture_info *caps, size_t n, const strings 
 typedef struct decoded {
     ulp_capture_info *caps;
     ulp__capture_src *srcs;
-    size_t *of; /* each capture's name number */
-    strings names, roles;
-    ulp__index_range *skip; /* the data extents, and room for two more */
+    size_t *of;               /* each capture's name number */
+    ulp__strset names, roles; /* the distinct strings, each copied once: one pointer per
+                                 name, as the groups' reader gives, so that the sorts by
+                                 name compare most pairs by pointer */
+    ulp__index_range *skip;   /* the data extents, and room for two more */
     size_t nskip;
     int in_place; /* positions, requests or inputs point into the records */
 } decoded;
@@ -264,8 +235,8 @@ static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
     for (uint64_t i = 0; i < count; i++) {
         ulp__index_entry e;
         size_t len = ulp__index_record_decode(buf + at, (size_t)(bytes - at), &e);
-        if (len == 0 || (e.name = intern(s, &dc->names, e.name, &dc->of[i])) == NULL ||
-            (e.role = intern(s, &dc->roles, e.role, NULL)) == NULL)
+        if (len == 0 || (e.name = ulp__strset_add(&dc->names, e.name, &dc->of[i])) == NULL ||
+            (e.role = ulp__strset_add(&dc->roles, e.role, NULL)) == NULL)
             return -1;
         at += len;
         ulp_capture_info *c = &dc->caps[i];
@@ -283,16 +254,27 @@ static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
     return at == bytes ? 0 : -1;
 }
 
+/* Hands the strings of t to the snapshot; 0, or -1 when out of memory. */
+static int keep_strings(ulp_snapshot *s, ulp__strset *t)
+{
+    int rc = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (ulp__snap_keep(s, t->v[i]) == NULL)
+            rc = -1; /* freed by the keep */
+        t->v[i] = NULL;
+    }
+    t->n = 0;
+    return rc;
+}
+
 static void decoded_free(decoded *dc)
 {
     free(dc->caps);
     free(dc->srcs);
     free(dc->of);
     free(dc->skip);
-    free(dc->names.v);
-    free(dc->roles.v);
-    ulp__strmap_release(&dc->names.map);
-    ulp__strmap_release(&dc->roles.map);
+    ulp__strset_release(&dc->names, 1);
+    ulp__strset_release(&dc->roles, 1);
 }
 
 /*
@@ -386,8 +368,8 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
                   .srcs = calloc(n + 1, sizeof *dc.srcs),
                   .of = malloc((n + 1) * sizeof *dc.of),
                   .skip = malloc((n + 2) * sizeof *dc.skip)};
-    ulp__strmap_init(&dc.names.map);
-    ulp__strmap_init(&dc.roles.map);
+    ulp__strset_init(&dc.names);
+    ulp__strset_init(&dc.roles);
     unsigned char *buf = read_records(s, bytes);
     size_t *order = NULL;
     uint64_t now = 0;
@@ -415,6 +397,9 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     } else if (!used || !dc.in_place) {
         free(buf);
     }
+    /* The captures point into the strings: the snapshot keeps them. */
+    if (used == 1 && (keep_strings(s, &dc.names) < 0 || keep_strings(s, &dc.roles) < 0))
+        used = -1;
     if (used == 1) {
         s->caps = dc.caps;
         s->srcs = dc.srcs;
