@@ -43,8 +43,10 @@ void ulp__window_free(ulp__window *w);
  * ulp_snapshot_view() for a view of at most ULP__VIEW_COPY_BYTES of a
  * contiguous capture: *out points into the window, which reads ahead when
  * the view is not in it, so that neighbouring small captures cost one
- * read.  Valid until the next call with the same window.  Other views go
- * to ulp_snapshot_view() (release them as its views).
+ * read.  Valid until the next call with the same window.  A view whose
+ * elements are misaligned in the file is copied from the window into buf
+ * (count elements).  Other views go to ulp_snapshot_view() (release them
+ * as its views).
  */
 ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_t i, uint64_t first,
                                     uint64_t count, void *buf, const void **out, ulp_error *err);

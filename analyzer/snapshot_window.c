@@ -4,6 +4,7 @@
  * A file of 10,000 captures of 512 bytes was 20,000 preads for diff.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/journal.h"
 #include "snapshot_priv.h"
@@ -28,7 +29,7 @@ ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_
     uint64_t esize = ulp_dtype_size(c->dtype);
     uint64_t off = s->srcs[i].offset + first * esize;
     if (esize == 0 || first > c->elements || count > c->elements - first ||
-        count * esize > ULP__VIEW_COPY_BYTES || off % esize != 0)
+        count * esize > ULP__VIEW_COPY_BYTES)
         return ulp_snapshot_view(s, i, first, count, buf, out, err);
     uint64_t bytes = count * esize;
     if (w->buf == NULL || off < w->off || off + bytes > w->off + w->len) {
@@ -46,5 +47,12 @@ ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_
         }
     }
     *out = w->buf + (off - w->off);
+    /* A capture at an offset that is not a multiple of its element size (the
+     * writer's files place them so past a few thousand captures) would be
+     * misaligned loads: it is copied out of the window, not read again. */
+    if (off % esize != 0) {
+        memcpy(buf, *out, bytes);
+        *out = buf;
+    }
     return ULP_OK;
 }

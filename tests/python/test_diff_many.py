@@ -1,0 +1,97 @@
+"""`ulpprof diff` of files of many small captures (issue #16) gives numpy's
+numbers whatever the threads, the chunk size and the way of reading.
+
+Small captures are compared in groups that lie within one read-ahead
+window of each file (analyzer/diff_jobs.c, snapshot_window.c); past a few
+thousand captures the writer places their data at odd offsets, which the
+window copies out rather than load misaligned.  The pair: 3,000 captures
+of bf16[256] under 100 names from capture_loop, B with one bit flipped in
+each of the last 10 captures (all at odd offsets).  Every run must print
+the same rows, and those must be numpy's (tests/perf/diff_numpy.py,
+checked by check_numpy.py).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
+LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
+PERF = os.path.join(HERE, "..", "perf")
+COUNT, FLIP = 3000, 2990
+
+
+def odd_offsets(path):
+    """Seqs of the captures whose data starts at an odd byte of the file."""
+    out = []
+    with h5py.File(path, "r") as f:
+        def visit(name, obj):
+            if isinstance(obj, h5py.Dataset) and name.startswith("captures/"):
+                off = obj.id.get_offset()
+                if off is not None and off % 2:
+                    out.append(int(obj.attrs["seq"]))
+        f.visititems(visit)
+    return sorted(out)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ulpdiff-many-")
+    try:
+        pa, pb = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
+        for path, extra in ((pa, []), (pb, ["--flip-from", str(FLIP)])):
+            subprocess.run([LOOP, "--out", path, "--count", str(COUNT), "--elements", "256",
+                            "--names", "100"] + extra, check=True, stdout=subprocess.DEVNULL)
+        odd = odd_offsets(pb)
+        if not all(s in odd for s in range(FLIP, COUNT)):
+            print("FAIL: the flipped captures are not all at odd offsets (%d odd, from %s)"
+                  % (len(odd), odd[:1]))
+            return 1
+        runs = {"default": [], "j1": ["-j", "1"], "j3": ["-j", "3"],
+                "j2-100": ["-j", "2", "--chunk-elements", "100"]}
+        runs = {"%s-%s" % (tag, way): (args, way) for tag, args in runs.items()
+                for way in ("map", "copy")}
+        reports = {}
+        for tag, (args, way) in runs.items():
+            out = os.path.join(tmp, tag + ".json")
+            p = subprocess.run([ULPPROF, "diff", "-f", "json", "-o", out] + args + [pa, pb],
+                               capture_output=True, text=True,
+                               env=dict(os.environ, ULPPROF_READ=way))
+            if p.returncode != 1:
+                print("FAIL: %s: exit %d, %s" % (tag, p.returncode, p.stderr))
+                return 1
+            reports[tag] = json.load(open(out))["rows"]
+        fails = [t for t in runs if reports[t] != reports["default-map"]]
+        if fails:
+            print("FAIL: rows differ from the default mapped run's in", fails)
+            return 1
+        rows = reports["default-map"]
+        bad = [r for r in rows if r["status"] != "identical"]
+        if len(rows) != COUNT or [r["seq"] for r in bad] != list(range(FLIP, COUNT)) or \
+                any(r["differing"] != 1 or r["max_ulp"] != 1 for r in bad):
+            print("FAIL: not the pair written: %d rows, %d differ" % (len(rows), len(bad)))
+            return 1
+        npout = os.path.join(tmp, "numpy.txt")
+        with open(npout, "w") as f:
+            subprocess.run([sys.executable, os.path.join(PERF, "diff_numpy.py"), pa, pb],
+                           stdout=f, check=True)
+        p = subprocess.run([sys.executable, os.path.join(PERF, "check_numpy.py"), npout,
+                            os.path.join(tmp, "default-map.json")], capture_output=True, text=True)
+        print(p.stdout + p.stderr, end="")
+        if p.returncode != 0:
+            print("FAIL: numpy's numbers differ")
+            return 1
+        print("ok: %d runs agree with each other and with numpy on %d captures (%d at odd "
+              "offsets)" % (len(runs), len(rows), len(odd)))
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
