@@ -1,7 +1,8 @@
 /*
  * The element metrics of ulp_diff_run(): every compared pair's elements are
- * split into chunks of at most `chunk_bytes` per side, handed out to the
- * worker threads from one atomic counter in pair order, and each chunk's
+ * split into chunks of at most `chunk_bytes` per side (small pairs whose
+ * bytes lie within one read-ahead window are grouped instead), handed out
+ * to the worker threads from one atomic counter in pair order, and each chunk's
  * metrics are merged into its row under a lock (ulp__acc_merge() does not
  * depend on the order).  Chunks are read in place from the files' mappings
  * and released when done, or copied into two buffers per thread, whichever
@@ -15,6 +16,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "diff_priv.h"
 #include "snapshot_read_priv.h"
 
@@ -35,10 +37,22 @@ typedef struct job_row {
     ulp__acc acc;
 } job_row;
 
+/*
+ * A task: chunk `t - first_task` of job row `jrow`, or, for small pairs
+ * (one chunk each, read through windows), job rows [jrow, jrow + njrows)
+ * whose bytes lie within one window on each side: a thread then reads
+ * each window once, where handing out pairs one by one had every thread
+ * read every window.
+ */
+typedef struct job_task {
+    size_t jrow, njrows;
+} job_task;
+
 typedef struct job {
     const ulp_snapshot *a, *b;
     job_row *jrows;
     size_t njrows;
+    job_task *tasks; /* [ntasks]                                   */
     uint64_t ntasks;
     size_t buf_bytes;
     atomic_uint_fast64_t next;
@@ -53,19 +67,8 @@ typedef struct job {
 
 /* A copied read's most bytes a side: the pieces stay in the core's L2 cache. */
 #define COPY_PIECE ((size_t)512 << 10)
-
-static job_row *find_jrow(job *j, uint64_t t)
-{
-    size_t lo = 0, hi = j->njrows;
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (j->jrows[mid].first_task <= t)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return &j->jrows[lo];
-}
+/* A window starts up to this many bytes before the view it is read for (snapshot_window.c). */
+#define WINDOW_SLACK 64
 
 static void job_fail(job *j, const ulp_error *e)
 {
@@ -104,6 +107,40 @@ static void mark_keys(job_row *jr, uint64_t v, const void *a, const void *b, uin
     }
 }
 
+/* Chunk k of job row jr, into its accumulator: the bytes of a side, or -1 after an error. */
+static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_error *e)
+{
+    uint64_t first = k == 0 ? 0 : jr->head + (k - 1) * jr->chunk;
+    uint64_t size = k == 0 ? jr->head : jr->chunk;
+    uint64_t n = jr->elements - first < size ? jr->elements - first : size;
+    ulp__read_req q = {j->a, j->b,      jr->ia,      jr->ib, jr->off_a + first, jr->off_b + first,
+                       n,    jr->dtype, jr->elements};
+    /* A pair of one chunk is this thread's alone: its accumulator takes
+     * the elements directly, with no merge and no lock (10,000 small
+     * pairs spent as long on those as on comparing). */
+    ulp__acc local, *acc = jr->nchunks == 1 ? &jr->acc : &local;
+    if (acc == &local)
+        ulp__acc_init(&local);
+    const void *va, *vb;
+    uint64_t at, m;
+    int got;
+    ulp__reader_begin(rd, &q);
+    while ((got = ulp__reader_next(rd, &va, &vb, &at, &m, e)) > 0) {
+        ulp__acc_add(acc, jr->dtype, va, vb, m, jr->base + first + at);
+        if (jr->keys != NULL)
+            mark_keys(jr, jr->base + first + at, va, vb, m);
+    }
+    ulp__reader_end(rd);
+    if (got < 0)
+        return -1;
+    if (acc == &local) {
+        pthread_mutex_lock(&j->lock);
+        ulp__acc_merge(&jr->acc, &local);
+        pthread_mutex_unlock(&j->lock);
+    }
+    return (int64_t)(n * ulp_dtype_size(jr->dtype));
+}
+
 static void *worker(void *arg)
 {
     job *j = arg;
@@ -126,39 +163,16 @@ static void *worker(void *arg)
         uint64_t t = atomic_fetch_add(&j->next, 1);
         if (t >= j->ntasks)
             break;
-        job_row *jr = find_jrow(j, t);
-        uint64_t k = t - jr->first_task;
-        uint64_t first = k == 0 ? 0 : jr->head + (k - 1) * jr->chunk;
-        uint64_t size = k == 0 ? jr->head : jr->chunk;
-        uint64_t n = jr->elements - first < size ? jr->elements - first : size;
-        uint64_t bytes = n * ulp_dtype_size(jr->dtype);
-        ulp__read_req q = {
-            j->a, j->b,      jr->ia,      jr->ib, jr->off_a + first, jr->off_b + first,
-            n,    jr->dtype, jr->elements};
-        /* A pair of one chunk is this thread's alone: its accumulator takes
-         * the elements directly, with no merge and no lock (10,000 small
-         * pairs spent as long on those as on comparing). */
-        ulp__acc local, *acc = jr->nchunks == 1 ? &jr->acc : &local;
-        if (acc == &local)
-            ulp__acc_init(&local);
-        const void *va, *vb;
-        uint64_t at, m;
-        int got;
-        ulp__reader_begin(&rd, &q);
-        while ((got = ulp__reader_next(&rd, &va, &vb, &at, &m, &e)) > 0) {
-            ulp__acc_add(acc, jr->dtype, va, vb, m, jr->base + first + at);
-            if (jr->keys != NULL)
-                mark_keys(jr, jr->base + first + at, va, vb, m);
-        }
-        ulp__reader_end(&rd);
-        if (got < 0) {
-            job_fail(j, &e);
-            break;
-        }
-        if (acc == &local) {
-            pthread_mutex_lock(&j->lock);
-            ulp__acc_merge(&jr->acc, &local);
-            pthread_mutex_unlock(&j->lock);
+        const job_task *task = &j->tasks[t];
+        uint64_t bytes = 0;
+        for (size_t q = 0; q < task->njrows; q++) {
+            job_row *jr = &j->jrows[task->jrow + q];
+            int64_t got = run_chunk(j, jr, q == 0 ? t - jr->first_task : 0, &rd, &e);
+            if (got < 0) {
+                job_fail(j, &e);
+                goto cleanup;
+            }
+            bytes += (uint64_t)got;
         }
         uint64_t before = atomic_fetch_add(&j->bytes_done, 2 * bytes);
         /* Progress from whichever thread crosses a 64 MiB mark. */
@@ -253,10 +267,30 @@ static uint64_t head_elements(const void *p, size_t sz, uint64_t chunk_bytes, ui
     return to == 0 || to % sz != 0 ? chunk : to / sz;
 }
 
-/* Splits every pair into chunks: job rows in pair order, tasks numbered across them. */
-static void plan(job *j, const ulp_snapshot *a, const ulp_diff_result *r,
-                 const ulp__diff_pair *pairs, size_t npairs, uint64_t chunk_bytes)
+/* A group's bytes on one side of the file: [lo, hi), within one window. */
+typedef struct group_span {
+    uint64_t lo, hi;
+} group_span;
+
+/* Widens *g to [off, off + bytes): 1 when the group still fits a window. */
+static int span_take(group_span *g, uint64_t off, uint64_t bytes)
 {
+    uint64_t lo = off < g->lo ? off : g->lo, hi = off + bytes > g->hi ? off + bytes : g->hi;
+    if (hi - lo > ULP__WINDOW_BYTES - WINDOW_SLACK)
+        return 0;
+    g->lo = lo;
+    g->hi = hi;
+    return 1;
+}
+
+/* Splits every pair into chunks, and groups small pairs: job rows in pair
+ * order, tasks numbered across them.  -1 when out of memory. */
+static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_result *r,
+                const ulp__diff_pair *pairs, size_t npairs, uint64_t chunk_bytes)
+{
+    size_t cap_tasks = 0;
+    int open = 0; /* the last task is a group that may take the next pair */
+    group_span ga = {0, 0}, gb = {0, 0};
     for (size_t q = 0; q < npairs; q++) {
         ulp_diff_row *row = &r->rows[pairs[q].row];
         job_row *jr = &j->jrows[j->njrows++];
@@ -280,11 +314,32 @@ static void plan(job *j, const ulp_snapshot *a, const ulp_diff_result *r,
             jr->nchunks = 1;
         else
             jr->nchunks = 1 + (jr->elements - jr->head + jr->chunk - 1) / jr->chunk;
-        jr->first_task = j->ntasks;
-        j->ntasks += jr->nchunks;
         j->bytes_total += 2 * jr->elements * sz;
         ulp__acc_init(&jr->acc);
+        uint64_t bytes = jr->elements * sz;
+        uint64_t oa = ulp__snapshot_offset(a, jr->ia), ob = ulp__snapshot_offset(b, jr->ib);
+        int small = jr->nchunks == 1 && bytes <= ULP__VIEW_COPY_BYTES && oa != UINT64_MAX &&
+                    ob != UINT64_MAX;
+        oa += jr->off_a * sz;
+        ob += jr->off_b * sz;
+        group_span na = ga, nb = gb;
+        if (small && open && span_take(&na, oa, bytes) && span_take(&nb, ob, bytes)) {
+            ga = na;
+            gb = nb;
+            jr->first_task = j->ntasks - 1;
+            j->tasks[j->ntasks - 1].njrows++;
+            continue;
+        }
+        jr->first_task = j->ntasks;
+        if (ULP__GROW(j->tasks, cap_tasks, j->ntasks + jr->nchunks) != 0)
+            return -1;
+        for (uint64_t k = 0; k < jr->nchunks; k++)
+            j->tasks[j->ntasks++] = (job_task){j->njrows - 1, 1};
+        open = small;
+        ga = (group_span){oa, oa + bytes};
+        gb = (group_span){ob, ob + bytes};
     }
+    return 0;
 }
 
 /*
@@ -302,7 +357,11 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     if ((j.jrows = calloc(npairs + 1, sizeof *j.jrows)) == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     uint64_t chunk_bytes = opts->chunk_elements * 2; /* a 2-byte element's share */
-    plan(&j, a, r, pairs, npairs, chunk_bytes);
+    if (plan(&j, a, b, r, pairs, npairs, chunk_bytes) != 0) {
+        free(j.jrows);
+        free(j.tasks);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
     uint64_t batch_bytes = j.bytes_total;
     j.bytes_total = total;
     j.a = a;
@@ -317,6 +376,7 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     *done += batch_bytes;
     if (pthread_mutex_init(&j.lock, NULL) != 0) {
         free(j.jrows);
+        free(j.tasks);
         return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
     }
     if (j.ntasks > 0 && run_jobs(&j, opts->threads) != ULP_OK) {
@@ -349,6 +409,7 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
 cleanup:
     pthread_mutex_destroy(&j.lock);
     free(j.jrows);
+    free(j.tasks);
     return st;
 }
 

@@ -38,6 +38,9 @@ typedef struct ulp__window {
     unsigned char *buf;
 } ulp__window;
 void ulp__window_free(ulp__window *w);
+/* The file offset of element 0 of a contiguous capture i (what a window
+ * reads it from); UINT64_MAX when it has none. */
+uint64_t ulp__snapshot_offset(const ulp_snapshot *s, size_t i);
 
 /*
  * ulp_snapshot_view() for a view of at most ULP__VIEW_COPY_BYTES of a

@@ -13,6 +13,13 @@
 /* Window starts are aligned so that an element aligned in the file is aligned in memory. */
 #define WINDOW_ALIGN 64
 
+uint64_t ulp__snapshot_offset(const ulp_snapshot *s, size_t i)
+{
+    if (s == NULL || i >= s->ncaps || s->srcs[i].offset == ULP__NO_OFFSET)
+        return UINT64_MAX;
+    return s->srcs[i].offset;
+}
+
 void ulp__window_free(ulp__window *w)
 {
     free(w->buf);
