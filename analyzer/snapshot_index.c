@@ -69,6 +69,56 @@ static int read_seal(const ulp_snapshot *s, uint64_t *off, uint64_t *hash, uint6
     return 0;
 }
 
+/*
+ * Reads the `bytes` bytes of uint8 dataset `d` into `buf` with pread(2),
+ * from where HDF5 says they are: one contiguous run, or unfiltered chunks
+ * (one read per run of adjacent chunks).  H5Dread reads each chunk into
+ * its chunk cache and copies it again: 1.0-1.4 ms for the 1.8 MB of 10,000
+ * records.  0, or -1 when the layout is another (compact, filtered, a
+ * chunk not written, out of the file): H5Dread then reads it.
+ */
+static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint64_t bytes)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return -1;
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    hsize_t cdim = 0;
+    int ok = (layout == H5D_CONTIGUOUS || (layout == H5D_CHUNKED && H5Pget_nfilters(dcpl) == 0 &&
+                                           H5Pget_chunk(dcpl, 1, &cdim) == 1 && cdim > 0));
+    H5Pclose(dcpl);
+    if (!ok)
+        return -1;
+    if (layout == H5D_CONTIGUOUS)
+        cdim = bytes;
+    uint64_t run_addr = 0, run_len = 0, run_at = 0; /* file offset, bytes, where in buf */
+    for (uint64_t at = 0; at < bytes; at += cdim) {
+        uint64_t len = bytes - at < cdim ? bytes - at : cdim;
+        haddr_t addr = HADDR_UNDEF;
+        if (layout == H5D_CONTIGUOUS) {
+            addr = H5Dget_offset(d);
+        } else {
+            hsize_t coord = at, size = 0;
+            unsigned mask = 0;
+            if (H5Dget_chunk_info_by_coord(d, &coord, &mask, &addr, &size) < 0 || mask != 0 ||
+                size != cdim)
+                return -1;
+        }
+        if (addr == HADDR_UNDEF || addr > s->file_size || s->file_size - addr < len)
+            return -1;
+        if (run_len > 0 && addr == run_addr + run_len) {
+            run_len += len;
+            continue;
+        }
+        if (run_len > 0 && ulp__journal_pread(s->fd, buf + run_at, (size_t)run_len, run_addr) < 0)
+            return -1;
+        run_addr = addr;
+        run_len = len;
+        run_at = at;
+    }
+    return ulp__journal_pread(s->fd, buf + run_at, (size_t)run_len, run_addr);
+}
+
 /* The records, read whole (kept by the snapshot when used); NULL if they cannot be. */
 static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes)
 {
@@ -76,7 +126,8 @@ static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes)
     if (buf == NULL || bytes == 0)
         return buf;
     hid_t d = open_bytes(s, ULP__INDEX_RECORDS, bytes);
-    if (d < 0 || H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+    if (d < 0 || (read_direct(s, d, buf, bytes) < 0 &&
+                  H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
         free(buf);
         buf = NULL;
     }
