@@ -143,13 +143,56 @@ static void verdict(ulp_diff_result *r)
     ulp__origin_run(r);
 }
 
-/* The logits analysis of every compared pair whose role is logits. */
-static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
-                         ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
-                         ulp_error *err)
+/*
+ * The logits pairs the element pass can analyse as it reads them
+ * (logits_fuse.c): a new array *fuse of *nfuse, in row order (the caller
+ * releases them, whatever the status).
+ */
+static ulp_status fuse_plan(const ulp_diff_options *opts, const ulp_diff_result *r,
+                            const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse **fuse,
+                            size_t *nfuse, ulp_error *err)
 {
     const char *logits_role = ulp_role_name(ULP_ROLE_LOGITS);
-    size_t nlog = 0;
+    size_t n = 0;
+    *fuse = NULL;
+    *nfuse = 0;
+    for (size_t q = 0; q < npairs; q++)
+        if ((q == 0 || pairs[q].row != pairs[q - 1].row) &&
+            strcmp(r->rows[pairs[q].row].role, logits_role) == 0)
+            n++;
+    if (n == 0)
+        return ULP_OK;
+    if ((*fuse = calloc(n, sizeof **fuse)) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t q = 0; q < npairs; q++) {
+        const ulp_diff_row *row = &r->rows[pairs[q].row];
+        if ((q > 0 && pairs[q].row == pairs[q - 1].row) || strcmp(row->role, logits_role) != 0 ||
+            !ulp__logits_fusable(row->dtype_a, row->ndim_a, row->shape_a, opts))
+            continue;
+        ulp_status st = ulp__logits_fuse_init(&(*fuse)[*nfuse], pairs[q].row, row->dtype_a,
+                                              row->ndim_a, row->shape_a);
+        if (st != ULP_OK)
+            return ulp__error(err, st, "cannot set up the logits of '%s'", row->name);
+        (*nfuse)++;
+    }
+    return ULP_OK;
+}
+
+static void fuse_release(ulp__logits_fuse *fuse, size_t nfuse)
+{
+    for (size_t k = 0; k < nfuse; k++)
+        ulp__logits_fuse_release(&fuse[k]);
+    free(fuse);
+}
+
+/* The logits analysis of every compared pair whose role is logits (those of
+ * fuse[0..nfuse) from what the element pass gathered). */
+static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
+                         ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                         const ulp__logits_fuse *fuse, size_t nfuse, ulp_error *err)
+{
+    const char *logits_role = ulp_role_name(ULP_ROLE_LOGITS);
+    size_t nlog = 0, f = 0;
     for (size_t q = 0; q < npairs; q++)
         if (strcmp(r->rows[pairs[q].row].role, logits_role) == 0)
             nlog++;
@@ -177,8 +220,11 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
         }
         q--;
+        while (f < nfuse && fuse[f].row < lg->row_index)
+            f++;
+        const ulp__logits_fuse *fu = f < nfuse && fuse[f].row == lg->row_index ? &fuse[f] : NULL;
         if (st == ULP_OK)
-            st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, lg,
+            st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, fu, lg,
                                       err);
     }
     free(segs.v);
@@ -190,7 +236,8 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
 {
     ulp_diff_options opts;
     ulp__diff_pair *pairs = NULL;
-    size_t npairs = 0;
+    ulp__logits_fuse *fuse = NULL;
+    size_t npairs = 0, nfuse = 0;
     double t0 = now_seconds();
     *out = NULL;
     ulp_status st = resolve_options(opts_in, &opts, err);
@@ -217,10 +264,11 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
         goto cleanup;
     /* Read in place from the mappings, or copy? Measured on the files (diff_read.c). */
     int map = ulp__read_probe(a, b);
-    if ((st = ulp__diff_metrics(a, b, &opts, map, r, pairs, npairs, err)) != ULP_OK)
+    if ((st = fuse_plan(&opts, r, pairs, npairs, &fuse, &nfuse, err)) != ULP_OK ||
+        (st = ulp__diff_metrics(a, b, &opts, map, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK)
         goto cleanup;
     verdict(r);
-    if ((st = logits(a, b, &opts, r, pairs, npairs, err)) != ULP_OK ||
+    if ((st = logits(a, b, &opts, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK ||
         (st = ulp__ladder_run(a, b, &r->ladder, err)) != ULP_OK)
         goto cleanup;
     r->seconds = now_seconds() - t0;
@@ -228,6 +276,7 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
     r = NULL;
 cleanup:
     ulp_diff_result_free(r);
+    fuse_release(fuse, nfuse);
     free(pairs);
     return st;
 }

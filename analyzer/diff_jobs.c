@@ -29,6 +29,7 @@ typedef struct job_row {
     uint64_t base;         /* view index of off_a                       */
     uint64_t rowlen;       /* aligned: elements per key; else 0         */
     ulp_diff_key *keys;    /* aligned: the row's keys, `differs` set here */
+    ulp__logits_fuse *lgf; /* logits rows taken with the elements, or NULL */
     uint64_t elements;
     uint64_t head;       /* elements of the first chunk (<= chunk)      */
     uint64_t chunk;      /* elements per chunk                          */
@@ -127,6 +128,8 @@ static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_e
     ulp__reader_begin(rd, &q);
     while ((got = ulp__reader_next(rd, &va, &vb, &at, &m, e)) > 0) {
         ulp__acc_add(acc, jr->dtype, va, vb, m, jr->base + first + at);
+        if (jr->lgf != NULL)
+            ulp__logits_fuse_add(jr->lgf, va, vb, m, jr->base + first + at);
         if (jr->keys != NULL)
             mark_keys(jr, jr->base + first + at, va, vb, m);
     }
@@ -286,13 +289,16 @@ static int span_take(group_span *g, uint64_t off, uint64_t bytes)
 /* Splits every pair into chunks, and groups small pairs: job rows in pair
  * order, tasks numbered across them.  -1 when out of memory. */
 static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_result *r,
-                const ulp__diff_pair *pairs, size_t npairs, uint64_t chunk_bytes)
+                const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse, size_t nfuse,
+                uint64_t chunk_bytes)
 {
-    size_t cap_tasks = 0;
+    size_t cap_tasks = 0, f = 0;
     int open = 0; /* the last task is a group that may take the next pair */
     group_span ga = {0, 0}, gb = {0, 0};
     for (size_t q = 0; q < npairs; q++) {
         ulp_diff_row *row = &r->rows[pairs[q].row];
+        while (f < nfuse && fuse[f].row < pairs[q].row)
+            f++;
         job_row *jr = &j->jrows[j->njrows++];
         jr->row = pairs[q].row;
         jr->ia = pairs[q].ia;
@@ -303,6 +309,7 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
         jr->base = pairs[q].base;
         jr->rowlen = pairs[q].rowlen;
         jr->keys = row->aligned && pairs[q].rowlen > 0 ? row->keys : NULL;
+        jr->lgf = f < nfuse && fuse[f].row == pairs[q].row ? &fuse[f] : NULL;
         jr->elements = pairs[q].len;
         size_t sz = ulp_dtype_size(jr->dtype);
         jr->chunk = chunk_bytes / sz ? chunk_bytes / sz : 1;
@@ -348,8 +355,8 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
  */
 static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp_diff_options *opts, int map, ulp_diff_result *r,
-                                const ulp__diff_pair *pairs, size_t npairs, uint64_t *done,
-                                uint64_t total, ulp_error *err)
+                                const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
+                                size_t nfuse, uint64_t *done, uint64_t total, ulp_error *err)
 {
     job j;
     ulp_status st = ULP_OK;
@@ -357,7 +364,7 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     if ((j.jrows = calloc(npairs + 1, sizeof *j.jrows)) == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     uint64_t chunk_bytes = opts->chunk_elements * 2; /* a 2-byte element's share */
-    if (plan(&j, a, b, r, pairs, npairs, chunk_bytes) != 0) {
+    if (plan(&j, a, b, r, pairs, npairs, fuse, nfuse, chunk_bytes) != 0) {
         free(j.jrows);
         free(j.tasks);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -419,7 +426,8 @@ cleanup:
 
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
                              const ulp_diff_options *opts, int map, ulp_diff_result *r,
-                             const ulp__diff_pair *pairs, size_t npairs, ulp_error *err)
+                             const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
+                             size_t nfuse, ulp_error *err)
 {
     uint64_t total = 0, done = 0;
     for (size_t q = 0; q < npairs; q++)
@@ -430,7 +438,7 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
         hi = npairs - lo > BATCH_PAIRS ? lo + BATCH_PAIRS : npairs;
         while (hi < npairs && pairs[hi].row == pairs[hi - 1].row)
             hi++;
-        st = metrics_batch(a, b, opts, map, r, pairs + lo, hi - lo, &done, total, err);
+        st = metrics_batch(a, b, opts, map, r, pairs + lo, hi - lo, fuse, nfuse, &done, total, err);
     }
     return st;
 }

@@ -5,6 +5,7 @@
 #ifndef ULPPROF_ANALYZER_DIFF_PRIV_H
 #define ULPPROF_ANALYZER_DIFF_PRIV_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -141,13 +142,6 @@ char *ulp__rows_hint(const ulp_capture_info *ca, const ulp_capture_info *cb);
 /* origin.c: introduced / carried in / not captured, for every differing aligned key. */
 void ulp__origin_run(ulp_diff_result *r);
 
-/* logits.c: the logits analysis of a compared view (whole pair, aligned or
- * sliced rows) of `shape`; `lg` gets the per-row data. */
-ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
-                                const ulp__segment *segs, size_t nsegs, int ndim,
-                                const int64_t *shape, const ulp_diff_options *opts,
-                                ulp_diff_logits *lg, ulp_error *err);
-
 /*
  * diff_read.c: a worker thread's reads of chunk pairs, in place from the
  * files' mappings (when `map`) or copied into its buffers:
@@ -188,14 +182,18 @@ int ulp__reader_next(ulp__reader *r, const void **pa, const void **pb, uint64_t 
 void ulp__reader_end(ulp__reader *r);
 void ulp__reader_release(ulp__reader *r);
 
+typedef struct ulp__logits_fuse ulp__logits_fuse;
+
 /*
  * diff_jobs.c: the element metrics of every pair on opts->threads threads
  * (options resolved: threads >= 1, chunk_elements > 0): each row's
- * metrics, status and worst element, and r->bytes_read.
+ * metrics, status and worst element, and r->bytes_read; the logits rows
+ * of fuse[0..nfuse) (sorted by row) into them.
  */
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
                              const ulp_diff_options *opts, int map, ulp_diff_result *r,
-                             const ulp__diff_pair *pairs, size_t npairs, ulp_error *err);
+                             const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
+                             size_t nfuse, ulp_error *err);
 
 /* logits.c: per-row core on doubles, exposed for the unit tests. */
 typedef struct ulp__logits_row {
@@ -207,6 +205,61 @@ void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab,
                            ulp__logits_row *out);
 /* logits_row.c: the same from float32 rows, vectorized (vocab < 2^32). */
 void ulp__logits_row_f32(const float *za, const float *zb, uint64_t vocab, ulp__logits_row *out);
+/*
+ * logits_row.c: the statistics of one logits row (ulp__logits_row_f32)
+ * over any runs of its elements, taken in any order: each side's top two
+ * (keys that order floats as unsigned integers; 0 is NaN) and the largest
+ * |z_A - z_B|.  Parts of a row merge into the same result whatever the
+ * order and wherever the runs start.
+ */
+typedef struct ulp__lside {
+    uint32_t top, second; /* keys; 0 until seen                        */
+    uint64_t count;       /* elements equal to top                     */
+    uint64_t first;       /* row index of the first of them            */
+    uint64_t nonnan;
+} ulp__lside;
+typedef struct ulp__lpart {
+    ulp__lside a, b;
+    double pert;
+} ulp__lpart;
+void ulp__lpart_init(ulp__lpart *p);
+/* Adds elements [first, first + n) of the row (float32 values). */
+void ulp__lpart_add(ulp__lpart *p, const float *za, const float *zb, uint64_t n, uint64_t first);
+void ulp__lpart_merge(ulp__lpart *dst, const ulp__lpart *src);
+void ulp__lpart_finish(const ulp__lpart *p, ulp__logits_row *out);
+
+/*
+ * logits_fuse.c: one logits pair's row statistics, folded into the element
+ * pass (diff_jobs.c) while a worker holds a chunk: the logits are read
+ * once.  For the formats float32 holds and no temperatures; other logits
+ * are analysed by a pass of their own (ulp__logits_run_view).
+ */
+struct ulp__logits_fuse {
+    size_t row; /* index into the result's rows                 */
+    ulp_dtype dtype;
+    uint64_t vocab, rows;
+    ulp__lpart *part;     /* [rows]                                 */
+    pthread_mutex_t lock; /* guards part                            */
+};
+/* 1 when a compared view of `shape` (ndim axes) and `dtype` can be fused under `opts`. */
+int ulp__logits_fusable(ulp_dtype dtype, int ndim, const int64_t *shape,
+                        const ulp_diff_options *opts);
+ulp_status ulp__logits_fuse_init(ulp__logits_fuse *f, size_t row, ulp_dtype dtype, int ndim,
+                                 const int64_t *shape);
+void ulp__logits_fuse_release(ulp__logits_fuse *f);
+/* Adds elements [v, v + n) of the compared view, raw bits of both sides. */
+void ulp__logits_fuse_add(ulp__logits_fuse *f, const void *a, const void *b, uint64_t n,
+                          uint64_t v);
+
+/* logits.c: the logits analysis of a compared view (whole pair, aligned or
+ * sliced rows) of `shape`; `lg` gets the per-row data.  With `fused`, the
+ * rows' statistics come from it (the element pass read them); only
+ * flipped rows' candidates are read. */
+ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
+                                const ulp__segment *segs, size_t nsegs, int ndim,
+                                const int64_t *shape, const ulp_diff_options *opts,
+                                const ulp__logits_fuse *fused, ulp_diff_logits *lg, ulp_error *err);
+
 /* Total variation and P(inverse-CDF picks differ) at temperature t.
  * `work` holds 2 * vocab doubles. */
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,

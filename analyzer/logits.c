@@ -11,13 +11,16 @@
  * inverse-CDF sampling driven by the same uniform draw picks different
  * tokens (exactly: the measure of u in [0, 1) whose tokens differ).
  *
- * The rows are shared out to the diff's worker threads about 1 MiB
- * (at least one row) at a time and copied into per-thread buffers;
- * each row goes through float32 kernels that gcc vectorizes
- * (logits_row.c) when its format fits in float32, through doubles
- * otherwise, and through doubles for the sampling figures.  Memory: about
- * 1 MiB of rows a side (or one row, if larger) per thread, and a few bytes
- * per row.
+ * Logits of a format float32 holds, without temperatures, are taken by the
+ * element pass as it reads them (logits_fuse.c: the logits are read once);
+ * here only their flipped rows' candidate tokens are read.  Other logits
+ * get a pass of their own: the rows are shared out to the diff's worker
+ * threads about 1 MiB (at least one row) at a time and copied into
+ * per-thread buffers; each row goes through float32 kernels that gcc
+ * vectorizes (logits_row.c) when its format fits in float32, through
+ * doubles otherwise, and through doubles for the sampling figures.
+ * Memory: about 1 MiB of rows a side (or one row, if larger) per thread,
+ * and a few bytes per row (72 more for a fused row's partial statistics).
  */
 #include <math.h>
 #include <pthread.h>
@@ -261,6 +264,50 @@ static int scratch_init(lg_scratch *s, const lg_job *j)
     return 0;
 }
 
+/* A row tied in one run (margin 0: its argmax is the lowest index of the
+ * tied tokens) that picks another token is a tie, not a flip. */
+static int is_tie(const ulp__logits_row *rs)
+{
+    return rs->argmax_a != rs->argmax_b && (rs->margin_a == 0 || rs->margin_b == 0);
+}
+
+static int is_flip(const ulp__logits_row *rs)
+{
+    return rs->argmax_a != rs->argmax_b && !is_tie(rs);
+}
+
+/* A row's flags and, for a flipped row, why it flipped (z4 as explain() takes it). */
+static void store_row(ulp_diff_logits *lg, ulp_diff_flip *slot, const ulp__logits_row *rs,
+                      const double *z4, uint64_t row)
+{
+    lg->argmax_a[row] = rs->argmax_a;
+    lg->argmax_b[row] = rs->argmax_b;
+    lg->margin_a[row] = rs->margin_a;
+    lg->margin_b[row] = rs->margin_b;
+    lg->max_perturbation[row] = rs->max_perturbation;
+    lg->tied[row] = is_tie(rs);
+    lg->flipped[row] = is_flip(rs);
+    double mm = rs->margin_a < rs->margin_b ? rs->margin_a : rs->margin_b;
+    lg->at_risk[row] = !lg->flipped[row] && mm < rs->max_perturbation;
+    if (lg->flipped[row])
+        explain(lg, z4, row, &slot[row]);
+}
+
+/* z_A[argmax_a], z_A[argmax_b], z_B[argmax_a], z_B[argmax_b] from a row's raw bits. */
+static void candidates(ulp_dtype dt, const ulp__logits_row *rs, const unsigned char *ra,
+                       const unsigned char *rb, double *z4)
+{
+    int64_t at[4] = {rs->argmax_a, rs->argmax_b, rs->argmax_a, rs->argmax_b};
+    for (int k = 0; k < 4; k++) {
+        z4[k] = 0;
+        if (at[k] < 0)
+            continue;
+        const unsigned char *r = k < 2 ? ra : rb;
+        z4[k] = ulp_dtype_to_double(
+            dt, ulp_dtype_load_bits(dt, r + (size_t)at[k] * ulp_dtype_size(dt)));
+    }
+}
+
 /* One row: the statistics, the flip's explanation, the sampling figures. */
 static void one_row(lg_job *j, lg_scratch *s, const unsigned char *ra, const unsigned char *rb,
                     uint64_t row)
@@ -287,29 +334,10 @@ static void one_row(lg_job *j, lg_scratch *s, const unsigned char *ra, const uns
         ulp__logits_row_f32(fa, fb, V, &rs);
     else
         ulp__logits_row_stats(s->za, s->zb, V, &rs);
-    lg->argmax_a[row] = rs.argmax_a;
-    lg->argmax_b[row] = rs.argmax_b;
-    lg->margin_a[row] = rs.margin_a;
-    lg->margin_b[row] = rs.margin_b;
-    lg->max_perturbation[row] = rs.max_perturbation;
-    /* A row tied in one run (margin 0: its argmax is the lowest index of the
-     * tied tokens) that picks another token is a tie, not a flip. */
-    lg->tied[row] = rs.argmax_a != rs.argmax_b && (rs.margin_a == 0 || rs.margin_b == 0);
-    lg->flipped[row] = rs.argmax_a != rs.argmax_b && !lg->tied[row];
-    double mm = rs.margin_a < rs.margin_b ? rs.margin_a : rs.margin_b;
-    lg->at_risk[row] = !lg->flipped[row] && mm < rs.max_perturbation;
-    if (lg->flipped[row]) {
-        double z4[4] = {0, 0, 0, 0};
-        int64_t at[4] = {rs.argmax_a, rs.argmax_b, rs.argmax_a, rs.argmax_b};
-        for (int k = 0; k < 4; k++) {
-            if (at[k] < 0)
-                continue;
-            const unsigned char *r = k < 2 ? ra : rb;
-            z4[k] = ulp_dtype_to_double(
-                dt, ulp_dtype_load_bits(dt, r + (size_t)at[k] * ulp_dtype_size(dt)));
-        }
-        explain(lg, z4, row, &j->slot[row]);
-    }
+    double z4[4] = {0, 0, 0, 0};
+    if (is_flip(&rs))
+        candidates(dt, &rs, ra, rb, z4);
+    store_row(lg, j->slot, &rs, z4, row);
     for (int k = 0; k < lg->n_sampling; k++) {
         ulp_diff_sampling *sp = &lg->sampling[k];
         ulp__logits_sampling(s->za, s->zb, V, sp->temperature, s->work, &sp->tv[row],
@@ -335,8 +363,8 @@ static void lg_fail(lg_job *j, const ulp_error *e)
  * against 24 MiB for the element metrics); copying the logits' few bytes
  * costs little.
  */
-static ulp_status copy_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scratch *s,
-                            ulp_error *e)
+static ulp_status copy_rows(const lg_job *j, uint64_t first, uint64_t n, unsigned char *ba,
+                            unsigned char *bb, ulp_error *e)
 {
     size_t sz = ulp_dtype_size(j->lg->dtype);
     size_t q = 0;
@@ -350,9 +378,9 @@ static ulp_status copy_rows(const lg_job *j, uint64_t first, uint64_t n, lg_scra
         const ulp__segment *g = &j->segs[q];
         uint64_t m = g->base + g->len - v < n - done ? g->base + g->len - v : n - done;
         ulp_status st =
-            ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, s->ba + done * sz, e);
+            ulp_snapshot_read(j->a, g->ia, g->off_a + (v - g->base), m, ba + done * sz, e);
         if (st == ULP_OK)
-            st = ulp_snapshot_read(j->b, g->ib, g->off_b + (v - g->base), m, s->bb + done * sz, e);
+            st = ulp_snapshot_read(j->b, g->ib, g->off_b + (v - g->base), m, bb + done * sz, e);
         if (st != ULP_OK)
             return st;
         done += m;
@@ -382,7 +410,7 @@ static void *lg_worker(void *arg)
         if (r0 >= R)
             break;
         uint64_t nr = R - r0 < j->per ? R - r0 : j->per;
-        if (copy_rows(j, r0 * V, nr * V, &s, &e) != ULP_OK) {
+        if (copy_rows(j, r0 * V, nr * V, s.ba, s.bb, &e) != ULP_OK) {
             lg_fail(j, &e);
             break;
         }
@@ -452,10 +480,37 @@ static ulp_status summarize(ulp_diff_logits *lg, const ulp_diff_flip *slot)
     return ULP_OK;
 }
 
+/* The rows the element pass took (logits_fuse.c): only a flipped row's
+ * candidate tokens are read, one element a side at a time. */
+static ulp_status fused_rows(lg_job *j, const ulp__logits_fuse *f, ulp_error *e)
+{
+    ulp_diff_logits *lg = j->lg;
+    uint64_t V = lg->vocab;
+    for (uint64_t row = 0; row < lg->rows; row++) {
+        ulp__logits_row rs;
+        double z4[4] = {0, 0, 0, 0};
+        ulp__lpart_finish(&f->part[row], &rs);
+        /* z_A[argmax_a], z_A[argmax_b], z_B[argmax_a], z_B[argmax_b], as candidates(). */
+        int64_t cols[2] = {rs.argmax_a, rs.argmax_b};
+        for (int k = 0; k < 2 && is_flip(&rs); k++) {
+            unsigned char xa[8], xb[8];
+            if (cols[k] < 0)
+                continue;
+            ulp_status st = copy_rows(j, row * V + (uint64_t)cols[k], 1, xa, xb, e);
+            if (st != ULP_OK)
+                return st;
+            to_double(lg->dtype, xa, 1, &z4[k]);
+            to_double(lg->dtype, xb, 1, &z4[2 + k]);
+        }
+        store_row(lg, j->slot, &rs, z4, row);
+    }
+    return ULP_OK;
+}
+
 ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp__segment *segs, size_t nsegs, int ndim,
                                 const int64_t *shape, const ulp_diff_options *opts,
-                                ulp_diff_logits *lg, ulp_error *err)
+                                const ulp__logits_fuse *fused, ulp_diff_logits *lg, ulp_error *err)
 {
     const ulp_capture_info *c = ulp_snapshot_capture(a, segs[0].ia);
     lg_job j;
@@ -492,6 +547,13 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
     uint64_t row_bytes = V * ulp_dtype_size(lg->dtype);
     j.per = row_bytes < LOGITS_TASK_BYTES ? LOGITS_TASK_BYTES / row_bytes : 1;
     ulp_error_clear(&j.err);
+    if (fused != NULL) {
+        ulp_status st = fused_rows(&j, fused, err);
+        if (st == ULP_OK && summarize(lg, j.slot) != ULP_OK)
+            st = ulp__error(err, ULP_ENOMEM, "out of memory for the logits of '%s'", c->name);
+        free(j.slot);
+        return st;
+    }
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, 0);
     pthread_mutex_init(&j.lock, NULL);

@@ -18,6 +18,12 @@
  * Comparisons are exact in float32 and the margin is taken in double, so
  * nothing differs from the scalar definition (ties to the lowest index,
  * NaN never a candidate, inf - inf a tie).
+ *
+ * Nothing depends on where the blocks start or on the order they come in,
+ * so a row may also be taken in parts (ulp__lpart: any runs of its
+ * elements, in any order, merged with ulp__lpart_merge): the diff's worker
+ * threads fold the logits rows into the chunks they compare
+ * (logits_fuse.c).
  */
 #include <math.h>
 #include <string.h>
@@ -136,32 +142,26 @@ static int may_grow(double run, uint32_t maxf, uint32_t maxi)
 ULP__CLONES static uint32_t below_top(const uint32_t *restrict z, uint32_t n, uint32_t top,
                                       uint32_t *first, uint32_t *count)
 {
-    uint32_t m = 0, c = 0;
+    uint32_t m = 0, c = 0, f = UINT32_MAX;
+    /* Masks, not conditions: gcc vectorizes this form only.  The first of
+     * them is a minimum (a search stopped at the first, scalar, took as
+     * long as pass 1). */
     for (uint32_t i = 0; i < n; i++) {
         uint32_t k = key_of(z[i]);
-        c += k == top;
-        uint32_t w = k < top ? k : 0;
+        uint32_t eq = -(uint32_t)(k == top);
+        c -= eq;
+        uint32_t at = i | ~eq;
+        f = at < f ? at : f;
+        uint32_t w = k & -(uint32_t)(k < top);
         m = w > m ? w : m;
     }
-    /* The first of them: a scalar search, stopped at the first. */
-    uint32_t f = 0;
-    while (c > 0 && f < n && key_of(z[f]) != top)
-        f++;
-    *first = f;
+    *first = f < n ? f : n;
     *count = c;
     return m;
 }
 
-/* The running top two of one side of a row. */
-typedef struct top2_state {
-    uint32_t top, second; /* keys (key_of); 0 until seen           */
-    uint64_t count;       /* elements equal to top                 */
-    uint64_t first;       /* index of the first of them            */
-    uint64_t nonnan;
-} top2_state;
-
 /* Merges a block (starting at index `base`) whose largest non-NaN value is `btop`. */
-static void top2_merge(top2_state *s, const uint32_t *z, uint32_t n, uint64_t base, uint32_t btop,
+static void top2_merge(ulp__lside *s, const uint32_t *z, uint32_t n, uint64_t base, uint32_t btop,
                        uint32_t bnn)
 {
     if (bnn == 0)
@@ -181,13 +181,15 @@ static void top2_merge(top2_state *s, const uint32_t *z, uint32_t n, uint64_t ba
         s->count = bcount;
         s->first = base + bfirst;
     } else {
-        s->count += bcount; /* btop == s->top */
+        /* btop == s->top: the first of them, whichever part came first. */
+        s->count += bcount;
+        s->first = base + bfirst < s->first ? base + bfirst : s->first;
         s->second = bsecond > s->second ? bsecond : s->second;
     }
     s->nonnan += bnn;
 }
 
-static void top2_finish(const top2_state *s, int64_t *arg, double *margin)
+static void top2_finish(const ulp__lside *s, int64_t *arg, double *margin)
 {
     if (s->nonnan == 0) {
         *arg = -1;
@@ -206,25 +208,71 @@ static void top2_finish(const top2_state *s, int64_t *arg, double *margin)
 /* Blocks of this many elements: both passes over a block run in L1. */
 #define ROW_BLOCK 2048
 
-void ulp__logits_row_f32(const float *za, const float *zb, uint64_t vocab, ulp__logits_row *out)
+void ulp__lpart_init(ulp__lpart *p)
 {
-    top2_state sa = {0, 0, 0, 0, 0}, sb = sa;
-    double pert = 0;
+    memset(p, 0, sizeof *p);
+}
+
+void ulp__lpart_add(ulp__lpart *p, const float *za, const float *zb, uint64_t n, uint64_t first)
+{
     /* The rows as bits: the loops compare integers (key_of). */
     const uint32_t *ua = (const uint32_t *)(const void *)za;
     const uint32_t *ub = (const uint32_t *)(const void *)zb;
-    for (uint64_t base = 0; base < vocab; base += ROW_BLOCK) {
-        uint32_t n = (uint32_t)(vocab - base < ROW_BLOCK ? vocab - base : ROW_BLOCK);
+    for (uint64_t at = 0; at < n; at += ROW_BLOCK) {
+        uint32_t m = (uint32_t)(n - at < ROW_BLOCK ? n - at : ROW_BLOCK);
         uint32_t ta, tb, na, nb, maxi;
-        uint32_t maxf = block_tops(ua + base, ub + base, n, &ta, &tb, &na, &nb, &maxi);
-        if (may_grow(pert, maxf, maxi)) {
-            double d = block_pert(ua + base, ub + base, n);
-            pert = d > pert ? d : pert;
+        uint32_t maxf = block_tops(ua + at, ub + at, m, &ta, &tb, &na, &nb, &maxi);
+        if (may_grow(p->pert, maxf, maxi)) {
+            double d = block_pert(ua + at, ub + at, m);
+            p->pert = d > p->pert ? d : p->pert;
         }
-        top2_merge(&sa, ua + base, n, base, ta, na);
-        top2_merge(&sb, ub + base, n, base, tb, nb);
+        top2_merge(&p->a, ua + at, m, first + at, ta, na);
+        top2_merge(&p->b, ub + at, m, first + at, tb, nb);
     }
-    top2_finish(&sa, &out->argmax_a, &out->margin_a);
-    top2_finish(&sb, &out->argmax_b, &out->margin_b);
-    out->max_perturbation = pert;
+}
+
+/* Merges one side's top two of another part of the row into `d`. */
+static void side_merge(ulp__lside *d, const ulp__lside *s)
+{
+    if (s->nonnan == 0)
+        return;
+    if (d->nonnan == 0) {
+        *d = *s;
+        return;
+    }
+    if (s->top > d->top) {
+        d->second = s->second > d->top ? s->second : d->top;
+        d->top = s->top;
+        d->count = s->count;
+        d->first = s->first;
+    } else if (s->top == d->top) {
+        d->count += s->count;
+        d->first = s->first < d->first ? s->first : d->first;
+        d->second = s->second > d->second ? s->second : d->second;
+    } else {
+        d->second = s->top > d->second ? s->top : d->second;
+    }
+    d->nonnan += s->nonnan;
+}
+
+void ulp__lpart_merge(ulp__lpart *dst, const ulp__lpart *src)
+{
+    side_merge(&dst->a, &src->a);
+    side_merge(&dst->b, &src->b);
+    dst->pert = src->pert > dst->pert ? src->pert : dst->pert;
+}
+
+void ulp__lpart_finish(const ulp__lpart *p, ulp__logits_row *out)
+{
+    top2_finish(&p->a, &out->argmax_a, &out->margin_a);
+    top2_finish(&p->b, &out->argmax_b, &out->margin_b);
+    out->max_perturbation = p->pert;
+}
+
+void ulp__logits_row_f32(const float *za, const float *zb, uint64_t vocab, ulp__logits_row *out)
+{
+    ulp__lpart p;
+    ulp__lpart_init(&p);
+    ulp__lpart_add(&p, za, zb, vocab, 0);
+    ulp__lpart_finish(&p, out);
 }

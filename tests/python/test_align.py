@@ -398,6 +398,39 @@ class AlignTest(unittest.TestCase):
             self.assertEqual(rc, 2, (args, out))
             self.assertEqual(len(err.strip().splitlines()), 1, err)
 
+
+    def test_align__rows_flag_logits(self):
+        """--rows on logits: the slice's rows, taken by the element pass in
+        chunks smaller than a row and across rows, against numpy."""
+        rng = np.random.default_rng(10)
+        V = 1031
+        za = (rng.standard_normal((20, V)) * 4).astype(np.float32)
+        zb = za[12:].copy()
+        j1, j2 = np.argsort(za[14])[-2:][::-1]  # row 2 of the slice flips
+        za[14, j2] = np.nextafter(za[14, j1], np.float32(-np.inf))
+        zb[2, j2] = np.nextafter(za[14, j1], np.float32(np.inf))
+        zb[5, 7] = np.nextafter(zb[5, 7], np.float32(np.inf))
+        a, b = self.path("rows-lg-a.h5"), self.path("rows-lg-b.h5")
+        wa, wb = capwriter.Writer(a, "a"), capwriter.Writer(b, "b")
+        self.assertEqual(wa.capture("lm", za, "f32", role="logits"), 0)
+        self.assertEqual(wb.capture("lm", zb, "f32", role="logits"), 0)
+        wa.close()
+        wb.close()
+        va, vb = za[12:].astype(np.float64), zb.astype(np.float64)
+        top_a, top_b = np.sort(va, 1), np.sort(vb, 1)
+        for extra in ([], ["-j", "3", "--chunk-elements", "100"], ["-t", "1.0"]):
+            with self.subTest(extra=extra):
+                rc, doc = diff_json(a, b, "--rows", "tail:8", *extra)
+                self.assertEqual(rc, 1)
+                lg = doc["logits"][0]
+                self.assertEqual((lg["rows"], lg["vocab"]), (8, V))
+                pr = lg["per_row"]
+                self.assertEqual(pr["argmax_a"], [int(x) for x in va.argmax(1)])
+                self.assertEqual(pr["argmax_b"], [int(x) for x in vb.argmax(1)])
+                self.assertEqual(pr["margin_a"], list(top_a[:, -1] - top_a[:, -2]))
+                self.assertEqual(pr["margin_b"], list(top_b[:, -1] - top_b[:, -2]))
+                self.assertEqual(pr["max_perturbation"], list(np.abs(va - vb).max(1)))
+                self.assertEqual([f["row"] for f in lg["flipped"]], [2])
     def test_align__first_divergence_words(self):
         """The first-divergence line leads with ulp@max, says when the ULP count
         comes from a zero crossing, prints the shortest digits that tell the

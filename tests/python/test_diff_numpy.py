@@ -465,6 +465,14 @@ def check_all(tmp):
                 check(s["p_differ"][r] >= s["tv"][r] - 1e-12, "coupling bound")
             check(close(s["tv_mean"], float(np.mean(tvs)), 1e-9, 1e-15), "tv_mean")
             check(close(s["p_differ_max"], float(np.max(pds)), 1e-9, 1e-14), "p_differ_max")
+    # Without temperatures the element pass takes the logits rows as it reads
+    # them (analyzer/logits_fuse.c): the same numbers as the pass above.
+    rc, out, err = run(["--format", "json", pa, pb])
+    check(rc == 1, "exit status %d without temperatures, stderr %r" % (rc, err))
+    fused = json.loads(out)["logits"]
+    for x in fused + rep["logits"]:
+        x.pop("sampling")
+    check(fused == rep["logits"], "logits without temperatures differ from those with them")
     bfl = lg[("lm_head_bf16", 0)]["flipped"][0]
     check(bfl["gap_perturbation_ulps"] == 2.0, "bf16 1-ULP swap is a 2-ULP gap perturbation")
 
