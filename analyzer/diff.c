@@ -262,10 +262,8 @@ ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
 
     if ((st = ulp__diff_pair_rows(a, b, &opts, r, &pairs, &npairs, err)) != ULP_OK)
         goto cleanup;
-    /* Read in place from the mappings, or copy? Measured on the files (diff_read.c). */
-    int map = ulp__read_probe(a, b);
     if ((st = fuse_plan(&opts, r, pairs, npairs, &fuse, &nfuse, err)) != ULP_OK ||
-        (st = ulp__diff_metrics(a, b, &opts, map, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK)
+        (st = ulp__diff_metrics(a, b, &opts, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK)
         goto cleanup;
     verdict(r);
     if ((st = logits(a, b, &opts, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK ||

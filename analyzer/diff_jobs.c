@@ -7,7 +7,10 @@
  * depend on the order).  Chunks are read in place from the files' mappings
  * and released when done, or copied into two buffers per thread, whichever
  * costs the thread less (diff_read.c): memory is a few chunks per thread
- * whatever the tensor sizes.
+ * whatever the tensor sizes.  Which of the two is measured (ulp__read_probe)
+ * by the first thread that meets a run it could map, while the others go
+ * on: the probe no longer delays the start of every thread, and a diff
+ * that maps nothing never runs it.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -49,6 +52,28 @@ typedef struct job_task {
     size_t jrow, njrows;
 } job_task;
 
+/* Mapped or copied reads, for all the batches of a diff: decided once. */
+typedef struct read_mode {
+    const ulp_snapshot *a, *b;
+    atomic_int map;       /* 1 mapped, 0 copied, -1 not probed yet */
+    pthread_mutex_t lock; /* one probe at a time                   */
+} read_mode;
+
+/* 1 when runs like q are read in place; probes the files the first time. */
+static int mapped_reads(read_mode *rm, const ulp__read_req *q)
+{
+    int map = atomic_load(&rm->map);
+    if (map >= 0 || !ulp__read_mappable(q))
+        return map > 0;
+    pthread_mutex_lock(&rm->lock);
+    if ((map = atomic_load(&rm->map)) < 0) {
+        map = ulp__read_probe(rm->a, rm->b);
+        atomic_store(&rm->map, map);
+    }
+    pthread_mutex_unlock(&rm->lock);
+    return map;
+}
+
 typedef struct job {
     const ulp_snapshot *a, *b;
     job_row *jrows;
@@ -61,7 +86,7 @@ typedef struct job {
     atomic_uint_fast64_t bytes_done;
     uint64_t bytes_total;
     int progress;
-    int map;              /* mapped reads (ulp__read_probe) */
+    read_mode *rm;
     pthread_mutex_t lock; /* guards the accumulators and the error       */
     ulp_error err;
 } job;
@@ -125,6 +150,7 @@ static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_e
     const void *va, *vb;
     uint64_t at, m;
     int got;
+    rd->map = mapped_reads(j->rm, &q);
     ulp__reader_begin(rd, &q);
     while ((got = ulp__reader_next(rd, &va, &vb, &at, &m, e)) > 0) {
         ulp__acc_add(acc, jr->dtype, va, vb, m, jr->base + first + at);
@@ -153,7 +179,7 @@ static void *worker(void *arg)
     ulp_error_clear(&e);
     ulp__reader rd;
     /* Copied pieces of at most 512 KiB a side stay in L2. */
-    ulp__reader_init(&rd, ba, bb, j->buf_bytes < COPY_PIECE ? j->buf_bytes : COPY_PIECE, j->map);
+    ulp__reader_init(&rd, ba, bb, j->buf_bytes < COPY_PIECE ? j->buf_bytes : COPY_PIECE, 0);
     rd.windows = 1; /* many small captures: one read for a window of them */
     if (ba == NULL || bb == NULL) {
         ulp__error(&e, ULP_ENOMEM, "out of memory for the comparison buffers");
@@ -354,7 +380,7 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
  * bytes of the batches before and of all, for the progress line.
  */
 static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
-                                const ulp_diff_options *opts, int map, ulp_diff_result *r,
+                                const ulp_diff_options *opts, read_mode *rm, ulp_diff_result *r,
                                 const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
                                 size_t nfuse, uint64_t *done, uint64_t total, ulp_error *err)
 {
@@ -375,7 +401,7 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     j.b = b;
     j.buf_bytes = (size_t)(chunk_bytes > 8 ? chunk_bytes : 8);
     j.progress = opts->progress;
-    j.map = map;
+    j.rm = rm;
     ulp_error_clear(&j.err);
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, 0);
@@ -425,11 +451,12 @@ cleanup:
 #define BATCH_PAIRS 2048
 
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, int map, ulp_diff_result *r,
+                             const ulp_diff_options *opts, ulp_diff_result *r,
                              const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
                              size_t nfuse, ulp_error *err)
 {
     uint64_t total = 0, done = 0;
+    read_mode rm = {a, b, -1, PTHREAD_MUTEX_INITIALIZER};
     for (size_t q = 0; q < npairs; q++)
         total += 2 * pairs[q].len * ulp_dtype_size(r->rows[pairs[q].row].dtype_a);
     ulp_status st = ULP_OK;
@@ -438,7 +465,8 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
         hi = npairs - lo > BATCH_PAIRS ? lo + BATCH_PAIRS : npairs;
         while (hi < npairs && pairs[hi].row == pairs[hi - 1].row)
             hi++;
-        st = metrics_batch(a, b, opts, map, r, pairs + lo, hi - lo, fuse, nfuse, &done, total, err);
+        st = metrics_batch(a, b, opts, &rm, r, pairs + lo, hi - lo, fuse, nfuse, &done, total, err);
     }
+    pthread_mutex_destroy(&rm.lock);
     return st;
 }

@@ -174,6 +174,9 @@ typedef struct ulp__reader {
 } ulp__reader;
 /* 1 when mapped reads cost both files clearly less than copies (measured). */
 int ulp__read_probe(const ulp_snapshot *a, const ulp_snapshot *b);
+/* 1 when a reader asked for mapped reads would read q in place (the run is
+ * large enough and mapped on both sides); runs under it are copied. */
+int ulp__read_mappable(const ulp__read_req *q);
 void ulp__reader_init(ulp__reader *r, unsigned char *ba, unsigned char *bb, size_t piece_bytes,
                       int map);
 void ulp__reader_begin(ulp__reader *r, const ulp__read_req *q);
@@ -188,10 +191,12 @@ typedef struct ulp__logits_fuse ulp__logits_fuse;
  * diff_jobs.c: the element metrics of every pair on opts->threads threads
  * (options resolved: threads >= 1, chunk_elements > 0): each row's
  * metrics, status and worst element, and r->bytes_read; the logits rows
- * of fuse[0..nfuse) (sorted by row) into them.
+ * of fuse[0..nfuse) (sorted by row) into them.  Mapped or copied reads
+ * are chosen by ulp__read_probe() when the first run that could be mapped
+ * comes up, on the thread that meets it.
  */
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, int map, ulp_diff_result *r,
+                             const ulp_diff_options *opts, ulp_diff_result *r,
                              const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
                              size_t nfuse, ulp_error *err);
 

@@ -105,16 +105,21 @@ void ulp__reader_init(ulp__reader *r, unsigned char *ba, unsigned char *bb, size
     r->map = map;
 }
 
+int ulp__read_mappable(const ulp__read_req *q)
+{
+    /* Small runs share their spans with their neighbours: releasing a
+     * chunk's spans would unmap the pages another thread is reading. */
+    return q->whole * ulp_dtype_size(q->dtype) >= MAP_MIN_BYTES &&
+           ulp__snapshot_mapped(q->a, q->ia, q->off_a) != NULL &&
+           ulp__snapshot_mapped(q->b, q->ib, q->off_b) != NULL;
+}
+
 void ulp__reader_begin(ulp__reader *r, const ulp__read_req *q)
 {
     r->q = *q;
     r->done = 0;
     r->bytes = q->n * ulp_dtype_size(q->dtype);
-    /* Small runs share their spans with their neighbours: releasing a
-     * chunk's spans would unmap the pages another thread is reading. */
-    r->mapped = r->map && q->whole * ulp_dtype_size(q->dtype) >= MAP_MIN_BYTES &&
-                ulp__snapshot_mapped(q->a, q->ia, q->off_a) != NULL &&
-                ulp__snapshot_mapped(q->b, q->ib, q->off_b) != NULL;
+    r->mapped = r->map && ulp__read_mappable(q);
 }
 
 int ulp__reader_next(ulp__reader *r, const void **va, const void **vb, uint64_t *first, uint64_t *n,
