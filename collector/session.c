@@ -168,6 +168,8 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     pthread_mutex_lock(&s->mu);
     while (!s->opened)
         pthread_cond_wait(&s->done, &s->mu);
+    if (s->open_status == ULP_OK)
+        ulp__staging_wait_ready(s);
     st = s->open_status;
     s->open = NULL;
     pthread_mutex_unlock(&s->mu);

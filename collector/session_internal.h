@@ -76,6 +76,7 @@ typedef struct ulp__staging {
     size_t populate_end; /* the cap, in whole pages                  */
     size_t reserve;      /* kept populated ahead of the furthest block */
     int busy;            /* it is populating (outside the lock)      */
+    int ready;           /* the reserve is populated, or never will be */
     int stop, has_thread;
     pthread_cond_t wake; /* the prefault thread: target or stop     */
     pthread_t thread;
@@ -159,6 +160,13 @@ ulp_status ulp__session_enqueue(ulp_session *s, size_t charge, size_t size, ulp_
 
 /* Maps the ring and starts its prefault thread; without them blocks come from malloc. */
 void ulp__staging_start(ulp_session *s);
+
+/*
+ * Waits (on s->done, s->mu held) until the reserve is populated, or the
+ * prefault thread gave up: the session's first captures then copy into
+ * pages that exist instead of clearing them on the calling thread.
+ */
+void ulp__staging_wait_ready(ulp_session *s);
 
 /* Stops the prefault thread and unmaps the ring; every block given back. */
 void ulp__staging_stop(ulp_session *s);

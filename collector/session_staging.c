@@ -10,10 +10,13 @@
  * The ring restarts at its beginning whenever it empties, so a session
  * whose writer keeps up reuses the same few warm megabytes; it is backed by
  * huge pages where the kernel gives them (MADV_HUGEPAGE): one fault and one
- * 2 MiB clear instead of 512 faults.  A reserve of a quarter of the bound
- * (64 MiB at most) is populated from the start, while the writer creates
- * the file, and kept ahead of the newest block (or as much as that block,
- * when it is larger); what is populated stays within the bound.
+ * 2 MiB clear instead of 512 faults.  A reserve of half the bound
+ * (128 MiB at most) is populated while the writer creates the file, and
+ * the open waits for it (ulp__staging_wait_ready): a first burst of
+ * captures then finds its pages ready, instead of clearing them itself or
+ * sharing the memory bus with this thread clearing them beside it.  The
+ * reserve is then kept ahead of the newest block (or as much as that
+ * block, when it is larger); what is populated stays within the bound.
  */
 #define _GNU_SOURCE /* MADV_POPULATE_WRITE, MADV_DONTFORK */
 #include <signal.h>
@@ -45,7 +48,7 @@
 
 #define REGION_ALIGN ((size_t)64)
 #define PAGE_BYTES   ((size_t)4096)
-#define RESERVE_MAX  ((size_t)64 << 20) /* populated ahead: a quarter of the bound, at most this */
+#define RESERVE_MAX  ((size_t)128 << 20) /* populated ahead: half the bound, at most this */
 
 /*
  * Each block starts with the ring's own header, which the item built after
@@ -107,7 +110,14 @@ static void *prefault_main(void *arg)
         if (rc != 0)
             break;
         g->populated += to - from;
+        if (!g->ready && g->populated >= g->reserve) {
+            g->ready = 1;
+            pthread_cond_broadcast(&s->done);
+        }
     }
+    /* Stopped, or refused: ulp__staging_wait_ready() waits no longer. */
+    g->ready = 1;
+    pthread_cond_broadcast(&s->done);
     pthread_mutex_unlock(&s->mu);
     return NULL;
 }
@@ -138,10 +148,10 @@ void ulp__staging_start(ulp_session *s)
     g->base = base;
     g->cap = cap;
     g->populate_end = round_up(cap, PAGE_BYTES);
-    g->reserve = min_size(cap / 4, RESERVE_MAX);
+    g->reserve = min_size(cap / 2, RESERVE_MAX);
     g->head = g->tail = g->wrap = g->live = g->hwm = 0;
     g->touched = g->target = g->populated = 0;
-    g->stop = 0;
+    g->stop = g->ready = 0;
 
     /* Like the writer thread, it takes no signals. */
     sigset_t all, old;
@@ -154,6 +164,13 @@ void ulp__staging_start(ulp_session *s)
         prefault_ahead(g, g->reserve);
         pthread_mutex_unlock(&s->mu);
     }
+}
+
+void ulp__staging_wait_ready(ulp_session *s)
+{
+    ulp__staging *g = &s->staging;
+    while (g->base != NULL && g->has_thread && !g->ready)
+        pthread_cond_wait(&s->done, &s->mu);
 }
 
 void ulp__staging_stop(ulp_session *s)

@@ -24,10 +24,14 @@
  *                 until ulp_capture_flush() returns) divided by fwrite()'s
  *                 throughput writing the same bytes to a file in the same
  *                 directory, fflush'd and closed (1.0 = as fast as stdio).
+ *   open ms       ulp_capture_open()'s wall time, its calling thread's CPU
+ *                 time and the whole process's (the writer thread creating
+ *                 the file, the prefault thread populating the reserve).
  * Neither side calls fsync: both measure the write into the page cache.
  * A fresh session starts with fresh staging memory (the kernel zeroes each
- * page at its first touch; collector/session_staging.c populates it ahead
- * on a thread of its own); the same session's next passes reuse it.
+ * page at its first touch; collector/session_staging.c populates a reserve
+ * before the open returns, and more ahead on a thread of its own); the
+ * same session's next passes reuse it.
  *
  *   bench_capture [DIR [SIZE...]]   (DIR: where the files go; default $TMPDIR or /tmp;
  *                                    SIZE: MiB, or bytes with a B suffix: 512B)
@@ -66,6 +70,14 @@ static double cpu_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* CPU time of the whole process: the session's own threads as well. */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Voluntary context switches and page faults of the calling thread so far. */
 static long sleeps(void)
 {
@@ -96,6 +108,7 @@ static volatile uint8_t g_sink;
 
 typedef struct result {
     double memcpy_s[REPS], memcpy_cpu[REPS], fwrite_s[REPS];
+    double open_s[REPS], open_cpu[REPS], open_all_cpu[REPS]; /* ms */
     double call_s[PASSES][REPS], call_cpu[PASSES][REPS], writer_s[PASSES][REPS];
     double call_sleeps[PASSES][REPS], call_faults[PASSES][REPS];
 } result;
@@ -133,8 +146,14 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
     int64_t cols = bytes % 2048 == 0 ? 1024 : 64;
     int64_t shape[2] = {(int64_t)bytes / 2 / cols, cols};
     snprintf(path, sizeof(path), "%s/bench_capture_%ld.h5", dir, (long)getpid());
+    t0 = now_s();
+    c0 = cpu_s();
+    double p0 = process_cpu_s();
     if (ulp_capture_open(path, "bench") != ULP_OK)
         return -1;
+    res->open_s[rep] = (now_s() - t0) * 1e3;
+    res->open_cpu[rep] = (cpu_s() - c0) * 1e3;
+    res->open_all_cpu[rep] = (process_cpu_s() - p0) * 1e3;
     for (int pass = 0; pass < PASSES; pass++) {
         long z0 = sleeps(), f0 = faults();
         t0 = now_s();
@@ -221,6 +240,9 @@ static int bench_size(const char *dir, size_t bytes)
         printf("%s tensors: %d captures (%.0f MiB) per pass; memcpy %.3f us per tensor, fwrite "
                "%.0f MiB/s (medians)\n",
                size, n, total_mib, median(mc, REPS) * 1e6, total_mib / median(res->fwrite_s, REPS));
+        print_value("open ms wall", res->open_s);
+        print_value("open ms CPU, calling thread", res->open_cpu);
+        print_value("open ms CPU, all threads", res->open_all_cpu);
         static const char *const what[PASSES] = {"fresh session", "same session, 2nd",
                                                  "same session, 3rd"};
         char label[64];

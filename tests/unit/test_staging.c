@@ -3,7 +3,8 @@
  * of its own: blocks handed out never overlap and stay inside the ring,
  * whatever order they are given back in; what a block holds survives until
  * it is given back; the ring restarts at its start when it empties; and
- * the prefault thread populates what it says it did (mincore).
+ * the prefault thread populates what it says it did (mincore), the
+ * reserve before the open returns.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@ static ulp_session *ring_session(size_t bound)
     ulp_session *s = calloc(1, sizeof(*s));
     assert_non_null(s);
     assert_int_equal(pthread_mutex_init(&s->mu, NULL), 0);
+    assert_int_equal(pthread_cond_init(&s->done, NULL), 0);
     s->bound = bound;
     ulp__staging_start(s);
     assert_non_null(s->staging.base);
@@ -36,6 +38,7 @@ static void ring_session_free(ulp_session *s)
 {
     assert_int_equal(s->staging.live, 0);
     ulp__staging_stop(s);
+    pthread_cond_destroy(&s->done);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -169,11 +172,10 @@ static void test_staging__prefaults(void **state)
     (void)state;
     size_t cap = (size_t)64 << 20;
     ulp_session *s = ring_session(cap);
-    /* A 10 MiB block asks for the reserve (a quarter of the ring, 16 MiB)
-     * ahead of it. */
+    /* A 10 MiB block asks for the reserve (half the ring, 32 MiB) ahead of it. */
     ulp__item *it = take(s, (size_t)10 << 20);
     assert_non_null(it);
-    size_t want = (size_t)28 << 20; /* 10 MiB and the header, then 16 MiB, in 2 MiB steps */
+    size_t want = (size_t)44 << 20; /* 10 MiB and the header, then 32 MiB, in 2 MiB steps */
     /* Until the thread is done (no timing: only a thread that never gets
      * there fails, after 60 s). */
     for (int i = 0; i < 6000; i++) {
@@ -185,7 +187,7 @@ static void test_staging__prefaults(void **state)
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    /* Past the block, up to 26 MiB (some of the block may be the caller's to fault). */
+    /* Past the block, up to 44 MiB (some of the block may be the caller's to fault). */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t from = (size_t)10 << 20, len = want - from;
     unsigned char *vec = malloc(len / page);
@@ -202,12 +204,36 @@ static void test_staging__prefaults(void **state)
     ring_session_free(s);
 }
 
+/* What the open waits for: the reserve, populated before the first block. */
+static void test_staging__ready_at_open(void **state)
+{
+    (void)state;
+    size_t cap = (size_t)16 << 20;
+    ulp_session *s = ring_session(cap);
+    pthread_mutex_lock(&s->mu);
+    ulp__staging_wait_ready(s);
+    assert_true(s->staging.ready);
+    assert_int_equal(s->staging.reserve, cap / 2);
+    assert_int_equal(s->staging.populated, cap / 2);
+    pthread_mutex_unlock(&s->mu);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *vec = malloc(cap / page);
+    assert_non_null(vec);
+    assert_int_equal(mincore(s->staging.base, cap, vec), 0);
+    for (size_t i = 0; i < cap / page; i++)
+        if ((vec[i] & 1) != (i < cap / 2 / page))
+            fail_msg("page %zu is %spopulated", i, vec[i] & 1 ? "" : "not ");
+    free(vec);
+    ring_session_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_staging__restarts_and_wraps),
         cmocka_unit_test(test_staging__model),
         cmocka_unit_test(test_staging__prefaults),
+        cmocka_unit_test(test_staging__ready_at_open),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
