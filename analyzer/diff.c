@@ -59,29 +59,47 @@ static char *xstrdup(const char *s)
     return strdup(s ? s : "");
 }
 
-static void amplification(ulp_diff_result *r)
+/* The verdict as the rows come, batch by batch (rows [base, base + n)). */
+typedef struct verdict_run {
+    int amp_first_found, amp_last_found;
+    size_t amp_first, amp_last; /* the amplification's rows so far */
+} verdict_run;
+
+static void verdict_rows(ulp_diff_result *r, verdict_run *v, const ulp_diff_row *rows, size_t base,
+                         size_t n)
+{
+    const char *activation = ulp_role_name(ULP_ROLE_ACTIVATION);
+    for (size_t i = 0; i < n; i++) {
+        ulp_diff_status s = rows[i].status;
+        if (s != ULP_DIFF_IDENTICAL)
+            r->identical = 0;
+        if (!r->has_first_divergence && (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_SHAPE_MISMATCH ||
+                                         s == ULP_DIFF_DTYPE_MISMATCH)) {
+            r->has_first_divergence = 1;
+            r->first_divergence = base + i;
+        }
+        /* Amplification: from the first row that differs to the last
+         * compared activation row at or after it. */
+        if (!v->amp_first_found && s == ULP_DIFF_DIFFERS) {
+            v->amp_first_found = 1;
+            v->amp_first = base + i;
+        }
+        if (v->amp_first_found && (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_IDENTICAL) &&
+            strcmp(rows[i].role, activation) == 0) {
+            v->amp_last_found = 1;
+            v->amp_last = base + i;
+        }
+    }
+}
+
+static void amplification(ulp_diff_result *r, const verdict_run *v)
 {
     ulp_diff_amplification *amp = &r->amp;
     memset(amp, 0, sizeof *amp);
-    size_t first = r->n_rows;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        if (r->rows[i].status == ULP_DIFF_DIFFERS) {
-            first = i;
-            break;
-        }
-    }
-    if (first == r->n_rows)
+    if (!v->amp_first_found)
         return;
-    size_t last = r->n_rows;
-    for (size_t i = first; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
-        if ((row->status == ULP_DIFF_DIFFERS || row->status == ULP_DIFF_IDENTICAL) &&
-            strcmp(row->role, ulp_role_name(ULP_ROLE_ACTIVATION)) == 0)
-            last = i;
-    }
-    if (last == r->n_rows)
-        last = first;
-    const ulp_diff_row *f = &r->rows[first], *l = &r->rows[last];
+    size_t first = v->amp_first, last = v->amp_last_found ? v->amp_last : first;
+    const ulp_diff_row *f = ulp_diff_result_row(r, first), *l = ulp_diff_result_row(r, last);
     amp->valid = 1;
     amp->first_row = first;
     amp->last_row = last;
@@ -123,24 +141,6 @@ static ulp_status resolve_options(const ulp_diff_options *in, ulp_diff_options *
         if (!(opts->temperatures[i] > 0) || isinf(opts->temperatures[i]))
             return ulp__error(err, ULP_EINVAL, "temperature must be a positive number");
     return ULP_OK;
-}
-
-/* The verdict, the first divergence and the amplification. */
-static void verdict(ulp_diff_result *r)
-{
-    r->identical = 1;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        ulp_diff_status s = r->rows[i].status;
-        if (s != ULP_DIFF_IDENTICAL)
-            r->identical = 0;
-        if (!r->has_first_divergence && (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_SHAPE_MISMATCH ||
-                                         s == ULP_DIFF_DTYPE_MISMATCH)) {
-            r->has_first_divergence = 1;
-            r->first_divergence = i;
-        }
-    }
-    amplification(r);
-    ulp__origin_run(r);
 }
 
 /*
@@ -186,10 +186,11 @@ static void fuse_release(ulp__logits_fuse *fuse, size_t nfuse)
 }
 
 /* The logits analysis of every compared pair whose role is logits (those of
- * fuse[0..nfuse) from what the element pass gathered). */
+ * fuse[0..nfuse) from what the element pass gathered), appended to
+ * r->logits; the pairs' rows are rows [base, ...) of the result. */
 static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
                          ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
-                         const ulp__logits_fuse *fuse, size_t nfuse, ulp_error *err)
+                         const ulp__logits_fuse *fuse, size_t nfuse, size_t base, ulp_error *err)
 {
     const char *logits_role = ulp_role_name(ULP_ROLE_LOGITS);
     size_t nlog = 0, f = 0;
@@ -198,9 +199,11 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
             nlog++;
     if (nlog == 0)
         return ULP_OK;
-    r->logits = calloc(nlog, sizeof *r->logits);
-    if (r->logits == NULL)
+    ulp_diff_logits *grown = realloc(r->logits, (r->n_logits + nlog) * sizeof *r->logits);
+    if (grown == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
+    r->logits = grown;
+    memset(r->logits + r->n_logits, 0, nlog * sizeof *r->logits);
     ulp__segs segs = {0};
     ulp_status st = ULP_OK;
     for (size_t q = 0; q < npairs && st == ULP_OK; q++) {
@@ -210,19 +213,20 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
         ulp_diff_logits *lg = &r->logits[r->n_logits++];
         lg->name = row->name;
         lg->occurrence = row->occurrence;
-        lg->row_index = pairs[q].row;
+        lg->row_index = base + pairs[q].row;
         /* The row's pairs, consecutive, are its compared view. */
         segs.n = 0;
-        for (; q < npairs && pairs[q].row == lg->row_index; q++) {
+        size_t at = pairs[q].row; /* in the batch */
+        for (; q < npairs && pairs[q].row == at; q++) {
             ulp__segment seg = {pairs[q].ia,    pairs[q].ib,  pairs[q].off_a,
                                 pairs[q].off_b, pairs[q].len, pairs[q].base};
             if (ulp__segs_push(&segs, &seg) < 0)
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
         }
         q--;
-        while (f < nfuse && fuse[f].row < lg->row_index)
+        while (f < nfuse && fuse[f].row < at)
             f++;
-        const ulp__logits_fuse *fu = f < nfuse && fuse[f].row == lg->row_index ? &fuse[f] : NULL;
+        const ulp__logits_fuse *fu = f < nfuse && fuse[f].row == at ? &fuse[f] : NULL;
         if (st == ULP_OK)
             st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, fu, lg,
                                       err);
@@ -231,52 +235,163 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
     return st;
 }
 
-ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
-                        const ulp_diff_options *opts_in, ulp_diff_result **out, ulp_error *err)
+/* The element metrics and the logits analysis of a batch's pairs, whose
+ * rows are rows [base, ...) of the result. */
+static ulp_status compare(const ulp_snapshot *a, const ulp_snapshot *b,
+                          const ulp_diff_options *opts, ulp_diff_result *r,
+                          const ulp__diff_pair *pairs, size_t npairs, size_t base, ulp_error *err)
 {
-    ulp_diff_options opts;
-    ulp__diff_pair *pairs = NULL;
     ulp__logits_fuse *fuse = NULL;
-    size_t npairs = 0, nfuse = 0;
-    double t0 = now_seconds();
-    *out = NULL;
-    ulp_status st = resolve_options(opts_in, &opts, err);
-    if (st != ULP_OK)
-        return st;
+    size_t nfuse = 0;
+    ulp_status st = fuse_plan(opts, r, pairs, npairs, &fuse, &nfuse, err);
+    if (st == ULP_OK)
+        st = ulp__diff_metrics(a, b, opts, r, pairs, npairs, fuse, nfuse, err);
+    if (st == ULP_OK)
+        st = logits(a, b, opts, r, pairs, npairs, fuse, nfuse, base, err);
+    fuse_release(fuse, nfuse);
+    return st;
+}
 
+/* Rows per batch of ulp_diff_stream() (1.2 KiB each, one window reused);
+ * ULPPROF_DIFF_BATCH=N sets it (the tests run many batches on small files). */
+#define STREAM_BATCH_ROWS 1024
+
+/* Rows per batch: all at once without a callback, or where a capture has
+ * positions (aligned rows and their origins see every row). */
+static size_t batch_rows(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_rows_fn fn)
+{
+    size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
+    size_t all = na + nb + 1, batch = STREAM_BATCH_ROWS;
+    if (fn == NULL)
+        return all;
+    for (size_t i = 0; i < na; i++)
+        if (ulp_snapshot_capture(a, i)->row_rank > 0)
+            return all;
+    for (size_t i = 0; i < nb; i++)
+        if (ulp_snapshot_capture(b, i)->row_rank > 0)
+            return all;
+    const char *env = getenv("ULPPROF_DIFF_BATCH");
+    if (env != NULL && atol(env) > 0)
+        batch = (size_t)atol(env);
+    return batch < all ? batch : all;
+}
+
+/* A new result with the snapshots' names and the options; NULL when out of memory. */
+static ulp_diff_result *result_new(const ulp_snapshot *a, const ulp_snapshot *b,
+                                   const ulp_diff_options *opts)
+{
     result_priv *priv = calloc(1, sizeof *priv);
     if (priv == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
+        return NULL;
     ulp__strset_init(&priv->strs);
     ulp_diff_result *r = &priv->r;
     r->path_a = xstrdup(ulp_snapshot_path(a));
     r->path_b = xstrdup(ulp_snapshot_path(b));
     r->label_a = xstrdup(ulp_snapshot_label(a));
     r->label_b = xstrdup(ulp_snapshot_label(b));
+    r->n_temperatures = opts->n_temperatures;
+    memcpy(r->temperatures, opts->temperatures, sizeof r->temperatures);
+    r->identical = 1; /* until a row is not */
     if (!r->path_a || !r->path_b || !r->label_a || !r->label_b) {
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
-        goto cleanup;
+        ulp_diff_result_free(r);
+        return NULL;
     }
-    r->n_temperatures = opts.n_temperatures;
-    memcpy(r->temperatures, opts.temperatures, sizeof r->temperatures);
+    return r;
+}
 
-    if ((st = ulp__diff_pair_rows(a, b, &opts, r, &pairs, &npairs, err)) != ULP_OK)
-        goto cleanup;
-    if ((st = fuse_plan(&opts, r, pairs, npairs, &fuse, &nfuse, err)) != ULP_OK ||
-        (st = ulp__diff_metrics(a, b, &opts, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK)
-        goto cleanup;
-    verdict(r);
-    if ((st = logits(a, b, &opts, r, pairs, npairs, fuse, nfuse, err)) != ULP_OK ||
-        (st = ulp__ladder_run(a, b, &r->ladder, err)) != ULP_OK)
-        goto cleanup;
+/*
+ * Pairs, compares and judges the rows batch by batch; with `fn`, hands each
+ * batch to it and keeps only the rows the result points at (diff_keep.c).
+ */
+static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
+                      ulp_diff_rows_fn fn, void *ctx, ulp_diff_result *r, ulp_error *err)
+{
+    ulp__pairing *pc = NULL;
+    ulp__diff_keep keep;
+    verdict_run v = {0};
+    size_t batch = batch_rows(a, b, fn), base = 0;
+    int done = 0;
+    ulp__diff_keep_init(&keep);
+    ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
+    if (st != ULP_OK)
+        return st;
+    if ((r->rows = calloc(batch, sizeof *r->rows)) == NULL) {
+        ulp__pairing_free(pc);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    while (st == ULP_OK && !done) {
+        const ulp__diff_pair *pairs;
+        size_t npairs, lg0 = r->n_logits;
+        if ((st = ulp__pairing_next(pc, batch, &pairs, &npairs, &done, err)) != ULP_OK ||
+            (st = compare(a, b, opts, r, pairs, npairs, base, err)) != ULP_OK)
+            break;
+        verdict_rows(r, &v, r->rows, base, r->n_rows);
+        ulp__origin_run(r);
+        if (fn != NULL) {
+            if ((st = fn(ctx, r->rows, base, r->n_rows, err)) != ULP_OK)
+                break;
+            size_t refs[3] = {r->has_first_divergence ? r->first_divergence : SIZE_MAX,
+                              v.amp_first_found ? v.amp_first : SIZE_MAX,
+                              v.amp_last_found ? v.amp_last : SIZE_MAX};
+            if (ulp__diff_keep_batch(&keep, r, base, lg0, refs, 3) != 0) {
+                st = ulp__error(err, ULP_ENOMEM, "out of memory");
+                break;
+            }
+        }
+        base += r->n_rows;
+    }
+    ulp__pairing_free(pc);
+    if (fn != NULL)
+        ulp__diff_keep_finish(&keep, r, base); /* r->rows: the kept rows */
+    if (st == ULP_OK)
+        amplification(r, &v);
+    return st;
+}
+
+ulp_status ulp_diff_stream(const ulp_snapshot *a, const ulp_snapshot *b,
+                           const ulp_diff_options *opts_in, ulp_diff_rows_fn fn, void *ctx,
+                           ulp_diff_result **out, ulp_error *err)
+{
+    ulp_diff_options opts;
+    double t0 = now_seconds();
+    *out = NULL;
+    ulp_status st = resolve_options(opts_in, &opts, err);
+    if (st != ULP_OK)
+        return st;
+    ulp_diff_result *r = result_new(a, b, &opts);
+    if (r == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    if ((st = run(a, b, &opts, fn, ctx, r, err)) != ULP_OK ||
+        (st = ulp__ladder_run(a, b, &r->ladder, err)) != ULP_OK) {
+        ulp_diff_result_free(r);
+        return st;
+    }
     r->seconds = now_seconds() - t0;
     *out = r;
-    r = NULL;
-cleanup:
-    ulp_diff_result_free(r);
-    fuse_release(fuse, nfuse);
-    free(pairs);
-    return st;
+    return ULP_OK;
+}
+
+ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
+                        const ulp_diff_options *opts_in, ulp_diff_result **out, ulp_error *err)
+{
+    return ulp_diff_stream(a, b, opts_in, NULL, NULL, out, err);
+}
+
+const ulp_diff_row *ulp_diff_result_row(const ulp_diff_result *r, size_t i)
+{
+    if (r == NULL || i >= r->n_rows)
+        return NULL;
+    if (!r->streamed)
+        return &r->rows[i];
+    size_t lo = 0, hi = r->n_kept;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->kept_index[mid] < i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < r->n_kept && r->kept_index[lo] == i ? &r->rows[lo] : NULL;
 }
 
 static void free_kernels(ulp_diff_kernel *k, size_t n)
@@ -286,27 +401,32 @@ static void free_kernels(ulp_diff_kernel *k, size_t n)
     free(k);
 }
 
+void ulp__diff_row_release(ulp_diff_row *row)
+{
+    free_kernels(row->kernels_a, row->n_kernels_a);
+    free_kernels(row->kernels_b, row->n_kernels_b);
+    free(row->keys);
+    for (size_t k = 0; k < row->n_inputs; k++)
+        free((char *)(uintptr_t)row->inputs[k]);
+    free(row->inputs);
+    free((char *)(uintptr_t)row->hint);
+    free(row->gemms_a);
+    free(row->gemms_b);
+}
+
 void ulp_diff_result_free(ulp_diff_result *r)
 {
     if (r == NULL)
         return;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        ulp_diff_row *row = &r->rows[i];
-        free_kernels(row->kernels_a, row->n_kernels_a);
-        free_kernels(row->kernels_b, row->n_kernels_b);
-        free(row->keys);
-        for (size_t k = 0; k < row->n_inputs; k++)
-            free((char *)(uintptr_t)row->inputs[k]);
-        free(row->inputs);
-        free((char *)(uintptr_t)row->hint);
-        free(row->gemms_a);
-        free(row->gemms_b);
-    }
+    size_t nrows = r->streamed ? r->n_kept : r->n_rows;
+    for (size_t i = 0; r->rows != NULL && i < nrows; i++)
+        ulp__diff_row_release(&r->rows[i]);
     for (size_t i = 0; i < r->n_logits; i++)
         ulp__logits_free(&r->logits[i]);
     free(r->logits);
     ulp__ladder_free(&r->ladder);
     free(r->rows);
+    free(r->kept_index);
     free(r->path_a);
     free(r->path_b);
     free(r->label_a);

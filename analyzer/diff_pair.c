@@ -144,7 +144,7 @@ typedef struct name_info {
 #define NAME_SLOTS 1024
 
 /* The pairing's state: both snapshots, the result and the pairs being built. */
-typedef struct pair_ctx {
+struct ulp__pairing {
     name_info *names; /* [NAME_SLOTS], by the name's address */
     const ulp_snapshot *a, *b;
     ulp_diff_result *r;
@@ -157,7 +157,10 @@ typedef struct pair_ctx {
     ulp__segs segs;
     ulp__diff_pair *pairs;
     size_t npairs, cap_pairs;
-} pair_ctx;
+    size_t next_a, next_b; /* the captures of A, then B, not yet paired       */
+    size_t total_rows;     /* rows of the batches before the current one      */
+};
+typedef struct ulp__pairing pair_ctx;
 
 /* Queues a segment of the last row for element comparison. */
 static ulp_status add_pair(pair_ctx *pc, const ulp__segment *seg, uint64_t rowlen)
@@ -314,12 +317,13 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
 {
     const ulp_diff_options *o = pc->opts;
     const char *pa = ulp_snapshot_path(pc->a), *pb = ulp_snapshot_path(pc->b);
-    if (pc->r->n_rows == 0 && (o->match != NULL || o->role != NULL))
+    size_t rows = pc->total_rows + pc->r->n_rows;
+    if (rows == 0 && (o->match != NULL || o->role != NULL))
         return ulp__error(err, ULP_ENOTFOUND, "%s%s%s%s%s%s selects no capture of '%s' or '%s'",
                           o->match ? "--match '" : "", o->match ? o->match : "",
                           o->match ? "'" : "", o->match && o->role ? " with " : "",
                           o->role ? "--role " : "", o->role ? o->role : "", pa, pb);
-    if (pc->r->n_rows == 0)
+    if (rows == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "neither '%s' nor '%s' holds a capture: nothing to compare", pa, pb);
     if (pc->rows.mode != 0 && pc->n_sliced == 0)
@@ -330,11 +334,12 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     return ULP_OK;
 }
 
-/* The captures only B has, in B's seq order. */
-static ulp_status pair_only_b(pair_ctx *pc)
+/* The captures only B has, in B's seq order, until `max_rows` rows. */
+static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows)
 {
     size_t nb = ulp_snapshot_capture_count(pc->b);
-    for (size_t k = 0; k < nb; k++) {
+    for (; pc->next_b < nb && pc->r->n_rows < max_rows; pc->next_b++) {
+        size_t k = pc->next_b;
         const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, k);
         if (pc->b_used[k] || !selected(pc->opts, cb))
             continue;
@@ -348,42 +353,90 @@ static ulp_status pair_only_b(pair_ctx *pc)
     return ULP_OK;
 }
 
+ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
+                            const ulp_diff_options *opts, ulp_diff_result *r, ulp__pairing **out,
+                            ulp_error *err)
+{
+    size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
+    *out = NULL;
+    pair_ctx *pc = calloc(1, sizeof *pc);
+    if (pc == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    pc->a = a;
+    pc->b = b;
+    pc->r = r;
+    pc->opts = opts;
+    ulp_status st = ulp__rows_parse(opts->rows, &pc->rows, err);
+    if (st != ULP_OK) {
+        free(pc);
+        return st;
+    }
+    pc->names = calloc(NAME_SLOTS, sizeof *pc->names);
+    pc->b_used = calloc(nb + 1, 1);
+    pc->a_done = calloc(na + 1, 1);
+    if (pc->names == NULL || pc->b_used == NULL || pc->a_done == NULL ||
+        ulp__names_build(a, &pc->na) != ULP_OK || ulp__names_build(b, &pc->nb) != ULP_OK) {
+        ulp__pairing_free(pc);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    *out = pc;
+    return ULP_OK;
+}
+
+ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_pair **pairs,
+                             size_t *npairs, int *done, ulp_error *err)
+{
+    size_t na = ulp_snapshot_capture_count(pc->a), nb = ulp_snapshot_capture_count(pc->b);
+    ulp_status st = ULP_OK;
+    pc->total_rows += pc->r->n_rows;
+    pc->r->n_rows = 0;
+    pc->npairs = 0;
+    /* Each capture of A makes at most one row. */
+    for (; st == ULP_OK && pc->next_a < na && pc->r->n_rows < max_rows; pc->next_a++)
+        st = pair_a(pc, pc->next_a, err);
+    if (st == ULP_OK && pc->next_a == na && pair_only_b(pc, max_rows) != ULP_OK)
+        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+    *done = pc->next_a == na && pc->next_b == nb;
+    if (st == ULP_OK && *done)
+        st = check_selection(pc, err); /* the end: was anything selected? */
+    *pairs = pc->pairs;
+    *npairs = pc->npairs;
+    return st;
+}
+
+void ulp__pairing_free(ulp__pairing *pc)
+{
+    if (pc == NULL)
+        return;
+    free(pc->names);
+    free(pc->b_used);
+    free(pc->a_done);
+    ulp__names_free(pc->na);
+    ulp__names_free(pc->nb);
+    free(pc->segs.v);
+    free(pc->pairs);
+    free(pc);
+}
+
 ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
                                const ulp_diff_options *opts, ulp_diff_result *r,
                                ulp__diff_pair **pairs, size_t *npairs, ulp_error *err)
 {
     size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
-    pair_ctx pc;
-    memset(&pc, 0, sizeof pc);
-    pc.a = a;
-    pc.b = b;
-    pc.r = r;
-    pc.opts = opts;
+    ulp__pairing *pc;
+    const ulp__diff_pair *p;
+    int done;
     *npairs = 0;
     *pairs = NULL;
-    ulp_status st = ulp__rows_parse(opts->rows, &pc.rows, err);
+    ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
     if (st != ULP_OK)
         return st;
-    pc.names = calloc(NAME_SLOTS, sizeof *pc.names);
-    pc.b_used = calloc(nb + 1, 1);
-    pc.a_done = calloc(na + 1, 1);
-    r->rows = calloc(na + nb + 1, sizeof *r->rows);
-    if (pc.names == NULL || pc.b_used == NULL || pc.a_done == NULL || r->rows == NULL ||
-        ulp__names_build(a, &pc.na) != ULP_OK || ulp__names_build(b, &pc.nb) != ULP_OK)
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t i = 0; st == ULP_OK && i < na; i++)
-        st = pair_a(&pc, i, err);
-    if (st == ULP_OK && pair_only_b(&pc) != ULP_OK)
+    if ((r->rows = calloc(na + nb + 1, sizeof *r->rows)) == NULL)
         st = ulp__error(err, ULP_ENOMEM, "out of memory");
     if (st == ULP_OK)
-        st = check_selection(&pc, err);
-    free(pc.names);
-    free(pc.b_used);
-    free(pc.a_done);
-    ulp__names_free(pc.na);
-    ulp__names_free(pc.nb);
-    free(pc.segs.v);
-    *pairs = pc.pairs;
-    *npairs = pc.npairs;
+        st = ulp__pairing_next(pc, na + nb + 1, &p, npairs, &done, err);
+    *pairs = pc->pairs; /* the caller's now */
+    pc->pairs = NULL;
+    ulp__pairing_free(pc);
     return st;
 }

@@ -84,6 +84,45 @@ ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
                                ulp__diff_pair **pairs, size_t *npairs, ulp_error *err);
 
 /*
+ * diff_pair.c: the same in batches (ulp_diff_stream): each call of
+ * ulp__pairing_next() fills r->rows[0, r->n_rows) -- r->rows holds max_rows
+ * -- with the next rows, at most max_rows, and *pairs (valid until the next
+ * call) with their pairs; *done once no row is left, after the checks of
+ * the selection.  r's row counts (n_shared, ...) add up across batches.
+ */
+typedef struct ulp__pairing ulp__pairing;
+ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
+                            const ulp_diff_options *opts, ulp_diff_result *r, ulp__pairing **out,
+                            ulp_error *err);
+ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_pair **pairs,
+                             size_t *npairs, int *done, ulp_error *err);
+void ulp__pairing_free(ulp__pairing *pc);
+
+/* diff.c: frees what a row owns (not the row). */
+void ulp__diff_row_release(ulp_diff_row *row);
+
+/* diff_keep.c: the rows a result of ulp_diff_stream() keeps. */
+typedef struct ulp__diff_keep {
+    ulp_diff_row *rows;
+    size_t *index;         /* [n] row index of rows[k], ascending          */
+    unsigned char *logits; /* [n] a logits row: kept to the end            */
+    size_t n, cap;
+} ulp__diff_keep;
+void ulp__diff_keep_init(ulp__diff_keep *k);
+/*
+ * After rows [base, base + r->n_rows) -- r->rows -- went to the caller:
+ * keeps those refs[0..nrefs) name (SIZE_MAX: none) and those of
+ * r->logits[lg0..], drops rows kept before that refs no longer name, and
+ * releases the others (the batch's rows are zeroed).  -1 when out of
+ * memory: nothing moved.
+ */
+int ulp__diff_keep_batch(ulp__diff_keep *k, ulp_diff_result *r, size_t base, size_t lg0,
+                         const size_t *refs, size_t nrefs);
+/* Releases what r->rows still holds and makes the kept rows r's: streamed,
+ * n_rows = total. */
+void ulp__diff_keep_finish(ulp__diff_keep *k, ulp_diff_result *r, size_t total);
+
+/*
  * align.c: the aligned pairing.  A segment is a run of `len` elements at
  * element `off_a` of capture `ia` of A and `off_b` of capture `ib` of B,
  * compared as elements [base, base + len) of the row's compared view.

@@ -295,6 +295,16 @@ typedef struct ulp_diff_result {
     double temperatures[ULP_DIFF_MAX_TEMPERATURES];
     double seconds;      /* wall time of the comparison                       */
     uint64_t bytes_read; /* both files                                        */
+    /*
+     * 1 for a result of ulp_diff_stream(): the rows went to its callback,
+     * and `rows` keeps only the n_kept rows the fields above point at (the
+     * first divergence, the amplification's rows, the logits rows), rows[k]
+     * being row kept_index[k] (ascending) of the n_rows; ulp_diff_result_row()
+     * finds them.  0 for ulp_diff_run(): `rows` holds all n_rows.
+     */
+    int streamed;
+    size_t n_kept;
+    size_t *kept_index;
 } ulp_diff_result;
 
 /*
@@ -307,6 +317,31 @@ typedef struct ulp_diff_result {
 ULP_API ulp_status ulp_diff_run(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp_diff_options *opts, ulp_diff_result **out,
                                 ulp_error *err);
+
+/*
+ * Rows as they become final (ulp_diff_stream()): rows[0, n) are rows
+ * [first, first + n) of the result, in order; they and what they point to
+ * are valid during the call only, except the names and roles (until the
+ * result is freed).  ULP_OK goes on; any other status stops the comparison,
+ * which returns it (with *err as the callback set it).
+ */
+typedef ulp_status (*ulp_diff_rows_fn)(void *ctx, const ulp_diff_row *rows, size_t first, size_t n,
+                                       ulp_error *err);
+
+/*
+ * ulp_diff_run() that hands the rows to `fn` in batches instead of keeping
+ * them, so that its memory does not grow with the number of captures
+ * (except where captures have positions: their rows are compared together,
+ * in one batch).  The result is ulp_diff_run()'s, every field the same, but
+ * for `rows`: see `streamed`.  fn is called before the result exists, and
+ * may have been called when an error returns.
+ */
+ULP_API ulp_status ulp_diff_stream(const ulp_snapshot *a, const ulp_snapshot *b,
+                                   const ulp_diff_options *opts, ulp_diff_rows_fn fn, void *ctx,
+                                   ulp_diff_result **out, ulp_error *err);
+
+/* Row i of a result (of either kind), or NULL when it does not keep it. */
+ULP_API const ulp_diff_row *ulp_diff_result_row(const ulp_diff_result *r, size_t i);
 
 /* Frees a result.  NULL is accepted. */
 ULP_API void ulp_diff_result_free(ulp_diff_result *r);

@@ -1,0 +1,85 @@
+/*
+ * The rows a result of ulp_diff_stream() keeps: those its fields point at
+ * -- the first divergence, the amplification's first and last rows (the
+ * last moves while the rows come), the logits rows -- while every other
+ * row is released as soon as its batch went to the caller.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/grow.h"
+#include "diff_priv.h"
+
+void ulp__diff_keep_init(ulp__diff_keep *k)
+{
+    memset(k, 0, sizeof *k);
+}
+
+static int named(size_t g, const size_t *refs, size_t nrefs)
+{
+    for (size_t q = 0; q < nrefs; q++)
+        if (refs[q] == g)
+            return 1;
+    return 0;
+}
+
+/* Whether row g is one of r->logits[lg0..]'s (row indices ascend). */
+static int logits_row(const ulp_diff_result *r, size_t lg0, size_t g)
+{
+    for (size_t q = lg0; q < r->n_logits; q++)
+        if (r->logits[q].row_index == g)
+            return 1;
+    return 0;
+}
+
+int ulp__diff_keep_batch(ulp__diff_keep *k, ulp_diff_result *r, size_t base, size_t lg0,
+                         const size_t *refs, size_t nrefs)
+{
+    size_t want = 0;
+    for (size_t i = 0; i < r->n_rows; i++)
+        want += named(base + i, refs, nrefs) || logits_row(r, lg0, base + i);
+    size_t cap_index = k->cap, cap_logits = k->cap;
+    if (want > 0 && (ULP__GROW(k->rows, k->cap, k->n + want) != 0 ||
+                     ULP__GROW(k->index, cap_index, k->n + want) != 0 ||
+                     ULP__GROW(k->logits, cap_logits, k->n + want) != 0))
+        return -1;
+    /* Rows kept before that nothing names any more: the amplification's last row moved on. */
+    size_t n = 0;
+    for (size_t q = 0; q < k->n; q++) {
+        if (k->logits[q] || named(k->index[q], refs, nrefs)) {
+            k->rows[n] = k->rows[q];
+            k->index[n] = k->index[q];
+            k->logits[n++] = k->logits[q];
+        } else {
+            ulp__diff_row_release(&k->rows[q]);
+        }
+    }
+    k->n = n;
+    for (size_t i = 0; i < r->n_rows; i++) {
+        size_t g = base + i;
+        int lg = logits_row(r, lg0, g);
+        if (lg || named(g, refs, nrefs)) {
+            k->rows[k->n] = r->rows[i];
+            k->index[k->n] = g;
+            k->logits[k->n++] = (unsigned char)lg;
+        } else {
+            ulp__diff_row_release(&r->rows[i]);
+        }
+        memset(&r->rows[i], 0, sizeof r->rows[i]); /* moved or released */
+    }
+    return 0;
+}
+
+void ulp__diff_keep_finish(ulp__diff_keep *k, ulp_diff_result *r, size_t total)
+{
+    for (size_t i = 0; i < r->n_rows; i++)
+        ulp__diff_row_release(&r->rows[i]);
+    free(r->rows);
+    free(k->logits);
+    r->rows = k->rows;
+    r->kept_index = k->index;
+    r->n_kept = k->n;
+    r->n_rows = total;
+    r->streamed = 1;
+    memset(k, 0, sizeof *k);
+}
