@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -199,23 +200,65 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
     return -1;
 }
 
-/* Opens both snapshots and compares them: *res, or a message and NULL. */
-static ulp_diff_result *diff_run(diff_cli *o, ulp_snapshot **a, ulp_snapshot **b)
+/* The table's colour flag, as diff_print() will find it. */
+static unsigned color_flag(const diff_cli *o, FILE *out)
+{
+    if (o->format == ULP_REPORT_TABLE &&
+        (strcmp(o->color, "always") == 0 || (strcmp(o->color, "auto") == 0 && cli_use_color(out))))
+        return ULP_REPORT_COLOR;
+    return 0;
+}
+
+/*
+ * A stream for the report when the rows can go to it as they come (diff
+ * then keeps none of them in memory): not for --plot, which draws every
+ * row, nor where only the open --out file can tell the colour (a
+ * terminal named by path); ULPPROF_DIFF_STREAM=0 turns it off (tests).
+ * NULL: ulp_diff_run() and ulp_report_write().
+ */
+static ulp_report_stream *diff_stream(const diff_cli *o)
+{
+    const char *env = getenv("ULPPROF_DIFF_STREAM");
+    struct stat sb;
+    unsigned flags = 0;
+    ulp_report_stream *rs = NULL;
+    ulp_error err;
+    if (o->plot_dir != NULL || (env != NULL && strcmp(env, "0") == 0))
+        return NULL;
+    if (o->out_path == NULL)
+        flags = color_flag(o, stdout);
+    else if (strcmp(o->color, "always") == 0)
+        flags = color_flag(o, stdout);
+    else if (strcmp(o->color, "auto") == 0 && stat(o->out_path, &sb) == 0 && S_ISCHR(sb.st_mode))
+        return NULL;
+    /* Without a temporary file the rows are kept in memory instead. */
+    if (ulp_report_stream_open(o->format, flags, &rs, &err) != ULP_OK)
+        return NULL;
+    return rs;
+}
+
+/* Opens both snapshots and compares them, the rows to `rs` if not NULL:
+ * *res, or a message and NULL. */
+static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream *rs, ulp_snapshot **a,
+                                 ulp_snapshot **b)
 {
     ulp_diff_result *res = NULL;
     ulp_error err;
     if ((*a = cli_open_snapshot(o->path_a)) == NULL || (*b = cli_open_snapshot(o->path_b)) == NULL)
         return NULL;
     o->opts.progress = isatty(STDERR_FILENO);
-    if (ulp_diff_run(*a, *b, &o->opts, &res, &err) != ULP_OK) {
+    ulp_status st = rs != NULL
+                        ? ulp_diff_stream(*a, *b, &o->opts, ulp_report_stream_rows, rs, &res, &err)
+                        : ulp_diff_run(*a, *b, &o->opts, &res, &err);
+    if (st != ULP_OK) {
         cli_error("%s", err.msg);
         return NULL;
     }
     return res;
 }
 
-/* The report, to --out or stdout: 0, or -1 after a message. */
-static int diff_print(const diff_cli *o, const ulp_diff_result *res)
+/* The report, to --out or stdout (from `rs` if not NULL): 0, or -1 after a message. */
+static int diff_print(const diff_cli *o, const ulp_diff_result *res, ulp_report_stream *rs)
 {
     FILE *out = stdout;
     ulp_error err;
@@ -226,11 +269,9 @@ static int diff_print(const diff_cli *o, const ulp_diff_result *res)
             return -1;
         }
     }
-    unsigned flags = 0;
-    if (o->format == ULP_REPORT_TABLE &&
-        (strcmp(o->color, "always") == 0 || (strcmp(o->color, "auto") == 0 && cli_use_color(out))))
-        flags |= ULP_REPORT_COLOR;
-    if (ulp_report_write(res, o->format, out, flags, &err) != ULP_OK) {
+    ulp_status st = rs != NULL ? ulp_report_stream_write(rs, res, out, &err)
+                               : ulp_report_write(res, o->format, out, color_flag(o, out), &err);
+    if (st != ULP_OK) {
         cli_error("cannot write '%s': %s", o->out_path ? o->out_path : "standard output", err.msg);
         if (out != stdout)
             fclose(out);
@@ -295,9 +336,11 @@ int cmd_diff(int argc, char **argv)
         return diff_runs(&o);
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
-    ulp_diff_result *res = diff_run(&o, &a, &b);
-    if (res != NULL && diff_print(&o, res) == 0 && (!o.plot_dir || diff_plot(&o, res) == 0))
+    ulp_report_stream *rs = diff_stream(&o);
+    ulp_diff_result *res = diff_run(&o, rs, &a, &b);
+    if (res != NULL && diff_print(&o, res, rs) == 0 && (!o.plot_dir || diff_plot(&o, res) == 0))
         rc = res->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
+    ulp_report_stream_free(rs);
     ulp_diff_result_free(res);
     ulp_snapshot_close(a);
     ulp_snapshot_close(b);

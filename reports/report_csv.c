@@ -54,17 +54,21 @@ static void csv_aligned(FILE *f, const ulp_diff_row *row)
     fputc('\n', f);
 }
 
-ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
+void ulp__csv_head(FILE *f)
 {
-    char b[200];
     fputs("name,occurrence,layer,role,seq_a,seq_b,dtype,dtype_b,shape,shape_b,status,elements,"
           "differing,differing_fraction,max_ulp,mean_ulp,max_abs_diff,max_abs,"
           "max_abs_diff_ulps_at_max,nonfinite_mismatch,sign_changes,worst_index,worst_a,worst_b,"
           "ulp_hist,aligned,positions_compared,positions_only_in_a,positions_only_in_b,"
           "first_request,first_position\n",
           f);
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
+}
+
+void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f)
+{
+    char b[200];
+    for (size_t i = 0; i < n; i++) {
+        const ulp_diff_row *row = &rows[i];
         const ulp_diff_metrics *m = &row->m;
         int side_b = row->status == ULP_DIFF_ONLY_IN_B;
         int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
@@ -128,5 +132,11 @@ ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
             fprintf(f, "%s%" PRIu64, k ? " " : "", m->hist[k]);
         csv_aligned(f, row);
     }
+}
+
+ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
+{
+    ulp__csv_head(f);
+    ulp__csv_rows(r->rows, r->n_rows, f);
     return ferror(f) ? ULP_EIO : ULP_OK;
 }

@@ -141,9 +141,11 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
     d->r.label_a = esc(d, r->label_a);
     d->r.label_b = esc(d, r->label_b);
     /* The rows are copied only when a string of one needs escaping (at
-     * 1.2 KiB a row, 10,000 rows made 12 MiB). */
+     * 1.2 KiB a row, 10,000 rows made 12 MiB).  A streamed result holds
+     * only the rows it keeps. */
+    size_t nrows = r->streamed ? r->n_kept : r->n_rows;
     int rows_plain = 1;
-    for (size_t i = 0; i < r->n_rows && rows_plain; i++) {
+    for (size_t i = 0; i < nrows && rows_plain; i++) {
         const ulp_diff_row *w = &r->rows[i];
         rows_plain = (w->name == NULL || plain(d, w->name)) &&
                      (w->role == NULL || plain(d, w->role)) &&
@@ -153,9 +155,9 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
     if (rows_plain) {
         d->r.rows = r->rows;
         d->rows_shared = 1;
-    } else if (r->n_rows > 0 && (d->r.rows = malloc(r->n_rows * sizeof *r->rows)) != NULL) {
-        memcpy(d->r.rows, r->rows, r->n_rows * sizeof *r->rows);
-        for (size_t i = 0; i < r->n_rows; i++) {
+    } else if (nrows > 0 && (d->r.rows = malloc(nrows * sizeof *r->rows)) != NULL) {
+        memcpy(d->r.rows, r->rows, nrows * sizeof *r->rows);
+        for (size_t i = 0; i < nrows; i++) {
             ulp_diff_row *w = &d->r.rows[i];
             w->name = esc(d, w->name);
             w->role = esc(d, w->role);
@@ -178,8 +180,8 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
             k->value_b = esc(d, k->value_b);
         }
     }
-    if (d->oom || (r->n_rows > 0 && d->r.rows == NULL) ||
-        (r->n_logits > 0 && d->r.logits == NULL) || (nk > 0 && d->r.ladder.keys == NULL)) {
+    if (d->oom || (nrows > 0 && d->r.rows == NULL) || (r->n_logits > 0 && d->r.logits == NULL) ||
+        (nk > 0 && d->r.ladder.keys == NULL)) {
         ulp__report_display_free(&d->r);
         return NULL;
     }

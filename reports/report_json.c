@@ -348,7 +348,7 @@ static json_t *jside(const char *path, const char *label)
 /* Stands for the rows array in the document; the dumper escapes its \001 as \u0001. */
 static char rows_mark[48];
 
-static json_t *build(const ulp_diff_result *r)
+static json_t *build(const ulp_diff_result *r, size_t not_identical)
 {
     json_t *doc = json_object();
     json_object_set_new(doc, "format", ulp_json_str("ulpprof-diff"));
@@ -357,7 +357,7 @@ static json_t *build(const ulp_diff_result *r)
     json_object_set_new(doc, "b", jside(r->path_b, r->label_b));
     json_object_set_new(doc, "identical", json_boolean(r->identical));
     if (r->has_first_divergence) {
-        const ulp_diff_row *row = &r->rows[r->first_divergence];
+        const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
         json_t *fd = json_object();
         json_object_set_new(fd, "name", ulp_json_str(row->name));
         json_object_set_new(fd, "occurrence", json_integer(row->occurrence));
@@ -406,9 +406,7 @@ static json_t *build(const ulp_diff_result *r)
     json_object_set_new(doc, "ladder", lad);
 
     /* Extra top-level keys. */
-    size_t ndiff = 0;
-    for (size_t i = 0; i < r->n_rows; i++)
-        ndiff += r->rows[i].status != ULP_DIFF_IDENTICAL;
+    size_t ndiff = not_identical;
     json_t *sum = json_object();
     json_object_set_new(sum, "rows", json_integer((json_int_t)r->n_rows));
     json_object_set_new(sum, "shared", json_integer((json_int_t)r->n_shared));
@@ -420,10 +418,12 @@ static json_t *build(const ulp_diff_result *r)
     if (r->amp.valid) {
         const ulp_diff_amplification *a = &r->amp;
         json_t *x = json_object();
-        json_object_set_new(x, "first", ulp_json_str(r->rows[a->first_row].name));
-        json_object_set_new(x, "first_occurrence", json_integer(r->rows[a->first_row].occurrence));
-        json_object_set_new(x, "last", ulp_json_str(r->rows[a->last_row].name));
-        json_object_set_new(x, "last_occurrence", json_integer(r->rows[a->last_row].occurrence));
+        const ulp_diff_row *f = ulp_diff_result_row(r, a->first_row);
+        const ulp_diff_row *l = ulp_diff_result_row(r, a->last_row);
+        json_object_set_new(x, "first", ulp_json_str(f->name));
+        json_object_set_new(x, "first_occurrence", json_integer(f->occurrence));
+        json_object_set_new(x, "last", ulp_json_str(l->name));
+        json_object_set_new(x, "last_occurrence", json_integer(l->occurrence));
         json_object_set_new(x, "differing_fraction_first", jnum(a->frac_first));
         json_object_set_new(x, "differing_fraction_last", jnum(a->frac_last));
         json_object_set_new(x, "differing_fraction_factor", jnum(a->frac_factor));
@@ -499,7 +499,7 @@ static int emit_json(json_t *j, const char *indent, FILE *f)
     return 0;
 }
 
-ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
+void ulp__json_marks(void)
 {
     /* Marks no capture name will contain by chance. */
     struct timespec ts;
@@ -508,13 +508,59 @@ ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
              (unsigned long)getpid());
     snprintf(rows_mark, sizeof rows_mark, "\001ulpprof-rows-%lx-%lx", (unsigned long)ts.tv_nsec,
              (unsigned long)getpid());
-    json_t *doc = build(r);
+}
+
+char *ulp__json_frame(const ulp_diff_result *r, size_t not_identical, size_t *at, size_t *rest)
+{
+    json_t *doc = build(r, not_identical);
     if (doc == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory building the JSON report");
+        return NULL;
     char *text = json_dumps(doc, DUMP_FLAGS);
     json_decref(doc);
     char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
     free(text);
+    if (plain == NULL)
+        return NULL;
+    char pat[64];
+    dumped_mark(pat, sizeof pat, rows_mark);
+    const char *p = strstr(plain, pat);
+    if (p == NULL) {
+        free(plain);
+        return NULL;
+    }
+    *at = (size_t)(p - plain);
+    *rest = *at + strlen(pat) + 1; /* and the closing quote */
+    return plain;
+}
+
+void ulp__json_emit(const char *text, size_t n, FILE *f)
+{
+    emit(text, n, "", f);
+}
+
+int ulp__json_rows(const ulp_diff_row *rows, size_t n, size_t first, FILE *f)
+{
+    for (size_t i = 0; i < n; i++) {
+        fputs(first + i == 0 ? "[\n    " : ",\n    ", f);
+        json_t *row = jrow(&rows[i]);
+        if (row == NULL || emit_json(row, "    ", f) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+void ulp__json_rows_end(size_t total, FILE *f)
+{
+    fputs(total == 0 ? "[]" : "\n  ]", f);
+}
+
+ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
+{
+    ulp__json_marks();
+    size_t not_identical = 0, at, rest;
+    for (size_t i = 0; i < r->n_rows; i++)
+        not_identical += r->rows[i].status != ULP_DIFF_IDENTICAL;
+    char *plain = ulp__json_frame(r, not_identical, &at, &rest);
     if (plain == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     /*
@@ -522,29 +568,13 @@ ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
      * indented as the dumper indents an array two levels down: a report of
      * 10,000 rows is never a tree, nor a string, in memory.
      */
-    char pat[64];
-    dumped_mark(pat, sizeof pat, rows_mark);
-    const char *at = strstr(plain, pat);
-    int rc = at == NULL ? -2 : 0;
-    if (rc == 0) {
-        emit(plain, (size_t)(at - plain), "", f);
-        if (r->n_rows == 0)
-            fputs("[]", f);
-        for (size_t i = 0; i < r->n_rows && rc == 0; i++) {
-            fputs(i == 0 ? "[\n    " : ",\n    ", f);
-            json_t *row = jrow(&r->rows[i]);
-            rc = row != NULL ? emit_json(row, "    ", f) : -1;
-        }
-        if (r->n_rows > 0)
-            fputs("\n  ]", f);
-        const char *rest = at + strlen(pat) + 1; /* and the closing quote */
-        emit(rest, strlen(rest), "", f);
-    }
+    ulp__json_emit(plain, at, f);
+    int rc = ulp__json_rows(r->rows, r->n_rows, 0, f);
+    ulp__json_rows_end(r->n_rows, f);
+    ulp__json_emit(plain + rest, strlen(plain + rest), f);
     free(plain);
-    if (rc == -1)
-        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     if (rc != 0)
-        return ulp__error(err, ULP_EIO, "cannot write the JSON report (rows not placed)");
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     if (fputc('\n', f) == EOF || ferror(f))
         return ulp__error(err, ULP_EIO, "cannot write the JSON report");
     return ULP_OK;

@@ -26,22 +26,26 @@ static void md_num(FILE *f, double v)
     fputs(b, f);
 }
 
-ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f)
+void ulp__markdown_head(const ulp_diff_result *r, const ulp__tally *t, FILE *f)
 {
-    char b[200];
     fprintf(f, "## ulpprof diff: `");
     md_text(f, r->path_a);
     fprintf(f, "` (%s) vs `", r->label_a);
     md_text(f, r->path_b);
     fprintf(f, "` (%s)\n\n", r->label_b);
-    ulp__report_summary(r, f, "- ", "`");
+    ulp__report_summary(r, t, f, "- ", "`");
     if (r->n_rows > 0) {
         fprintf(f, "\n| capture | occ | layer | dtype | shape | status | differing | max ULP | "
                    "mean ULP | max \\|diff\\| | ULPs at max \\|x\\| | NaN/inf mismatch | worst |\n"
                    "|---|--:|--:|---|---|---|--:|--:|--:|--:|--:|--:|---|\n");
     }
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
+}
+
+void ulp__markdown_rows(const ulp_diff_row *rows, size_t n, FILE *f)
+{
+    char b[200];
+    for (size_t i = 0; i < n; i++) {
+        const ulp_diff_row *row = &rows[i];
         int side_b = row->status == ULP_DIFF_ONLY_IN_B;
         fputs("| `", f);
         md_text(f, row->name);
@@ -83,6 +87,10 @@ ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f)
         }
         fputs(" |\n", f);
     }
+}
+
+ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f)
+{
     for (size_t i = 0; i < r->n_logits; i++) {
         const ulp_diff_logits *lg = &r->logits[i];
         if (lg->n_flips == 0)
@@ -106,4 +114,19 @@ ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f)
         }
     }
     return ferror(f) ? ULP_EIO : ULP_OK;
+}
+
+ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f)
+{
+    ulp__tally t;
+    ulp__tally_init(&t);
+    ulp__tally_rows(&t, r->rows, r->n_rows);
+    if (t.oom) {
+        ulp__tally_release(&t);
+        return ULP_ENOMEM;
+    }
+    ulp__markdown_head(r, &t, f);
+    ulp__markdown_rows(r->rows, r->n_rows, f);
+    ulp__tally_release(&t);
+    return ulp__markdown_tail(r, f);
 }

@@ -36,12 +36,69 @@ void ulp__fmt_fixed2(char *buf, size_t n, double v);
 size_t ulp__fmt_u64(char *buf, uint64_t v);
 size_t ulp__fmt_i64(char *buf, int64_t v);
 
+/* report_tally.c: what the sentences need of all the rows, row by row. */
+#define ULP__FULL_NAME 320 /* bytes of a "name#occurrence" the table shows  */
+typedef struct ulp__detail {
+    char *name; /* "name#occurrence"                                       */
+    uint64_t nonfinite, signs;
+} ulp__detail;
+typedef struct ulp__tally {
+    size_t rows, ndiff, nshape, ndtype, nident; /* rows by status              */
+    size_t positions_only;                      /* rows with positions_in      */
+    const char *positions_side;                 /* the first one's             */
+    char *positions_first;                      /* its name                    */
+    size_t sliced, aligned;
+    uint64_t lo[3], hi[3]; /* aligned rows: positions compared, only in A, B */
+    size_t name_width;     /* longest "name#occurrence", at least 7          */
+    size_t n_sign;         /* rows with sign changes                         */
+    uint64_t worst_sign;   /* the most, and the first row with them:         */
+    char *worst_sign_name;
+    ulp__detail *details; /* rows the table's details list, in row order      */
+    size_t n_details, cap_details;
+    int oom;
+} ulp__tally;
+void ulp__tally_init(ulp__tally *t);
+void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n);
+void ulp__tally_release(ulp__tally *t);
+/* "name" or "name#occurrence", cut to size - 1 bytes as snprintf(3) cuts it. */
+void ulp__full_name(char *buf, size_t size, const ulp_diff_row *row);
+
+/* report_table.c, in parts (report_stream.c writes the rows before the head). */
+#define ULP__TABLE_LINE 1024 /* bytes of a table line at most               */
+/* The name column's width for rows of tally t. */
+size_t ulp__table_width(const ulp__tally *t);
+void ulp__table_head(const ulp_diff_result *r, size_t wname, FILE *f);
+/* A row's line after its name column, newline included, into buf
+ * (ULP__TABLE_LINE bytes); its length. */
+size_t ulp__table_rest(const ulp_diff_row *row, int color, char *buf);
+/* The line of a row of full name `full` whose rest is rest[0, n). */
+void ulp__table_line(FILE *f, const char *full, size_t wname, const char *rest, size_t n);
+ulp_status ulp__table_tail(const ulp_diff_result *r, const ulp__tally *t, FILE *f);
+
+/* report_markdown.c, in parts. */
+void ulp__markdown_head(const ulp_diff_result *r, const ulp__tally *t, FILE *f);
+void ulp__markdown_rows(const ulp_diff_row *rows, size_t n, FILE *f);
+ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f);
+/* report_csv.c, in parts (no tail). */
+void ulp__csv_head(FILE *f);
+void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f);
+
+/* report_json.c, in parts: the marks (first), the document around the
+ * rows (NULL when out of memory; the rows go at [*at, *rest) of it), rows
+ * [first, first + n) of the array (-1 when out of memory), its end. */
+void ulp__json_marks(void);
+char *ulp__json_frame(const ulp_diff_result *r, size_t not_identical, size_t *at, size_t *rest);
+void ulp__json_emit(const char *text, size_t n, FILE *f);
+int ulp__json_rows(const ulp_diff_row *rows, size_t n, size_t first, FILE *f);
+void ulp__json_rows_end(size_t total, FILE *f);
+
 /* report_text.c: shared sentences of the table and Markdown reports. */
 /* "[3,1,7]"; "[]" for a scalar. */
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 /* The summary lines (identical / first divergence / amplification / ladder
  * / kernels / logits), each prefixed with `bullet`. */
-void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code);
+void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f, const char *bullet,
+                         const char *code);
 
 /* report_gemm.c: the GEMM calls of a capture. */
 /* "gemms at <where>: A ran ...; B ran ..." when the row has GEMM calls. */

@@ -108,21 +108,12 @@ static void wrap(FILE *f, const char *text, size_t width)
 static const int colw[] = {5, 6, 9, 8, 6, 7, 7, 9, 7};
 #define NCOL (sizeof colw / sizeof colw[0])
 
-/* The name column's width: the longest "name#occurrence", within the table. */
-static size_t name_width(const ulp_diff_result *r)
+size_t ulp__table_width(const ulp__tally *t)
 {
-    char occ[24];
     int rest = 0;
     for (size_t c = 0; c < NCOL; c++)
         rest += 1 + colw[c];
-    size_t wmax = (size_t)(TABLE_WIDTH - rest), wname = 7; /* "capture" */
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
-        size_t len = strlen(row->name);
-        if (row->occurrence)
-            len += 1 + ulp__fmt_i64(occ, row->occurrence); /* "#occurrence" */
-        wname = len > wname ? len : wname;
-    }
+    size_t wmax = (size_t)(TABLE_WIDTH - rest), wname = t->name_width;
     if (wname > wmax)
         wname = wmax;
     if (wname < NAME_MIN)
@@ -130,25 +121,9 @@ static size_t name_width(const ulp_diff_result *r)
     return wname;
 }
 
-/* "name" or "name#occurrence", cut to size - 1 bytes as snprintf(3) cuts it. */
-static void full_name(char *buf, size_t size, const ulp_diff_row *row)
-{
-    char occ[24];
-    size_t len = strlen(row->name), k = 0;
-    if (row->occurrence) {
-        occ[0] = '#';
-        k = 1 + ulp__fmt_i64(occ + 1, row->occurrence);
-    }
-    size_t n = len < size - 1 ? len : size - 1;
-    memcpy(buf, row->name, n);
-    size_t m = k < size - 1 - n ? k : size - 1 - n;
-    memcpy(buf + n, occ, m);
-    buf[n + m] = '\0';
-}
-
 /* A line being built: `%-*s` and `%*s` of printf(3), by hand. */
 typedef struct line {
-    char b[1024];
+    char b[ULP__TABLE_LINE];
     size_t n;
 } line;
 
@@ -186,12 +161,9 @@ static void put_right(line *l, const char *s, int width, char sep)
     put(l, &sep, 1);
 }
 
-static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
+size_t ulp__table_rest(const ulp_diff_row *row, int color, char *buf)
 {
-    char full[320], name[320];
     char layer[24], diff[24], pct[16], mu[24], mean[24], mad[24], uam[24];
-    full_name(full, sizeof full, row);
-    fit_name(name, sizeof name, full, wname);
     if (row->layer >= 0)
         ulp__fmt_i64(layer, row->layer);
     else
@@ -217,11 +189,10 @@ static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
         strcpy(mad, "-");
         strcpy(uam, "-");
     }
-    /* One write of the whole line: printf's parsing of the formats below
-     * was most of the table's time for 10,000 rows. */
+    /* Built by hand: printf's parsing of the formats below was most of the
+     * table's time for 10,000 rows. */
     line l;
     l.n = 0;
-    put_left(&l, name, (int)wname, ' ');
     put_right(&l, layer, colw[0], ' ');
     put_left(&l, ulp_dtype_name(dt), colw[1], ' ');
     if (color) {
@@ -238,7 +209,28 @@ static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
     put_right(&l, mean, colw[6], ' ');
     put_right(&l, mad, colw[7], ' ');
     put_right(&l, uam, colw[8], '\n');
+    memcpy(buf, l.b, l.n);
+    return l.n;
+}
+
+void ulp__table_line(FILE *f, const char *full, size_t wname, const char *rest, size_t n)
+{
+    char name[ULP__FULL_NAME];
+    fit_name(name, sizeof name, full, wname);
+    line l;
+    l.n = 0;
+    put_left(&l, name, (int)wname, ' ');
+    put(&l, rest, n);
+    /* One write of the whole line. */
     fwrite(l.b, 1, l.n, f);
+}
+
+static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
+{
+    char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
+    ulp__full_name(full, sizeof full, row);
+    size_t n = ulp__table_rest(row, color, rest);
+    ulp__table_line(f, full, wname, rest, n);
 }
 
 /*
@@ -246,64 +238,52 @@ static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
  * matters), sign changes row by row only while they are few -- past
  * that, one line says how many captures have them and where the most are.
  */
-static void print_details(const ulp_diff_result *r, FILE *f)
+static void print_details(const ulp__tally *t, FILE *f)
 {
-    char full[320];
-    size_t n_sign = 0, worst_sign = 0;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        if (r->rows[i].m.sign_changes == 0)
-            continue;
-        if (n_sign++ == 0 || r->rows[i].m.sign_changes > r->rows[worst_sign].m.sign_changes)
-            worst_sign = i;
-    }
-    int list_signs = n_sign <= 4;
+    int list_signs = t->n_sign <= 4;
     int head = 0;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
-        int signs = list_signs && row->m.sign_changes != 0;
-        if (row->m.nonfinite_mismatch == 0 && !signs)
+    for (size_t i = 0; i < t->n_details; i++) {
+        const ulp__detail *d = &t->details[i];
+        int signs = list_signs && d->signs != 0;
+        if (d->nonfinite == 0 && !signs)
             continue;
         if (!head)
             fputc('\n', f);
         head = 1;
-        full_name(full, sizeof full, row);
-        fprintf(f, "%s:", full);
-        if (row->m.nonfinite_mismatch)
-            fprintf(f, " %" PRIu64 " NaN/inf mismatch%s", row->m.nonfinite_mismatch,
-                    row->m.nonfinite_mismatch == 1 ? "" : "es");
+        fprintf(f, "%s:", d->name);
+        if (d->nonfinite)
+            fprintf(f, " %" PRIu64 " NaN/inf mismatch%s", d->nonfinite,
+                    d->nonfinite == 1 ? "" : "es");
         if (signs)
-            fprintf(f, "%s %" PRIu64 " sign change%s", row->m.nonfinite_mismatch ? "," : "",
-                    row->m.sign_changes, row->m.sign_changes == 1 ? "" : "s");
+            fprintf(f, "%s %" PRIu64 " sign change%s", d->nonfinite ? "," : "", d->signs,
+                    d->signs == 1 ? "" : "s");
         fputc('\n', f);
     }
-    if (!list_signs) {
-        const ulp_diff_row *w = &r->rows[worst_sign];
-        full_name(full, sizeof full, w);
+    if (!list_signs)
         fprintf(f, "%ssign changes in %zu captures, most in %s (%" PRIu64 ")\n", head ? "" : "\n",
-                n_sign, full, w->m.sign_changes);
-    }
+                t->n_sign, t->worst_sign_name ? t->worst_sign_name : "", t->worst_sign);
 }
 
-ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
+void ulp__table_head(const ulp_diff_result *r, size_t wname, FILE *f)
 {
-    int color = (flags & ULP_REPORT_COLOR) != 0;
-    size_t wname = name_width(r);
     fprintf(f, "A: %s (%s)\nB: %s (%s)\n\n", r->path_a, r->label_a, r->path_b, r->label_b);
     if (r->n_rows > 0) {
         fprintf(f, "%-*s %*s %-*s %-*s %*s %*s %*s %*s %*s %*s\n", (int)wname, "capture", colw[0],
                 "layer", colw[1], "dtype", colw[2], "status", colw[3], "differing", colw[4], "%",
                 colw[5], "max_ulp", colw[6], "mean_ulp", colw[7], "max|diff|", colw[8], "ulp@max");
     }
-    for (size_t i = 0; i < r->n_rows; i++)
-        print_row(f, &r->rows[i], wname, color);
-    print_details(r, f);
+}
+
+ulp_status ulp__table_tail(const ulp_diff_result *r, const ulp__tally *t, FILE *f)
+{
+    print_details(t, f);
     fputc('\n', f);
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
     if (mem == NULL)
         return ULP_ENOMEM;
-    ulp__report_summary(r, mem, "", "");
+    ulp__report_summary(r, t, mem, "", "");
     if (fclose(mem) != 0) {
         free(text);
         return ULP_ENOMEM;
@@ -311,4 +291,23 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
     wrap(f, text, TABLE_WIDTH);
     free(text);
     return ferror(f) ? ULP_EIO : ULP_OK;
+}
+
+ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
+{
+    int color = (flags & ULP_REPORT_COLOR) != 0;
+    ulp__tally t;
+    ulp__tally_init(&t);
+    ulp__tally_rows(&t, r->rows, r->n_rows);
+    if (t.oom) {
+        ulp__tally_release(&t);
+        return ULP_ENOMEM;
+    }
+    size_t wname = ulp__table_width(&t);
+    ulp__table_head(r, wname, f);
+    for (size_t i = 0; i < r->n_rows; i++)
+        print_row(f, &r->rows[i], wname, color);
+    ulp_status st = ulp__table_tail(r, &t, f);
+    ulp__tally_release(&t);
+    return st;
 }

@@ -101,7 +101,7 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
         snprintf(tail, sizeof tail, "holds: bitwise identical");
     } else if (r->has_first_divergence) {
         char name[300];
-        fmt_row_name(name, sizeof name, &r->rows[r->first_divergence]);
+        fmt_row_name(name, sizeof name, ulp_diff_result_row(r, r->first_divergence));
         snprintf(tail, sizeof tail, "NOT invariant, first divergence at %s%s%s", code, name, code);
     } else {
         snprintf(tail, sizeof tail, "NOT invariant: the runs captured different tensors");
@@ -141,7 +141,7 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
     const char *sub = bullet[0] ? "  - " : "  ";
     for (size_t i = 0; i < r->n_logits; i++) {
         const ulp_diff_logits *lg = &r->logits[i];
-        const ulp_diff_row *row = &r->rows[lg->row_index];
+        const ulp_diff_row *row = ulp_diff_result_row(r, lg->row_index);
         char name[300];
         fmt_row_name(name, sizeof name, row);
         fprintf(f, "%slogits %s%s%s: %" PRIu64 " of %" PRIu64 " rows flip argmax", bullet, code,
@@ -213,7 +213,7 @@ static int crosses_zero(const ulp_diff_row *row)
 
 void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, const char *code)
 {
-    const ulp_diff_row *row = &r->rows[r->first_divergence];
+    const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
     char where[400], b1[80], b2[80], b3[80], b4[80], b5[80];
     size_t w = 0;
     fmt_where(where, sizeof where, row, code);
@@ -272,68 +272,41 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
 }
 
 /* Rows compared by occurrence although one side has positions, or with a hint. */
-static void summary_notes(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
+static void summary_notes(const ulp__tally *t, FILE *f, const char *bullet, const char *code)
 {
-    size_t only = 0, sliced = 0;
-    const char *side = NULL, *first = NULL;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        if (r->rows[i].positions_in != NULL) {
-            if (only++ == 0) {
-                side = r->rows[i].positions_in;
-                first = r->rows[i].name;
-            }
-        }
-        sliced += r->rows[i].sliced != 0;
-    }
+    size_t only = t->positions_only, sliced = t->sliced;
     if (only)
         fprintf(f,
                 "%spositions only in %s for %zu capture%s (first %s%s%s): compared by "
                 "occurrence; capture positions on both sides to compare the same tokens\n",
-                bullet, strcmp(side, "a") == 0 ? "A" : "B", only, only > 1 ? "s" : "", code, first,
-                code);
+                bullet, strcmp(t->positions_side, "a") == 0 ? "A" : "B", only, only > 1 ? "s" : "",
+                code, t->positions_first ? t->positions_first : "", code);
     if (sliced)
         fprintf(f, "%s--rows: %zu capture%s compared on a slice of the token axis\n", bullet,
                 sliced, sliced > 1 ? "s" : "");
     /* Aligned rows: the keys they compared, as one range over the captures. */
-    size_t aligned = 0;
-    uint64_t lo[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX}, hi[3] = {0, 0, 0};
-    for (size_t i = 0; i < r->n_rows; i++) {
-        const ulp_diff_row *row = &r->rows[i];
-        if (!row->aligned)
-            continue;
-        uint64_t v[3] = {row->positions_compared, row->positions_only_in_a,
-                         row->positions_only_in_b};
-        for (int k = 0; k < 3; k++) {
-            lo[k] = v[k] < lo[k] ? v[k] : lo[k];
-            hi[k] = v[k] > hi[k] ? v[k] : hi[k];
-        }
-        aligned++;
-    }
+    size_t aligned = t->aligned;
     if (aligned) {
-        char t[3][48];
+        char r[3][48];
         for (int k = 0; k < 3; k++) {
-            if (lo[k] == hi[k])
-                snprintf(t[k], sizeof t[k], "%" PRIu64, lo[k]);
+            if (t->lo[k] == t->hi[k])
+                snprintf(r[k], sizeof r[k], "%" PRIu64, t->lo[k]);
             else
-                snprintf(t[k], sizeof t[k], "%" PRIu64 "-%" PRIu64, lo[k], hi[k]);
+                snprintf(r[k], sizeof r[k], "%" PRIu64 "-%" PRIu64, t->lo[k], t->hi[k]);
         }
         fprintf(f,
                 "%stokens: %zu capture%s compared on (request, position): %s positions in both "
                 "runs, %s only in A, %s only in B%s\n",
-                bullet, aligned, aligned > 1 ? "s" : "", t[0], t[1], t[2],
+                bullet, aligned, aligned > 1 ? "s" : "", r[0], r[1], r[2],
                 aligned > 1 ? " (per capture)" : "");
     }
 }
 
-void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
+void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f, const char *bullet,
+                         const char *code)
 {
     char b1[80], b3[40], b4[40], name[300];
-    size_t ndiff = 0, nshape = 0, ndtype = 0;
-    for (size_t i = 0; i < r->n_rows; i++) {
-        ndiff += r->rows[i].status == ULP_DIFF_DIFFERS;
-        nshape += r->rows[i].status == ULP_DIFF_SHAPE_MISMATCH;
-        ndtype += r->rows[i].status == ULP_DIFF_DTYPE_MISMATCH;
-    }
+    size_t ndiff = t->ndiff, nshape = t->nshape, ndtype = t->ndtype;
     if (r->n_rows == 0) {
         fprintf(f, "%sno captures to compare (none in either snapshot, or none selected)\n",
                 bullet);
@@ -357,7 +330,7 @@ void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, 
         fputc('\n', f);
     }
     if (r->has_first_divergence) {
-        const ulp_diff_row *row = &r->rows[r->first_divergence];
+        const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
         char text[2048];
         ulp__first_divergence_text(r, text, sizeof text, code);
         fprintf(f, "%sfirst divergence: %s\n", bullet, text);
@@ -384,13 +357,13 @@ void ulp__report_summary(const ulp_diff_result *r, FILE *f, const char *bullet, 
         row_where(where, sizeof where, row, code);
         ulp__report_summary_gemms(row, f, bullet, code, where);
     }
-    summary_notes(r, f, bullet, code);
+    summary_notes(t, f, bullet, code);
     if (r->amp.valid && r->amp.last_row != r->amp.first_row) {
         const ulp_diff_amplification *a = &r->amp;
         char nl[300], f1[40], f2[40], f3[40];
-        fmt_row_name(name, sizeof name, &r->rows[a->first_row]);
-        fmt_row_name(nl, sizeof nl, &r->rows[a->last_row]);
-        if (r->rows[a->last_row].status == ULP_DIFF_IDENTICAL) {
+        fmt_row_name(name, sizeof name, ulp_diff_result_row(r, a->first_row));
+        fmt_row_name(nl, sizeof nl, ulp_diff_result_row(r, a->last_row));
+        if (ulp_diff_result_row(r, a->last_row)->status == ULP_DIFF_IDENTICAL) {
             fprintf(f,
                     "%samplification %s%s%s -> %s%s%s: none, the last activation is identical "
                     "again\n",

@@ -61,6 +61,26 @@ ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format 
                                     unsigned flags, ulp_error *err);
 
 /*
+ * A report of a streamed diff (ulp_diff_stream()), whose memory does not
+ * grow with the rows: pass ulp_report_stream_rows as the callback and the
+ * stream as its ctx; each batch of rows is formatted into a temporary file
+ * (tmpfile(3)) as it comes.  ulp_report_stream_write() then writes the
+ * report of the result to `f`: the bytes ulp_report_write() writes for an
+ * ulp_diff_run() result of the same snapshots.  Free the stream with
+ * ulp_report_stream_free() (NULL is accepted).  ULP_EIO when the
+ * temporary file cannot be made or written, or `f` not written.
+ */
+typedef struct ulp_report_stream ulp_report_stream;
+ULP_API ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags,
+                                          ulp_report_stream **out, ulp_error *err);
+/* An ulp_diff_rows_fn; `stream` is the ulp_report_stream. */
+ULP_API ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t first,
+                                          size_t n, ulp_error *err);
+ULP_API ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *r, FILE *f,
+                                           ulp_error *err);
+ULP_API void ulp_report_stream_free(ulp_report_stream *s);
+
+/*
  * Writes a ladder as a table, Markdown or JSON (FORMAT.md "ulpprof ladder");
  * ULP_EINVAL for CSV.  ULP_EIO when writing fails.
  */

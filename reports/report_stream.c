@@ -1,0 +1,195 @@
+/*
+ * A report of a streamed diff (ulp_diff_stream()): each batch of rows is
+ * formatted as it comes into a temporary file, and what the reports'
+ * sentences need of all rows is tallied (report_tally.c); once the result
+ * is known, the report is its head, the file's rows and its tail -- the
+ * bytes ulp_report_write() writes for the same result, from the same code.
+ * The table's rows are kept as their full name and the rest of their line,
+ * the name column's width being known only at the end.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "report_priv.h"
+
+struct ulp_report_stream {
+    ulp_report_format format;
+    unsigned flags;
+    FILE *spool; /* the formatted rows (a table row: two records)        */
+    ulp__tally tally;
+};
+
+ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags, ulp_report_stream **out,
+                                  ulp_error *err)
+{
+    *out = NULL;
+    if ((int)format < ULP_REPORT_TABLE || format > ULP_REPORT_JSON)
+        return ulp__error(err, ULP_EINVAL, "unknown report format %d", (int)format);
+    ulp_report_stream *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    s->format = format;
+    s->flags = flags;
+    ulp__tally_init(&s->tally);
+    if ((s->spool = tmpfile()) == NULL) {
+        int e = errno;
+        free(s);
+        return ulp__error(err, ULP_EIO, "cannot create a temporary file for the report: %s",
+                          strerror(e));
+    }
+    if (format == ULP_REPORT_JSON)
+        ulp__json_marks();
+    *out = s;
+    return ULP_OK;
+}
+
+void ulp_report_stream_free(ulp_report_stream *s)
+{
+    if (s == NULL)
+        return;
+    fclose(s->spool);
+    ulp__tally_release(&s->tally);
+    free(s);
+}
+
+/* One record of the table's spool: a length, then the bytes. */
+static void put_record(FILE *f, const char *p, size_t n)
+{
+    uint32_t len = (uint32_t)n;
+    fwrite(&len, sizeof len, 1, f);
+    fwrite(p, 1, n, f);
+}
+
+static int get_record(FILE *f, char *buf, size_t size, size_t *n)
+{
+    uint32_t len;
+    if (fread(&len, sizeof len, 1, f) != 1 || len > size || fread(buf, 1, len, f) != len)
+        return -1;
+    *n = len;
+    return 0;
+}
+
+/* Rows as the table and Markdown show them (escaped), formatted and tallied. */
+static int shown_rows(ulp_report_stream *s, const ulp_diff_row *rows, size_t n)
+{
+    ulp_diff_result batch;
+    memset(&batch, 0, sizeof batch);
+    batch.rows = (ulp_diff_row *)(uintptr_t)rows;
+    batch.n_rows = n;
+    ulp_diff_result *shown = ulp__report_display(&batch, s->format == ULP_REPORT_MARKDOWN);
+    if (shown == NULL)
+        return -1;
+    ulp__tally_rows(&s->tally, shown->rows, n);
+    if (s->format == ULP_REPORT_MARKDOWN) {
+        ulp__markdown_rows(shown->rows, n, s->spool);
+    } else {
+        char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
+        for (size_t i = 0; i < n; i++) {
+            ulp__full_name(full, sizeof full, &shown->rows[i]);
+            put_record(s->spool, full, strlen(full));
+            size_t k = ulp__table_rest(&shown->rows[i], (s->flags & ULP_REPORT_COLOR) != 0, rest);
+            put_record(s->spool, rest, k);
+        }
+    }
+    ulp__report_display_free(shown);
+    return 0;
+}
+
+ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t first, size_t n,
+                                  ulp_error *err)
+{
+    ulp_report_stream *s = stream;
+    int rc = 0;
+    switch (s->format) {
+    case ULP_REPORT_TABLE:
+    case ULP_REPORT_MARKDOWN:
+        rc = shown_rows(s, rows, n);
+        break;
+    case ULP_REPORT_CSV:
+        ulp__csv_rows(rows, n, s->spool);
+        break;
+    case ULP_REPORT_JSON:
+        ulp__tally_rows(&s->tally, rows, n);
+        rc = ulp__json_rows(rows, n, first, s->spool);
+        break;
+    }
+    if (rc != 0 || s->tally.oom)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
+    if (ferror(s->spool))
+        return ulp__error(err, ULP_EIO, "cannot write the report's temporary file");
+    return ULP_OK;
+}
+
+/* The spooled rows to f as they are; 0, or -1 when reading them failed. */
+static int copy_spool(FILE *spool, FILE *f)
+{
+    char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, spool)) > 0)
+        fwrite(buf, 1, n, f);
+    return ferror(spool) ? -1 : 0;
+}
+
+/* The table: the rows' names fitted to the width of the longest. */
+static ulp_status write_table(ulp_report_stream *s, const ulp_diff_result *shown, FILE *f)
+{
+    char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
+    size_t wname = ulp__table_width(&s->tally), nf, nr;
+    ulp__table_head(shown, wname, f);
+    for (size_t i = 0; i < shown->n_rows; i++) {
+        if (get_record(s->spool, full, sizeof full - 1, &nf) != 0 ||
+            get_record(s->spool, rest, sizeof rest, &nr) != 0)
+            return ULP_EIO;
+        full[nf] = '\0';
+        ulp__table_line(f, full, wname, rest, nr);
+    }
+    return ulp__table_tail(shown, &s->tally, f);
+}
+
+static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FILE *f,
+                             ulp_error *err)
+{
+    size_t at, rest;
+    char *plain = ulp__json_frame(r, s->tally.rows - s->tally.nident, &at, &rest);
+    if (plain == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
+    ulp__json_emit(plain, at, f);
+    int rc = copy_spool(s->spool, f);
+    ulp__json_rows_end(r->n_rows, f);
+    ulp__json_emit(plain + rest, strlen(plain + rest), f);
+    free(plain);
+    if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
+        return ulp__error(err, ULP_EIO, "cannot write the JSON report");
+    return ULP_OK;
+}
+
+ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *r, FILE *f,
+                                   ulp_error *err)
+{
+    ulp_status st = ULP_OK;
+    if (fflush(s->spool) != 0 || fseek(s->spool, 0, SEEK_SET) != 0)
+        return ulp__error(err, ULP_EIO, "cannot read the report's temporary file");
+    if (s->format == ULP_REPORT_JSON)
+        return write_json(s, r, f, err);
+    if (s->format == ULP_REPORT_CSV) {
+        ulp__csv_head(f);
+        st = copy_spool(s->spool, f) != 0 || ferror(f) ? ULP_EIO : ULP_OK;
+    } else {
+        ulp_diff_result *shown = ulp__report_display(r, s->format == ULP_REPORT_MARKDOWN);
+        if (shown == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
+        if (s->format == ULP_REPORT_TABLE) {
+            st = write_table(s, shown, f);
+        } else {
+            ulp__markdown_head(shown, &s->tally, f);
+            st = copy_spool(s->spool, f) != 0 ? ULP_EIO : ulp__markdown_tail(shown, f);
+        }
+        ulp__report_display_free(shown);
+    }
+    if (st != ULP_OK)
+        return ulp__error(err, st, "cannot write the report");
+    return ULP_OK;
+}

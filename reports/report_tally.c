@@ -1,0 +1,118 @@
+/*
+ * What the reports' sentences need of all the rows -- counts, the notes'
+ * figures, the table's name width and details -- gathered row by row, so
+ * that a report can be written from rows that come in batches
+ * (report_stream.c) exactly as from a whole result.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/grow.h"
+#include "report_priv.h"
+
+void ulp__tally_init(ulp__tally *t)
+{
+    memset(t, 0, sizeof *t);
+    t->name_width = 7; /* "capture" */
+    for (int k = 0; k < 3; k++)
+        t->lo[k] = UINT64_MAX;
+}
+
+void ulp__tally_release(ulp__tally *t)
+{
+    for (size_t i = 0; i < t->n_details; i++)
+        free(t->details[i].name);
+    free(t->details);
+    free(t->positions_first);
+    free(t->worst_sign_name);
+    memset(t, 0, sizeof *t);
+}
+
+void ulp__full_name(char *buf, size_t size, const ulp_diff_row *row)
+{
+    char occ[24];
+    size_t len = strlen(row->name), k = 0;
+    if (row->occurrence) {
+        occ[0] = '#';
+        k = 1 + ulp__fmt_i64(occ + 1, row->occurrence);
+    }
+    size_t n = len < size - 1 ? len : size - 1;
+    memcpy(buf, row->name, n);
+    size_t m = k < size - 1 - n ? k : size - 1 - n;
+    memcpy(buf + n, occ, m);
+    buf[n + m] = '\0';
+}
+
+/* The table's details: NaN/inf mismatches row by row, sign changes row by
+ * row while there are at most 4 rows with them (report_table.c). */
+static void tally_details(ulp__tally *t, const ulp_diff_row *row)
+{
+    char full[ULP__FULL_NAME];
+    uint64_t signs = row->m.sign_changes;
+    if (signs != 0 && (t->n_sign++ == 0 || signs > t->worst_sign)) {
+        t->worst_sign = signs;
+        ulp__full_name(full, sizeof full, row);
+        free(t->worst_sign_name);
+        if ((t->worst_sign_name = strdup(full)) == NULL)
+            t->oom = 1;
+    }
+    if (signs != 0 && t->n_sign == 5) {
+        /* Past 4, the sign changes are one line: rows kept only for theirs go. */
+        size_t n = 0;
+        for (size_t i = 0; i < t->n_details; i++) {
+            if (t->details[i].nonfinite != 0)
+                t->details[n++] = t->details[i];
+            else
+                free(t->details[i].name);
+        }
+        t->n_details = n;
+    }
+    if (row->m.nonfinite_mismatch == 0 && (signs == 0 || t->n_sign > 4))
+        return;
+    if (ULP__GROW(t->details, t->cap_details, t->n_details + 1) != 0) {
+        t->oom = 1;
+        return;
+    }
+    ulp__full_name(full, sizeof full, row);
+    ulp__detail *d = &t->details[t->n_details];
+    if ((d->name = strdup(full)) == NULL) {
+        t->oom = 1;
+        return;
+    }
+    d->nonfinite = row->m.nonfinite_mismatch;
+    d->signs = signs;
+    t->n_details++;
+}
+
+void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n)
+{
+    char occ[24];
+    for (size_t i = 0; i < n; i++) {
+        const ulp_diff_row *row = &rows[i];
+        t->rows++;
+        t->ndiff += row->status == ULP_DIFF_DIFFERS;
+        t->nshape += row->status == ULP_DIFF_SHAPE_MISMATCH;
+        t->ndtype += row->status == ULP_DIFF_DTYPE_MISMATCH;
+        t->nident += row->status == ULP_DIFF_IDENTICAL;
+        if (row->positions_in != NULL && t->positions_only++ == 0) {
+            t->positions_side = row->positions_in;
+            if ((t->positions_first = strdup(row->name)) == NULL)
+                t->oom = 1;
+        }
+        t->sliced += row->sliced != 0;
+        if (row->aligned) {
+            uint64_t v[3] = {row->positions_compared, row->positions_only_in_a,
+                             row->positions_only_in_b};
+            for (int k = 0; k < 3; k++) {
+                t->lo[k] = v[k] < t->lo[k] ? v[k] : t->lo[k];
+                t->hi[k] = v[k] > t->hi[k] ? v[k] : t->hi[k];
+            }
+            t->aligned++;
+        }
+        size_t len = strlen(row->name);
+        if (row->occurrence)
+            len += 1 + ulp__fmt_i64(occ, row->occurrence); /* "#occurrence" */
+        t->name_width = len > t->name_width ? len : t->name_width;
+        tally_details(t, row);
+    }
+}

@@ -1,0 +1,140 @@
+"""`ulpprof diff` streams its rows (issue #16): the comparison hands them to
+the report in batches (ulp_diff_stream, ulp_report_stream_*) and keeps only
+those the summary points at, so that its memory does not grow with the
+captures.  The report must be byte for byte the one written from a whole
+result (ulp_diff_run, ulp_report_write: ULPPROF_DIFF_STREAM=0), whatever
+the batch (ULPPROF_DIFF_BATCH=1, 2, 5 and the default) -- in all four
+formats, in colour, to --out, with --rows, --match (one selecting nothing:
+the same error) and temperatures.
+
+The pairs put what the summary gathers from all rows across batches: the
+first divergence and the amplification's rows in later batches (the last
+one moving on), NaN/inf mismatches, sign changes in more and in fewer than
+5 captures, logits rows in two batches, shape and dtype mismatches,
+captures only in A and only in B, names the table and Markdown escape or
+cut, and captures with positions on one side (then one batch).  The
+numbers themselves are checked against numpy elsewhere (test_diff_numpy,
+test_diff_chunks): here, that streaming changes no byte.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import diffsnap as ds  # noqa: E402
+
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
+rng = np.random.default_rng(1617)
+
+
+def bf16(shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    return (x.view(np.uint32) >> 16).astype(np.uint16)
+
+
+def logits(rows, vocab):
+    za = rng.standard_normal((rows, vocab)).astype(np.float32)
+    zb = za.copy()
+    top = za.argmax(axis=1)
+    zb[0, (top[0] + 1) % vocab] = za[0, top[0]] + 1.0  # row 0 flips
+    return za.view(np.uint32), zb.view(np.uint32)
+
+
+def pair(signs, positions):
+    """Captures of A and B: `signs` rows with a sign change; positions on one side."""
+    a, b = [], []
+
+    def add(name, xa, xb, dtype="bf16", only=None, **kw):
+        if only != "b":
+            a.append(dict(name=name, bits=xa, dtype=dtype, **kw))
+        if only != "a":
+            b.append(dict(name=name, bits=xb, dtype=dtype, **kw))
+
+    for i in range(12):
+        x = bf16((4, 8))
+        y = x.copy()
+        if i >= 3:  # diverges from layer 3 on, more each layer
+            y.reshape(-1)[: i * 2] += np.uint16(i)
+        if 4 <= i < 4 + signs:
+            y.reshape(-1)[5] ^= np.uint16(0x8000)
+        add("model.layers.%d.out" % i, x, y, layer=i)
+        if i == 6:
+            za, zb = logits(3, 50)
+            add("lm_head", za, zb, "f32", role="logits")
+        if i == 9:
+            z = bf16((2, 4))
+            w = z.copy()
+            w[1, 2] = 0x7FC0  # NaN
+            add("model.layers.9.attn`x|y\nz", z, w, layer=9)
+            add("model.layers.9." + "very_long_name_" * 8, z, z, layer=9)
+    za, zb = logits(2, 40)
+    add("lm_head", za, zb, "f32", role="logits", occurrence=1)
+    add("model.layers.12.out", bf16((4, 8)), bf16((4, 9)), layer=12)
+    x = bf16((4, 8))
+    a.append(dict(name="dt", bits=x, dtype="bf16"))
+    b.append(dict(name="dt", bits=x, dtype="f16"))
+    add("only_a", bf16((3,)), None, only="a")
+    add("only_b", None, bf16((3,)), only="b")
+    if positions:
+        x = bf16((2, 8))
+        a.append(dict(name="pos", bits=x, dtype="bf16", positions=[0, 1]))
+        b.append(dict(name="pos", bits=x, dtype="bf16"))
+    return a, b
+
+
+def run(args, env_extra, tmp):
+    out = os.path.join(tmp, "out.txt")
+    env = dict(os.environ, **env_extra)
+    env.pop("NO_COLOR", None)
+    if "-o" in args:
+        args = [out if x == "@OUT" else x for x in args]
+        if os.path.exists(out):
+            os.unlink(out)
+    p = subprocess.run([ULPPROF, "diff"] + args, capture_output=True, env=env)
+    body = open(out, "rb").read() if "-o" in args and os.path.exists(out) else None
+    return p.returncode, p.stdout, p.stderr, body
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ulpdiff-stream-")
+    fails, n = [], 0
+    try:
+        for tag, signs, positions in (("signs6", 6, False), ("signs2", 2, False),
+                                      ("positions", 3, True)):
+            ca, cb = pair(signs, positions)
+            pa, pb = os.path.join(tmp, tag + "-a.h5"), os.path.join(tmp, tag + "-b.h5")
+            ds.write_snapshot(pa, ca)
+            ds.write_snapshot(pb, cb)
+            for args in ([], ["-f", "markdown"], ["-f", "csv"], ["-f", "json"],
+                         ["--color", "always"], ["-f", "json", "-o", "@OUT"],
+                         ["-o", "@OUT"], ["--rows", "head:2", "-f", "markdown"],
+                         ["-m", "model.layers.*"], ["-m", "nomatch"], ["--rows", "100:200"], ["-t", "0.7", "-t", "2"],
+                         ["-f", "markdown", "-t", "0.7"]):
+                full = args + [pa, pb]
+                ref = run(full, {"ULPPROF_DIFF_STREAM": "0"}, tmp)
+                if ref[0] not in (1, 2):
+                    fails.append("%s %s: exit %d" % (tag, args, ref[0]))
+                for batch in ("1", "2", "5", None):
+                    env = {"ULPPROF_DIFF_BATCH": batch} if batch else {}
+                    got = run(full, env, tmp)
+                    n += 1
+                    if got != ref:
+                        fails.append("%s %s batch %s: differs from the whole result's report"
+                                     % (tag, args, batch))
+        if fails:
+            print("FAIL:\n  " + "\n  ".join(fails[:20]))
+            return 1
+        print("ok: %d streamed reports byte-identical to the whole result's" % n)
+        return 0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
