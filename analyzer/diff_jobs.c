@@ -234,7 +234,9 @@ static ulp_status run_jobs(job *j, int nthreads)
     return j->err.status;
 }
 
-/* Reads the worst element's bits on both sides, through the job row that holds it. */
+/* Reads the worst element's bits on both sides, through the job row that
+ * holds it (when it is not the largest ULP distance's element, which the
+ * pass keeps: only ±0 or nonfinite differences). */
 static ulp_status fill_worst(const ulp_snapshot *a, const ulp_snapshot *b, const job_row *jrs,
                              size_t n, ulp_diff_row *row, ulp_error *err)
 {
@@ -434,9 +436,15 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
         acc->elements = row->elements; /* empty tensors have no chunks */
         ulp__acc_finish(acc, j.jrows[q0].dtype, row->ndim_a, row->shape_a, &row->m);
         row->status = row->m.differing ? ULP_DIFF_DIFFERS : ULP_DIFF_IDENTICAL;
-        st = fill_worst(a, b, j.jrows + q0, q - q0, row, err);
-        if (st != ULP_OK)
+        if (acc->max_ulp > 0 && row->m.worst_flat == acc->max_ulp_flat) {
+            /* The pass kept the worst element (the common case): no read. */
+            row->m.worst_bits_a = acc->max_ulp_bits_a;
+            row->m.worst_bits_b = acc->max_ulp_bits_b;
+            row->m.worst_a = ulp_dtype_to_double(row->dtype_a, acc->max_ulp_bits_a);
+            row->m.worst_b = ulp_dtype_to_double(row->dtype_a, acc->max_ulp_bits_b);
+        } else if ((st = fill_worst(a, b, j.jrows + q0, q - q0, row, err)) != ULP_OK) {
             goto cleanup;
+        }
         finish_keys(row, j.jrows[q0].rowlen);
     }
 cleanup:

@@ -351,6 +351,8 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
                     if (dv[i] == r.maxd) {                                                         \
                         acc->max_ulp = r.maxd;                                                     \
                         acc->max_ulp_flat = (int64_t)(at + i);                                     \
+                        acc->max_ulp_bits_a = pa[i];                                               \
+                        acc->max_ulp_bits_b = pb[i];                                               \
                         break;                                                                     \
                     }                                                                              \
                 }                                                                                  \
@@ -493,6 +495,8 @@ static void add_f64(ulp__acc *acc, const void *a, const void *b, uint64_t n, uin
         if (d > acc->max_ulp) {
             acc->max_ulp = d;
             acc->max_ulp_flat = flat;
+            acc->max_ulp_bits_a = x;
+            acc->max_ulp_bits_b = y;
         }
         if (d != 0 && ((x ^ y) >> 63))
             acc->sign_changes++;
@@ -531,6 +535,8 @@ static void add_int(ulp__acc *acc, ulp_dtype dtype, const void *a, const void *b
         if (d > acc->max_ulp) {
             acc->max_ulp = d;
             acc->max_ulp_flat = flat;
+            acc->max_ulp_bits_a = x;
+            acc->max_ulp_bits_b = y;
         }
         if ((ox < 0) != (oy < 0))
             acc->sign_changes++;
@@ -587,6 +593,8 @@ void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src)
         (src->max_ulp == dst->max_ulp && earlier(src->max_ulp_flat, dst->max_ulp_flat))) {
         dst->max_ulp = src->max_ulp;
         dst->max_ulp_flat = src->max_ulp_flat;
+        dst->max_ulp_bits_a = src->max_ulp_bits_a;
+        dst->max_ulp_bits_b = src->max_ulp_bits_b;
     }
     if (earlier(src->first_dfin, dst->first_dfin))
         dst->first_dfin = src->first_dfin;

@@ -24,9 +24,11 @@ typedef struct ulp__acc {
     uint64_t sign_changes;
     unsigned __int128 sum_ulp; /* over differing finite pairs                   */
     uint64_t max_ulp;
-    int64_t max_ulp_flat; /* first index with max_ulp > 0, or -1           */
-    int64_t first_dfin;   /* first differing finite pair, or -1            */
-    int64_t first_nf;     /* first nonfinite mismatch, or -1               */
+    int64_t max_ulp_flat;    /* first index with max_ulp > 0, or -1           */
+    uint64_t max_ulp_bits_a; /* raw bits of both sides at max_ulp_flat      */
+    uint64_t max_ulp_bits_b;
+    int64_t first_dfin; /* first differing finite pair, or -1            */
+    int64_t first_nf;   /* first nonfinite mismatch, or -1               */
     double max_abs_diff;
     int64_t max_abs_diff_flat;         /* -1 while no finite pair differs               */
     double max_abs;                    /* finite elements of both sides (f64, integers) */
