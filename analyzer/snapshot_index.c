@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bigalloc.h"
 #include "common/index.h"
 #include "common/journal.h"
 #include "common/strmap.h"
@@ -122,7 +123,7 @@ static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint6
 /* The records, read whole (kept by the snapshot when used); NULL if they cannot be. */
 static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes)
 {
-    unsigned char *buf = malloc(bytes ? (size_t)bytes : 1);
+    unsigned char *buf = ulp__big_alloc((size_t)bytes, 0);
     if (buf == NULL || bytes == 0)
         return buf;
     hid_t d = open_bytes(s, ULP__INDEX_RECORDS, bytes);
@@ -415,7 +416,7 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     if (read_seal(s, &seal_off, &hash, &bytes, &count) < 0)
         return 0;
     size_t n = (size_t)count;
-    decoded dc = {.caps = calloc(n + 1, sizeof *dc.caps),
+    decoded dc = {.caps = ulp__big_calloc(n + 1, sizeof *dc.caps),
                   .srcs = calloc(n + 1, sizeof *dc.srcs),
                   .of = malloc((n + 1) * sizeof *dc.of),
                   .skip = malloc((n + 2) * sizeof *dc.skip)};
