@@ -55,20 +55,57 @@ void ulp_report_stream_free(ulp_report_stream *s)
     free(s);
 }
 
-/* One record of the table's spool: a length, then the bytes. */
-static void put_record(FILE *f, const char *p, size_t n)
+/*
+ * A table row in the spool: the lengths of its full name and of the rest
+ * of its line, then both, in one write (four small writes and reads a row
+ * were 3% of a diff of 10,000 captures).
+ */
+typedef struct record_head {
+    uint32_t name, rest;
+} record_head;
+#define RECORD_MAX (sizeof(record_head) + ULP__FULL_NAME + ULP__TABLE_LINE)
+
+static void put_record(FILE *f, const char *full, size_t nf, const char *rest, size_t nr)
 {
-    uint32_t len = (uint32_t)n;
-    fwrite(&len, sizeof len, 1, f);
-    fwrite(p, 1, n, f);
+    char buf[RECORD_MAX];
+    record_head h = {(uint32_t)nf, (uint32_t)nr};
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, full, nf);
+    memcpy(buf + sizeof h + nf, rest, nr);
+    fwrite(buf, 1, sizeof h + nf + nr, f);
 }
 
-static int get_record(FILE *f, char *buf, size_t size, size_t *n)
+/* Reads the spool back in blocks of whole records. */
+typedef struct spool_reader {
+    FILE *f;
+    char buf[1 << 16];
+    size_t at, end;
+    char name[ULP__FULL_NAME];
+} spool_reader;
+
+/* The next record's name (NUL-terminated in place) and rest; -1 when short. */
+static int get_record(spool_reader *sr, char **full, const char **rest, size_t *nr)
 {
-    uint32_t len;
-    if (fread(&len, sizeof len, 1, f) != 1 || len > size || fread(buf, 1, len, f) != len)
+    record_head h;
+    if (sr->end - sr->at < RECORD_MAX) {
+        memmove(sr->buf, sr->buf + sr->at, sr->end - sr->at);
+        sr->end -= sr->at;
+        sr->at = 0;
+        sr->end += fread(sr->buf + sr->end, 1, sizeof sr->buf - sr->end, sr->f);
+    }
+    if (sr->end - sr->at < sizeof h)
         return -1;
-    *n = len;
+    memcpy(&h, sr->buf + sr->at, sizeof h);
+    if (h.name >= ULP__FULL_NAME || h.rest > ULP__TABLE_LINE ||
+        sr->end - sr->at < sizeof h + h.name + h.rest)
+        return -1;
+    char *p = sr->buf + sr->at + sizeof h;
+    memcpy(sr->name, p, h.name);
+    sr->name[h.name] = '\0';
+    *full = sr->name;
+    *rest = p + h.name;
+    *nr = h.rest;
+    sr->at += sizeof h + h.name + h.rest;
     return 0;
 }
 
@@ -89,9 +126,8 @@ static int shown_rows(ulp_report_stream *s, const ulp_diff_row *rows, size_t n)
         char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
         for (size_t i = 0; i < n; i++) {
             ulp__full_name(full, sizeof full, &shown->rows[i]);
-            put_record(s->spool, full, strlen(full));
             size_t k = ulp__table_rest(&shown->rows[i], (s->flags & ULP_REPORT_COLOR) != 0, rest);
-            put_record(s->spool, rest, k);
+            put_record(s->spool, full, strlen(full), rest, k);
         }
     }
     ulp__report_display_free(shown);
@@ -136,16 +172,23 @@ static int copy_spool(FILE *spool, FILE *f)
 /* The table: the rows' names fitted to the width of the longest. */
 static ulp_status write_table(ulp_report_stream *s, const ulp_diff_result *shown, FILE *f)
 {
-    char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
-    size_t wname = ulp__table_width(&s->tally), nf, nr;
+    size_t wname = ulp__table_width(&s->tally), nr;
+    spool_reader *sr = malloc(sizeof *sr);
+    if (sr == NULL)
+        return ULP_ENOMEM;
+    sr->f = s->spool;
+    sr->at = sr->end = 0;
     ulp__table_head(shown, wname, f);
     for (size_t i = 0; i < shown->n_rows; i++) {
-        if (get_record(s->spool, full, sizeof full - 1, &nf) != 0 ||
-            get_record(s->spool, rest, sizeof rest, &nr) != 0)
+        char *full;
+        const char *rest;
+        if (get_record(sr, &full, &rest, &nr) != 0) {
+            free(sr);
             return ULP_EIO;
-        full[nf] = '\0';
+        }
         ulp__table_line(f, full, wname, rest, nr);
     }
+    free(sr);
     return ulp__table_tail(shown, &s->tally, f);
 }
 
