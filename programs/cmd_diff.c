@@ -237,19 +237,42 @@ static ulp_report_stream *diff_stream(const diff_cli *o)
     return rs;
 }
 
-/* Opens both snapshots and compares them, the rows to `rs` if not NULL:
- * *res, or a message and NULL. */
-static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream *rs, ulp_snapshot **a,
+/* The stream's callback, noting when the stream itself failed (its
+ * temporary file could not take the rows) rather than the comparison. */
+typedef struct stream_ctx {
+    ulp_report_stream *rs;
+    int failed;
+} stream_ctx;
+
+static ulp_status stream_rows(void *ctx, const ulp_diff_row *rows, size_t first, size_t n,
+                              ulp_error *err)
+{
+    stream_ctx *sc = ctx;
+    ulp_status st = ulp_report_stream_rows(sc->rs, rows, first, n, err);
+    sc->failed = st != ULP_OK;
+    return st;
+}
+
+/* Opens both snapshots and compares them, the rows to *rs if not NULL:
+ * *res, or a message and NULL.  When the stream fails (a full /tmp: its
+ * rows are lost), it is freed (*rs NULL) and the comparison runs again
+ * with the rows in memory, as it would have without a temporary file. */
+static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream **rs, ulp_snapshot **a,
                                  ulp_snapshot **b)
 {
     ulp_diff_result *res = NULL;
     ulp_error err;
+    stream_ctx sc = {*rs, 0};
     if ((*a = cli_open_snapshot(o->path_a)) == NULL || (*b = cli_open_snapshot(o->path_b)) == NULL)
         return NULL;
     o->opts.progress = isatty(STDERR_FILENO);
-    ulp_status st = rs != NULL
-                        ? ulp_diff_stream(*a, *b, &o->opts, ulp_report_stream_rows, rs, &res, &err)
-                        : ulp_diff_run(*a, *b, &o->opts, &res, &err);
+    ulp_status st = *rs != NULL ? ulp_diff_stream(*a, *b, &o->opts, stream_rows, &sc, &res, &err)
+                                : ulp_diff_run(*a, *b, &o->opts, &res, &err);
+    if (st != ULP_OK && sc.failed) {
+        ulp_report_stream_free(*rs);
+        *rs = NULL;
+        st = ulp_diff_run(*a, *b, &o->opts, &res, &err);
+    }
     if (st != ULP_OK) {
         cli_error("%s", err.msg);
         return NULL;
@@ -337,7 +360,7 @@ int cmd_diff(int argc, char **argv)
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_report_stream *rs = diff_stream(&o);
-    ulp_diff_result *res = diff_run(&o, rs, &a, &b);
+    ulp_diff_result *res = diff_run(&o, &rs, &a, &b);
     if (res != NULL && diff_print(&o, res, rs) == 0 && (!o.plot_dir || diff_plot(&o, res) == 0))
         rc = res->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
     ulp_report_stream_free(rs);

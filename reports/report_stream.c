@@ -154,8 +154,15 @@ ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t
     }
     if (rc != 0 || s->tally.oom)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
-    if (ferror(s->spool))
-        return ulp__error(err, ULP_EIO, "cannot write the report's temporary file");
+    /* Flushed batch by batch: a temporary file that cannot take the rows
+     * (a full /tmp) fails here, during the comparison, never once the
+     * caller has opened (truncated) the report's own file. */
+    errno = 0;
+    if (fflush(s->spool) != 0 || ferror(s->spool)) {
+        int e = errno;
+        return ulp__error(err, ULP_EIO, "cannot write the report's temporary file: %s",
+                          e != 0 ? strerror(e) : "write error");
+    }
     return ULP_OK;
 }
 

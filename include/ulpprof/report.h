@@ -68,7 +68,9 @@ ULP_API ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format 
  * report of the result to `f`: the bytes ulp_report_write() writes for an
  * ulp_diff_run() result of the same snapshots.  Free the stream with
  * ulp_report_stream_free() (NULL is accepted).  ULP_EIO when the
- * temporary file cannot be made or written, or `f` not written.
+ * temporary file cannot be made or written (ulp_report_stream_rows()
+ * flushes it each batch, so that this shows before the report's file is
+ * opened), or `f` not written.
  */
 typedef struct ulp_report_stream ulp_report_stream;
 ULP_API ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags,

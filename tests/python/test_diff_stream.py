@@ -101,10 +101,52 @@ def run(args, env_extra, tmp):
     return p.returncode, p.stdout, p.stderr, body
 
 
+def spool_full(tmp):
+    """The temporary file cannot take the rows (a full /tmp; here a file
+    size limit, which a pipe to stdout escapes): the report must still be
+    the whole result's, exit 1, nothing on stderr -- the diff falls back to
+    keeping the rows -- never exit 2 or a truncated --out file."""
+    import resource
+    import signal
+    ca, cb = [], []
+    for i in range(400):
+        x = bf16((16,))
+        y = x.copy()
+        y[i % 16] ^= np.uint16(i % 3)
+        ca.append(dict(name="model.layers.%d.mlp.out" % i, bits=x, dtype="bf16", layer=i))
+        cb.append(dict(name="model.layers.%d.mlp.out" % i, bits=y, dtype="bf16", layer=i))
+    pa, pb = os.path.join(tmp, "full-a.h5"), os.path.join(tmp, "full-b.h5")
+    ds.write_snapshot(pa, ca)
+    ds.write_snapshot(pb, cb)
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past it fail (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+    fails = []
+    for fmt in ("table", "markdown", "csv", "json"):
+        env = dict(os.environ, ULPPROF_DIFF_STREAM="0")
+        ref = subprocess.run([ULPPROF, "diff", "-f", fmt, pa, pb], capture_output=True, env=env)
+        if ref.returncode != 1 or len(ref.stdout) < 4 * 8192:
+            fails.append("%s: reference exit %d, %d bytes" % (fmt, ref.returncode, len(ref.stdout)))
+        for batch in ("1", "64", None):
+            env = dict(os.environ)
+            env.pop("ULPPROF_DIFF_STREAM", None)
+            if batch:
+                env["ULPPROF_DIFF_BATCH"] = batch
+            got = subprocess.run([ULPPROF, "diff", "-f", fmt, pa, pb], capture_output=True,
+                                 env=env, preexec_fn=limit)
+            if (got.returncode, got.stdout, got.stderr) != (ref.returncode, ref.stdout, ref.stderr):
+                fails.append("%s batch %s, temporary file full: exit %d, %s" % (
+                    fmt, batch, got.returncode, got.stderr.decode(errors="replace").strip()))
+    return fails
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulpdiff-stream-")
     fails, n = [], 0
     try:
+        fails += spool_full(tmp)
         for tag, signs, positions in (("signs6", 6, False), ("signs2", 2, False),
                                       ("positions", 3, True)):
             ca, cb = pair(signs, positions)
