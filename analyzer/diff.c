@@ -1,8 +1,11 @@
 /*
- * ulp_diff_run(): pairs the captures of two snapshots (diff_pair.c),
- * compares the pairs' elements on worker threads (diff_jobs.c), then finds
- * the verdict, the first divergence and the amplification, analyses the
- * logits (logits.c) and the determinism ladder (ladder.c).
+ * ulp_diff_run() and ulp_diff_stream(): pair the captures of two snapshots
+ * (diff_pair.c) a batch of rows at a time -- one batch for ulp_diff_run() --
+ * compare the pairs' elements on worker threads (diff_jobs.c), analyse
+ * the logits (logits.c), find the verdict, the first divergence and the
+ * amplification as the rows come, and the determinism ladder (ladder.c).
+ * A streamed batch goes to the caller and only the rows the result points
+ * at stay (diff_keep.c).
  */
 #include <math.h>
 #include <stdlib.h>

@@ -23,6 +23,19 @@ static int named(size_t g, const size_t *refs, size_t nrefs)
     return 0;
 }
 
+/* Forgets what a row owns (moved or released): ulp__diff_row_release() of
+ * it then frees nothing.  Cheaper than zeroing its 1.2 KiB. */
+static void disown(ulp_diff_row *row)
+{
+    row->kernels_a = row->kernels_b = NULL;
+    row->n_kernels_a = row->n_kernels_b = 0;
+    row->keys = NULL;
+    row->inputs = NULL;
+    row->n_inputs = 0;
+    row->hint = NULL;
+    row->gemms_a = row->gemms_b = NULL;
+}
+
 /* Whether row g is one of r->logits[lg0..]'s (row indices ascend). */
 static int logits_row(const ulp_diff_result *r, size_t lg0, size_t g)
 {
@@ -65,7 +78,7 @@ int ulp__diff_keep_batch(ulp__diff_keep *k, ulp_diff_result *r, size_t base, siz
         } else {
             ulp__diff_row_release(&r->rows[i]);
         }
-        memset(&r->rows[i], 0, sizeof r->rows[i]); /* moved or released */
+        disown(&r->rows[i]);
     }
     return 0;
 }

@@ -100,7 +100,8 @@ ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_
                              size_t *npairs, int *done, ulp_error *err);
 void ulp__pairing_free(ulp__pairing *pc);
 
-/* diff.c: frees what a row owns (not the row). */
+/* diff.c: frees what a row owns (not the row); diff_keep.c's disown()
+ * forgets the same fields. */
 void ulp__diff_row_release(ulp_diff_row *row);
 
 /* diff_keep.c: the rows a result of ulp_diff_stream() keeps. */
