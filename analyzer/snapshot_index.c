@@ -70,15 +70,20 @@ static int read_seal(const ulp_snapshot *s, uint64_t *off, uint64_t *hash, uint6
     return 0;
 }
 
+/* The most runs read_direct() keeps track of; more chunks go through H5Dread. */
+#define RUNS_MAX ((uint64_t)1 << 20)
+
 /*
  * Reads the `bytes` bytes of uint8 dataset `d` into `buf` with pread(2),
  * from where HDF5 says they are: one contiguous run, or unfiltered chunks
- * (one read per run of adjacent chunks).  H5Dread reads each chunk into
- * its chunk cache and copies it again: 1.0-1.4 ms for the 1.8 MB of 10,000
+ * (one read per run of adjacent chunks), each run in (*out)[0..*nruns)
+ * (allocated here, freed by the caller).  H5Dread reads each chunk into its
+ * chunk cache and copies it again: 1.0-1.4 ms for the 1.8 MB of 10,000
  * records.  0, or -1 when the layout is another (compact, filtered, a
  * chunk not written, out of the file): H5Dread then reads it.
  */
-static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint64_t bytes)
+static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint64_t bytes,
+                       ulp__index_mem **out, size_t *nruns)
 {
     hid_t dcpl = H5Dget_create_plist(d);
     if (dcpl < 0)
@@ -92,7 +97,13 @@ static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint6
         return -1;
     if (layout == H5D_CONTIGUOUS)
         cdim = bytes;
-    uint64_t run_addr = 0, run_len = 0, run_at = 0; /* file offset, bytes, where in buf */
+    /* At most a run a chunk; our writers' chunks are 64 KiB, a copy's records contiguous. */
+    uint64_t chunks = (bytes + cdim - 1) / cdim;
+    ulp__index_mem *runs = chunks <= RUNS_MAX ? malloc((size_t)chunks * sizeof *runs) : NULL;
+    if (runs == NULL)
+        return -1;
+    *out = runs;
+    size_t n = 0; /* runs[n - 1]: the run being extended */
     for (uint64_t at = 0; at < bytes; at += cdim) {
         uint64_t len = bytes - at < cdim ? bytes - at : cdim;
         haddr_t addr = HADDR_UNDEF;
@@ -107,33 +118,49 @@ static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint6
         }
         if (addr == HADDR_UNDEF || addr > s->file_size || s->file_size - addr < len)
             return -1;
-        if (run_len > 0 && addr == run_addr + run_len) {
-            run_len += len;
+        if (n > 0 && addr == runs[n - 1].off + runs[n - 1].len) {
+            runs[n - 1].len += len;
             continue;
         }
-        if (run_len > 0 && ulp__journal_pread(s->fd, buf + run_at, (size_t)run_len, run_addr) < 0)
+        if (n > 0 && ulp__journal_pread(s->fd, (unsigned char *)(uintptr_t)runs[n - 1].p,
+                                        (size_t)runs[n - 1].len, runs[n - 1].off) < 0)
             return -1;
-        run_addr = addr;
-        run_len = len;
-        run_at = at;
+        runs[n++] = (ulp__index_mem){addr, len, buf + at};
     }
-    return ulp__journal_pread(s->fd, buf + run_at, (size_t)run_len, run_addr);
+    *nruns = n;
+    return n == 0 ? 0
+                  : ulp__journal_pread(s->fd, (unsigned char *)(uintptr_t)runs[n - 1].p,
+                                       (size_t)runs[n - 1].len, runs[n - 1].off);
 }
 
-/* The records, read whole (kept by the snapshot when used); NULL if they cannot be. */
-static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes)
+/*
+ * The records, read whole (kept by the snapshot when used); NULL if they
+ * cannot be.  Where they lie in the file, when they were read from there
+ * rather than by H5Dread, in *runs (*nruns of them; the caller frees).
+ */
+static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__index_mem **runs,
+                                   size_t *nruns)
 {
+    *runs = NULL;
+    *nruns = 0;
     unsigned char *buf = ulp__big_alloc((size_t)bytes, 0);
     if (buf == NULL || bytes == 0)
         return buf;
+    ulp__index_mem *v = NULL;
     hid_t d = open_bytes(s, ULP__INDEX_RECORDS, bytes);
-    if (d < 0 || (read_direct(s, d, buf, bytes) < 0 &&
-                  H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)) {
-        free(buf);
-        buf = NULL;
+    if (d < 0 || read_direct(s, d, buf, bytes, &v, nruns) < 0) {
+        *nruns = 0;
+        if (d < 0 || H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
+            free(buf);
+            buf = NULL;
+        }
     }
     if (d >= 0)
         H5Dclose(d);
+    if (*nruns > 0)
+        *runs = v;
+    else
+        free(v);
     return buf;
 }
 
@@ -334,13 +361,19 @@ static void decoded_free(decoded *dc)
  * records: the hash reads and hashes the whole file but the captures' data
  * (a 13 MB file of 10,000 captures: 3 ms), the decoding builds the captures
  * (2 ms); neither needs the other but for the ranges the hash leaves out,
- * which a light first pass over the records gives.  Those ranges are
- * compared with the decoded ones before the hash is believed.
+ * which a light first pass over the records gives, on the hash's thread.
+ * Those ranges are compared with the decoded ones before the hash is
+ * believed.  The windows of the file that lie inside the records are
+ * hashed from the records as read, not read again.
  */
 typedef struct hasher {
     pthread_t tid;
     int fd;
     uint64_t size;
+    const unsigned char *buf; /* the records: `bytes` bytes, `count` records */
+    uint64_t bytes, count, seal_off, jfirst;
+    ulp__index_mem *mem; /* [nmem] where the records lie in the file, by offset */
+    size_t nmem;
     ulp__index_range *ranges; /* [n] left out, in record order; sorted by the hash */
     size_t n;
     int rc;
@@ -353,32 +386,48 @@ typedef struct hasher {
 static void *hasher_main(void *arg)
 {
     hasher *h = arg;
-    h->rc = ulp__index_hash_file(h->fd, h->size, h->ranges, h->n, &h->hash);
-    return NULL;
-}
-
-/* Starts the hash of s with the ranges the records give: 0, or -1 (nothing started). */
-static int hasher_start(hasher *h, const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
-                        uint64_t count, uint64_t seal_off, uint64_t jfirst)
-{
-    memset(h, 0, sizeof *h);
-    if (count < HASH_THREAD_MIN || (h->ranges = malloc((count + 2) * sizeof *h->ranges)) == NULL)
-        return -1;
+    h->rc = -1;
     uint64_t at = 0;
-    for (uint64_t i = 0; i < count; i++) {
+    for (uint64_t i = 0; i < h->count; i++) {
         uint64_t off, nbytes;
-        size_t len = ulp__index_record_extent(buf + at, (size_t)(bytes - at), &off, &nbytes);
-        if (len == 0) {
-            free(h->ranges);
-            return -1;
-        }
+        size_t len = ulp__index_record_extent(h->buf + at, (size_t)(h->bytes - at), &off, &nbytes);
+        if (len == 0)
+            return NULL;
         at += len;
         if (off != ULP__INDEX_NO_OFFSET)
             h->ranges[h->n++] = (ulp__index_range){off, nbytes};
     }
-    h->n = ulp__index_add_unhashed(h->ranges, h->n, seal_off, jfirst);
-    h->fd = s->fd;
-    h->size = s->file_size;
+    h->n = ulp__index_add_unhashed(h->ranges, h->n, h->seal_off, h->jfirst);
+    h->rc = ulp__index_hash_file_mem(h->fd, h->size, h->ranges, h->n, h->mem, h->nmem, &h->hash);
+    return NULL;
+}
+
+static int mem_cmp(const void *a, const void *b)
+{
+    const ulp__index_mem *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+/*
+ * Starts the hash of s on the records in `buf`, which were read from the
+ * `nruns` runs (none: by H5Dread; sorted by offset): 0, or -1 (nothing
+ * started).
+ */
+static int hasher_start(hasher *h, const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
+                        uint64_t count, uint64_t seal_off, uint64_t jfirst, ulp__index_mem *runs,
+                        size_t nruns)
+{
+    *h = (hasher){.fd = s->fd,
+                  .size = s->file_size,
+                  .buf = buf,
+                  .bytes = bytes,
+                  .count = count,
+                  .seal_off = seal_off,
+                  .jfirst = jfirst,
+                  .mem = runs,
+                  .nmem = nruns};
+    if (count < HASH_THREAD_MIN || (h->ranges = malloc((count + 2) * sizeof *h->ranges)) == NULL)
+        return -1;
     if (pthread_create(&h->tid, NULL, hasher_main, h) != 0) {
         free(h->ranges);
         return -1;
@@ -416,18 +465,24 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     if (read_seal(s, &seal_off, &hash, &bytes, &count) < 0)
         return 0;
     size_t n = (size_t)count;
+    ulp__index_mem *runs;
+    size_t nruns;
+    unsigned char *buf = read_records(s, bytes, &runs, &nruns);
+    if (nruns > 1)
+        qsort(runs, nruns, sizeof *runs, mem_cmp);
+    size_t *order = NULL;
+    uint64_t now = 0;
+    int used = 0;
+    hasher hs;
+    int threaded =
+        buf != NULL && hasher_start(&hs, s, buf, bytes, count, seal_off, jfirst, runs, nruns) == 0;
+    /* The hash takes longest: the captures' memory is made while it runs (0.5 ms). */
     decoded dc = {.caps = ulp__big_calloc(n + 1, sizeof *dc.caps),
                   .srcs = calloc(n + 1, sizeof *dc.srcs),
                   .of = malloc((n + 1) * sizeof *dc.of),
                   .skip = malloc((n + 2) * sizeof *dc.skip)};
     ulp__strset_init(&dc.names);
     ulp__strset_init(&dc.roles);
-    unsigned char *buf = read_records(s, bytes);
-    size_t *order = NULL;
-    uint64_t now = 0;
-    int used = 0;
-    hasher hs;
-    int threaded = buf != NULL && hasher_start(&hs, s, buf, bytes, count, seal_off, jfirst) == 0;
     if (buf != NULL && dc.caps != NULL && dc.srcs != NULL && dc.of != NULL && dc.skip != NULL &&
         decode_all(s, buf, bytes, count, &dc) == 0 &&
         (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
@@ -436,7 +491,8 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
             threaded = 0;
             used = hasher_join(&hs, dc.skip, dc.nskip, &now) == 0 && now == hash;
         } else {
-            used = ulp__index_hash_file(s->fd, s->file_size, dc.skip, dc.nskip, &now) == 0 &&
+            used = ulp__index_hash_file_mem(s->fd, s->file_size, dc.skip, dc.nskip, runs, nruns,
+                                            &now) == 0 &&
                    now == hash;
         }
     }
@@ -463,6 +519,7 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
         ulp__open_progress_add(count);
     }
     free(order);
+    free(runs);
     decoded_free(&dc);
     return used;
 }

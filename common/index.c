@@ -285,6 +285,12 @@ void ulp__index_ranges_sort(ulp__index_range *skip, size_t n)
 
 int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n, uint64_t *hash)
 {
+    return ulp__index_hash_file_mem(fd, size, skip, n, NULL, 0, hash);
+}
+
+int ulp__index_hash_file_mem(int fd, uint64_t size, ulp__index_range *skip, size_t n,
+                             const ulp__index_mem *mem, size_t nmem, uint64_t *hash)
+{
     for (size_t i = 0; i < n; i++)
         if (skip[i].off > size || skip[i].len > size - skip[i].off)
             return -1;
@@ -298,11 +304,17 @@ int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n
      * not read.
      */
     uint64_t h = size;
-    size_t i = 0;
+    size_t i = 0, j = 0;
     int rc = 0;
     for (uint64_t w = 0; w < size && rc == 0; w += ULP__INDEX_WINDOW) {
         uint64_t wend = size - w < ULP__INDEX_WINDOW ? size : w + ULP__INDEX_WINDOW;
-        int loaded = 0;
+        /* A window the caller holds is hashed from there: the same bytes. */
+        const unsigned char *win = buf;
+        while (j < nmem && mem[j].off + mem[j].len < wend)
+            j++;
+        if (j < nmem && mem[j].off <= w && mem[j].off + mem[j].len >= wend)
+            win = mem[j].p + (w - mem[j].off);
+        int loaded = win != buf;
         for (uint64_t at = w; at < wend;) {
             while (i < n && skip[i].off + skip[i].len <= at)
                 i++;
@@ -317,7 +329,7 @@ int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n
                 break;
             }
             loaded = 1;
-            h = hash_bytes(buf + (at - w), end - at, h ^ at * P1);
+            h = hash_bytes(win + (at - w), end - at, h ^ at * P1);
             at = end;
         }
     }

@@ -154,4 +154,19 @@ size_t ulp__index_add_unhashed(ulp__index_range *skip, size_t n, uint64_t seal_o
 #define ULP__INDEX_WINDOW ((uint64_t)64 << 10)
 int ulp__index_hash_file(int fd, uint64_t size, ulp__index_range *skip, size_t n, uint64_t *hash);
 
+/* Bytes of the file a caller holds already: [off, off + len) at p. */
+typedef struct ulp__index_mem {
+    uint64_t off, len;
+    const unsigned char *p;
+} ulp__index_mem;
+
+/*
+ * ulp__index_hash_file(), the same hash, but a window that lies inside one
+ * of the `nmem` ranges `mem` (sorted by offset, not overlapping) is taken
+ * from there instead of read: the reader holds the index records, which
+ * it read a moment before.
+ */
+int ulp__index_hash_file_mem(int fd, uint64_t size, ulp__index_range *skip, size_t n,
+                             const ulp__index_mem *mem, size_t nmem, uint64_t *hash);
+
 #endif /* ULPPROF_COMMON_INDEX_H */

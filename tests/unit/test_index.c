@@ -434,6 +434,27 @@ static void test_index__hash_skips(void **state)
     int fd = open(path, O_RDONLY);
     uint64_t h;
     assert_int_equal(ulp__index_hash_file(fd, size, &beyond, 1, &h), -1);
+    /* Windows the caller holds are hashed from its bytes: the same bytes give
+     * the same hash, and a held window's bytes count, not the file's. */
+    ulp__index_mem all = {0, size, b};
+    memcpy(copy, skip, sizeof skip);
+    assert_int_equal(ulp__index_hash_file_mem(fd, size, copy, 3, &all, 1, &h), 0);
+    assert_true(h == h0);
+    unsigned char *m = malloc(size);
+    memcpy(m, b, size);
+    m[ULP__INDEX_WINDOW + 5] ^= 1; /* kept, in window 1 */
+    m[20] ^= 1;                    /* kept, in a held range that holds no whole window */
+    ulp__index_mem part[2] = {
+        {10, 20, m + 10},
+        {ULP__INDEX_WINDOW - 3, ULP__INDEX_WINDOW + 6, m + ULP__INDEX_WINDOW - 3}};
+    memcpy(copy, skip, sizeof skip);
+    assert_int_equal(ulp__index_hash_file_mem(fd, size, copy, 3, part, 2, &h), 0);
+    assert_true(h != h0);
+    m[ULP__INDEX_WINDOW + 5] ^= 1;
+    memcpy(copy, skip, sizeof skip);
+    assert_int_equal(ulp__index_hash_file_mem(fd, size, copy, 3, part, 2, &h), 0);
+    assert_true(h == h0);
+    free(m);
     close(fd);
     free(b);
     tu_done();
