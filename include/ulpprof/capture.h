@@ -7,10 +7,11 @@
  * after each one, so that everything written stays readable if the program
  * is then killed.  When the queue holds its memory bound, the capturing
  * thread waits for the writer (back-pressure); memory never grows without
- * bound.  A session keeps a quarter of that bound (64 MiB at most)
- * populated ahead of use, so that the copy does not pay the kernel's page
- * faults.  All functions are thread-safe.  Errors come back as a status and
- * one line on stderr; nothing here aborts or exits the host program.
+ * bound.  A session keeps half of that bound (128 MiB at most) populated
+ * ahead of use, from before its open returns, so that the copy does not
+ * pay the kernel's page faults.  All functions are thread-safe.  Errors
+ * come back as a status and one line on stderr; nothing here aborts or
+ * exits the host program.
  *
  * Signal handlers: the calls are not async-signal-safe (they allocate and
  * lock).  A call from a handler that interrupted this thread inside the
@@ -72,10 +73,13 @@ typedef struct ulp_session_options {
 ULP_API void ulp_session_options_init(ulp_session_options *opts);
 
 /*
- * Creates the snapshot file and starts its writer thread.  On success
- * *out owns the session; release it with ulp_session_close().  On error
- * *out is NULL, `err` (may be NULL) says why, and one line went to stderr.
- * ULP_EDISABLED when no path was given and ULPPROF_OUTPUT is unset.
+ * Creates the snapshot file and starts its writer thread, and populates
+ * the queue's reserve (above) meanwhile: it returns when both are done
+ * (about 6 ms of a session thread's CPU for 128 MiB; more on a VM whose
+ * host must back the memory again).  On success *out owns the session;
+ * release it with ulp_session_close().  On error *out is NULL, `err` (may
+ * be NULL) says why, and one line went to stderr.  ULP_EDISABLED when no
+ * path was given and ULPPROF_OUTPUT is unset.
  */
 ULP_API ulp_status ulp_session_open(const ulp_session_options *opts, ulp_session **out,
                                     ulp_error *err);
