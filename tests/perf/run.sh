@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 # Host capture API (issues #2, #16): 128 MiB passes of 512 B, 1, 8 and 64 MiB
 # bf16 tensors through ulp_capture_host, a fresh session and two more passes;
-# prints the call/memcpy and write/fwrite ratios.
+# prints the open's cost and the call/memcpy and write/fwrite ratios.
 "$build/tests/bench_capture" "$tmp"
 
 # The PyTorch helper against torch.save of the same tensors (issue #16): a
