@@ -10,6 +10,13 @@
 
 #include "cli.h"
 
+static int errors_reported;
+
+int cli_errors_reported(void)
+{
+    return errors_reported;
+}
+
 void cli_error(const char *fmt, ...)
 {
     /* One message, one line: a path or name with a newline or an escape
@@ -19,6 +26,7 @@ void cli_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    errors_reported++;
     fputs("ulpprof: ", stderr);
     cli_print_escaped(stderr, msg);
     fputc('\n', stderr);

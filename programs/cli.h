@@ -66,6 +66,8 @@ int demo_ladder(const ulp_refmodel_options *base, const char *dir, const char *g
 
 /* Prints "ulpprof: <message>" and a newline on stderr. */
 void cli_error(const char *fmt, ...) CLI_PRINTF(1, 2);
+/* How many messages cli_error() has printed. */
+int cli_errors_reported(void);
 
 /*
  * For a getopt_long failure (it returned '?' or ':' with opterr = 0):

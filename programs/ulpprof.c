@@ -2,6 +2,7 @@
  * `ulpprof <command> [<options>] <args>`: dispatches to cmd_<command>() from
  * one table, as git's builtins do.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -52,11 +53,15 @@ static const command *find_command(const char *name)
     return NULL;
 }
 
-/* Flushes stdout and turns a write error (disk full, closed pipe) into exit 2. */
+/* Flushes stdout and turns a write error (disk full, closed pipe) into
+ * exit 2, with one message: none more when the command already said why. */
 static int finish(int rc)
 {
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        cli_error("cannot write to standard output");
+        int e = errno;
+        if (cli_errors_reported() == 0)
+            cli_error("cannot write to standard output: %s", e != 0 ? strerror(e) : "write error");
         return CLI_EXIT_ERROR;
     }
     return rc;

@@ -1,4 +1,5 @@
 /* ulp_report_write(): dispatches a diff result to the writer of a format. */
+#include <errno.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -24,6 +25,7 @@ ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, 
 {
     ulp_status st;
     ulp_diff_result *shown = NULL;
+    errno = 0;
     if (format == ULP_REPORT_TABLE || format == ULP_REPORT_MARKDOWN) {
         shown = ulp__report_display(r, format == ULP_REPORT_MARKDOWN);
         if (shown == NULL)
@@ -47,6 +49,12 @@ ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, 
         return ulp__error(err, ULP_EINVAL, "unknown report format %d", (int)format);
     }
     if (st != ULP_OK)
-        return ulp__error(err, st, "cannot write the report");
+        return ulp__report_write_error(err, st);
     return ULP_OK;
+}
+
+ulp_status ulp__report_write_error(ulp_error *err, ulp_status st)
+{
+    int e = errno;
+    return ulp__error(err, st, "cannot write the report: %s", e != 0 ? strerror(e) : "write error");
 }

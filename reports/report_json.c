@@ -576,6 +576,6 @@ ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err)
     if (rc != 0)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     if (fputc('\n', f) == EOF || ferror(f))
-        return ulp__error(err, ULP_EIO, "cannot write the JSON report");
+        return ulp__report_write_error(err, ULP_EIO);
     return ULP_OK;
 }

@@ -136,5 +136,8 @@ int ulp__fmt_runs(char *buf, size_t n, const ulp_diff_row *row, size_t *k, int s
 void ulp__fmt_origin(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_run *run);
 /* The shortest digits that read back as the same value of `dt`. */
 void ulp__fmt_value(char *buf, size_t n, ulp_dtype dt, uint64_t bits, double v);
+/* A failed report write as an error, with the reason errno holds (the
+ * writer clears it first) or "write error". */
+ulp_status ulp__report_write_error(ulp_error *err, ulp_status st);
 
 #endif /* ULPPROF_REPORTS_REPORT_PRIV_H */

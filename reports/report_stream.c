@@ -212,7 +212,7 @@ static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FIL
     ulp__json_emit(plain + rest, strlen(plain + rest), f);
     free(plain);
     if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
-        return ulp__error(err, ULP_EIO, "cannot write the JSON report");
+        return ulp__report_write_error(err, ULP_EIO);
     return ULP_OK;
 }
 
@@ -222,6 +222,7 @@ ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *
     ulp_status st = ULP_OK;
     if (fflush(s->spool) != 0 || fseek(s->spool, 0, SEEK_SET) != 0)
         return ulp__error(err, ULP_EIO, "cannot read the report's temporary file");
+    errno = 0;
     if (s->format == ULP_REPORT_JSON)
         return write_json(s, r, f, err);
     if (s->format == ULP_REPORT_CSV) {
@@ -240,6 +241,6 @@ ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *
         ulp__report_display_free(shown);
     }
     if (st != ULP_OK)
-        return ulp__error(err, st, "cannot write the report");
+        return ulp__report_write_error(err, st);
     return ULP_OK;
 }

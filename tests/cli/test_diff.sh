@@ -123,6 +123,19 @@ expect_rc 2 "$ULPPROF" diff --temperature abc a.h5 b.h5
 expect_rc 2 "$ULPPROF" diff --threads 0 a.h5 b.h5
 expect_rc 2 "$ULPPROF" diff --bogus a.h5 b.h5
 expect_error "nodir/x.json" "$ULPPROF" diff --out nodir/x.json a.h5 b.h5
+# A full standard output: one line that says why (not one from the report
+# and another from the exit), streamed or not.
+if [ -w /dev/full ]; then
+    for stream in 1 0; do
+        for fmt in table markdown csv json; do
+            ULPPROF_DIFF_STREAM=$stream "$ULPPROF" diff -f $fmt a.h5 b.h5 >/dev/full 2>"$TMP/err"
+            rc=$?
+            [ "$rc" -eq 2 ] || fail "diff -f $fmt >/dev/full (stream $stream) exited $rc"
+            [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "standard output.*No space left on device" "$TMP/err" ||
+                fail "diff -f $fmt >/dev/full (stream $stream): $(cat "$TMP/err")"
+        done
+    done
+fi
 
 # --- Awkward but valid input ------------------------------------------------------------
 "$PY" - <<EOF
