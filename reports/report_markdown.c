@@ -119,12 +119,8 @@ ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f)
 ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f)
 {
     ulp__tally t;
-    ulp__tally_init(&t);
-    ulp__tally_rows(&t, r->rows, r->n_rows);
-    if (t.oom) {
-        ulp__tally_release(&t);
+    if (ulp__tally_result(&t, r) != ULP_OK)
         return ULP_ENOMEM;
-    }
     ulp__markdown_head(r, &t, f);
     ulp__markdown_rows(r->rows, r->n_rows, f);
     ulp__tally_release(&t);

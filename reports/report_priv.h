@@ -60,6 +60,8 @@ typedef struct ulp__tally {
 void ulp__tally_init(ulp__tally *t);
 void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n);
 void ulp__tally_release(ulp__tally *t);
+/* A tally of a whole result's rows: ULP_OK, or ULP_ENOMEM with `t` released. */
+ulp_status ulp__tally_result(ulp__tally *t, const ulp_diff_result *r);
 /* "name" or "name#occurrence", cut to size - 1 bytes as snprintf(3) cuts it. */
 void ulp__full_name(char *buf, size_t size, const ulp_diff_row *row);
 

@@ -297,12 +297,8 @@ ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags)
 {
     int color = (flags & ULP_REPORT_COLOR) != 0;
     ulp__tally t;
-    ulp__tally_init(&t);
-    ulp__tally_rows(&t, r->rows, r->n_rows);
-    if (t.oom) {
-        ulp__tally_release(&t);
+    if (ulp__tally_result(&t, r) != ULP_OK)
         return ULP_ENOMEM;
-    }
     size_t wname = ulp__table_width(&t);
     ulp__table_head(r, wname, f);
     for (size_t i = 0; i < r->n_rows; i++)

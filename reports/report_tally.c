@@ -116,3 +116,14 @@ void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n)
         tally_details(t, row);
     }
 }
+
+ulp_status ulp__tally_result(ulp__tally *t, const ulp_diff_result *r)
+{
+    ulp__tally_init(t);
+    ulp__tally_rows(t, r->rows, r->n_rows);
+    if (t->oom) {
+        ulp__tally_release(t);
+        return ULP_ENOMEM;
+    }
+    return ULP_OK;
+}
