@@ -187,9 +187,16 @@ static ulp_status leave_out(ulp_snapshot *s, const ulp__h5_err_info *sticky, ulp
     return ULP_OK;
 }
 
-ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err)
+/*
+ * ulp_snapshot_open(), and with `defer` ulp_snapshot_open_deferred()'s
+ * open: on failure *unsure says whether it may differ from the former's
+ * (the index it read from was stale).
+ */
+static ulp_status open_snapshot(const char *path, int defer, ulp_snapshot **out, ulp_error *err,
+                                int *unsure)
 {
     ulp_status st;
+    *unsure = 0;
     if (out != NULL)
         *out = NULL;
     ulp_error_clear(err);
@@ -199,6 +206,7 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
     ulp_snapshot *s = calloc(1, sizeof *s);
     if (s == NULL)
         return ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", path);
+    s->defer_check = defer;
     s->fd = -1;
     s->file = -1;
     s->path = strdup(path);
@@ -263,6 +271,7 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
         st = ulp__error(err, ULP_ETRUNC, "%s (file is truncated: %s)", what, sticky.desc);
     }
     if (st != ULP_OK) {
+        *unsure = ulp__index_check_wait(s) != 1;
         ulp_snapshot_close(s);
         return st;
     }
@@ -270,10 +279,45 @@ ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *er
     return ULP_OK;
 }
 
+ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err)
+{
+    int unsure;
+    return open_snapshot(path, 0, out, err, &unsure);
+}
+
+ulp_status ulp_snapshot_open_deferred(const char *path, ulp_snapshot **out, ulp_error *err)
+{
+    int unsure;
+    ulp_status st = open_snapshot(path, 1, out, err, &unsure);
+    /* A failure that a stale index may have caused: the sure way says what it is. */
+    if (st != ULP_OK && unsure)
+        st = ulp_snapshot_open(path, out, err);
+    return st;
+}
+
+ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err)
+{
+    ulp_error_clear(err);
+    if (s == NULL || *s == NULL)
+        return ulp__error(err, ULP_EINVAL, "ulp_snapshot_confirm: NULL argument");
+    if (ulp__index_check_wait(*s) == 1)
+        return ULP_OK;
+    /* Read from a stale index: opened again the sure way, which reads the groups. */
+    char *path = strdup((*s)->path);
+    ulp_snapshot_close(*s);
+    *s = NULL;
+    if (path == NULL)
+        return ulp__error(err, ULP_ENOMEM, "cannot open a snapshot: out of memory");
+    ulp_status st = ulp_snapshot_open(path, s, err);
+    free(path);
+    return st;
+}
+
 void ulp_snapshot_close(ulp_snapshot *s)
 {
     if (s == NULL)
         return;
+    ulp__index_check_wait(s); /* its hash reads s->fd */
     ulp__h5_silence();
     if (s->h5 != NULL) {
         if (s->h5->dset >= 0)

@@ -453,6 +453,41 @@ static int hasher_join(hasher *h, ulp__index_range *skip, size_t n, uint64_t *ha
     return ok ? 0 : -1;
 }
 
+/*
+ * A hash left running by an open that did not wait for it
+ * (ulp_snapshot_open_deferred): it reads `buf` and `runs` until joined.
+ */
+struct ulp__index_check {
+    hasher h;
+    uint64_t want;          /* the seal's hash */
+    ulp__index_range *skip; /* [nskip] the decoded records' ranges */
+    size_t nskip;
+    unsigned char *buf; /* the records: the captures point into them if in_place */
+    int in_place;
+    ulp__index_mem *runs;
+};
+
+int ulp__index_check_wait(ulp_snapshot *s)
+{
+    ulp__index_check *c = s->check;
+    if (c == NULL)
+        return 1;
+    s->check = NULL;
+    uint64_t now = 0;
+    int rc = hasher_join(&c->h, c->skip, c->nskip, &now) == 0 && now == c->want;
+    /* The records stay only where captures point into them. */
+    if (c->in_place) {
+        if (ulp__snap_keep(s, (char *)c->buf) == NULL)
+            rc = -1; /* freed by the keep */
+    } else {
+        free(c->buf);
+    }
+    free(c->skip);
+    free(c->runs);
+    free(c);
+    return rc;
+}
+
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
 {
     const char *env = getenv("ULPPROF_INDEX");
@@ -474,8 +509,11 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     uint64_t now = 0;
     int used = 0;
     hasher hs;
+    /* An open that does not wait for the hash leaves it to s->check. */
+    ulp__index_check *chk = s->defer_check ? calloc(1, sizeof *chk) : NULL;
+    hasher *hp = chk != NULL ? &chk->h : &hs;
     int threaded =
-        buf != NULL && hasher_start(&hs, s, buf, bytes, count, seal_off, jfirst, runs, nruns) == 0;
+        buf != NULL && hasher_start(hp, s, buf, bytes, count, seal_off, jfirst, runs, nruns) == 0;
     /* The hash takes longest: the captures' memory is made while it runs (0.5 ms). */
     decoded dc = {.caps = ulp__big_calloc(n + 1, sizeof *dc.caps),
                   .srcs = calloc(n + 1, sizeof *dc.srcs),
@@ -487,9 +525,24 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
         decode_all(s, buf, bytes, count, &dc) == 0 &&
         (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
         dc.nskip = ulp__index_add_unhashed(dc.skip, dc.nskip, seal_off, jfirst);
-        if (threaded) {
+        if (threaded && chk != NULL) {
             threaded = 0;
-            used = hasher_join(&hs, dc.skip, dc.nskip, &now) == 0 && now == hash;
+            /* chk->h is the running hash's: only the other fields are set. */
+            chk->want = hash;
+            chk->skip = dc.skip;
+            chk->nskip = dc.nskip;
+            chk->buf = buf;
+            chk->in_place = dc.in_place;
+            chk->runs = runs;
+            s->check = chk; /* waited for by ulp_snapshot_confirm() or the close */
+            dc.skip = NULL;
+            buf = NULL;
+            runs = NULL;
+            chk = NULL;
+            used = 1;
+        } else if (threaded) {
+            threaded = 0;
+            used = hasher_join(hp, dc.skip, dc.nskip, &now) == 0 && now == hash;
         } else {
             used = ulp__index_hash_file_mem(s->fd, s->file_size, dc.skip, dc.nskip, runs, nruns,
                                             &now) == 0 &&
@@ -497,9 +550,12 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
         }
     }
     if (threaded)
-        hasher_join(&hs, dc.skip, 0, &now); /* the records did not decode: not used */
+        hasher_join(hp, dc.skip, 0, &now); /* the records did not decode: not used */
+    free(chk);
     /* The records stay only where captures point into them. */
-    if (used && dc.in_place && ulp__snap_keep(s, (char *)buf) == NULL) {
+    if (buf == NULL) {
+        /* left to s->check */
+    } else if (used && dc.in_place && ulp__snap_keep(s, (char *)buf) == NULL) {
         buf = NULL; /* freed by the keep */
         used = -1;
     } else if (!used || !dc.in_place) {

@@ -79,6 +79,9 @@ struct ulp_snapshot {
 
     char **strs; /* every string the snapshot owns         */
     size_t nstrs, cap_strs;
+
+    int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
+    struct ulp__index_check *check; /* its seal hash, still running, or NULL */
 };
 
 /* snapshot_store.c: keeps `p` (malloc'd) for freeing at close; returns it,
@@ -186,6 +189,18 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
  * leaves out; ULP__INDEX_NO_JOURNAL for a file without a journal.
  */
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
+
+/* snapshot_index.c: a seal hash an open left running (s->check). */
+typedef struct ulp__index_check ulp__index_check;
+
+/*
+ * snapshot_index.c: waits for the seal's hash that ulp__index_read() left
+ * running (s->defer_check) and frees what it held: 1 when the file matched
+ * the index the captures were read from, or when nothing was left running;
+ * 0 when the index was stale or the hash failed; -1 out of memory (then,
+ * as with 0, the captures are not to be used).
+ */
+int ulp__index_check_wait(ulp_snapshot *s);
 
 /*
  * snapshot_copy_index.c: the capture index of a copy (ulp_snapshot_copy).

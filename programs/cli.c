@@ -204,7 +204,14 @@ static void reading_add(const char *path)
 
 int cli_repair_hint = 1;
 
-ulp_snapshot *cli_open_snapshot(const char *path)
+/* How guarded() opens `path`. */
+typedef enum open_how { OPEN_SURE, OPEN_DEFERRED, OPEN_CONFIRM } open_how;
+
+/*
+ * Opens `path` (or confirms *s, which may open it again) with HDF5's
+ * crashes and hangs turned into one line naming it.
+ */
+static ulp_status guarded(const char *path, open_how how, ulp_snapshot **s, ulp_error *err)
 {
     /* Seconds an open may take before it counts as hung: $ULPPROF_OPEN_TIMEOUT, default 60. */
     unsigned timeout = 60;
@@ -238,24 +245,80 @@ ulp_snapshot *cli_open_snapshot(const char *path)
     guard_timeout = timeout;
     unsigned old_timer = alarm(timeout);
 
-    ulp_snapshot *s = NULL;
-    ulp_error err;
-    ulp_status st = ulp_snapshot_open(path, &s, &err);
+    ulp_status st = how == OPEN_SURE       ? ulp_snapshot_open(path, s, err)
+                    : how == OPEN_DEFERRED ? ulp_snapshot_open_deferred(path, s, err)
+                                           : ulp_snapshot_confirm(s, err);
 
     alarm(old_timer);
     sigaction(SIGALRM, &old_alarm, NULL);
     for (size_t i = 0; i < NGUARD; i++)
         sigaction(guard_signals[i], &old[i], NULL);
-    if (st != ULP_OK) {
-        cli_error("%s", err.msg);
-        return NULL;
-    }
+    return st;
+}
+
+/* What an opened snapshot needs said (its warning) and watched (a shrinking file). */
+static void opened(const char *path, ulp_snapshot *s)
+{
     if (ulp_snapshot_warning(s) != NULL)
         cli_error("warning: '%s': %s%s%s%s", path, ulp_snapshot_warning(s),
                   cli_repair_hint ? " (for other HDF5 tools: ulpprof repair '" : "",
                   cli_repair_hint ? path : "", cli_repair_hint ? "' COPY.h5)" : "");
     reading_add(path);
+}
+
+ulp_snapshot *cli_open_snapshot(const char *path)
+{
+    ulp_snapshot *s = NULL;
+    ulp_error err;
+    if (guarded(path, OPEN_SURE, &s, &err) != ULP_OK) {
+        cli_error("%s", err.msg);
+        return NULL;
+    }
+    opened(path, s);
     return s;
+}
+
+/*
+ * The second file opens while the first one's index is checked; each is
+ * confirmed, and said, in the order cli_open_snapshot() would say them: a
+ * warning is said only of a confirmed snapshot, the second file's error
+ * only after the first file is confirmed.
+ */
+int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_snapshot **b)
+{
+    ulp_error ea, eb;
+    *a = NULL;
+    *b = NULL;
+    if (guarded(path_a, OPEN_DEFERRED, a, &ea) != ULP_OK) {
+        cli_error("%s", ea.msg);
+        return -1;
+    }
+    int a_said = ulp_snapshot_warning(*a) != NULL;
+    if (a_said) {
+        if (guarded(path_a, OPEN_CONFIRM, a, &ea) != ULP_OK) {
+            cli_error("%s", ea.msg);
+            return -1;
+        }
+        opened(path_a, *a);
+    }
+    ulp_status sb = guarded(path_b, OPEN_DEFERRED, b, &eb);
+    if (!a_said) {
+        if (guarded(path_a, OPEN_CONFIRM, a, &ea) != ULP_OK) {
+            cli_error("%s", ea.msg);
+            ulp_snapshot_close(*b);
+            *b = NULL;
+            return -1;
+        }
+        opened(path_a, *a);
+    }
+    if (sb == ULP_OK)
+        sb = guarded(path_b, OPEN_CONFIRM, b, &eb);
+    if (sb != ULP_OK) {
+        cli_error("%s", eb.msg);
+        return -1;
+    }
+    opened(path_b, *b);
+    return 0;
 }
 
 int cli_use_color(FILE *f)

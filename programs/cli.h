@@ -82,6 +82,13 @@ int cli_bad_option(const char *cmd, const char *usage, char **argv, int c);
  * line, which points to `ulpprof repair` unless cli_repair_hint is 0.
  */
 ulp_snapshot *cli_open_snapshot(const char *path);
+/*
+ * Opens two snapshots, the second while the first one's capture index is
+ * still checked (ulp_snapshot_open_deferred), and confirms both: what
+ * cli_open_snapshot() on each in turn would give and say.  0, or -1 after
+ * the message (the caller closes *a and *b, which may be NULL).
+ */
+int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_snapshot **b);
 extern int cli_repair_hint;
 
 /*

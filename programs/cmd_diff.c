@@ -263,7 +263,7 @@ static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream **rs, ulp_snapsh
     ulp_diff_result *res = NULL;
     ulp_error err;
     stream_ctx sc = {*rs, 0};
-    if ((*a = cli_open_snapshot(o->path_a)) == NULL || (*b = cli_open_snapshot(o->path_b)) == NULL)
+    if (cli_open_pair(o->path_a, o->path_b, a, b) < 0)
         return NULL;
     o->opts.progress = isatty(STDERR_FILENO);
     ulp_status st = *rs != NULL ? ulp_diff_stream(*a, *b, &o->opts, stream_rows, &sc, &res, &err)

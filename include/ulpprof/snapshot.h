@@ -121,6 +121,25 @@ typedef struct ulp_gemm_info {
 ULP_API ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err);
 
 /*
+ * ulp_snapshot_open(), but without waiting for the check of the file's
+ * capture index: the hash of a sealed file of 1,024 captures or more goes
+ * on on a second thread, and a program can open its next file meanwhile.
+ * Until ulp_snapshot_confirm() has returned ULP_OK the captures may come
+ * from an index the file no longer matches (edited by another program
+ * since): confirm before reading anything of it.  Its failures are
+ * ulp_snapshot_open()'s.
+ */
+ULP_API ulp_status ulp_snapshot_open_deferred(const char *path, ulp_snapshot **out, ulp_error *err);
+
+/*
+ * Waits for the check of a snapshot from ulp_snapshot_open_deferred()
+ * (ULP_OK at once for any other).  When the index turned out stale, *s is
+ * closed and the file opened again by ulp_snapshot_open(), with its result:
+ * on error *s is NULL and `err` says why.
+ */
+ULP_API ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err);
+
+/*
  * How many links every ulp_snapshot_open() of this process has listed and
  * captures it has read so far, counting up while an open runs: a watchdog can tell a large file
  * that is being read (the count moves) from one HDF5 is stuck on.  Safe to

@@ -23,6 +23,7 @@ import numpy as np
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
+SHRINK = os.path.join(BUILD, "tests", "reliability", "shrinkfile.so")
 failures = []
 
 
@@ -92,8 +93,74 @@ def write_plain(path):
             positions=np.array([4, 5, 6], np.int64), requests=np.array([9, 9, 9], np.int64))
 
 
+def run_all(args, index=True, env=None):
+    """Exit status, stdout and stderr of ulpprof, with or without the index."""
+    env = dict(os.environ if env is None else env)
+    env.pop("ULPPROF_INDEX", None)
+    if not index:
+        env["ULPPROF_INDEX"] = "0"
+    r = subprocess.run([ULPPROF] + args, env=env, capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def deferred(tmp):
+    """`ulpprof diff` opens its second file while the first one's seal hash
+    runs (files of 1,024 captures or more), and confirms both before it
+    compares.  A stale index that only that hash finds, on either side, and
+    a hash that fails, must give what reading the groups gives."""
+    a, b = os.path.join(tmp, "big-a.h5"), os.path.join(tmp, "big-b.h5")
+    base = [LOOP, "--count", "1100", "--elements", "16", "--names", "7"]
+    subprocess.run(base + ["--out", a], check=True, capture_output=True)
+    subprocess.run(base + ["--out", b, "--flip-from", "1090"], check=True, capture_output=True)
+
+    def edited(tag, edit):
+        path = os.path.join(tmp, "big-" + tag + ".h5")
+        shutil.copy(a, path)
+        with h5py.File(path, "r+") as f:
+            edit(f)
+        return path
+
+    def attr(name, key, value):
+        """Writes the attribute in place: the file keeps its size, so only the hash sees it."""
+        return lambda f: h5py.h5a.open(f[name].id, key.encode()).write(np.array(value))
+
+    layer = edited("layer", attr("captures/t.3/2", "layer", np.int32(77)))
+    seq = edited("seq", attr("captures/t.4/9", "seq", np.int64(100000)))
+    deleted = edited("deleted", lambda f: f["captures/t.2"].__delitem__("5"))
+    for path in (layer, seq):
+        with h5py.File(path, "r") as f:
+            seal = bytes(f["index/seal"][:])
+        check(int.from_bytes(seal[16:24], "little") == os.path.getsize(path),
+              "%s: the size changed: the stale index is found before the hash" % path)
+    seen = {layer: ['"layer": 77'], seq: ['"seq": 100000', '"seq_b": 100000'], deleted: []}
+    for path in (layer, seq, deleted):
+        for side, pair in enumerate(((path, b), (b, path))):
+            for fmt in ("json", "csv"):
+                args = ["diff", "-f", fmt] + list(pair)
+                got, want = run_all(args), run_all(args, False)
+                check(got == want and got[0] == 1,
+                      "%s: stale index: exit %d, unlike the groups' exit %d or output"
+                      % (args, got[0], want[0]))
+                mark = seen[path][side] if len(seen[path]) > side else None
+                check(fmt != "json" or mark is None or mark in got[1],
+                      "%s: the edit (%s) is not reported" % (args, mark))
+
+    # The hash fails: the file shrinks under it (shrinkfile.so truncates it
+    # at the first read after the first thread starts: the hash's own).
+    # What follows must be what the truncated file gives read the sure way.
+    cut = edited("cut", lambda f: None)
+    env = dict(os.environ, LD_PRELOAD=SHRINK, ULP_SHRINK_PATH=cut,
+               ULP_SHRINK_SIZE=str(os.path.getsize(cut) // 2))
+    got = run_all(["diff", "-f", "json", cut, b], env=env)
+    check(os.path.getsize(cut) == int(env["ULP_SHRINK_SIZE"]), "shrinkfile.so did not cut the file")
+    want = run_all(["diff", "-f", "json", cut, b], False)
+    check(got == want and got[0] == 2 and got[1] == "",
+          "failed hash: %r, not as the groups give it: %r" % (got, want))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulp-index-")
+    deferred(tmp)
     a, b = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
     base = [LOOP, "--count", "300", "--elements", "64", "--names", "7", "--kernels", "3"]
     subprocess.run(base + ["--out", a], check=True, capture_output=True)
