@@ -266,10 +266,9 @@ static void test_index__stale_seal(void **state)
  * a capture's data leaves the seal good (the data is not hashed), a changed
  * byte anywhere else does not.
  */
-static void test_index__many_captures(void **state)
+static void write_many(const char *tag)
 {
-    (void)state;
-    snprintf(g_path, sizeof g_path, "%s/m.h5", tu_tmpdir("index-many"));
+    snprintf(g_path, sizeof g_path, "%s/m.h5", tu_tmpdir(tag));
     ulp__writer *w = NULL;
     ulp_error err;
     assert_int_equal(ulp__writer_create(g_path, "lbl", "test", 1, &w, &err), ULP_OK);
@@ -286,6 +285,13 @@ static void test_index__many_captures(void **state)
         add(w, &d);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
+}
+
+static void test_index__many_captures(void **state)
+{
+    (void)state;
+    write_many("index-many");
+    ulp_error err;
     ulp_snapshot *s = NULL, *slow = NULL;
     assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
     assert_int_equal(index_usable(s), 1);
@@ -497,12 +503,76 @@ static void test_index__repair_copy(void **state)
     tu_done();
 }
 
+/*
+ * ulp_snapshot_open_deferred() leaves the hash running (s->check) and
+ * ulp_snapshot_confirm() waits for it: the same snapshot when the seal
+ * holds, the file opened again through the groups when it does not.
+ */
+static void test_index__deferred(void **state)
+{
+    (void)state;
+    write_many("index-deferred");
+    ulp_error err;
+    ulp_snapshot *s = NULL, *slow = NULL;
+    assert_int_equal(ulp_snapshot_confirm(NULL, &err), ULP_EINVAL);
+    assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_EINVAL);
+    setenv("ULPPROF_INDEX", "0", 1);
+    assert_int_equal(ulp_snapshot_open(g_path, &slow, &err), ULP_OK);
+    unsetenv("ULPPROF_INDEX");
+    ulp_snapshot *sure = slow;
+    assert_int_equal(ulp_snapshot_confirm(&sure, &err), ULP_OK); /* nothing to wait for */
+    assert_ptr_equal(sure, slow);
+
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_non_null(s->check);
+    ulp_snapshot *was = s;
+    assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_OK);
+    assert_ptr_equal(s, was);
+    assert_null(s->check);
+    assert_int_equal(ulp_snapshot_capture_count(s), 1500);
+    for (size_t i = 0; i < 1500; i++)
+        same_capture(ulp_snapshot_capture(s, i), ulp_snapshot_capture(slow, i));
+    ulp_snapshot_close(s);
+    /* Closed before it is confirmed: the close waits for the hash. */
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_non_null(s->check);
+    ulp_snapshot_close(s);
+
+    ulp_snapshot_close(slow); /* HDF5 opens a file once to write it */
+    /* The first capture's layer written in place (the file keeps its size):
+     * stale, the deferred open still reads the index; the confirmation not. */
+    hid_t f = H5Fopen(g_path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t o = H5Oopen(f, "/captures/t.0/0", H5P_DEFAULT);
+    hid_t a = H5Aopen(o, "layer", H5P_DEFAULT);
+    int32_t layer = 77;
+    assert_true(f >= 0 && o >= 0 && a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &layer) >= 0);
+    H5Aclose(a);
+    H5Oclose(o);
+    H5Fclose(f);
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_non_null(s->check);
+    assert_int_equal(ulp_snapshot_capture(s, 0)->layer, 0); /* not to be used: only here */
+    assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_OK);
+    assert_null(s->check);
+    assert_int_equal(index_usable(s), 0);
+    assert_int_equal(ulp_snapshot_capture(s, 0)->layer, 77);
+    setenv("ULPPROF_INDEX", "0", 1);
+    assert_int_equal(ulp_snapshot_open(g_path, &slow, &err), ULP_OK);
+    unsetenv("ULPPROF_INDEX");
+    for (size_t i = 0; i < 1500; i++)
+        same_capture(ulp_snapshot_capture(s, i), ulp_snapshot_capture(slow, i));
+    ulp_snapshot_close(s);
+    ulp_snapshot_close(slow);
+    tu_done();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_index__same_as_groups), cmocka_unit_test(test_index__stale_seal),
         cmocka_unit_test(test_index__many_captures),  cmocka_unit_test(test_index__codec),
         cmocka_unit_test(test_index__hash_skips),     cmocka_unit_test(test_index__repair_copy),
+        cmocka_unit_test(test_index__deferred),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
