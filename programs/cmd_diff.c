@@ -225,9 +225,7 @@ static ulp_report_stream *diff_stream(const diff_cli *o)
     ulp_error err;
     if (o->plot_dir != NULL || (env != NULL && strcmp(env, "0") == 0))
         return NULL;
-    if (o->out_path == NULL)
-        flags = color_flag(o, stdout);
-    else if (strcmp(o->color, "always") == 0)
+    if (o->out_path == NULL || strcmp(o->color, "always") == 0)
         flags = color_flag(o, stdout);
     else if (strcmp(o->color, "auto") == 0 && stat(o->out_path, &sb) == 0 && S_ISCHR(sb.st_mode))
         return NULL;
@@ -338,9 +336,7 @@ static int diff_runs(const diff_cli *o)
                              .opts = &o->opts,
                              .format = o->format,
                              .plot_dir = o->plot_dir};
-    if (o->format == ULP_REPORT_TABLE &&
-        (strcmp(o->color, "always") == 0 || (strcmp(o->color, "auto") == 0 && cli_use_color(out))))
-        x.flags |= ULP_REPORT_COLOR;
+    x.flags |= color_flag(o, out);
     int rc = cli_diff_ranks(&x, out);
     if (out != stdout && fclose(out) != 0 && rc != CLI_EXIT_ERROR) {
         cli_error("cannot write '%s': %s", o->out_path, strerror(errno));
