@@ -274,6 +274,9 @@ void ulp__lpart_init(ulp__lpart *p);
 void ulp__lpart_add(ulp__lpart *p, const float *za, const float *zb, uint64_t n, uint64_t first);
 void ulp__lpart_merge(ulp__lpart *dst, const ulp__lpart *src);
 void ulp__lpart_finish(const ulp__lpart *p, ulp__logits_row *out);
+/* logits_row.c: n raw elements of a float format float32 holds (f32, bf16,
+ * f16, fp8) as float32, exactly; for the row pass and the fused one. */
+void ulp__logits_widen(ulp_dtype dt, const void *raw, uint64_t n, float *out);
 
 /*
  * logits_fuse.c: one logits pair's row statistics, folded into the element

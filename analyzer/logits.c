@@ -203,14 +203,6 @@ typedef struct lg_job {
     ulp_error err;
 } lg_job;
 
-/* Raw bits -> float32 (exact for every float format up to 32 bits). */
-static void to_float(ulp_dtype dt, const unsigned char *raw, uint64_t n, float *out)
-{
-    size_t sz = ulp_dtype_size(dt);
-    for (uint64_t i = 0; i < n; i++)
-        out[i] = (float)ulp_dtype_to_double(dt, ulp_dtype_load_bits(dt, raw + i * sz));
-}
-
 static void to_double(ulp_dtype dt, const unsigned char *raw, uint64_t n, double *out)
 {
     size_t sz = ulp_dtype_size(dt);
@@ -325,8 +317,8 @@ static void one_row(lg_job *j, lg_scratch *s, const unsigned char *ra, const uns
         fa = (const float *)(const void *)ra;
         fb = (const float *)(const void *)rb;
     } else if (s->fa != NULL) {
-        to_float(dt, ra, V, s->fa);
-        to_float(dt, rb, V, s->fb);
+        ulp__logits_widen(dt, ra, V, s->fa);
+        ulp__logits_widen(dt, rb, V, s->fb);
         fa = s->fa;
         fb = s->fb;
     }

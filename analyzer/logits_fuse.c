@@ -68,23 +68,6 @@ void ulp__logits_fuse_release(ulp__logits_fuse *f)
     f->part = NULL;
 }
 
-/* n (<= WIDEN) raw elements of f's format -> float32, exactly. */
-static void widen(ulp_dtype dt, const unsigned char *raw, uint64_t n, float *out)
-{
-    if (dt == ULP_DTYPE_F32) {
-        memcpy(out, raw, n * 4); /* a mapped run need not be 4-byte aligned */
-    } else if (dt == ULP_DTYPE_BF16) {
-        for (uint64_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)(raw[2 * i] | raw[2 * i + 1] << 8) << 16;
-            memcpy(&out[i], &u, 4);
-        }
-    } else {
-        size_t sz = ulp_dtype_size(dt);
-        for (uint64_t i = 0; i < n; i++)
-            out[i] = (float)ulp_dtype_to_double(dt, ulp_dtype_load_bits(dt, raw + i * sz));
-    }
-}
-
 /* Elements [col, col + n) of one row into p. */
 static void add_run(const ulp__logits_fuse *f, ulp__lpart *p, const unsigned char *a,
                     const unsigned char *b, uint64_t n, uint64_t col)
@@ -97,8 +80,8 @@ static void add_run(const ulp__logits_fuse *f, ulp__lpart *p, const unsigned cha
     size_t sz = ulp_dtype_size(f->dtype);
     for (uint64_t at = 0; at < n; at += WIDEN) {
         uint64_t m = n - at < WIDEN ? n - at : WIDEN;
-        widen(f->dtype, a + at * sz, m, wa);
-        widen(f->dtype, b + at * sz, m, wb);
+        ulp__logits_widen(f->dtype, a + at * sz, m, wa);
+        ulp__logits_widen(f->dtype, b + at * sz, m, wb);
         ulp__lpart_add(p, wa, wb, m, col + at);
     }
 }

@@ -276,3 +276,20 @@ void ulp__logits_row_f32(const float *za, const float *zb, uint64_t vocab, ulp__
     ulp__lpart_add(&p, za, zb, vocab, 0);
     ulp__lpart_finish(&p, out);
 }
+
+void ulp__logits_widen(ulp_dtype dt, const void *raw, uint64_t n, float *out)
+{
+    const unsigned char *p = raw;
+    if (dt == ULP_DTYPE_F32) {
+        memcpy(out, p, n * 4); /* a mapped run need not be 4-byte aligned */
+    } else if (dt == ULP_DTYPE_BF16) {
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)(p[2 * i] | p[2 * i + 1] << 8) << 16;
+            memcpy(&out[i], &u, 4);
+        }
+    } else {
+        size_t sz = ulp_dtype_size(dt);
+        for (uint64_t i = 0; i < n; i++)
+            out[i] = (float)ulp_dtype_to_double(dt, ulp_dtype_load_bits(dt, p + i * sz));
+    }
+}
