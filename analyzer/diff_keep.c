@@ -36,21 +36,21 @@ static void disown(ulp_diff_row *row)
     row->gemms_a = row->gemms_b = NULL;
 }
 
-/* Whether row g is one of r->logits[lg0..]'s (row indices ascend). */
-static int logits_row(const ulp_diff_result *r, size_t lg0, size_t g)
+/* Whether row g is a logits row: *at walks r->logits[lg0..], whose row
+ * indices ascend, as g does from call to call. */
+static int logits_row(const ulp_diff_result *r, size_t *at, size_t g)
 {
-    for (size_t q = lg0; q < r->n_logits; q++)
-        if (r->logits[q].row_index == g)
-            return 1;
-    return 0;
+    while (*at < r->n_logits && r->logits[*at].row_index < g)
+        (*at)++;
+    return *at < r->n_logits && r->logits[*at].row_index == g;
 }
 
 int ulp__diff_keep_batch(ulp__diff_keep *k, ulp_diff_result *r, size_t base, size_t lg0,
                          const size_t *refs, size_t nrefs)
 {
-    size_t want = 0;
+    size_t want = 0, at = lg0;
     for (size_t i = 0; i < r->n_rows; i++)
-        want += named(base + i, refs, nrefs) || logits_row(r, lg0, base + i);
+        want += logits_row(r, &at, base + i) || named(base + i, refs, nrefs);
     size_t cap_index = k->cap, cap_logits = k->cap;
     if (want > 0 && (ULP__GROW(k->rows, k->cap, k->n + want) != 0 ||
                      ULP__GROW(k->index, cap_index, k->n + want) != 0 ||
@@ -68,9 +68,10 @@ int ulp__diff_keep_batch(ulp__diff_keep *k, ulp_diff_result *r, size_t base, siz
         }
     }
     k->n = n;
+    at = lg0;
     for (size_t i = 0; i < r->n_rows; i++) {
         size_t g = base + i;
-        int lg = logits_row(r, lg0, g);
+        int lg = logits_row(r, &at, g);
         if (lg || named(g, refs, nrefs)) {
             k->rows[k->n] = r->rows[i];
             k->index[k->n] = g;
