@@ -241,14 +241,14 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
 /* The element metrics and the logits analysis of a batch's pairs, whose
  * rows are rows [base, ...) of the result. */
 static ulp_status compare(const ulp_snapshot *a, const ulp_snapshot *b,
-                          const ulp_diff_options *opts, ulp_diff_result *r,
+                          const ulp_diff_options *opts, ulp__read_mode *rm, ulp_diff_result *r,
                           const ulp__diff_pair *pairs, size_t npairs, size_t base, ulp_error *err)
 {
     ulp__logits_fuse *fuse = NULL;
     size_t nfuse = 0;
     ulp_status st = fuse_plan(opts, r, pairs, npairs, &fuse, &nfuse, err);
     if (st == ULP_OK)
-        st = ulp__diff_metrics(a, b, opts, r, pairs, npairs, fuse, nfuse, err);
+        st = ulp__diff_metrics(a, b, opts, rm, r, pairs, npairs, fuse, nfuse, err);
     if (st == ULP_OK)
         st = logits(a, b, opts, r, pairs, npairs, fuse, nfuse, base, err);
     fuse_release(fuse, nfuse);
@@ -312,6 +312,7 @@ static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_di
     ulp__pairing *pc = NULL;
     ulp__diff_keep keep;
     verdict_run v = {0};
+    ulp__read_mode rm; /* one probe for every batch */
     size_t batch = batch_rows(a, b, fn), base = 0;
     int done = 0;
     ulp__diff_keep_init(&keep);
@@ -322,11 +323,15 @@ static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_di
         ulp__pairing_free(pc);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
+    if (ulp__read_mode_init(&rm, a, b) != 0) {
+        ulp__pairing_free(pc);
+        return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
+    }
     while (st == ULP_OK && !done) {
         const ulp__diff_pair *pairs;
         size_t npairs, lg0 = r->n_logits;
         if ((st = ulp__pairing_next(pc, batch, &pairs, &npairs, &done, err)) != ULP_OK ||
-            (st = compare(a, b, opts, r, pairs, npairs, base, err)) != ULP_OK)
+            (st = compare(a, b, opts, &rm, r, pairs, npairs, base, err)) != ULP_OK)
             break;
         verdict_rows(r, &v, r->rows, base, r->n_rows);
         ulp__origin_run(r);
@@ -344,6 +349,7 @@ static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_di
         base += r->n_rows;
     }
     ulp__pairing_free(pc);
+    ulp__read_mode_destroy(&rm);
     if (fn != NULL)
         ulp__diff_keep_finish(&keep, r, base); /* r->rows: the kept rows */
     if (st == ULP_OK)

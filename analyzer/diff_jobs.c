@@ -52,15 +52,21 @@ typedef struct job_task {
     size_t jrow, njrows;
 } job_task;
 
-/* Mapped or copied reads, for all the batches of a diff: decided once. */
-typedef struct read_mode {
-    const ulp_snapshot *a, *b;
-    atomic_int map;       /* 1 mapped, 0 copied, -1 not probed yet */
-    pthread_mutex_t lock; /* one probe at a time                   */
-} read_mode;
+int ulp__read_mode_init(ulp__read_mode *rm, const ulp_snapshot *a, const ulp_snapshot *b)
+{
+    rm->a = a;
+    rm->b = b;
+    atomic_init(&rm->map, -1);
+    return pthread_mutex_init(&rm->lock, NULL) == 0 ? 0 : -1;
+}
+
+void ulp__read_mode_destroy(ulp__read_mode *rm)
+{
+    pthread_mutex_destroy(&rm->lock);
+}
 
 /* 1 when runs like q are read in place; probes the files the first time. */
-static int mapped_reads(read_mode *rm, const ulp__read_req *q)
+static int mapped_reads(ulp__read_mode *rm, const ulp__read_req *q)
 {
     int map = atomic_load(&rm->map);
     if (map >= 0 || !ulp__read_mappable(q))
@@ -86,7 +92,7 @@ typedef struct job {
     atomic_uint_fast64_t bytes_done;
     uint64_t bytes_total;
     int progress;
-    read_mode *rm;
+    ulp__read_mode *rm;
     pthread_mutex_t lock; /* guards the accumulators and the error       */
     ulp_error err;
 } job;
@@ -382,9 +388,10 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
  * bytes of the batches before and of all, for the progress line.
  */
 static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
-                                const ulp_diff_options *opts, read_mode *rm, ulp_diff_result *r,
-                                const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
-                                size_t nfuse, uint64_t *done, uint64_t total, ulp_error *err)
+                                const ulp_diff_options *opts, ulp__read_mode *rm,
+                                ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                                ulp__logits_fuse *fuse, size_t nfuse, uint64_t *done,
+                                uint64_t total, ulp_error *err)
 {
     job j;
     ulp_status st = ULP_OK;
@@ -459,12 +466,11 @@ cleanup:
 #define BATCH_PAIRS 2048
 
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, ulp_diff_result *r,
+                             const ulp_diff_options *opts, ulp__read_mode *rm, ulp_diff_result *r,
                              const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
                              size_t nfuse, ulp_error *err)
 {
     uint64_t total = 0, done = 0;
-    read_mode rm = {a, b, -1, PTHREAD_MUTEX_INITIALIZER};
     for (size_t q = 0; q < npairs; q++)
         total += 2 * pairs[q].len * ulp_dtype_size(r->rows[pairs[q].row].dtype_a);
     ulp_status st = ULP_OK;
@@ -473,8 +479,7 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
         hi = npairs - lo > BATCH_PAIRS ? lo + BATCH_PAIRS : npairs;
         while (hi < npairs && pairs[hi].row == pairs[hi - 1].row)
             hi++;
-        st = metrics_batch(a, b, opts, &rm, r, pairs + lo, hi - lo, fuse, nfuse, &done, total, err);
+        st = metrics_batch(a, b, opts, rm, r, pairs + lo, hi - lo, fuse, nfuse, &done, total, err);
     }
-    pthread_mutex_destroy(&rm.lock);
     return st;
 }

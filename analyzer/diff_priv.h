@@ -6,6 +6,7 @@
 #define ULPPROF_ANALYZER_DIFF_PRIV_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -230,15 +231,28 @@ void ulp__reader_release(ulp__reader *r);
 typedef struct ulp__logits_fuse ulp__logits_fuse;
 
 /*
+ * diff_jobs.c: mapped or copied reads (ulp__read_probe()), decided once for
+ * a whole diff -- every batch of a streamed one -- on the thread that
+ * meets the first run that could be mapped.
+ */
+typedef struct ulp__read_mode {
+    const ulp_snapshot *a, *b;
+    atomic_int map;       /* 1 mapped, 0 copied, -1 not probed yet */
+    pthread_mutex_t lock; /* one probe at a time                   */
+} ulp__read_mode;
+/* 0, or -1 when its lock cannot be made. */
+int ulp__read_mode_init(ulp__read_mode *rm, const ulp_snapshot *a, const ulp_snapshot *b);
+void ulp__read_mode_destroy(ulp__read_mode *rm);
+
+/*
  * diff_jobs.c: the element metrics of every pair on opts->threads threads
  * (options resolved: threads >= 1, chunk_elements > 0): each row's
  * metrics, status and worst element, and r->bytes_read; the logits rows
- * of fuse[0..nfuse) (sorted by row) into them.  Mapped or copied reads
- * are chosen by ulp__read_probe() when the first run that could be mapped
- * comes up, on the thread that meets it.
+ * of fuse[0..nfuse) (sorted by row) into them; reads mapped or copied
+ * as `rm` says.
  */
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, ulp_diff_result *r,
+                             const ulp_diff_options *opts, ulp__read_mode *rm, ulp_diff_result *r,
                              const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
                              size_t nfuse, ulp_error *err);
 
