@@ -15,10 +15,8 @@ and copying; and one with a temperature, whose logits take a pass of their
 own -- must print the same rows and logits, and those must be numpy's
 (tests/perf/diff_numpy.py, checked by check_numpy.py).
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -27,7 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import diffsnap as ds  # noqa: E402
-import numpy_check  # noqa: E402
+import diff_runs  # noqa: E402
 
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
@@ -111,19 +109,13 @@ def main():
         # With temperatures the logits take a pass of their own, not the
         # element pass's chunks (analyzer/logits_fuse.c): the same numbers.
         runs["temperature-copy"] = (["-j", "3", "-t", "1.0"], "copy")
-        reports = {}
-        for tag, (args, way) in runs.items():
-            out = os.path.join(tmp, tag + ".json")
-            p = subprocess.run([ULPPROF, "diff", "-f", "json", "-o", out] + args + [pa, pb],
-                               capture_output=True, text=True,
-                               env=dict(os.environ, ULPPROF_READ=way))
-            if p.returncode != 1:
-                print("FAIL: %s: exit %d, %s" % (tag, p.returncode, p.stderr))
-                return 1
-            rep = json.load(open(out))
+        reports = diff_runs.json_reports(ULPPROF, runs, pa, pb, tmp)
+        if reports is None:
+            return 1
+        for rep in reports.values():
             for lg in rep["logits"]:
                 lg.pop("sampling")
-            reports[tag] = (rep["rows"], rep["logits"])
+        reports = {tag: (rep["rows"], rep["logits"]) for tag, rep in reports.items()}
         fails = [t for t in runs if reports[t] != reports["default-map"]]
         if fails:
             print("FAIL: rows or logits differ from the default mapped run's in", fails)
@@ -135,7 +127,7 @@ def main():
             print("FAIL: not the pair written:", [(r["name"], r["differing"]) for r in rows],
                   [lg["argmax_flips"] for lg in logits])
             return 1
-        if not numpy_check.agrees(pa, pb, os.path.join(tmp, "default-map.json"), tmp):
+        if not diff_runs.agrees(pa, pb, os.path.join(tmp, "default-map.json"), tmp):
             return 1
         print("ok: %d runs agree with each other and with numpy" % len(runs))
         return 0

@@ -10,7 +10,6 @@ each of the last 10 captures (all at odd offsets).  Every run must print
 the same rows, and those must be numpy's (tests/perf/diff_numpy.py,
 checked by check_numpy.py).
 """
-import json
 import os
 import shutil
 import subprocess
@@ -21,7 +20,7 @@ import h5py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import numpy_check  # noqa: E402
+import diff_runs  # noqa: E402
 
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
@@ -58,16 +57,10 @@ def main():
                 "j2-100": ["-j", "2", "--chunk-elements", "100"]}
         runs = {"%s-%s" % (tag, way): (args, way) for tag, args in runs.items()
                 for way in ("map", "copy")}
-        reports = {}
-        for tag, (args, way) in runs.items():
-            out = os.path.join(tmp, tag + ".json")
-            p = subprocess.run([ULPPROF, "diff", "-f", "json", "-o", out] + args + [pa, pb],
-                               capture_output=True, text=True,
-                               env=dict(os.environ, ULPPROF_READ=way))
-            if p.returncode != 1:
-                print("FAIL: %s: exit %d, %s" % (tag, p.returncode, p.stderr))
-                return 1
-            reports[tag] = json.load(open(out))["rows"]
+        reports = diff_runs.json_reports(ULPPROF, runs, pa, pb, tmp)
+        if reports is None:
+            return 1
+        reports = {tag: rep["rows"] for tag, rep in reports.items()}
         fails = [t for t in runs if reports[t] != reports["default-map"]]
         if fails:
             print("FAIL: rows differ from the default mapped run's in", fails)
@@ -78,7 +71,7 @@ def main():
                 any(r["differing"] != 1 or r["max_ulp"] != 1 for r in bad):
             print("FAIL: not the pair written: %d rows, %d differ" % (len(rows), len(bad)))
             return 1
-        if not numpy_check.agrees(pa, pb, os.path.join(tmp, "default-map.json"), tmp):
+        if not diff_runs.agrees(pa, pb, os.path.join(tmp, "default-map.json"), tmp):
             return 1
         print("ok: %d runs agree with each other and with numpy on %d captures (%d at odd "
               "offsets)" % (len(runs), len(rows), len(odd)))
