@@ -121,10 +121,10 @@ static int run_mode(ulp_refmodel_options *o, ulp_refmodel_mode mode, const char 
 
 static ulp_diff_result *compare(const char *pa, const char *pb)
 {
-    ulp_snapshot *a = cli_open_snapshot(pa), *b = a ? cli_open_snapshot(pb) : NULL;
+    ulp_snapshot *a = NULL, *b = NULL;
     ulp_diff_result *res = NULL;
     ulp_error err;
-    if (a && b && ulp_diff_run(a, b, NULL, &res, &err) != ULP_OK) {
+    if (cli_open_pair(pa, pb, &a, &b) == 0 && ulp_diff_run(a, b, NULL, &res, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         res = NULL;
     }

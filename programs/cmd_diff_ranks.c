@@ -99,11 +99,11 @@ static int plot_rank(const ulp_diff_result *res, const char *dir, int rank)
 static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
                      const ulp_ladder_file *fb, FILE *out, int first)
 {
-    ulp_snapshot *a = cli_open_snapshot(fa->path), *b = a ? cli_open_snapshot(fb->path) : NULL;
+    ulp_snapshot *a = NULL, *b = NULL;
     ulp_diff_result *res = NULL;
     ulp_error err;
     int rc = -1;
-    if (a == NULL || b == NULL)
+    if (cli_open_pair(fa->path, fb->path, &a, &b) < 0)
         goto done;
     if (ulp_diff_run(a, b, x->opts, &res, &err) != ULP_OK) {
         cli_error("%s", err.msg);

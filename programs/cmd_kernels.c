@@ -310,9 +310,8 @@ int cmd_kernels(int argc, char **argv)
         return rc;
     rc = CLI_EXIT_ERROR;
     ulp_kernels_alignment *al = NULL;
-    ulp_snapshot *A = cli_open_snapshot(o.path_a);
-    ulp_snapshot *B = A ? cli_open_snapshot(o.path_b) : NULL;
-    if (A == NULL || B == NULL)
+    ulp_snapshot *A = NULL, *B = NULL;
+    if (cli_open_pair(o.path_a, o.path_b, &A, &B) < 0)
         goto cleanup;
     ulp_error err;
     ulp_error_clear(&err);
