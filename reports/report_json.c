@@ -1,12 +1,13 @@
 /*
- * The JSON report (FORMAT.md "JSON report"), built with jansson.
+ * The JSON report (FORMAT.md "JSON report"): the document around the rows
+ * built with jansson, the rows written one by one without a tree
+ * (report_json_row.c).
  *
  * The FORMAT.md keys keep their names and meanings; the extra keys are
  * documented in the README/FORMAT.md by the project.  Conventions: a value
  * that does not exist is null (layer absent, a row that was not compared,
  * a non-finite double, which JSON cannot spell); counts are integers.
  */
-#include <float.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -16,17 +17,12 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "report_json_out.h"
 #include "report_priv.h"
 
 static json_t *jnum(double v)
 {
     return isfinite(v) ? json_real(v) : json_null();
-}
-
-/* A magnitude that overflowed double (f64 |a - b|) saturates: JSON has no inf. */
-static json_t *jmag(double v)
-{
-    return isinf(v) && v > 0 ? json_real(DBL_MAX) : jnum(v);
 }
 
 /*
@@ -73,13 +69,6 @@ static json_t *jkernels(const ulp_diff_kernel *k, size_t n)
     return a;
 }
 
-static json_t *jbits(uint64_t bits, ulp_dtype dt)
-{
-    char b[24];
-    snprintf(b, sizeof b, "0x%0*" PRIx64, (int)(2 * ulp_dtype_size(dt)), bits);
-    return ulp_json_str(b);
-}
-
 static void set_kernels(json_t *o, const ulp_diff_row *row)
 {
     if (row->has_kernels_a)
@@ -90,168 +79,6 @@ static void set_kernels(json_t *o, const ulp_diff_row *row)
         json_object_set_new(o, "gemms_a", ulp__report_json_gemms(row->gemms_a, row->n_gemms_a));
     if (row->has_gemms_b)
         json_object_set_new(o, "gemms_b", ulp__report_json_gemms(row->gemms_b, row->n_gemms_b));
-}
-
-static json_t *jkey(int has, int64_t request, int64_t position)
-{
-    if (!has)
-        return json_null();
-    json_t *o = json_object();
-    json_object_set_new(o, "request", json_integer(request));
-    json_object_set_new(o, "position", json_integer(position));
-    return o;
-}
-
-/* The runs of differing keys with their origin (FORMAT.md, "Aligned diff"). */
-static json_t *jruns(const ulp_diff_row *row)
-{
-    json_t *a = json_array();
-    ulp__key_run run;
-    size_t k = 0;
-    while (ulp__next_run(row, &k, &run)) {
-        json_t *o = json_object();
-        json_object_set_new(o, "request", json_integer(run.request));
-        json_object_set_new(o, "first", json_integer(run.first));
-        json_object_set_new(o, "last", json_integer(run.last));
-        const char *origin = ulp_diff_origin_name(run.origin);
-        json_object_set_new(o, "origin", origin ? ulp_json_str(origin) : json_null());
-        json_object_set_new(o, "input",
-                            run.input >= 0 && (size_t)run.input < row->n_inputs
-                                ? ulp_json_str(row->inputs[run.input])
-                                : json_null());
-        json_t *oa = json_array(), *ob = json_array();
-        for (size_t q = run.k0; q < run.k1; q++) {
-            const ulp_diff_key *key = &row->keys[q];
-            if (q == run.k0 || key->occurrence_a != row->keys[q - 1].occurrence_a)
-                json_array_append_new(oa, json_integer(key->occurrence_a));
-            if (q == run.k0 || key->occurrence_b != row->keys[q - 1].occurrence_b)
-                json_array_append_new(ob, json_integer(key->occurrence_b));
-        }
-        json_object_set_new(o, "occurrences_a", oa);
-        json_object_set_new(o, "occurrences_b", ob);
-        json_array_append_new(a, o);
-    }
-    return a;
-}
-
-/* Keys of aligned, sliced and hinted rows. */
-static void set_aligned(json_t *o, const ulp_diff_row *row)
-{
-    json_object_set_new(o, "aligned", json_boolean(row->aligned));
-    if (row->positions_in != NULL)
-        json_object_set_new(o, "positions_only_on", ulp_json_str(row->positions_in));
-    if (row->hint != NULL)
-        json_object_set_new(o, "hint", ulp_json_str(row->hint));
-    if (row->sliced) {
-        json_t *sl = json_object();
-        json_object_set_new(sl, "axis", json_integer(row->token_axis));
-        json_object_set_new(sl, "first_a", json_integer(row->slice_first_a));
-        json_object_set_new(sl, "first_b", json_integer(row->slice_first_b));
-        json_object_set_new(sl, "count", json_integer(row->slice_rows));
-        json_object_set_new(o, "rows_slice", sl);
-    }
-    if (!row->aligned)
-        return;
-    json_object_set_new(o, "positions_compared", ju64(row->positions_compared));
-    json_object_set_new(o, "positions_only_in_a", ju64(row->positions_only_in_a));
-    json_object_set_new(o, "positions_only_in_b", ju64(row->positions_only_in_b));
-    json_object_set_new(o, "positions_differing", ju64(row->positions_differing));
-    json_object_set_new(o, "first_differing",
-                        jkey(row->first_position >= 0, row->first_request, row->first_position));
-    json_object_set_new(o, "worst_key",
-                        jkey(row->worst_position >= 0, row->worst_request, row->worst_position));
-    json_t *in = json_array();
-    for (size_t k = 0; k < row->n_inputs; k++)
-        json_array_append_new(in, ulp_json_str(row->inputs[k]));
-    json_object_set_new(o, "inputs", in);
-    const char *origin = ulp_diff_origin_name(row->origin);
-    json_object_set_new(o, "origin", origin ? ulp_json_str(origin) : json_null());
-    json_object_set_new(o, "differing_positions", jruns(row));
-    if (row->capture_next != NULL) {
-        json_t *cn = json_object();
-        json_object_set_new(cn, "name", ulp_json_str(row->capture_next));
-        json_object_set_new(cn, "request", json_integer(row->capture_request));
-        json_object_set_new(cn, "first", json_integer(row->capture_first));
-        json_object_set_new(cn, "last", json_integer(row->capture_last));
-        json_object_set_new(o, "capture_next", cn);
-    } else {
-        json_object_set_new(o, "capture_next", json_null());
-    }
-}
-
-static json_t *jrow(const ulp_diff_row *row)
-{
-    json_t *o = json_object();
-    const ulp_diff_metrics *m = &row->m;
-    int side_b = row->status == ULP_DIFF_ONLY_IN_B;
-    int paired = row->seq_a >= 0 && row->seq_b >= 0;
-    int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
-
-    json_object_set_new(o, "name", ulp_json_str(row->name));
-    json_object_set_new(o, "occurrence", json_integer(row->occurrence));
-    json_object_set_new(o, "layer", jlayer(row->layer));
-    json_object_set_new(o, "role", ulp_json_str(row->role));
-    json_object_set_new(o, "dtype",
-                        ulp_json_str(ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a)));
-    json_object_set_new(
-        o, "shape", side_b ? jshape(row->ndim_b, row->shape_b) : jshape(row->ndim_a, row->shape_a));
-    json_object_set_new(o, "elements", ju64(row->elements));
-    json_object_set_new(o, "status", ulp_json_str(ulp_diff_status_name(row->status)));
-    if (compared) {
-        json_object_set_new(o, "differing", ju64(m->differing));
-        json_object_set_new(o, "max_ulp", ju64(m->max_ulp));
-        json_object_set_new(o, "max_abs_diff", jmag(m->max_abs_diff));
-        json_object_set_new(o, "nonfinite_mismatch", ju64(m->nonfinite_mismatch));
-    } else {
-        json_object_set_new(o, "differing", json_null());
-        json_object_set_new(o, "max_ulp", json_null());
-        json_object_set_new(o, "max_abs_diff", json_null());
-        json_object_set_new(o, "nonfinite_mismatch", json_null());
-    }
-    /* Extra keys. */
-    json_object_set_new(o, "seq", row->seq_a >= 0 ? json_integer(row->seq_a) : json_null());
-    json_object_set_new(o, "seq_b", row->seq_b >= 0 ? json_integer(row->seq_b) : json_null());
-    if (paired) {
-        json_object_set_new(o, "dtype_b", ulp_json_str(ulp_dtype_name(row->dtype_b)));
-        json_object_set_new(o, "shape_b", jshape(row->ndim_b, row->shape_b));
-    }
-    if (compared) {
-        json_object_set_new(
-            o, "differing_fraction",
-            json_real(row->elements ? (double)m->differing / (double)row->elements : 0.0));
-        json_object_set_new(o, "mean_ulp", jnum(m->mean_ulp));
-        int top = 0;
-        for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
-            if (m->hist[k])
-                top = k;
-        json_t *h = json_array();
-        for (int k = 0; k <= top; k++)
-            json_array_append_new(h, ju64(m->hist[k]));
-        json_object_set_new(o, "ulp_hist", h);
-        json_object_set_new(o, "sign_changes", ju64(m->sign_changes));
-        json_object_set_new(o, "max_abs", jnum(m->max_abs));
-        json_object_set_new(o, "max_abs_diff_ulps_at_max", jmag(m->max_abs_diff_ulps_at_max));
-        if (m->worst_flat >= 0) {
-            json_object_set_new(o, "worst_index", jshape(row->ndim_a, m->worst_index));
-            json_object_set_new(o, "worst_flat", json_integer(m->worst_flat));
-            json_object_set_new(o, "worst_a", jnum(m->worst_a));
-            json_object_set_new(o, "worst_b", jnum(m->worst_b));
-            json_object_set_new(o, "worst_bits_a", jbits(m->worst_bits_a, row->dtype_a));
-            json_object_set_new(o, "worst_bits_b", jbits(m->worst_bits_b, row->dtype_a));
-        } else {
-            json_object_set_new(o, "worst_index", json_null());
-        }
-        if (m->max_abs_diff_flat >= 0) {
-            int64_t idx[ULP_SNAPSHOT_MAX_RANK];
-            ulp_diff_unflatten((uint64_t)m->max_abs_diff_flat, row->ndim_a, row->shape_a, idx);
-            json_object_set_new(o, "max_abs_diff_index", jshape(row->ndim_a, idx));
-        } else {
-            json_object_set_new(o, "max_abs_diff_index", json_null());
-        }
-    }
-    set_kernels(o, row);
-    set_aligned(o, row);
-    return o;
 }
 
 static json_t *jdoubles(const double *v, uint64_t n)
@@ -449,9 +276,8 @@ static void dumped_mark(char *out, size_t n, const char *mark)
     snprintf(out, n, "\"\\u0001%s", mark + 1);
 }
 
-/* Output gathered on the stack and written in few fwrite(3) calls: a row
- * of the report is some fifty lines, and a locked stdio call per quote and
- * line break cost a third of a 10,000-row report's time. */
+/* Output gathered on the stack and written in few fwrite(3) calls, not a
+ * locked stdio call per quote and line break. */
 typedef struct obuf {
     FILE *f;
     size_t n;
@@ -472,33 +298,26 @@ static void put(obuf *o, const char *s, size_t n)
     o->n += n;
 }
 
-/*
- * Writes `n` bytes of dumped text, turning each marked u64 string back into
- * a bare number and putting `indent` after each line break (a row dumped on
- * its own, written at the depth of the rows array).
- */
-static void emit(const char *text, size_t n, const char *indent, FILE *f)
+/* Writes `n` bytes of dumped text, turning each marked u64 string back into
+ * a bare number. */
+static void emit(const char *text, size_t n, FILE *f)
 {
     char pat[64];
     dumped_mark(pat, sizeof pat, u64_mark);
-    size_t plen = strlen(pat), ilen = strlen(indent);
+    size_t plen = strlen(pat);
     const char *p = text, *end = text + n;
     obuf o;
     o.f = f;
     o.n = 0;
     while (p < end) {
-        size_t run = strcspn(p, "\"\n");
+        size_t run = strcspn(p, "\"");
         if (run > (size_t)(end - p))
             run = (size_t)(end - p);
         put(&o, p, run);
         p += run;
         if (p == end)
             break;
-        if (*p == '\n') {
-            put(&o, "\n", 1);
-            put(&o, indent, ilen);
-            p++;
-        } else if ((size_t)(end - p) >= plen && memcmp(p, pat, plen) == 0) {
+        if ((size_t)(end - p) >= plen && memcmp(p, pat, plen) == 0) {
             const char *digits = p + plen, *e = digits;
             while (e < end && *e >= '0' && *e <= '9')
                 e++;
@@ -510,20 +329,6 @@ static void emit(const char *text, size_t n, const char *indent, FILE *f)
         }
     }
     fwrite(o.b, 1, o.n, f);
-}
-
-/* Dumps `j` (taken), with its \udcXX escapes restored, to `f`; -1 when out of memory. */
-static int emit_json(json_t *j, const char *indent, FILE *f)
-{
-    char *text = json_dumps(j, DUMP_FLAGS);
-    json_decref(j);
-    char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
-    free(text);
-    if (plain == NULL)
-        return -1;
-    emit(plain, strlen(plain), indent, f);
-    free(plain);
-    return 0;
 }
 
 void ulp__json_marks(void)
@@ -562,17 +367,24 @@ char *ulp__json_frame(const ulp_diff_result *r, size_t not_identical, size_t *at
 
 void ulp__json_emit(const char *text, size_t n, FILE *f)
 {
-    emit(text, n, "", f);
+    emit(text, n, f);
 }
 
 int ulp__json_rows(const ulp_diff_row *rows, size_t n, size_t first, FILE *f)
 {
+    ulp__jw *w = malloc(sizeof *w);
+    if (w == NULL)
+        return -1;
+    ulp__jw_init(w, f, 2);
     for (size_t i = 0; i < n; i++) {
-        fputs(first + i == 0 ? "[\n    " : ",\n    ", f);
-        json_t *row = jrow(&rows[i]);
-        if (row == NULL || emit_json(row, "    ", f) != 0)
-            return -1;
+        if (first + i == 0)
+            ulp__jw_raw(w, "[\n    ", 6);
+        else
+            ulp__jw_raw(w, ",\n    ", 6);
+        ulp__json_row(w, &rows[i]);
     }
+    ulp__jw_flush(w);
+    free(w);
     return 0;
 }
 

@@ -1,0 +1,365 @@
+/*
+ * The JSON writer of report_json_out.h: jansson 2.14's dump (dump.c,
+ * strconv.c) rewritten to write values as they come.  What it copies:
+ *   - indentation: a container's first value on a new line, indented two
+ *     spaces a level; the others after ",\n"; the closing bracket on its
+ *     own line, or right after the opening one when the container is empty;
+ *     ": " after a key;
+ *   - strings: \" \\ \b \f \n \r \t, other bytes below 0x20 as \u00XX
+ *     (upper-case hex), everything else as it is ('/' and non-ASCII too);
+ *     a byte that is not part of valid UTF-8 as \udcXX (lower-case hex, as
+ *     report_json_bytes.c marks it);
+ *   - integers as "%lld"; reals as "%.17g", with ".0" appended when that
+ *     has neither '.' nor 'e', and the exponent without '+' or leading
+ *     zeros ("1e+300" -> "1e300", "1e-05" -> "1e-5").
+ * tests/unit/test_report_json_rows.c holds the output against jansson's.
+ */
+#include <locale.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/utf8.h"
+#include "report_json_out.h"
+#include "report_priv.h"
+
+void ulp__jw_init(ulp__jw *w, FILE *f, int depth)
+{
+    w->f = f;
+    w->depth = depth;
+    w->used = 0;
+    memset(w->n, 0, sizeof w->n);
+}
+
+void ulp__jw_flush(ulp__jw *w)
+{
+    if (w->used != 0)
+        fwrite(w->b, 1, w->used, w->f);
+    w->used = 0;
+}
+
+/* Room for n more bytes in b[] (n much smaller than b[]). */
+static inline char *room(ulp__jw *w, size_t n)
+{
+    if (n > sizeof w->b - w->used)
+        ulp__jw_flush(w);
+    return w->b + w->used;
+}
+
+void ulp__jw_raw(ulp__jw *w, const char *s, size_t n)
+{
+    if (n > sizeof w->b / 2) {
+        ulp__jw_flush(w);
+        fwrite(s, 1, n, w->f);
+        return;
+    }
+    memcpy(room(w, n), s, n);
+    w->used += n;
+}
+
+static const char spaces[] = "                                                                ";
+
+/* A line break and the indentation of `depth`, after a comma when `comma`. */
+static void newline(ulp__jw *w, int depth, int comma)
+{
+    size_t k = (size_t)(2 * depth);
+    if (k > sizeof spaces - 1)
+        k = sizeof spaces - 1; /* deeper than any report goes */
+    char *p = room(w, k + 2);
+    if (comma)
+        *p++ = ',';
+    *p++ = '\n';
+    memcpy(p, spaces, k);
+    w->used = (size_t)(p + k - w->b);
+}
+
+void ulp__jw_item(ulp__jw *w)
+{
+    newline(w, w->depth, w->n[w->depth]++ != 0);
+}
+
+void ulp__jw_key(ulp__jw *w, const char *key)
+{
+    size_t n = strlen(key);
+    ulp__jw_item(w);
+    char *p = room(w, n + 4);
+    *p++ = '"';
+    memcpy(p, key, n);
+    memcpy(p + n, "\": ", 3);
+    w->used += n + 4;
+}
+
+void ulp__jw_open(ulp__jw *w, char brace)
+{
+    ulp__jw_raw(w, &brace, 1);
+    w->n[++w->depth] = 0;
+}
+
+void ulp__jw_close(ulp__jw *w, char brace)
+{
+    if (w->n[w->depth] != 0)
+        newline(w, w->depth - 1, 0);
+    ulp__jw_raw(w, &brace, 1);
+    w->depth--;
+}
+
+void ulp__jw_null(ulp__jw *w)
+{
+    ulp__jw_raw(w, "null", 4);
+}
+
+void ulp__jw_bool(ulp__jw *w, int v)
+{
+    if (v)
+        ulp__jw_raw(w, "true", 4);
+    else
+        ulp__jw_raw(w, "false", 5);
+}
+
+void ulp__jw_int(ulp__jw *w, int64_t v)
+{
+    w->used += ulp__fmt_i64(room(w, 24), v);
+}
+
+void ulp__jw_u64(ulp__jw *w, uint64_t v)
+{
+    w->used += ulp__fmt_u64(room(w, 24), v);
+}
+
+/* Bytes a string may hold as they are: not a quote, a backslash, a control
+ * character, nor the start of a multi-byte sequence (checked apart). */
+static int plain_byte(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
+static void str_escape(ulp__jw *w, const unsigned char *p, size_t *i)
+{
+    static const char hex[] = "0123456789abcdef", HEX[] = "0123456789ABCDEF";
+    unsigned char c = p[*i];
+    char *o = room(w, 8);
+    size_t k = c < 0x80 ? 1 : ulp__utf8_len(p + *i);
+    if (k > 1) {
+        memcpy(o, p + *i, k); /* valid UTF-8, kept */
+        w->used += k;
+        *i += k;
+        return;
+    }
+    const char *two = c == '"'    ? "\\\""
+                      : c == '\\' ? "\\\\"
+                      : c == '\b' ? "\\b"
+                      : c == '\f' ? "\\f"
+                      : c == '\n' ? "\\n"
+                      : c == '\r' ? "\\r"
+                      : c == '\t' ? "\\t"
+                                  : NULL;
+    if (two != NULL) {
+        memcpy(o, two, 2);
+        w->used += 2;
+    } else if (c < 0x20) {
+        memcpy(o, "\\u00", 4);
+        o[4] = HEX[c >> 4];
+        o[5] = HEX[c & 15];
+        w->used += 6;
+    } else {
+        memcpy(o, "\\udc", 4); /* not UTF-8: its byte, as ulp__json_unmark() writes it */
+        o[4] = hex[c >> 4];
+        o[5] = hex[c & 15];
+        w->used += 6;
+    }
+    *i += 1;
+}
+
+void ulp__jw_str(ulp__jw *w, const char *s)
+{
+    if (s == NULL) {
+        ulp__jw_null(w);
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    ulp__jw_raw(w, "\"", 1);
+    size_t i = 0;
+    for (;;) {
+        size_t j = i;
+        while (plain_byte(p[j]))
+            j++;
+        ulp__jw_raw(w, s + i, j - i);
+        i = j;
+        if (p[i] == '\0')
+            break;
+        str_escape(w, p, &i);
+    }
+    ulp__jw_raw(w, "\"", 1);
+}
+
+/* jansson's jsonp_dtostr() after "%.17g": the locale's decimal point as
+ * '.', ".0" when there is no '.' nor 'e', the exponent's '+' and leading
+ * zeros dropped. */
+static size_t dtostr_fix(char *buf, size_t len)
+{
+    const char *point = localeconv()->decimal_point;
+    if (*point != '.') {
+        char *pos = strchr(buf, *point);
+        if (pos != NULL)
+            *pos = '.';
+    }
+    if (strchr(buf, '.') == NULL && strchr(buf, 'e') == NULL) {
+        memcpy(buf + len, ".0", 3);
+        len += 2;
+    }
+    char *start = strchr(buf, 'e');
+    if (start != NULL) {
+        start++;
+        char *end = start + 1;
+        if (*start == '-')
+            start++;
+        while (*end == '0')
+            end++;
+        if (end != start) {
+            memmove(start, end, len - (size_t)(end - buf) + 1);
+            len -= (size_t)(end - start);
+        }
+    }
+    return len;
+}
+
+static size_t real_slow(char *buf, double v)
+{
+    int n = snprintf(buf, 28, "%.17g", v);
+    return dtostr_fix(buf, (size_t)n);
+}
+
+typedef unsigned __int128 u128;
+
+static u128 pow10_128(int k)
+{
+    u128 p = 1;
+    while (k-- > 0)
+        p *= 10;
+    return p;
+}
+
+/*
+ * |v| to 17 significant digits, *q in [1e16, 1e17) and *e10 the decimal
+ * exponent of its first digit, rounded to nearest exactly as printf rounds;
+ * 0 when v is out of the range computed exactly in 128 bits or falls on a
+ * tie (printf then decides).
+ */
+static int digits17(double v, uint64_t *q, int *e10)
+{
+    double a = fabs(v);
+    if (!(a >= 1e-6 && a < 1e38))
+        return 0;
+    int be;
+    double fr = frexp(a, &be); /* a = fr * 2^be, fr in [0.5, 1) */
+    uint64_t m = (uint64_t)ldexp(fr, 53);
+    int e = be - 53; /* a = m * 2^e exactly */
+    int x = (int)floor(log10(a));
+    for (int tries = 0; tries < 3; tries++) {
+        int k = x - 16;
+        if (k < -22 || k > 22 || (k > 0 && e < 0))
+            return 0;         /* past 128 bits (never for a in range) */
+        u128 quo, rem, half2; /* half2: the divisor; rem compared doubled */
+        if (k <= 0) {
+            u128 num = (u128)m * pow10_128(-k);
+            if (e >= 0) {
+                quo = num << e;
+                rem = 0;
+                half2 = 1;
+            } else {
+                quo = num >> -e;
+                rem = num & (((u128)1 << -e) - 1);
+                half2 = (u128)1 << -e;
+            }
+        } else {
+            u128 num = (u128)m << e, d = pow10_128(k);
+            quo = num / d;
+            rem = num % d;
+            half2 = d;
+        }
+        if (quo >= (u128)100000000000000000ULL) {
+            x++;
+            continue;
+        }
+        if (quo < (u128)10000000000000000ULL) {
+            x--;
+            continue;
+        }
+        if (2 * rem == half2)
+            return 0;
+        uint64_t d = (uint64_t)quo + (2 * rem > half2);
+        if (d == 100000000000000000ULL) {
+            d = 10000000000000000ULL;
+            x++;
+        }
+        *q = d;
+        *e10 = x;
+        return 1;
+    }
+    return 0;
+}
+
+size_t ulp__json_real_text(char *buf, double v)
+{
+    if (v == 0) {
+        const char *z = signbit(v) ? "-0.0" : "0.0";
+        size_t n = strlen(z);
+        memcpy(buf, z, n + 1);
+        return n;
+    }
+    uint64_t q;
+    int x;
+    if (!digits17(v, &q, &x))
+        return real_slow(buf, v);
+    char d[18];
+    ulp__fmt_u64(d, q); /* 17 digits */
+    int nd = 17;
+    while (d[nd - 1] == '0')
+        nd--;
+    char *p = buf;
+    if (v < 0)
+        *p++ = '-';
+    if (x < -4 || x >= 17) {
+        *p++ = d[0];
+        if (nd > 1) {
+            *p++ = '.';
+            memcpy(p, d + 1, (size_t)nd - 1);
+            p += nd - 1;
+        }
+        *p++ = 'e';
+        if (x < 0)
+            *p++ = '-';
+        p += ulp__fmt_u64(p, (uint64_t)(x < 0 ? -x : x));
+    } else if (x >= 0) {
+        memcpy(p, d, (size_t)x + 1);
+        p += x + 1;
+        *p++ = '.';
+        if (nd > x + 1) {
+            memcpy(p, d + x + 1, (size_t)(nd - x - 1));
+            p += nd - x - 1;
+        } else {
+            *p++ = '0';
+        }
+    } else {
+        memcpy(p, "0.", 2);
+        p += 2;
+        memset(p, '0', (size_t)(-x - 1));
+        p += -x - 1;
+        memcpy(p, d, (size_t)nd);
+        p += nd;
+    }
+    *p = '\0';
+    return (size_t)(p - buf);
+}
+
+void ulp__jw_real(ulp__jw *w, double v)
+{
+    w->used += ulp__json_real_text(room(w, 32), v);
+}
+
+void ulp__jw_num(ulp__jw *w, double v)
+{
+    if (isfinite(v))
+        ulp__jw_real(w, v);
+    else
+        ulp__jw_null(w);
+}

@@ -1,0 +1,59 @@
+/*
+ * A JSON writer that writes as it goes, byte for byte what jansson's
+ * json_dumps(JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))
+ * writes for the same values in the same order, followed by
+ * ulp__json_unmark() (strings that are not UTF-8 get \udcXX per bad byte,
+ * report_json_bytes.c).  The report's rows are written with it: building a
+ * jansson tree per row and dumping it cost four times the table report.
+ * Not installed.
+ */
+#ifndef ULPPROF_REPORTS_REPORT_JSON_OUT_H
+#define ULPPROF_REPORTS_REPORT_JSON_OUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ULP__JW_DEPTH 16 /* nesting levels at most (a row goes to 6)   */
+
+typedef struct ulp__jw {
+    FILE *f;
+    int depth;               /* of the container being written         */
+    size_t n[ULP__JW_DEPTH]; /* values written so far at each depth    */
+    size_t used;             /* bytes of b[] not yet written to f      */
+    char b[1 << 14];
+} ulp__jw;
+
+/* Starts writing to f at `depth` (the rows of the report sit at 2). */
+void ulp__jw_init(ulp__jw *w, FILE *f, int depth);
+/* Writes what is buffered to f. */
+void ulp__jw_flush(ulp__jw *w);
+void ulp__jw_raw(ulp__jw *w, const char *s, size_t n);
+
+/* Containers; a value in an object goes after ulp__jw_key(), one in an
+ * array after ulp__jw_item(). */
+void ulp__jw_open(ulp__jw *w, char brace);     /* '{' or '['                        */
+void ulp__jw_close(ulp__jw *w, char brace);    /* '}' or ']'                       */
+void ulp__jw_key(ulp__jw *w, const char *key); /* key: plain ASCII, no escapes */
+void ulp__jw_item(ulp__jw *w);
+
+/* Values. */
+void ulp__jw_null(ulp__jw *w);
+void ulp__jw_bool(ulp__jw *w, int v);
+void ulp__jw_int(ulp__jw *w, int64_t v);
+void ulp__jw_u64(ulp__jw *w, uint64_t v);
+/* json_real(v): v must be finite (jansson refuses the others). */
+void ulp__jw_real(ulp__jw *w, double v);
+/* A finite v as a real, else null. */
+void ulp__jw_num(ulp__jw *w, double v);
+/* ulp_json_str(s) as dumped: null for NULL. */
+void ulp__jw_str(ulp__jw *w, const char *s);
+
+/* jansson's text of the real v (finite) into buf (at least 32 bytes); its length. */
+size_t ulp__json_real_text(char *buf, double v);
+
+/* report_json_row.c: one row of the report's "rows", from its '{' to its '}'. */
+struct ulp_diff_row;
+void ulp__json_row(ulp__jw *w, const struct ulp_diff_row *row);
+
+#endif /* ULPPROF_REPORTS_REPORT_JSON_OUT_H */
