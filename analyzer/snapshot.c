@@ -53,6 +53,8 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
     if (!S_ISREG(sb.st_mode)) /* replaced since the stat above */
         return ulp__error(err, ULP_EIO, "cannot open '%s': not a regular file", s->path);
     s->file_size = (uint64_t)sb.st_size;
+    if (sb.st_mtim.tv_sec > 0)
+        s->mtime_ns = (uint64_t)sb.st_mtim.tv_sec * 1000000000u + (uint64_t)sb.st_mtim.tv_nsec;
     if (s->file_size == 0)
         return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file (empty file)",
                           s->path);

@@ -152,7 +152,7 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job)
     if (rc == 0)
         rc = write_records(out, buf, used);
     if (rc == 0)
-        rc = ulp__index_seal_create(out, used, s->ncaps, &job->seal_off);
+        rc = ulp__index_seal_create(out, used, s->ncaps, &job->seal_off, &job->stamp);
     free(buf);
     if (rc != 0) {
         free(job->skip);
@@ -169,6 +169,9 @@ int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
         if (fd >= 0) {
             rc = ulp__index_seal_write(fd, job->seal_off, ULP__INDEX_NO_JOURNAL, job->skip,
                                        job->nskip);
+            /* The last change to the copy: its stamp (common/index.h). */
+            if (rc == 0)
+                (void)ulp__index_stamp_set(fd, job->stamp);
             if (close(fd) != 0)
                 rc = -1;
         }

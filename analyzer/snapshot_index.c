@@ -4,7 +4,9 @@
  * calls each.
  *
  * The index is trusted only when its seal's hash matches the file as it is
- * now and every record passes the checks the groups' reader makes.  Any
+ * now -- or, without computing the hash, when the file's mtime is still the
+ * seal's stamp (common/index.h) -- and every record passes the checks the
+ * groups' reader makes.  Any
  * doubt -- no index, an unsealed or stale one (the file was changed after
  * its writer closed it: by h5py, say), a record out of bounds -- and the
  * captures are read through the groups instead, which report what is wrong.
@@ -46,9 +48,13 @@ static hid_t open_bytes(const ulp_snapshot *s, const char *path, uint64_t n)
     return d;
 }
 
+/* The seal's fields. */
+typedef struct seal_fields {
+    uint64_t off, hash, bytes, count, stamp;
+} seal_fields;
+
 /* The seal: its offset, the records' size and count; 0, or -1 when there is no valid one. */
-static int read_seal(const ulp_snapshot *s, uint64_t *off, uint64_t *hash, uint64_t *bytes,
-                     uint64_t *count)
+static int read_seal(const ulp_snapshot *s, seal_fields *sl)
 {
     unsigned char seal[ULP__INDEX_SEAL_BYTES];
     hid_t d = open_bytes(s, ULP__INDEX_SEAL, sizeof seal);
@@ -60,12 +66,13 @@ static int read_seal(const ulp_snapshot *s, uint64_t *off, uint64_t *hash, uint6
         ulp__journal_pread(s->fd, seal, sizeof seal, (uint64_t)a) < 0 ||
         memcmp(seal, ULP__INDEX_MAGIC, 8) != 0 || ulp__le64_get(seal + 16) != s->file_size)
         return -1;
-    *off = (uint64_t)a;
-    *hash = ulp__le64_get(seal + ULP__INDEX_HASH_AT);
-    *bytes = ulp__le64_get(seal + 24);
-    *count = ulp__le64_get(seal + 32);
+    sl->off = (uint64_t)a;
+    sl->hash = ulp__le64_get(seal + ULP__INDEX_HASH_AT);
+    sl->bytes = ulp__le64_get(seal + 24);
+    sl->count = ulp__le64_get(seal + 32);
+    sl->stamp = ulp__le64_get(seal + ULP__INDEX_STAMP_AT);
     /* Each record takes at least its fixed part. */
-    if (*bytes > s->file_size || *count > *bytes / ULP__INDEX_FIXED)
+    if (sl->bytes > s->file_size || sl->count > sl->bytes / ULP__INDEX_FIXED)
         return -1;
     return 0;
 }
@@ -383,10 +390,18 @@ typedef struct hasher {
 /* Files with fewer captures are hashed on the calling thread: a thread costs more. */
 #define HASH_THREAD_MIN 1024
 
+static uint64_t g_hashes; /* ulp__index_hash_count() */
+
+uint64_t ulp__index_hash_count(void)
+{
+    return __atomic_load_n(&g_hashes, __ATOMIC_RELAXED);
+}
+
 static void *hasher_main(void *arg)
 {
     hasher *h = arg;
     h->rc = -1;
+    __atomic_fetch_add(&g_hashes, 1, __ATOMIC_RELAXED);
     uint64_t at = 0;
     for (uint64_t i = 0; i < h->count; i++) {
         uint64_t off, nbytes;
@@ -496,9 +511,13 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
     return 0; /* positions are used in place */
 #endif
-    uint64_t seal_off, hash, bytes, count;
-    if (read_seal(s, &seal_off, &hash, &bytes, &count) < 0)
+    seal_fields sl;
+    if (read_seal(s, &sl) < 0)
         return 0;
+    uint64_t seal_off = sl.off, hash = sl.hash, bytes = sl.bytes, count = sl.count;
+    /* Nothing wrote to the file since it was sealed (common/index.h): no hash. */
+    int stamped = sl.stamp != 0 && sl.stamp == s->mtime_ns && hash != 0 &&
+                  (env == NULL || strcmp(env, "hash") != 0);
     size_t n = (size_t)count;
     ulp__index_mem *runs;
     size_t nruns;
@@ -510,10 +529,10 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     int used = 0;
     hasher hs;
     /* An open that does not wait for the hash leaves it to s->check. */
-    ulp__index_check *chk = s->defer_check ? calloc(1, sizeof *chk) : NULL;
+    ulp__index_check *chk = s->defer_check && !stamped ? calloc(1, sizeof *chk) : NULL;
     hasher *hp = chk != NULL ? &chk->h : &hs;
-    int threaded =
-        buf != NULL && hasher_start(hp, s, buf, bytes, count, seal_off, jfirst, runs, nruns) == 0;
+    int threaded = buf != NULL && !stamped &&
+                   hasher_start(hp, s, buf, bytes, count, seal_off, jfirst, runs, nruns) == 0;
     /* The hash takes longest: the captures' memory is made while it runs (0.5 ms). */
     decoded dc = {.caps = ulp__big_calloc(n + 1, sizeof *dc.caps),
                   .srcs = calloc(n + 1, sizeof *dc.srcs),
@@ -525,7 +544,9 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
         decode_all(s, buf, bytes, count, &dc) == 0 &&
         (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
         dc.nskip = ulp__index_add_unhashed(dc.skip, dc.nskip, seal_off, jfirst);
-        if (threaded && chk != NULL) {
+        if (stamped) {
+            used = 1;
+        } else if (threaded && chk != NULL) {
             threaded = 0;
             /* chk->h is the running hash's: only the other fields are set. */
             chk->want = hash;
@@ -544,6 +565,7 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
             threaded = 0;
             used = hasher_join(hp, dc.skip, dc.nskip, &now) == 0 && now == hash;
         } else {
+            __atomic_fetch_add(&g_hashes, 1, __ATOMIC_RELAXED);
             used = ulp__index_hash_file_mem(s->fd, s->file_size, dc.skip, dc.nskip, runs, nruns,
                                             &now) == 0 &&
                    now == hash;

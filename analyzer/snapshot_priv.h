@@ -49,6 +49,7 @@ struct ulp_snapshot {
     int fd;                   /* for pread(2) of contiguous datasets    */
     ulp__h5_reader *h5;       /* serializes the H5Dread path            */
     uint64_t file_size;       /* bytes, at open                         */
+    uint64_t mtime_ns;        /* st_mtim at open, ns since the epoch    */
     unsigned long fileno;     /* HDF5's number of the open file         */
     const unsigned char *map; /* read-only mapping of the whole file, or NULL */
 
@@ -190,6 +191,9 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
  */
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
 
+/* snapshot_index.c: how many seal hashes this process has computed (for tests). */
+uint64_t ulp__index_hash_count(void);
+
 /* snapshot_index.c: a seal hash an open left running (s->check). */
 typedef struct ulp__index_check ulp__index_check;
 
@@ -210,7 +214,7 @@ int ulp__index_check_wait(ulp_snapshot *s);
  * through the groups).  Both leave *job empty.
  */
 typedef struct ulp__copy_seal {
-    uint64_t seal_off;
+    uint64_t seal_off, stamp;
     ulp__index_range *skip; /* the captures' data, room for two more */
     size_t nskip;
 } ulp__copy_seal;

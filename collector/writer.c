@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "capture_name.h"
+#include "common/index_seal.h"
 #include "writer_internal.h"
 
 /*
@@ -459,9 +460,13 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
         /* First the index's seal: the hash of the file as HDF5 left it
          * (the mark's bytes left out); the mark stays the last write. */
         if (st == ULP_OK) {
-            ulp__writer_index_seal(mark_fd, jfirst, &seal);
-            (void)ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
-                                      jfirst + ULP__JOURNAL_CLOSED_AT);
+            int sealed = ulp__writer_index_seal(mark_fd, jfirst, &seal) == 0;
+            /* Then, when both are written, the stamp: readers that find the
+             * file's mtime still the stamp skip the hash (index.h). */
+            if (ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
+                                    jfirst + ULP__JOURNAL_CLOSED_AT) == 0 &&
+                sealed)
+                (void)ulp__index_stamp_set(mark_fd, seal.stamp);
         }
         close(mark_fd);
     }

@@ -179,7 +179,7 @@ int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
         return -1;
     if (w->icount > 0 && (records_spill(w, 1) < 0 || w->index_records < 0))
         return -1;
-    if (ulp__index_seal_create(w->file, w->ibytes, w->icount, &job->seal_off) < 0)
+    if (ulp__index_seal_create(w->file, w->ibytes, w->icount, &job->seal_off, &job->stamp) < 0)
         return -1;
     job->ranges = w->iranges;
     job->nranges = w->nranges;
@@ -189,14 +189,17 @@ int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
     return 0;
 }
 
-void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
+int ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
 {
+    int rc = -1;
     /* Room for the seal's fields and the journal's closed mark. */
     if (fd >= 0 && job->seal_off > 0 &&
         ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0)
-        (void)ulp__index_seal_write(fd, job->seal_off, jfirst, job->ranges, job->nranges);
+        rc = ulp__index_seal_write(fd, job->seal_off, jfirst, job->ranges, job->nranges);
     free(job->ranges);
-    memset(job, 0, sizeof *job);
+    job->ranges = NULL;
+    job->nranges = job->ranges_cap = 0;
+    return rc;
 }
 
 void ulp__writer_index_release(ulp__writer *w)

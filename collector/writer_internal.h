@@ -139,6 +139,7 @@ void ulp__writer_index_off(ulp__writer *w);
 /* What the seal needs once HDF5 has closed the file. */
 typedef struct ulp__index_seal_job {
     uint64_t seal_off; /* file offset of /index/seal; 0: no seal */
+    uint64_t stamp;    /* its stamp (common/index.h) */
     ulp__index_range *ranges;
     size_t nranges, ranges_cap;
 } ulp__index_seal_job;
@@ -147,8 +148,8 @@ typedef struct ulp__index_seal_job {
 int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job);
 
 /* After H5Fclose, before the closed mark of the journal at `jfirst`: the hash,
- * through `fd`.  Frees the job. */
-void ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job);
+ * through `fd`.  Frees the job.  0, or -1 when the seal is not written. */
+int ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job);
 
 /* Closes /index/records and frees the buffers. */
 void ulp__writer_index_release(ulp__writer *w);

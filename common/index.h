@@ -37,13 +37,35 @@
  *      16  u64 size of the file the hash covers
  *      24  u64 bytes of /index/records
  *      32  u64 records
- *      40  zero
+ *      40  u64 stamp: the file's mtime in ns since the epoch as its
+ *              writer left it, or 0 (files before the stamp)
+ *      48  zero
  *
  * The hash covers every byte of the file except the captures' own data
  * (their bytes are read, and checked, by whoever compares them) and the
  * seal's hash and size fields, written after it is computed, and the
  * journal's closed mark, written after them: any change HDF5 or h5py makes to the
  * file's structure or attributes changes it.
+ *
+ * The stamp spares a reader that hash (3 ms for a 13 MB file of 10,000
+ * captures) on a file nothing wrote to since it was sealed, as rsync's
+ * quick check and git's stat cache do.  The writer chooses it when it
+ * creates the seal (so the hash covers it, and readers before the stamp
+ * verify these files unchanged): 1 ns before the wall clock's coarse
+ * reading (CLOCK_REALTIME_COARSE, the clock Linux stamps writes with).
+ * After its very last write to the file it sets the file's mtime to it
+ * (futimens).  Any write after that, by anyone, sets the mtime to the time
+ * of that write, which is at or after that reading: never the stamp, unless
+ * the system clock was set back between the two.  A reader that finds the
+ * file's size equal to the seal's and its st_mtim equal to the stamp to the
+ * nanosecond trusts the seal without hashing; otherwise it hashes.  What it
+ * trusts that the hash would not: an edit after which someone deliberately
+ * set the mtime back to the stamp (touch -d, os.utime), or an edit through
+ * something that does not update mtimes (a raw block device, a filesystem
+ * mounted without them).  A filesystem that keeps coarser times than
+ * nanoseconds never matches, and is hashed.  cp -p, rsync -t and tar copy
+ * the bytes and the mtime together, and stay trusted.  ULPPROF_INDEX=hash
+ * makes readers hash every file.
  */
 #ifndef ULPPROF_COMMON_INDEX_H
 #define ULPPROF_COMMON_INDEX_H
@@ -61,6 +83,7 @@
 #define ULP__INDEX_SEAL_BYTES    64
 #define ULP__INDEX_HASH_AT       8  /* seal byte of the hash, followed by the size */
 #define ULP__INDEX_HASHED_FIELDS 16 /* hash and size: left out of the hash */
+#define ULP__INDEX_STAMP_AT      40 /* seal byte of the stamp */
 #define ULP__INDEX_FIXED         160
 #define ULP__INDEX_NO_OFFSET     UINT64_MAX
 #define ULP__INDEX_NO_JOURNAL    UINT64_MAX /* a sealed file without a journal (a copy) */

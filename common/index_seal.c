@@ -5,16 +5,44 @@
 
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "journal.h"
 #include "le.h"
 
-int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off)
+uint64_t ulp__index_stamp_now(void)
+{
+    /* Coarse: the clock of the kernel's file times.  Every write after this
+     * reading gets an mtime at or after it, never 1 ns before it. */
+#ifdef CLOCK_REALTIME_COARSE
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0 || ts.tv_sec <= 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - 1;
+#else
+    return 0; /* no stamp: readers hash */
+#endif
+}
+
+int ulp__index_stamp_set(int fd, uint64_t stamp)
+{
+    if (stamp == 0)
+        return 0;
+    struct timespec t[2] = {
+        {.tv_sec = 0, .tv_nsec = UTIME_OMIT},
+        {.tv_sec = (time_t)(stamp / 1000000000u), .tv_nsec = (long)(stamp % 1000000000u)}};
+    return futimens(fd, t);
+}
+
+int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off,
+                           uint64_t *stamp)
 {
     unsigned char seal[ULP__INDEX_SEAL_BYTES] = {0};
     memcpy(seal, ULP__INDEX_MAGIC, 8);
     ulp__le64_put(seal + 24, bytes);
     ulp__le64_put(seal + 32, count);
+    *stamp = ulp__index_stamp_now();
+    ulp__le64_put(seal + ULP__INDEX_STAMP_AT, *stamp);
     int rc = -1;
     hsize_t n = sizeof seal;
     hid_t ds = H5I_INVALID_HID, space = H5Screate_simple(1, &n, NULL);

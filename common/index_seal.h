@@ -15,10 +15,22 @@
 
 /*
  * Creates /index/seal in `file` (and the /index group if missing): magic,
- * the records' `bytes` and `count`, hash and size 0 until sealed; its file
- * offset in *seal_off.  0, or -1 on an HDF5 error.
+ * the records' `bytes` and `count`, a new stamp (ulp__index_stamp_now(),
+ * also in *stamp), hash and size 0 until sealed; its file offset in
+ * *seal_off.  0, or -1 on an HDF5 error.
  */
-int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off);
+int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off,
+                           uint64_t *stamp);
+
+/* A new seal's stamp: 1 ns before CLOCK_REALTIME_COARSE now (index.h); 0 if the clock fails. */
+uint64_t ulp__index_stamp_now(void);
+
+/*
+ * Sets the mtime of the file open at `fd` to `stamp` (atime untouched):
+ * the writer's very last change to the file, after the seal's hash and the
+ * journal's closed mark.  Nothing when `stamp` is 0.  0, or -1.
+ */
+int ulp__index_stamp_set(int fd, uint64_t stamp);
 
 /*
  * Hashes the closed file open at `fd` without the `n` ranges `skip` and

@@ -94,11 +94,14 @@ def write_plain(path):
 
 
 def run_all(args, index=True, env=None):
-    """Exit status, stdout and stderr of ulpprof, with or without the index."""
+    """Exit status, stdout and stderr of ulpprof, with or without the index
+    (index "hash": with it, its seal hashed whatever the file's mtime)."""
     env = dict(os.environ if env is None else env)
     env.pop("ULPPROF_INDEX", None)
     if not index:
         env["ULPPROF_INDEX"] = "0"
+    elif index == "hash":
+        env["ULPPROF_INDEX"] = "hash"
     r = subprocess.run([ULPPROF] + args, env=env, capture_output=True, text=True)
     return r.returncode, r.stdout, r.stderr
 
@@ -158,6 +161,49 @@ def deferred(tmp):
           "failed hash: %r, not as the groups give it: %r" % (got, want))
 
 
+def seal_field(path, at):
+    with h5py.File(path, "r") as f:
+        return int.from_bytes(bytes(f["index/seal"][:])[at:at + 8], "little")
+
+
+def stamped(tmp, a, b):
+    """The writer and `ulpprof repair` leave a file's mtime at its seal's
+    stamp (bytes 40..47), and a reader that finds it so skips the hash: an
+    edit shows whenever it moved the mtime, and is missed only when the
+    mtime is set back to the stamp on purpose (the documented limit), which
+    ULPPROF_INDEX=hash still catches.  A copy that keeps the mtime (cp -p,
+    shutil.copy2) stays stamped."""
+    copy = os.path.join(tmp, "stamped.copy.h5")
+    r = subprocess.run([ULPPROF, "repair", a, copy], capture_output=True, text=True)
+    check(r.returncode == 0, "repair: exit %d: %s" % (r.returncode, r.stderr))
+    for path in (a, b, copy):
+        stamp = seal_field(path, 40)
+        check(stamp != 0 and os.stat(path).st_mtime_ns == stamp,
+              "%s: mtime %d is not the seal's stamp %d" % (path, os.stat(path).st_mtime_ns, stamp))
+    kept = os.path.join(tmp, "stamped.h5")
+    shutil.copy2(a, kept)
+    stamp = seal_field(kept, 40)
+    check(os.stat(kept).st_mtime_ns == stamp, "shutil.copy2 did not keep the stamp")
+    args = ["diff", "-f", "json", kept, b]
+    want = run_all(args, False)
+    check(run_all(args) == want and run_all(args, "hash") == want and want[0] == 1,
+          "stamped file: the report differs from the groups' %r" % (want[:1],))
+    size = os.path.getsize(kept)
+    with h5py.File(kept, "r+") as f:
+        h5py.h5a.open(f["captures/t.3/2"].id, b"layer").write(np.array(np.int32(77)))
+    check(os.path.getsize(kept) == size and os.stat(kept).st_mtime_ns != stamp,
+          "the in-place edit changed the size, or not the mtime")
+    want = run_all(args, False)
+    check('"layer": 77' in want[1], "the edited layer is not in the groups' report")
+    check(run_all(args) == want, "an edit after the seal is not found (mtime moved)")
+    st = os.stat(kept)
+    os.utime(kept, ns=(st.st_atime_ns, stamp))
+    got = run_all(args)
+    check(got[0] == 1 and '"layer": 77' not in got[1],
+          "mtime set back to the stamp: the seal was not trusted (hashed anyway?)")
+    check(run_all(args, "hash") == want, "ULPPROF_INDEX=hash did not find the edit")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulp-index-")
     deferred(tmp)
@@ -176,6 +222,7 @@ def main():
     # Untouched files: the same listing and report both ways, and as h5py sees them.
     check(ls_captures(a) == h5_captures(a), "ls of the untouched file differs from h5py")
     both(["diff", "-f", "json", a, b], want=(1,))
+    stamped(tmp, a, b)
 
     # Changes made after the writer closed the file.
     def changed(tag, edit):
