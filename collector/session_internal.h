@@ -74,7 +74,7 @@ typedef struct ulp__staging {
     size_t target;       /* the prefault thread populates up to here */
     size_t populated;    /* bytes the prefault thread populated      */
     size_t populate_end; /* the cap, in whole pages                  */
-    size_t reserve;      /* kept populated ahead of the furthest block */
+    size_t reserve;      /* [0, reserve) populated from the open    */
     int busy;            /* it is populating (outside the lock)      */
     int ready;           /* the reserve is populated, or never will be */
     int stop, has_thread;

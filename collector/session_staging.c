@@ -14,9 +14,13 @@
  * (128 MiB at most) is populated while the writer creates the file, and
  * the open waits for it (ulp__staging_wait_ready): a first burst of
  * captures then finds its pages ready, instead of clearing them itself or
- * sharing the memory bus with this thread clearing them beside it.  The
- * reserve is then kept ahead of the newest block (or as much as that
- * block, when it is larger); what is populated stays within the bound.
+ * sharing the memory bus with this thread clearing them beside it.  Past
+ * the reserve, the thread keeps one block like the newest ahead of it, no
+ * more; what is populated stays within the bound.  (It kept the reserve
+ * itself ahead of the newest block: a fresh session's first burst then
+ * had it clear another 128 MiB while the caller copied -- 6 ms of CPU
+ * per session, and the caller's copies sharing the memory bus with it,
+ * for pages that a burst of the reserve's size never reaches.)
  */
 #define _GNU_SOURCE /* MADV_POPULATE_WRITE, MADV_DONTFORK */
 #include <signal.h>
@@ -236,8 +240,9 @@ ulp__item *ulp__staging_take(ulp_session *s, size_t size)
     }
     if (g->head > g->hwm)
         g->hwm = g->head;
-    /* Ahead of this block: the reserve, or room for one more like it. */
-    prefault_ahead(g, g->head + (need > g->reserve ? need : g->reserve));
+    /* The reserve, and room for one more block like this one. */
+    size_t ahead = g->head + need;
+    prefault_ahead(g, ahead > g->reserve ? ahead : g->reserve);
     return it;
 }
 

@@ -20,6 +20,9 @@
  *                 (RUSAGE_THREAD): a wait, for room or for a page another
  *                 thread is populating, costs wall time and no CPU time;
  *   faults/call   its page faults per call (a huge page is one fault);
+ *   others ms CPU the CPU time of the process's other threads (the
+ *                 writer, the prefault thread) during the calling
+ *                 thread's loop: what shares the machine with its copies;
  *   write/fwrite  the writer's throughput (bytes from the first capture
  *                 until ulp_capture_flush() returns) divided by fwrite()'s
  *                 throughput writing the same bytes to a file in the same
@@ -111,6 +114,7 @@ typedef struct result {
     double open_s[REPS], open_cpu[REPS], open_all_cpu[REPS]; /* ms */
     double call_s[PASSES][REPS], call_cpu[PASSES][REPS], writer_s[PASSES][REPS];
     double call_sleeps[PASSES][REPS], call_faults[PASSES][REPS];
+    double others_cpu[PASSES][REPS]; /* ms per pass: the session's threads during the loop */
 } result;
 
 static void print_ratio(const char *what, const double *num, const double *den)
@@ -158,11 +162,14 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
         long z0 = sleeps(), f0 = faults();
         t0 = now_s();
         c0 = cpu_s();
+        p0 = process_cpu_s();
         for (int i = 0; i < n; i++)
             if (ulp_capture_host("model.layers.out", src, ULP_DTYPE_BF16, 2, shape, i,
                                  ULP_ROLE_ACTIVATION) != ULP_OK)
                 return -1;
-        res->call_cpu[pass][rep] = (cpu_s() - c0) / n;
+        double c1 = cpu_s();
+        res->others_cpu[pass][rep] = ((process_cpu_s() - p0) - (c1 - c0)) * 1e3;
+        res->call_cpu[pass][rep] = (c1 - c0) / n;
         res->call_s[pass][rep] = (now_s() - t0) / n;
         res->call_sleeps[pass][rep] = (double)(sleeps() - z0) / n;
         res->call_faults[pass][rep] = (double)(faults() - f0) / n;
@@ -255,6 +262,8 @@ static int bench_size(const char *dir, size_t bytes)
             print_value(label, res->call_sleeps[pass]);
             snprintf(label, sizeof(label), "%s faults/call", what[pass]);
             print_value(label, res->call_faults[pass]);
+            snprintf(label, sizeof(label), "%s others ms CPU", what[pass]);
+            print_value(label, res->others_cpu[pass]);
             snprintf(label, sizeof(label), "%s write/fwrite", what[pass]);
             print_ratio(label, res->fwrite_s, res->writer_s[pass]);
         }

@@ -167,40 +167,71 @@ static void test_staging__model(void **state)
     ring_session_free(s);
 }
 
-static void test_staging__prefaults(void **state)
+/* Waits until the prefault thread has done what it was asked (no timing:
+ * only a thread that never gets there fails, after 60 s). */
+static void prefault_idle(ulp_session *s)
 {
-    (void)state;
-    size_t cap = (size_t)64 << 20;
-    ulp_session *s = ring_session(cap);
-    /* A 10 MiB block asks for the reserve (half the ring, 32 MiB) ahead of it. */
-    ulp__item *it = take(s, (size_t)10 << 20);
-    assert_non_null(it);
-    size_t want = (size_t)44 << 20; /* 10 MiB and the header, then 32 MiB, in 2 MiB steps */
-    /* Until the thread is done (no timing: only a thread that never gets
-     * there fails, after 60 s). */
     for (int i = 0; i < 6000; i++) {
         pthread_mutex_lock(&s->mu);
         int idle = !s->staging.busy && s->staging.touched >= s->staging.target;
         pthread_mutex_unlock(&s->mu);
         if (idle)
-            break;
+            return;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    /* Past the block, up to 44 MiB (some of the block may be the caller's to fault). */
+}
+
+/* Whether every page of [from, to) of the ring is resident (want 1) or none is (want 0). */
+static void assert_resident(ulp_session *s, size_t from, size_t to, int want)
+{
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t from = (size_t)10 << 20, len = want - from;
+    size_t len = to - from;
     unsigned char *vec = malloc(len / page);
+    assert_non_null(vec);
     assert_int_equal(mincore(s->staging.base + from, len, vec), 0);
     for (size_t i = 0; i < len / page; i++)
-        if (!(vec[i] & 1))
-            fail_msg("page %zu past the block is not populated", i);
+        if ((vec[i] & 1) != want)
+            fail_msg("page %zu of [%zu MiB, %zu MiB) is %spopulated", i, from >> 20, to >> 20,
+                     vec[i] & 1 ? "" : "not ");
     free(vec);
+}
+
+/*
+ * Past the reserve (half the ring, 32 MiB), the thread populates room for
+ * one more block like the newest, and nothing further: three 10 MiB blocks
+ * end at 30 MiB, so it populates up to 42 MiB (in 2 MiB steps), and the
+ * rest of the ring stays unpopulated (a reserve kept ahead of the newest
+ * block populated up to 62 MiB).
+ */
+static void test_staging__prefaults(void **state)
+{
+    (void)state;
+    size_t cap = (size_t)64 << 20, mib10 = (size_t)10 << 20;
+    ulp_session *s = ring_session(cap);
+    ulp__item *it[3];
+    it[0] = take(s, mib10);
+    assert_non_null(it[0]);
+    prefault_idle(s);
+    pthread_mutex_lock(&s->mu);
+    assert_int_equal(s->staging.target, s->staging.reserve); /* 20 MiB would fit in it */
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 1; i < 3; i++) {
+        it[i] = take(s, mib10);
+        assert_non_null(it[i]);
+    }
+    size_t want = (size_t)42 << 20;
+    prefault_idle(s);
+    /* Past the first block, up to 42 MiB (the first block's pages may be
+     * the caller's to fault), and not one page further. */
+    assert_resident(s, mib10, want, 1);
+    assert_resident(s, want, cap, 0);
     pthread_mutex_lock(&s->mu);
     assert_int_equal(s->staging.target, want);
-    assert_true(s->staging.populated >= want - from);
+    assert_true(s->staging.populated >= want - mib10);
     pthread_mutex_unlock(&s->mu);
-    give(s, it);
+    for (int i = 0; i < 3; i++)
+        give(s, it[i]);
     ring_session_free(s);
 }
 
