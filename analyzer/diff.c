@@ -241,14 +241,15 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
 /* The element metrics and the logits analysis of a batch's pairs, whose
  * rows are rows [base, ...) of the result. */
 static ulp_status compare(const ulp_snapshot *a, const ulp_snapshot *b,
-                          const ulp_diff_options *opts, ulp__read_mode *rm, ulp_diff_result *r,
-                          const ulp__diff_pair *pairs, size_t npairs, size_t base, ulp_error *err)
+                          const ulp_diff_options *opts, ulp__read_mode *rm, ulp__diff_pool *pool,
+                          ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                          size_t base, ulp__diff_overlap *ov, ulp_error *err)
 {
     ulp__logits_fuse *fuse = NULL;
     size_t nfuse = 0;
     ulp_status st = fuse_plan(opts, r, pairs, npairs, &fuse, &nfuse, err);
     if (st == ULP_OK)
-        st = ulp__diff_metrics(a, b, opts, rm, r, pairs, npairs, fuse, nfuse, err);
+        st = ulp__diff_metrics(a, b, opts, rm, pool, r, pairs, npairs, fuse, nfuse, ov, err);
     if (st == ULP_OK)
         st = logits(a, b, opts, r, pairs, npairs, fuse, nfuse, base, err);
     fuse_release(fuse, nfuse);
@@ -303,18 +304,65 @@ static ulp_diff_result *result_new(const ulp_snapshot *a, const ulp_snapshot *b,
 }
 
 /*
+ * A streamed batch that went through verdict and origins but not yet to
+ * the caller: its rows are rows [base, base + n) of the result, in `rows`
+ * (one of the two row buffers), its logits r->logits[lg0..].
+ */
+typedef struct pending {
+    ulp_diff_result *r;
+    const verdict_run *v;
+    ulp__diff_keep *keep;
+    ulp_diff_rows_fn fn;
+    void *ctx;
+    ulp_diff_row *rows;
+    size_t base, n, lg0;
+} pending;
+
+/* The batch to the caller, then what the result keeps of it (diff_keep.c):
+ * r->rows is the batch's meanwhile.  Runs on the caller's thread while the
+ * workers compare the next batch (ulp__diff_overlap). */
+static ulp_status hand_over(void *arg, ulp_error *err)
+{
+    pending *p = arg;
+    ulp_diff_result *r = p->r;
+    ulp_diff_row *rows = r->rows;
+    size_t n_rows = r->n_rows;
+    ulp_status st = p->fn(p->ctx, p->rows, p->base, p->n, err);
+    if (st != ULP_OK)
+        return st;
+    const verdict_run *v = p->v;
+    size_t refs[3] = {r->has_first_divergence ? r->first_divergence : SIZE_MAX,
+                      v->amp_first_found ? v->amp_first : SIZE_MAX,
+                      v->amp_last_found ? v->amp_last : SIZE_MAX};
+    r->rows = p->rows;
+    r->n_rows = p->n;
+    int rc = ulp__diff_keep_batch(p->keep, r, p->base, p->lg0, refs, 3);
+    r->rows = rows;
+    r->n_rows = n_rows;
+    return rc != 0 ? ulp__error(err, ULP_ENOMEM, "out of memory") : ULP_OK;
+}
+
+/*
  * Pairs, compares and judges the rows batch by batch; with `fn`, hands each
  * batch to it and keeps only the rows the result points at (diff_keep.c).
+ * A stream's batches alternate between two row buffers: batch k goes to
+ * `fn` on this thread while the workers compare batch k + 1 (the pairing
+ * of k + 1 comes first, here).  What is returned, called and kept is as if
+ * one batch were done after the other: batch k's callback runs whatever
+ * happens to batch k + 1, and its error comes first.
  */
 static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
                       ulp_diff_rows_fn fn, void *ctx, ulp_diff_result *r, ulp_error *err)
 {
     ulp__pairing *pc = NULL;
+    ulp__diff_pool *pool = NULL;
     ulp__diff_keep keep;
     verdict_run v = {0};
     ulp__read_mode rm; /* one probe for every batch */
     size_t batch = batch_rows(a, b, fn), base = 0;
-    int done = 0;
+    ulp_diff_row *spare = NULL; /* the other row buffer of a stream */
+    pending pend = {r, &v, &keep, fn, ctx, NULL, 0, 0, 0};
+    int done = 0, has_pending = 0;
     ulp__diff_keep_init(&keep);
     ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
     if (st != ULP_OK)
@@ -327,29 +375,58 @@ static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_di
         ulp__pairing_free(pc);
         return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
     }
+    st = ulp__diff_pool_new(opts->threads, &pool, err);
     while (st == ULP_OK && !done) {
         const ulp__diff_pair *pairs;
         size_t npairs, lg0 = r->n_logits;
-        if ((st = ulp__pairing_next(pc, batch, &pairs, &npairs, &done, err)) != ULP_OK ||
-            (st = compare(a, b, opts, &rm, r, pairs, npairs, base, err)) != ULP_OK)
+        ulp__diff_overlap ov = {has_pending ? hand_over : NULL, &pend, 0, ULP_OK, {0}};
+        if (has_pending) {
+            /* The pending batch's rows stay where they are: pair into the other buffer. */
+            if (spare == NULL && (spare = calloc(batch, sizeof *spare)) == NULL)
+                st = ulp__error(err, ULP_ENOMEM, "out of memory");
+            if (st == ULP_OK) {
+                r->rows = spare;
+                spare = pend.rows;
+            }
+        }
+        if (st == ULP_OK &&
+            (st = ulp__pairing_next(pc, batch, &pairs, &npairs, &done, err)) == ULP_OK)
+            st = compare(a, b, opts, &rm, pool, r, pairs, npairs, base, &ov, err);
+        ulp__diff_overlap_run(&ov); /* whatever happened to this batch */
+        has_pending = 0;
+        if (ov.ran && ov.st != ULP_OK) {
+            st = ov.st;
+            if (err)
+                *err = ov.err;
+        }
+        if (st != ULP_OK)
             break;
         verdict_rows(r, &v, r->rows, base, r->n_rows);
         ulp__origin_run(r);
         if (fn != NULL) {
-            if ((st = fn(ctx, r->rows, base, r->n_rows, err)) != ULP_OK)
-                break;
-            size_t refs[3] = {r->has_first_divergence ? r->first_divergence : SIZE_MAX,
-                              v.amp_first_found ? v.amp_first : SIZE_MAX,
-                              v.amp_last_found ? v.amp_last : SIZE_MAX};
-            if (ulp__diff_keep_batch(&keep, r, base, lg0, refs, 3) != 0) {
-                st = ulp__error(err, ULP_ENOMEM, "out of memory");
-                break;
-            }
+            pend.rows = r->rows;
+            pend.base = base;
+            pend.n = r->n_rows;
+            pend.lg0 = lg0;
+            has_pending = 1;
         }
         base += r->n_rows;
     }
+    if (st == ULP_OK && has_pending) {
+        ulp__diff_overlap ov = {hand_over, &pend, 0, ULP_OK, {0}};
+        ulp__diff_overlap_run(&ov);
+        if ((st = ov.st) != ULP_OK && err)
+            *err = ov.err;
+    }
+    ulp__diff_pool_free(pool);
     ulp__pairing_free(pc);
     ulp__read_mode_destroy(&rm);
+    if (spare != NULL) {
+        /* Handed over (what it held is disowned) or never: release either way. */
+        for (size_t i = 0; i < batch; i++)
+            ulp__diff_row_release(&spare[i]);
+        free(spare);
+    }
     if (fn != NULL)
         ulp__diff_keep_finish(&keep, r, base); /* r->rows: the kept rows */
     if (st == ULP_OK)

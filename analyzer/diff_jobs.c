@@ -50,6 +50,7 @@ typedef struct job_row {
  */
 typedef struct job_task {
     size_t jrow, njrows;
+    uint64_t end_a, end_b; /* a group: where its bytes end in each file */
 } job_task;
 
 int ulp__read_mode_init(ulp__read_mode *rm, const ulp_snapshot *a, const ulp_snapshot *b)
@@ -176,21 +177,26 @@ static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_e
     return (int64_t)(n * ulp_dtype_size(jr->dtype));
 }
 
-static void *worker(void *arg)
+/* A thread's share of the job: tasks from the shared counter until none is left. */
+static void worker(void *arg, ulp__diff_worker *w)
 {
     job *j = arg;
-    unsigned char *ba = malloc(j->buf_bytes ? j->buf_bytes : 1);
-    unsigned char *bb = malloc(j->buf_bytes ? j->buf_bytes : 1);
+    ulp__reader *rd = &w->rd;
     ulp_error e;
     ulp_error_clear(&e);
-    ulp__reader rd;
-    /* Copied pieces of at most 512 KiB a side stay in L2. */
-    ulp__reader_init(&rd, ba, bb, j->buf_bytes < COPY_PIECE ? j->buf_bytes : COPY_PIECE, 0);
-    rd.windows = 1; /* many small captures: one read for a window of them */
-    if (ba == NULL || bb == NULL) {
-        ulp__error(&e, ULP_ENOMEM, "out of memory for the comparison buffers");
-        job_fail(j, &e);
-        goto cleanup;
+    if (w->ba == NULL || w->bb == NULL) {
+        /* The first job of this thread: the buffers (the same size for every
+         * job of a diff) and the reader stay for the next ones. */
+        if ((w->ba == NULL && (w->ba = malloc(j->buf_bytes)) == NULL) ||
+            (w->bb == NULL && (w->bb = malloc(j->buf_bytes)) == NULL)) {
+            ulp__error(&e, ULP_ENOMEM, "out of memory for the comparison buffers");
+            job_fail(j, &e);
+            return;
+        }
+        /* Copied pieces of at most 512 KiB a side stay in L2. */
+        ulp__reader_init(rd, w->ba, w->bb, j->buf_bytes < COPY_PIECE ? j->buf_bytes : COPY_PIECE,
+                         0);
+        rd->windows = 1; /* many small captures: one read for a window of them */
     }
     for (;;) {
         if (atomic_load(&j->stop))
@@ -200,12 +206,16 @@ static void *worker(void *arg)
             break;
         const job_task *task = &j->tasks[t];
         uint64_t bytes = 0;
+        /* A window read for a group stops at its end: the next group is
+         * likely another thread's, which had read it again. */
+        rd->wa.upto = task->end_a;
+        rd->wb.upto = task->end_b;
         for (size_t q = 0; q < task->njrows; q++) {
             job_row *jr = &j->jrows[task->jrow + q];
-            int64_t got = run_chunk(j, jr, q == 0 ? t - jr->first_task : 0, &rd, &e);
+            int64_t got = run_chunk(j, jr, q == 0 ? t - jr->first_task : 0, rd, &e);
             if (got < 0) {
                 job_fail(j, &e);
-                goto cleanup;
+                return;
             }
             bytes += (uint64_t)got;
         }
@@ -214,29 +224,38 @@ static void *worker(void *arg)
         if (j->progress && (before >> 26) != ((before + 2 * bytes) >> 26))
             show_progress(j, 0);
     }
-cleanup:
-    ulp__reader_release(&rd);
-    free(ba);
-    free(bb);
-    return NULL;
 }
 
-static ulp_status run_jobs(job *j, int nthreads)
+void ulp__diff_overlap_run(ulp__diff_overlap *ov)
 {
-    pthread_t tids[ULP__DIFF_MAX_THREADS];
-    int started = 0;
-    if ((uint64_t)nthreads > j->ntasks)
-        nthreads = j->ntasks > 0 ? (int)j->ntasks : 1;
-    for (int i = 1; i < nthreads; i++) {
-        if (pthread_create(&tids[started], NULL, worker, j) != 0)
-            break; /* fewer threads still finish the work */
-        started++;
+    if (ov == NULL || ov->fn == NULL || ov->ran)
+        return;
+    ov->ran = 1;
+    ulp_error_clear(&ov->err);
+    ov->st = ov->fn(ov->ctx, &ov->err);
+}
+
+/*
+ * The job on the pool: the helpers start, the caller runs `ov` meanwhile
+ * (then all of them may be needed: the caller joins late), then takes its
+ * share.  When ov fails the job stops, and its status is returned.
+ */
+static ulp_status run_jobs(job *j, ulp__diff_pool *pool, ulp__diff_overlap *ov)
+{
+    int late = ov != NULL && ov->fn != NULL && !ov->ran;
+    uint64_t want = late ? j->ntasks : j->ntasks - 1;
+    int helpers = ulp__diff_pool_helpers(pool);
+    ulp__diff_pool_post(pool, worker, j, (uint64_t)helpers > want ? (int)want : helpers);
+    if (late) {
+        ulp__diff_overlap_run(ov);
+        if (ov->st != ULP_OK)
+            atomic_store(&j->stop, 1);
     }
-    worker(j);
-    for (int i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
+    ulp__diff_pool_join(pool, !late || ov->st == ULP_OK);
     if (j->progress)
         show_progress(j, 1);
+    if (late && ov->st != ULP_OK)
+        return ov->st;
     return j->err.status;
 }
 
@@ -309,11 +328,11 @@ typedef struct group_span {
     uint64_t lo, hi;
 } group_span;
 
-/* Widens *g to [off, off + bytes): 1 when the group still fits a window. */
-static int span_take(group_span *g, uint64_t off, uint64_t bytes)
+/* Widens *g to [off, off + bytes): 1 when the group still fits `most` bytes. */
+static int span_take(group_span *g, uint64_t off, uint64_t bytes, uint64_t most)
 {
     uint64_t lo = off < g->lo ? off : g->lo, hi = off + bytes > g->hi ? off + bytes : g->hi;
-    if (hi - lo > ULP__WINDOW_BYTES - WINDOW_SLACK)
+    if (hi - lo > most)
         return 0;
     g->lo = lo;
     g->hi = hi;
@@ -324,7 +343,7 @@ static int span_take(group_span *g, uint64_t off, uint64_t bytes)
  * order, tasks numbered across them.  -1 when out of memory. */
 static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_result *r,
                 const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse, size_t nfuse,
-                uint64_t chunk_bytes)
+                uint64_t chunk_bytes, uint64_t group_bytes)
 {
     size_t cap_tasks = 0, f = 0;
     int open = 0; /* the last task is a group that may take the next pair */
@@ -364,23 +383,45 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
         oa += jr->off_a * sz;
         ob += jr->off_b * sz;
         group_span na = ga, nb = gb;
-        if (small && open && span_take(&na, oa, bytes) && span_take(&nb, ob, bytes)) {
+        if (small && open && span_take(&na, oa, bytes, group_bytes) &&
+            span_take(&nb, ob, bytes, group_bytes)) {
             ga = na;
             gb = nb;
             jr->first_task = j->ntasks - 1;
             j->tasks[j->ntasks - 1].njrows++;
+            j->tasks[j->ntasks - 1].end_a = ga.hi;
+            j->tasks[j->ntasks - 1].end_b = gb.hi;
             continue;
         }
         jr->first_task = j->ntasks;
         if (ULP__GROW(j->tasks, cap_tasks, j->ntasks + jr->nchunks) != 0)
             return -1;
         for (uint64_t k = 0; k < jr->nchunks; k++)
-            j->tasks[j->ntasks++] = (job_task){j->njrows - 1, 1};
+            j->tasks[j->ntasks++] = (job_task){j->njrows - 1, 1, 0, 0};
         open = small;
         ga = (group_span){oa, oa + bytes};
         gb = (group_span){ob, ob + bytes};
+        if (small) {
+            j->tasks[j->ntasks - 1].end_a = ga.hi;
+            j->tasks[j->ntasks - 1].end_b = gb.hi;
+        }
     }
     return 0;
+}
+
+/* Small pairs per task, a side: at least four tasks a thread where a batch
+ * is a few windows (a stream batch of 1,024 captures of 512 bytes was two
+ * windows, two tasks: one thread did the work), whole windows where it is
+ * many. */
+#define GROUP_MIN_BYTES ((uint64_t)16 << 10)
+static uint64_t group_bytes(const ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                            int threads)
+{
+    uint64_t most = ULP__WINDOW_BYTES - WINDOW_SLACK, side = 0;
+    for (size_t q = 0; q < npairs; q++)
+        side += pairs[q].len * ulp_dtype_size(r->rows[pairs[q].row].dtype_a);
+    uint64_t share = side / (4 * (uint64_t)threads);
+    return share < GROUP_MIN_BYTES ? GROUP_MIN_BYTES : share > most ? most : share;
 }
 
 /*
@@ -389,9 +430,10 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
  */
 static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
                                 const ulp_diff_options *opts, ulp__read_mode *rm,
-                                ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
-                                ulp__logits_fuse *fuse, size_t nfuse, uint64_t *done,
-                                uint64_t total, ulp_error *err)
+                                ulp__diff_pool *pool, ulp_diff_result *r,
+                                const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
+                                size_t nfuse, uint64_t *done, uint64_t total, ulp__diff_overlap *ov,
+                                ulp_error *err)
 {
     job j;
     ulp_status st = ULP_OK;
@@ -399,7 +441,8 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     if ((j.jrows = calloc(npairs + 1, sizeof *j.jrows)) == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     uint64_t chunk_bytes = opts->chunk_elements * 2; /* a 2-byte element's share */
-    if (plan(&j, a, b, r, pairs, npairs, fuse, nfuse, chunk_bytes) != 0) {
+    if (plan(&j, a, b, r, pairs, npairs, fuse, nfuse, chunk_bytes,
+             group_bytes(r, pairs, npairs, ulp__diff_pool_helpers(pool) + 1)) != 0) {
         free(j.jrows);
         free(j.tasks);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -421,10 +464,9 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
         free(j.tasks);
         return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
     }
-    if (j.ntasks > 0 && run_jobs(&j, opts->threads) != ULP_OK) {
-        st = j.err.status;
-        if (err)
-            *err = j.err;
+    if (j.ntasks > 0 && (st = run_jobs(&j, pool, ov)) != ULP_OK) {
+        if (err && j.err.status != ULP_OK)
+            *err = j.err; /* else the overlap's: the caller has it */
         goto cleanup;
     }
     for (size_t q = 0; q < j.njrows;) {
@@ -466,9 +508,10 @@ cleanup:
 #define BATCH_PAIRS 2048
 
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, ulp__read_mode *rm, ulp_diff_result *r,
-                             const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
-                             size_t nfuse, ulp_error *err)
+                             const ulp_diff_options *opts, ulp__read_mode *rm, ulp__diff_pool *pool,
+                             ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                             ulp__logits_fuse *fuse, size_t nfuse, ulp__diff_overlap *ov,
+                             ulp_error *err)
 {
     uint64_t total = 0, done = 0;
     for (size_t q = 0; q < npairs; q++)
@@ -479,7 +522,9 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
         hi = npairs - lo > BATCH_PAIRS ? lo + BATCH_PAIRS : npairs;
         while (hi < npairs && pairs[hi].row == pairs[hi - 1].row)
             hi++;
-        st = metrics_batch(a, b, opts, rm, r, pairs + lo, hi - lo, fuse, nfuse, &done, total, err);
+        st = metrics_batch(a, b, opts, rm, pool, r, pairs + lo, hi - lo, fuse, nfuse, &done, total,
+                           ov, err);
     }
+    ulp__diff_overlap_run(ov); /* no job ran it */
     return st;
 }

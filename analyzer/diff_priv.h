@@ -245,16 +245,55 @@ int ulp__read_mode_init(ulp__read_mode *rm, const ulp_snapshot *a, const ulp_sna
 void ulp__read_mode_destroy(ulp__read_mode *rm);
 
 /*
+ * diff_pool.c: the comparison's worker threads, started once per diff:
+ * threads - 1 helpers and the caller.  A job is posted to `helpers` of
+ * them (fn runs once on each), the caller may do other work meanwhile,
+ * then ulp__diff_pool_join() runs fn on the caller's thread too (`work`)
+ * and waits for the helpers.  One job at a time.  Each thread keeps its
+ * worker -- buffers, read-ahead windows -- from job to job.
+ */
+typedef struct ulp__diff_worker {
+    unsigned char *ba, *bb; /* chunk buffers, allocated at first use */
+    ulp__reader rd;         /* its windows stay from job to job      */
+} ulp__diff_worker;
+typedef void (*ulp__diff_work_fn)(void *job, ulp__diff_worker *w);
+typedef struct ulp__diff_pool ulp__diff_pool;
+/* Fewer helpers when threads cannot be created; errors: the lock. */
+ulp_status ulp__diff_pool_new(int threads, ulp__diff_pool **out, ulp_error *err);
+int ulp__diff_pool_helpers(const ulp__diff_pool *p);
+void ulp__diff_pool_post(ulp__diff_pool *p, ulp__diff_work_fn fn, void *job, int helpers);
+void ulp__diff_pool_join(ulp__diff_pool *p, int work);
+void ulp__diff_pool_free(ulp__diff_pool *p);
+
+/*
+ * What a stream runs on the caller's thread while the helpers compare the
+ * next batch (diff.c: the previous batch's callback): ulp__diff_metrics()
+ * runs it once, after posting its first job; `ran`, its status and error
+ * tell what happened.
+ */
+typedef struct ulp__diff_overlap {
+    ulp_status (*fn)(void *ctx, ulp_error *err);
+    void *ctx;
+    int ran;
+    ulp_status st;
+    ulp_error err;
+} ulp__diff_overlap;
+/* Runs ov once (nothing when fn is NULL or it ran). */
+void ulp__diff_overlap_run(ulp__diff_overlap *ov);
+
+/*
  * diff_jobs.c: the element metrics of every pair on opts->threads threads
  * (options resolved: threads >= 1, chunk_elements > 0): each row's
  * metrics, status and worst element, and r->bytes_read; the logits rows
  * of fuse[0..nfuse) (sorted by row) into them; reads mapped or copied
- * as `rm` says.
+ * as `rm` says; on the pool's threads, running `ov` (may be NULL) on the
+ * caller's while the helpers start.
  */
 ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
-                             const ulp_diff_options *opts, ulp__read_mode *rm, ulp_diff_result *r,
-                             const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse,
-                             size_t nfuse, ulp_error *err);
+                             const ulp_diff_options *opts, ulp__read_mode *rm, ulp__diff_pool *pool,
+                             ulp_diff_result *r, const ulp__diff_pair *pairs, size_t npairs,
+                             ulp__logits_fuse *fuse, size_t nfuse, ulp__diff_overlap *ov,
+                             ulp_error *err);
 
 /* logits.c: per-row core on doubles, exposed for the unit tests. */
 typedef struct ulp__logits_row {

@@ -36,6 +36,9 @@ const void *ulp__snapshot_mapped(const ulp_snapshot *s, size_t i, uint64_t first
 typedef struct ulp__window {
     uint64_t off, len; /* the file bytes buf holds */
     unsigned char *buf;
+    /* Not 0: a read need not pass this file offset (the bytes after it
+     * are another thread's); the caller sets it before a view. */
+    uint64_t upto;
 } ulp__window;
 void ulp__window_free(ulp__window *w);
 /* The file offset of element 0 of a contiguous capture i (what a window

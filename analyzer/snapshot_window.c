@@ -45,6 +45,8 @@ ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_
         /* Open checked that the capture lies inside the file. */
         uint64_t start = off - off % WINDOW_ALIGN, left = s->file_size - start;
         size_t n = left < ULP__WINDOW_BYTES ? (size_t)left : ULP__WINDOW_BYTES;
+        if (w->upto >= off + bytes && w->upto - start < n)
+            n = (size_t)(w->upto - start);
         w->off = start;
         w->len = n;
         /* Short (the file shrank) or failed: ulp_snapshot_read says why. */

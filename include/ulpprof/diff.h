@@ -335,6 +335,11 @@ typedef ulp_status (*ulp_diff_rows_fn)(void *ctx, const ulp_diff_row *rows, size
  * in one batch).  The result is ulp_diff_run()'s, every field the same, but
  * for `rows`: see `streamed`.  fn is called before the result exists, and
  * may have been called when an error returns.
+ * fn runs on the calling thread, one batch at a time, in order; while it
+ * runs, the worker threads compare the next batch (the snapshots are read
+ * meanwhile: fn may read them too, not close them).  Calls and the status
+ * returned are those of one batch after the other: every batch before the
+ * one that fails goes to fn, and fn's error comes before a later batch's.
  */
 ULP_API ulp_status ulp_diff_stream(const ulp_snapshot *a, const ulp_snapshot *b,
                                    const ulp_diff_options *opts, ulp_diff_rows_fn fn, void *ctx,

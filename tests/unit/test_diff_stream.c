@@ -106,7 +106,8 @@ static ulp_status collect(void *ctx, const ulp_diff_row *rows, size_t first, siz
         return ULP_EIO;
     }
     assert_int_equal(first, s->n); /* in order, none left out */
-    assert_true(n > 0 && s->n + n <= 2 * NCAPS);
+    /* Empty only at the end, when the batches divide the rows. */
+    assert_true((n > 0 || s->n == NCAPS) && s->n + n <= 2 * NCAPS);
     memcpy(&s->rows[s->n], rows, n * sizeof *rows);
     s->n += n;
     s->most = n > s->most ? n : s->most;
@@ -224,11 +225,189 @@ static void test_diff_stream__callback_error_stops(void **state)
     ulp_snapshot_close(b);
 }
 
+/*
+ * Many batches on helper threads (the callback of batch k runs while
+ * batch k + 1 is compared): every row, in order, as ulp_diff_run() made
+ * it, on one thread or four, in batches of 1 and of 3.
+ */
+static void test_diff_stream__many_batches_on_threads(void **state)
+{
+    (void)state;
+    ulp_snapshot *a, *b;
+    open_pair(&a, &b);
+    ulp_diff_result *whole = NULL;
+    ulp_error err;
+    assert_int_equal(ulp_diff_run(a, b, NULL, &whole, &err), ULP_OK);
+    static const char *batches[] = {"1", "3"};
+    static const int threads[] = {1, 2, 4};
+    for (size_t bi = 0; bi < 2; bi++) {
+        for (size_t ti = 0; ti < 3; ti++) {
+            static seen s;
+            memset(&s, 0, sizeof s);
+            s.fail_at = -1;
+            ulp_diff_options o;
+            ulp_diff_options_init(&o);
+            o.threads = threads[ti];
+            ulp_diff_result *res = NULL;
+            setenv("ULPPROF_DIFF_BATCH", batches[bi], 1);
+            assert_int_equal(ulp_diff_stream(a, b, &o, collect, &s, &res, &err), ULP_OK);
+            unsetenv("ULPPROF_DIFF_BATCH");
+            size_t per = (size_t)atoi(batches[bi]);
+            assert_int_equal(s.n, whole->n_rows);
+            /* A last empty batch where they divide the rows: as before. */
+            assert_int_equal(s.calls, whole->n_rows / per + 1);
+            for (size_t i = 0; i < whole->n_rows; i++)
+                same_row(&s.rows[i], &whole->rows[i]);
+            assert_int_equal(res->first_divergence, whole->first_divergence);
+            assert_memory_equal(&res->amp, &whole->amp, sizeof whole->amp);
+            assert_int_equal(res->n_logits, whole->n_logits);
+            assert_int_equal(res->bytes_read, whole->bytes_read);
+            ulp_diff_result_free(res);
+        }
+    }
+    ulp_diff_result_free(whole);
+    ulp_snapshot_close(a);
+    ulp_snapshot_close(b);
+}
+
+/* A callback that fails midway of many batches, on helper threads: nothing
+ * after it is called, its error is returned, no result. */
+static void test_diff_stream__callback_error_midway(void **state)
+{
+    (void)state;
+    ulp_snapshot *a, *b;
+    open_pair(&a, &b);
+    for (int fail_at = 0; fail_at < 20; fail_at += 6) {
+        static seen s;
+        memset(&s, 0, sizeof s);
+        s.fail_at = fail_at;
+        ulp_diff_options o;
+        ulp_diff_options_init(&o);
+        o.threads = 3;
+        ulp_diff_result *res = (ulp_diff_result *)&res;
+        ulp_error err;
+        setenv("ULPPROF_DIFF_BATCH", "3", 1);
+        assert_int_equal(ulp_diff_stream(a, b, &o, collect, &s, &res, &err), ULP_EIO);
+        unsetenv("ULPPROF_DIFF_BATCH");
+        assert_null(res);
+        assert_string_equal(err.msg, "stop here");
+        assert_int_equal(s.calls, (size_t)fail_at + 1);
+        assert_int_equal(s.n, 3 * (size_t)fail_at);
+    }
+    ulp_snapshot_close(a);
+    ulp_snapshot_close(b);
+}
+
+/* A copy of B at `path`, opened, then cut to `keep` bytes: reads past it fail. */
+static ulp_snapshot *open_cut_copy(const char *path, off_t keep)
+{
+    FILE *in = fopen(path_b, "rb"), *out = fopen(path, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[1 << 14];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+    ulp_snapshot *b;
+    assert_int_equal(ulp_snapshot_open(path, &b, NULL), ULP_OK);
+    assert_int_equal(truncate(path, keep), 0);
+    return b;
+}
+
+/*
+ * A read error in a later batch (B cut after it was opened): the batches
+ * before it all went to the callback -- the last of them while the failing
+ * one was compared -- in order, and the read error is returned; a callback
+ * that fails on the batch just before the failing one wins (it came first).
+ */
+static void test_diff_stream__read_error_in_later_batch(void **state)
+{
+    (void)state;
+    char cut[700];
+    snprintf(cut, sizeof cut, "%s/cut.h5", dir);
+    struct stat sb;
+    assert_int_equal(stat(path_b, &sb), 0);
+    ulp_snapshot *a, *b0;
+    open_pair(&a, &b0);
+    /* The capture of B whose data the cut reaches first: rows before its row are whole. */
+    ulp_snapshot *b = open_cut_copy(cut, sb.st_size / 2);
+    size_t first_bad = SIZE_MAX;
+    for (size_t i = 0; i < ulp_snapshot_capture_count(b) && first_bad == SIZE_MAX; i++) {
+        float v[8];
+        ulp_error e;
+        if (ulp_snapshot_read(b, i, 0, 8, v, &e) != ULP_OK)
+            first_bad = i;
+    }
+    assert_true(first_bad > 6 && first_bad < 50); /* in a later batch, not the last */
+    size_t bad_row = first_bad >= 40 ? first_bad + 1 : first_bad; /* B has no capture 40 */
+    for (int fail_before = 0; fail_before < 2; fail_before++) {
+        static seen s;
+        memset(&s, 0, sizeof s);
+        s.fail_at = fail_before ? (int)(bad_row / 3) - 1 : -1;
+        ulp_diff_options o;
+        ulp_diff_options_init(&o);
+        o.threads = 2;
+        ulp_diff_result *res = (ulp_diff_result *)&res;
+        ulp_error err;
+        setenv("ULPPROF_DIFF_BATCH", "3", 1);
+        ulp_status st = ulp_diff_stream(a, b, &o, collect, &s, &res, &err);
+        unsetenv("ULPPROF_DIFF_BATCH");
+        assert_int_not_equal(st, ULP_OK);
+        assert_null(res);
+        if (fail_before) {
+            assert_string_equal(err.msg, "stop here");
+            assert_int_equal(s.calls, bad_row / 3);
+        } else {
+            assert_string_not_equal(err.msg, "stop here");
+            assert_non_null(strstr(err.msg, "cut.h5"));
+            assert_int_equal(s.calls, bad_row / 3);
+            assert_int_equal(s.n, bad_row / 3 * 3);
+        }
+    }
+    ulp_snapshot_close(b);
+    ulp_snapshot_close(b0);
+    ulp_snapshot_close(a);
+    unlink(cut);
+}
+
+/* An error of the last batch's pairing (--rows that fits no capture: known
+ * at the end): every batch before it went to the callback. */
+static void test_diff_stream__pairing_error_at_the_end(void **state)
+{
+    (void)state;
+    ulp_snapshot *a, *b;
+    open_pair(&a, &b);
+    static seen s;
+    memset(&s, 0, sizeof s);
+    s.fail_at = -1;
+    ulp_diff_options o;
+    ulp_diff_options_init(&o);
+    o.threads = 2;
+    o.rows = "5:7"; /* the captures have 2 rows */
+    ulp_diff_result *res = (ulp_diff_result *)&res;
+    ulp_error err;
+    setenv("ULPPROF_DIFF_BATCH", "7", 1);
+    assert_int_equal(ulp_diff_stream(a, b, &o, collect, &s, &res, &err), ULP_ENOTFOUND);
+    unsetenv("ULPPROF_DIFF_BATCH");
+    assert_null(res);
+    assert_non_null(strstr(err.msg, "--rows '5:7' selects nothing"));
+    assert_int_equal(s.calls, NCAPS / 7); /* all but the last batch, of 60 % 7 rows */
+    assert_int_equal(s.n, NCAPS / 7 * 7);
+    ulp_snapshot_close(a);
+    ulp_snapshot_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diff_stream__rows_and_result),
         cmocka_unit_test(test_diff_stream__callback_error_stops),
+        cmocka_unit_test(test_diff_stream__many_batches_on_threads),
+        cmocka_unit_test(test_diff_stream__callback_error_midway),
+        cmocka_unit_test(test_diff_stream__read_error_in_later_batch),
+        cmocka_unit_test(test_diff_stream__pairing_error_at_the_end),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

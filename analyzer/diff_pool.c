@@ -1,0 +1,140 @@
+/*
+ * The comparison's worker threads (diff_priv.h), started once per diff and
+ * woken for each job of it: a streamed diff of 10,000 small captures is
+ * ten batches or more, and had created and joined its threads, allocated
+ * their buffers and read its windows again for every one.  Each thread
+ * keeps its buffers and its read-ahead windows (ulp__diff_worker) from job
+ * to job; the caller's own share runs on its thread (ulp__diff_pool_join),
+ * after whatever it does while the helpers start (the stream's callback).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+
+typedef struct helper_arg {
+    ulp__diff_pool *pool;
+    int slot; /* 1.. : its worker is pool->w[slot] */
+} helper_arg;
+
+struct ulp__diff_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t go, idle;
+    ulp__diff_work_fn fn; /* the job in flight, for helpers 1..want */
+    void *job;
+    uint64_t gen; /* jobs posted                            */
+    int want, busy, quit;
+    int nhelpers;
+    pthread_t tids[ULP__DIFF_MAX_THREADS];
+    helper_arg args[ULP__DIFF_MAX_THREADS];
+    ulp__diff_worker w[ULP__DIFF_MAX_THREADS]; /* [0]: the caller's */
+};
+
+static void *helper(void *arg)
+{
+    helper_arg *h = arg;
+    ulp__diff_pool *p = h->pool;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->quit && p->gen == seen)
+            pthread_cond_wait(&p->go, &p->lock);
+        if (p->quit)
+            break;
+        seen = p->gen;
+        if (h->slot > p->want)
+            continue; /* not asked for this job */
+        ulp__diff_work_fn fn = p->fn;
+        void *job = p->job;
+        pthread_mutex_unlock(&p->lock);
+        fn(job, &p->w[h->slot]);
+        pthread_mutex_lock(&p->lock);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->idle);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+ulp_status ulp__diff_pool_new(int threads, ulp__diff_pool **out, ulp_error *err)
+{
+    *out = NULL;
+    ulp__diff_pool *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
+    }
+    if (pthread_cond_init(&p->go, NULL) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return ulp__error(err, ULP_ETHREAD, "cannot create a condition variable");
+    }
+    if (pthread_cond_init(&p->idle, NULL) != 0) {
+        pthread_cond_destroy(&p->go);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return ulp__error(err, ULP_ETHREAD, "cannot create a condition variable");
+    }
+    if (threads > ULP__DIFF_MAX_THREADS)
+        threads = ULP__DIFF_MAX_THREADS;
+    for (int i = 1; i < threads; i++) {
+        p->args[i] = (helper_arg){p, i};
+        if (pthread_create(&p->tids[p->nhelpers], NULL, helper, &p->args[i]) != 0)
+            break; /* fewer threads still finish the work */
+        p->nhelpers++;
+    }
+    *out = p;
+    return ULP_OK;
+}
+
+int ulp__diff_pool_helpers(const ulp__diff_pool *p)
+{
+    return p->nhelpers;
+}
+
+void ulp__diff_pool_post(ulp__diff_pool *p, ulp__diff_work_fn fn, void *job, int helpers)
+{
+    pthread_mutex_lock(&p->lock);
+    p->fn = fn;
+    p->job = job;
+    p->want = helpers < p->nhelpers ? helpers : p->nhelpers;
+    p->busy = p->want;
+    p->gen++;
+    if (p->want > 0)
+        pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void ulp__diff_pool_join(ulp__diff_pool *p, int work)
+{
+    if (work)
+        p->fn(p->job, &p->w[0]);
+    pthread_mutex_lock(&p->lock);
+    while (p->busy > 0)
+        pthread_cond_wait(&p->idle, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void ulp__diff_pool_free(ulp__diff_pool *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->go);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->nhelpers; i++)
+        pthread_join(p->tids[i], NULL);
+    for (int i = 0; i <= p->nhelpers; i++) {
+        ulp__reader_release(&p->w[i].rd);
+        free(p->w[i].ba);
+        free(p->w[i].bb);
+    }
+    pthread_cond_destroy(&p->idle);
+    pthread_cond_destroy(&p->go);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
