@@ -247,7 +247,7 @@ static u128 pow10_128(int k)
 static int digits17(double v, uint64_t *q, int *e10)
 {
     double a = fabs(v);
-    if (!(a >= 1e-6 && a < 1e38))
+    if (!(a >= 1e-6 && a < 0x1p128)) /* 0x1p128: float's and bf16's huge values in */
         return 0;
     int be;
     double fr = frexp(a, &be); /* a = fr * 2^be, fr in [0.5, 1) */

@@ -731,6 +731,13 @@ static void test_report_json_rows__reals(void **state)
     for (int e = -1074; e <= 1023; e++) {
         check_real(ldexp(1, e));
         check_real(ldexp(1.5, e));
+        check_real(nextafter(ldexp(1, e), 0));
+    }
+    /* The largest values of each float format (bf16's 3.39e38 and float's). */
+    for (uint32_t f = 0x7f000000; f < 0x7f800000; f += 0x1234) {
+        float x;
+        memcpy(&x, &f, sizeof x);
+        check_real((double)x);
     }
     for (int i = 0; i < 400000; i++) {
         double v = any_double();
