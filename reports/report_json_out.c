@@ -79,13 +79,21 @@ void ulp__jw_item(ulp__jw *w)
 
 void ulp__jw_key(ulp__jw *w, const char *key)
 {
-    size_t n = strlen(key);
-    ulp__jw_item(w);
-    char *p = room(w, n + 4);
+    /* The separator, the indentation and the key in one go: a row is
+     * some fifty keys. */
+    size_t n = strlen(key), k = (size_t)(2 * w->depth);
+    if (k > sizeof spaces - 1)
+        k = sizeof spaces - 1;
+    char *p = room(w, n + k + 6);
+    if (w->n[w->depth]++ != 0)
+        *p++ = ',';
+    *p++ = '\n';
+    memcpy(p, spaces, k);
+    p += k;
     *p++ = '"';
     memcpy(p, key, n);
     memcpy(p + n, "\": ", 3);
-    w->used += n + 4;
+    w->used = (size_t)(p + n + 3 - w->b);
 }
 
 void ulp__jw_open(ulp__jw *w, char brace)
@@ -117,12 +125,24 @@ void ulp__jw_bool(ulp__jw *w, int v)
 
 void ulp__jw_int(ulp__jw *w, int64_t v)
 {
-    w->used += ulp__fmt_i64(room(w, 24), v);
+    char *p = room(w, 24);
+    if (v >= 0 && v < 10) { /* most counts of a row: 0 */
+        *p = (char)('0' + v);
+        w->used++;
+    } else {
+        w->used += ulp__fmt_i64(p, v);
+    }
 }
 
 void ulp__jw_u64(ulp__jw *w, uint64_t v)
 {
-    w->used += ulp__fmt_u64(room(w, 24), v);
+    char *p = room(w, 24);
+    if (v < 10) {
+        *p = (char)('0' + v);
+        w->used++;
+    } else {
+        w->used += ulp__fmt_u64(p, v);
+    }
 }
 
 /* Bytes a string may hold as they are: not a quote, a backslash, a control
