@@ -326,6 +326,14 @@ static void test_writer__attrs_and_occurrences(void **state)
         snprintf(path, sizeof(path), "/captures/%s/%d", names[i], occ_of[i]);
         hid_t ds = H5Dopen2(f, path, H5P_DEFAULT);
         assert_true(ds >= 0);
+        /* No object times, in the capture's header or its group's (writer_props). */
+        H5O_info_t oi;
+        assert_true(H5Oget_info2(ds, &oi, H5O_INFO_TIME) >= 0);
+        assert_true(oi.atime == 0 && oi.mtime == 0 && oi.ctime == 0 && oi.btime == 0);
+        assert_true(H5Oget_info_by_name2(f, path, &oi, H5O_INFO_TIME, H5P_DEFAULT) >= 0);
+        snprintf(s, sizeof(s), "/captures/%s", names[i]);
+        assert_true(H5Oget_info_by_name2(f, s, &oi, H5O_INFO_TIME, H5P_DEFAULT) >= 0);
+        assert_true(oi.mtime == 0 && oi.ctime == 0);
         assert_int_equal(tu_attr_i64(ds, "seq", &v), 0);
         assert_int_equal(v, i);
         assert_true(tu_attr_type_is(ds, "seq", H5T_STD_I64LE));
