@@ -698,6 +698,51 @@ static void test_report_json_rows__empty_and_plain(void **state)
     free(got);
 }
 
+/* Names longer than the writer's buffer, plain runs and escapes across its
+ * boundaries: what it flushes first and what it writes past its buffer. */
+static void test_report_json_rows__long_names(void **state)
+{
+    (void)state;
+    static const size_t lens[] = {8191, 8192, 8193, 16383, 16384, 16385, 40000};
+    char *name = malloc(40001), *role = malloc(40001);
+    assert_non_null(name);
+    assert_non_null(role);
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        for (int mix = 0; mix < 3; mix++) {
+            for (size_t k = 0; k < lens[i]; k++) {
+                name[k] = (char)('a' + k % 26);
+                role[k] = k % 97 == 0 ? '"' : 'r';
+            }
+            if (mix == 1)
+                for (size_t k = 0; k < lens[i]; k += 4093)
+                    name[k] = "\\\n\001\xff"[k % 4];
+            if (mix == 2)
+                memcpy(name + lens[i] - 3, "\xe2\x82\xac", 3);
+            name[lens[i]] = role[lens[i]] = '\0';
+            ulp_diff_row rows[2];
+            memset(rows, 0, sizeof rows);
+            for (int r = 0; r < 2; r++) {
+                rows[r].name = name;
+                rows[r].role = role;
+                rows[r].seq_a = rows[r].seq_b = r;
+                rows[r].layer = -1;
+                rows[r].status = ULP_DIFF_DIFFERS;
+                rows[r].m.worst_flat = rows[r].m.max_abs_diff_flat = -1;
+                rows[r].hint = r ? name : NULL;
+            }
+            size_t ng, nw;
+            char *got = new_rows(rows, 2, 0, &ng);
+            char *want = ref_rows(rows, 2, 0, &nw);
+            assert_same_text("long names", got, ng, want, nw);
+            assert_true(ng > 2 * lens[i]);
+            free(got);
+            free(want);
+        }
+    }
+    free(name);
+    free(role);
+}
+
 /* The writer's reals against jansson's json_real() dumped with the report's precision. */
 static void check_real(double v)
 {
@@ -783,6 +828,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_json_rows__random_rows),
         cmocka_unit_test(test_report_json_rows__empty_and_plain),
+        cmocka_unit_test(test_report_json_rows__long_names),
         cmocka_unit_test(test_report_json_rows__reals),
         cmocka_unit_test(test_report_json_rows__strings),
     };
