@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/bigalloc.h"
+#include "common/grow.h"
 #include "common/index.h"
 #include "common/journal.h"
 #include "common/strmap.h"
@@ -238,22 +239,6 @@ static int entry_ok(const ulp_snapshot *s, const ulp__index_entry *e, ulp_captur
     return 1;
 }
 
-/* The inputs of `e` as an array of pointers into the record, kept by the snapshot. */
-static int entry_inputs(ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_info *c)
-{
-    if (e->n_inputs == 0)
-        return 0;
-    const char **v = malloc(e->n_inputs * sizeof *v);
-    if (v == NULL || ulp__snap_keep(s, (char *)v) == NULL)
-        return -1;
-    const char *p = e->inputs;
-    for (uint32_t i = 0; i < e->n_inputs; i++, p += strlen(p) + 1)
-        v[i] = p;
-    c->inputs = v;
-    c->n_inputs = e->n_inputs;
-    return 0;
-}
-
 static int str_cmp(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -299,7 +284,12 @@ static size_t *name_order(const ulp_capture_info *caps, size_t n, const ulp__str
     return order;
 }
 
-/* What decoding the records builds, before it is installed in the snapshot. */
+/*
+ * What decoding the records builds, before it is installed in the
+ * snapshot.  Decoding touches nothing of the snapshot but what an open
+ * never changes (its path and size), so it may run on a second thread
+ * while the open goes on (decoder_main()).
+ */
 typedef struct decoded {
     ulp_capture_info *caps;
     ulp__capture_src *srcs;
@@ -307,14 +297,36 @@ typedef struct decoded {
     ulp__strset names, roles; /* the distinct strings, each copied once: one pointer per
                                  name, as the groups' reader gives, so that the sorts by
                                  name compare most pairs by pointer */
-    ulp__index_range *skip;   /* the data extents, and room for two more */
+    ulp__index_range *skip;   /* the data extents, and room for two more; NULL: not wanted */
     size_t nskip;
-    int in_place; /* positions, requests or inputs point into the records */
+    char **inputs; /* [ninputs] the captures' arrays of inputs */
+    size_t ninputs, cap_inputs;
+    size_t *order; /* by_name, once decoded */
+    int in_place;  /* positions, requests or inputs point into the records */
 } decoded;
 
+/* The inputs of `e` as an array of pointers into the record, kept in dc. */
+static int entry_inputs(decoded *dc, const ulp__index_entry *e, ulp_capture_info *c)
+{
+    if (e->n_inputs == 0)
+        return 0;
+    if (ULP__GROW(dc->inputs, dc->cap_inputs, dc->ninputs + 1) != 0)
+        return -1;
+    const char **v = malloc(e->n_inputs * sizeof *v);
+    if (v == NULL)
+        return -1;
+    dc->inputs[dc->ninputs++] = (char *)v;
+    const char *p = e->inputs;
+    for (uint32_t i = 0; i < e->n_inputs; i++, p += strlen(p) + 1)
+        v[i] = p;
+    c->inputs = v;
+    c->n_inputs = e->n_inputs;
+    return 0;
+}
+
 /* Decodes the `count` records in `buf` into `dc`; 0, or -1 when one fails. */
-static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes, uint64_t count,
-                      decoded *dc)
+static int decode_all(const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
+                      uint64_t count, decoded *dc)
 {
     ulp_error ignored;
     uint64_t at = 0;
@@ -329,12 +341,12 @@ static int decode_all(ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
         uint64_t nbytes = 0;
         if (!entry_ok(s, &e, c, &nbytes) || (i > 0 && e.seq <= dc->caps[i - 1].seq) ||
             (c->rows > 0 && ulp__rows_check_keys(s, c, c->name, "", &ignored) != ULP_OK) ||
-            entry_inputs(s, &e, c) < 0)
+            entry_inputs(dc, &e, c) < 0)
             return -1;
         dc->in_place |= c->rows > 0 || c->n_inputs > 0;
         dc->srcs[i].oaddr = e.oaddr;
         dc->srcs[i].offset = e.offset;
-        if (e.offset != ULP__INDEX_NO_OFFSET)
+        if (e.offset != ULP__INDEX_NO_OFFSET && dc->skip != NULL)
             dc->skip[dc->nskip++] = (ulp__index_range){e.offset, nbytes};
     }
     return at == bytes ? 0 : -1;
@@ -359,8 +371,66 @@ static void decoded_free(decoded *dc)
     free(dc->srcs);
     free(dc->of);
     free(dc->skip);
+    for (size_t i = 0; i < dc->ninputs; i++)
+        free(dc->inputs[i]);
+    free(dc->inputs);
+    free(dc->order);
     ulp__strset_release(&dc->names, 1);
     ulp__strset_release(&dc->roles, 1);
+}
+
+/*
+ * Decodes the `count` records in `buf` into *dc (with the data extents
+ * when `skip`), in seq and in name order: 0, or -1 when a record fails or
+ * memory runs out.  decoded_free() frees *dc either way.
+ */
+static int decode(const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes, uint64_t count,
+                  int skip, decoded *dc)
+{
+    size_t n = (size_t)count;
+    *dc = (decoded){.caps = ulp__big_calloc(n + 1, sizeof *dc->caps),
+                    .srcs = calloc(n + 1, sizeof *dc->srcs),
+                    .of = malloc((n + 1) * sizeof *dc->of),
+                    .skip = skip ? malloc((n + 2) * sizeof *dc->skip) : NULL};
+    ulp__strset_init(&dc->names);
+    ulp__strset_init(&dc->roles);
+    if (buf == NULL || dc->caps == NULL || dc->srcs == NULL || dc->of == NULL ||
+        (skip && dc->skip == NULL) || decode_all(s, buf, bytes, count, dc) != 0)
+        return -1;
+    dc->order = name_order(dc->caps, n, &dc->names, dc->of);
+    return dc->order != NULL ? 0 : -1;
+}
+
+/*
+ * Installs the captures of `dc` (decoded from the `count` records in
+ * `buf`) in s, which keeps `buf` when they point into it (and frees it
+ * otherwise): 1, or -1 out of memory.  Leaves dc to decoded_free().
+ */
+static int install(ulp_snapshot *s, decoded *dc, unsigned char *buf, uint64_t count)
+{
+    int rc = 1;
+    if (buf == NULL || !dc->in_place)
+        free(buf); /* NULL: another owner's (s->check) */
+    else if (ulp__snap_keep(s, (char *)buf) == NULL)
+        rc = -1; /* freed by the keep */
+    /* The captures point into the strings: the snapshot keeps them. */
+    if (keep_strings(s, &dc->names) < 0 || keep_strings(s, &dc->roles) < 0)
+        rc = -1;
+    for (size_t i = 0; i < dc->ninputs; i++)
+        if (ulp__snap_keep(s, dc->inputs[i]) == NULL)
+            rc = -1; /* freed by the keep */
+    dc->ninputs = 0;
+    if (rc == 1) {
+        s->caps = dc->caps;
+        s->srcs = dc->srcs;
+        s->by_name = dc->order;
+        s->ncaps = (size_t)count;
+        dc->caps = NULL;
+        dc->srcs = NULL;
+        dc->order = NULL;
+        ulp__open_progress_add(count);
+    }
+    return rc;
 }
 
 /*
@@ -469,18 +539,58 @@ static int hasher_join(hasher *h, ulp__index_range *skip, size_t n, uint64_t *ha
 }
 
 /*
- * A hash left running by an open that did not wait for it
- * (ulp_snapshot_open_deferred): it reads `buf` and `runs` until joined.
+ * What an open that did not wait (ulp_snapshot_open_deferred) left
+ * running: the seal's hash (the captures are installed, maybe stale), or,
+ * when the seal needs no hash (stamped), the records' decode (nothing is
+ * installed until it ends).  Either reads `buf` until joined.
  */
 struct ulp__index_check {
+    int decoding; /* a decode, not a hash */
+    /* The hash: */
     hasher h;
     uint64_t want;          /* the seal's hash */
     ulp__index_range *skip; /* [nskip] the decoded records' ranges */
     size_t nskip;
-    unsigned char *buf; /* the records: the captures point into them if in_place */
     int in_place;
     ulp__index_mem *runs;
+    /* Both: the records, which the captures point into if in_place. */
+    unsigned char *buf;
+    /* The decode: */
+    pthread_t tid;
+    const ulp_snapshot *s;
+    uint64_t bytes, count;
+    decoded dc;
+    int rc;
 };
+
+/* Files with fewer captures are decoded during the open: a thread costs more. */
+#define DECODE_THREAD_MIN 1024
+
+static void *decoder_main(void *arg)
+{
+    ulp__index_check *c = arg;
+    c->rc = decode(c->s, c->buf, c->bytes, c->count, 0, &c->dc);
+    return NULL;
+}
+
+/*
+ * Starts decoding the `count` records in `buf` on a second thread, left to
+ * s->check, which owns `buf` from then on: 0, or -1 (nothing started).
+ * The next file opens meanwhile: ulpprof diff decodes its two files at once.
+ */
+static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, uint64_t count)
+{
+    ulp__index_check *c = count >= DECODE_THREAD_MIN ? calloc(1, sizeof *c) : NULL;
+    if (c == NULL)
+        return -1;
+    *c = (ulp__index_check){.decoding = 1, .buf = buf, .s = s, .bytes = bytes, .count = count};
+    if (pthread_create(&c->tid, NULL, decoder_main, c) != 0) {
+        free(c);
+        return -1;
+    }
+    s->check = c;
+    return 0;
+}
 
 int ulp__index_check_wait(ulp_snapshot *s)
 {
@@ -488,8 +598,21 @@ int ulp__index_check_wait(ulp_snapshot *s)
     if (c == NULL)
         return 1;
     s->check = NULL;
+    int rc;
+    if (c->decoding) {
+        pthread_join(c->tid, NULL);
+        if (c->rc == 0) {
+            rc = install(s, &c->dc, c->buf, c->count);
+        } else {
+            rc = 0; /* opened again the sure way, which reads the groups */
+            free(c->buf);
+        }
+        decoded_free(&c->dc);
+        free(c);
+        return rc;
+    }
     uint64_t now = 0;
-    int rc = hasher_join(&c->h, c->skip, c->nskip, &now) == 0 && now == c->want;
+    rc = hasher_join(&c->h, c->skip, c->nskip, &now) == 0 && now == c->want;
     /* The records stay only where captures point into them. */
     if (c->in_place) {
         if (ulp__snap_keep(s, (char *)c->buf) == NULL)
@@ -503,53 +626,31 @@ int ulp__index_check_wait(ulp_snapshot *s)
     return rc;
 }
 
-int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
+/*
+ * The captures from the `count` records in `buf`, checked by the seal's
+ * hash: computed on a second thread while this one decodes (left running,
+ * to s->check, by a deferred open), or here.  ulp__index_read()'s result;
+ * `buf` and `runs` are taken (freed or kept).
+ */
+static int read_hashed(ulp_snapshot *s, const seal_fields *sl, uint64_t jfirst, unsigned char *buf,
+                       ulp__index_mem *runs, size_t nruns)
 {
-    const char *env = getenv("ULPPROF_INDEX");
-    if (env != NULL && strcmp(env, "0") == 0)
-        return 0;
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    return 0; /* positions are used in place */
-#endif
-    seal_fields sl;
-    if (read_seal(s, &sl) < 0)
-        return 0;
-    uint64_t seal_off = sl.off, hash = sl.hash, bytes = sl.bytes, count = sl.count;
-    /* Nothing wrote to the file since it was sealed (common/index.h): no hash. */
-    int stamped = sl.stamp != 0 && sl.stamp == s->mtime_ns && hash != 0 &&
-                  (env == NULL || strcmp(env, "hash") != 0);
-    size_t n = (size_t)count;
-    ulp__index_mem *runs;
-    size_t nruns;
-    unsigned char *buf = read_records(s, bytes, &runs, &nruns);
-    if (nruns > 1)
-        qsort(runs, nruns, sizeof *runs, mem_cmp);
-    size_t *order = NULL;
     uint64_t now = 0;
     int used = 0;
     hasher hs;
     /* An open that does not wait for the hash leaves it to s->check. */
-    ulp__index_check *chk = s->defer_check && !stamped ? calloc(1, sizeof *chk) : NULL;
+    ulp__index_check *chk = s->defer_check ? calloc(1, sizeof *chk) : NULL;
     hasher *hp = chk != NULL ? &chk->h : &hs;
-    int threaded = buf != NULL && !stamped &&
-                   hasher_start(hp, s, buf, bytes, count, seal_off, jfirst, runs, nruns) == 0;
+    int threaded = buf != NULL && hasher_start(hp, s, buf, sl->bytes, sl->count, sl->off, jfirst,
+                                               runs, nruns) == 0;
+    decoded dc;
     /* The hash takes longest: the captures' memory is made while it runs (0.5 ms). */
-    decoded dc = {.caps = ulp__big_calloc(n + 1, sizeof *dc.caps),
-                  .srcs = calloc(n + 1, sizeof *dc.srcs),
-                  .of = malloc((n + 1) * sizeof *dc.of),
-                  .skip = malloc((n + 2) * sizeof *dc.skip)};
-    ulp__strset_init(&dc.names);
-    ulp__strset_init(&dc.roles);
-    if (buf != NULL && dc.caps != NULL && dc.srcs != NULL && dc.of != NULL && dc.skip != NULL &&
-        decode_all(s, buf, bytes, count, &dc) == 0 &&
-        (order = name_order(dc.caps, n, &dc.names, dc.of)) != NULL) {
-        dc.nskip = ulp__index_add_unhashed(dc.skip, dc.nskip, seal_off, jfirst);
-        if (stamped) {
-            used = 1;
-        } else if (threaded && chk != NULL) {
+    if (decode(s, buf, sl->bytes, sl->count, 1, &dc) == 0) {
+        dc.nskip = ulp__index_add_unhashed(dc.skip, dc.nskip, sl->off, jfirst);
+        if (threaded && chk != NULL) {
             threaded = 0;
             /* chk->h is the running hash's: only the other fields are set. */
-            chk->want = hash;
+            chk->want = sl->hash;
             chk->skip = dc.skip;
             chk->nskip = dc.nskip;
             chk->buf = buf;
@@ -563,41 +664,56 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
             used = 1;
         } else if (threaded) {
             threaded = 0;
-            used = hasher_join(hp, dc.skip, dc.nskip, &now) == 0 && now == hash;
+            used = hasher_join(hp, dc.skip, dc.nskip, &now) == 0 && now == sl->hash;
         } else {
             __atomic_fetch_add(&g_hashes, 1, __ATOMIC_RELAXED);
             used = ulp__index_hash_file_mem(s->fd, s->file_size, dc.skip, dc.nskip, runs, nruns,
                                             &now) == 0 &&
-                   now == hash;
+                   now == sl->hash;
         }
     }
     if (threaded)
         hasher_join(hp, dc.skip, 0, &now); /* the records did not decode: not used */
     free(chk);
-    /* The records stay only where captures point into them. */
-    if (buf == NULL) {
-        /* left to s->check */
-    } else if (used && dc.in_place && ulp__snap_keep(s, (char *)buf) == NULL) {
-        buf = NULL; /* freed by the keep */
-        used = -1;
-    } else if (!used || !dc.in_place) {
+    if (used)
+        used = install(s, &dc, buf, sl->count); /* buf NULL: left to s->check */
+    else
         free(buf);
-    }
-    /* The captures point into the strings: the snapshot keeps them. */
-    if (used == 1 && (keep_strings(s, &dc.names) < 0 || keep_strings(s, &dc.roles) < 0))
-        used = -1;
-    if (used == 1) {
-        s->caps = dc.caps;
-        s->srcs = dc.srcs;
-        s->by_name = order;
-        s->ncaps = n;
-        dc.caps = NULL;
-        dc.srcs = NULL;
-        order = NULL;
-        ulp__open_progress_add(count);
-    }
-    free(order);
     free(runs);
+    decoded_free(&dc);
+    return used;
+}
+
+int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
+{
+    const char *env = getenv("ULPPROF_INDEX");
+    if (env != NULL && strcmp(env, "0") == 0)
+        return 0;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return 0; /* positions are used in place */
+#endif
+    seal_fields sl;
+    if (read_seal(s, &sl) < 0)
+        return 0;
+    ulp__index_mem *runs;
+    size_t nruns;
+    unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns);
+    if (nruns > 1)
+        qsort(runs, nruns, sizeof *runs, mem_cmp);
+    /* Nothing wrote to the file since it was sealed (common/index.h): no hash. */
+    int stamped = sl.stamp != 0 && sl.stamp == s->mtime_ns && sl.hash != 0 &&
+                  (env == NULL || strcmp(env, "hash") != 0);
+    if (!stamped)
+        return read_hashed(s, &sl, jfirst, buf, runs, nruns);
+    free(runs);
+    if (buf == NULL)
+        return 0;
+    /* A deferred open leaves the decode to s->check: ulp_snapshot_confirm() installs it. */
+    if (s->defer_check && decoder_start(s, buf, sl.bytes, sl.count) == 0)
+        return 1;
+    decoded dc;
+    int used = decode(s, buf, sl.bytes, sl.count, 0, &dc) == 0 ? install(s, &dc, buf, sl.count)
+                                                               : (free(buf), 0);
     decoded_free(&dc);
     return used;
 }

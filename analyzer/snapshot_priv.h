@@ -194,15 +194,17 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
 /* snapshot_index.c: how many seal hashes this process has computed (for tests). */
 uint64_t ulp__index_hash_count(void);
 
-/* snapshot_index.c: a seal hash an open left running (s->check). */
+/* snapshot_index.c: a seal hash, or a decode, an open left running (s->check). */
 typedef struct ulp__index_check ulp__index_check;
 
 /*
- * snapshot_index.c: waits for the seal's hash that ulp__index_read() left
- * running (s->defer_check) and frees what it held: 1 when the file matched
- * the index the captures were read from, or when nothing was left running;
- * 0 when the index was stale or the hash failed; -1 out of memory (then,
- * as with 0, the captures are not to be used).
+ * snapshot_index.c: waits for the seal's hash, or the decoding of the
+ * records, that ulp__index_read() left running (s->defer_check) and frees
+ * what it held: 1 when the file matched the index the captures were read
+ * from, or the decoded captures are now installed, or when nothing was
+ * left running; 0 when the index was stale, the hash failed or a record
+ * did not decode; -1 out of memory (then, as with 0, the captures are not
+ * to be used).
  */
 int ulp__index_check_wait(ulp_snapshot *s);
 

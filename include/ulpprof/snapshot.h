@@ -122,12 +122,13 @@ ULP_API ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_e
 
 /*
  * ulp_snapshot_open(), but without waiting for the check of the file's
- * capture index: the hash of a sealed file of 1,024 captures or more goes
- * on on a second thread, and a program can open its next file meanwhile.
- * Until ulp_snapshot_confirm() has returned ULP_OK the captures may come
- * from an index the file no longer matches (edited by another program
- * since): confirm before reading anything of it.  Its failures are
- * ulp_snapshot_open()'s.
+ * capture index: in a sealed file of 1,024 captures or more, the hash goes
+ * on on a second thread -- or, in a file nothing wrote to since it was
+ * sealed, which needs no hash, the decoding of its index -- and a program
+ * can open its next file meanwhile.  Until ulp_snapshot_confirm() has
+ * returned ULP_OK the captures may be missing or come from an index the
+ * file no longer matches (edited by another program since): confirm before
+ * reading anything of it.  Its failures are ulp_snapshot_open()'s.
  */
 ULP_API ulp_status ulp_snapshot_open_deferred(const char *path, ulp_snapshot **out, ulp_error *err);
 

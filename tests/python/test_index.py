@@ -135,6 +135,13 @@ def deferred(tmp):
             seal = bytes(f["index/seal"][:])
         check(int.from_bytes(seal[16:24], "little") == os.path.getsize(path),
               "%s: the size changed: the stale index is found before the hash" % path)
+    # Unedited, both files keep their stamp: no hash, their records decoded
+    # at once on two threads; the same reports as the groups' and the hash's.
+    for fmt in ("json", "csv"):
+        args = ["diff", "-f", fmt, a, b]
+        want = run_all(args, False)
+        check(run_all(args) == want and run_all(args, "hash") == want and want[0] == 1,
+              "%s: stamped pair: not the groups' report" % args)
     seen = {layer: ['"layer": 77'], seq: ['"seq": 100000', '"seq_b": 100000'], deleted: []}
     for path in (layer, seq, deleted):
         for side, pair in enumerate(((path, b), (b, path))):

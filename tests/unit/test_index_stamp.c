@@ -219,6 +219,88 @@ static void test_index_stamp__old_file(void **state)
     tu_done();
 }
 
+/* File offset of the first byte of `path`'s /index/records. */
+static uint64_t records_offset(const char *path)
+{
+    hid_t f = tu_open(path);
+    hid_t d = H5Dopen2(f, ULP__INDEX_RECORDS, H5P_DEFAULT);
+    haddr_t addr = H5Dget_offset(d);
+    if (addr == HADDR_UNDEF) {
+        hsize_t coord = 0, size = 0;
+        unsigned mask = 0;
+        assert_true(H5Dget_chunk_info_by_coord(d, &coord, &mask, &addr, &size) >= 0);
+    }
+    H5Dclose(d);
+    H5Fclose(f);
+    assert_true(addr != HADDR_UNDEF);
+    return (uint64_t)addr;
+}
+
+/* Whether snapshots `a` and `b` hold the same captures. */
+static void same_captures(const ulp_snapshot *a, const ulp_snapshot *b)
+{
+    size_t n = ulp_snapshot_capture_count(a);
+    assert_int_equal(ulp_snapshot_capture_count(b), n);
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *x = ulp_snapshot_capture(a, i), *y = ulp_snapshot_capture(b, i);
+        assert_string_equal(x->name, y->name);
+        assert_true(x->seq == y->seq && x->occurrence == y->occurrence && x->layer == y->layer &&
+                    x->dtype == y->dtype && x->elements == y->elements);
+        assert_int_equal(ulp_snapshot_find(a, x->name, x->occurrence), (ptrdiff_t)i);
+    }
+}
+
+/*
+ * A deferred open of a stamped file of 1,024 captures or more decodes its
+ * records on a second thread (s->check): nothing is installed until
+ * ulp_snapshot_confirm(), which gives the captures the groups give, with no
+ * hash.  A decode that fails there (a record made unreadable, the mtime set
+ * back) sends the confirmation to the groups, as a failed hash does.
+ */
+static void test_index_stamp__deferred_decode(void **state)
+{
+    (void)state;
+    write_file("stamp-deferred", 1500);
+    ulp_snapshot *s = NULL, *slow = NULL;
+    ulp_error err;
+    setenv("ULPPROF_INDEX", "0", 1);
+    assert_int_equal(ulp_snapshot_open(g_path, &slow, &err), ULP_OK);
+    unsetenv("ULPPROF_INDEX");
+    uint64_t h0 = ulp__index_hash_count();
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_non_null(s->check);
+    assert_int_equal(ulp_snapshot_capture_count(s), 0); /* not yet installed */
+    ulp_snapshot *was = s;
+    assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_OK);
+    assert_ptr_equal(s, was);
+    assert_null(s->check);
+    assert_true(ulp__index_hash_count() == h0);
+    assert_int_equal(ulp_snapshot_capture_count(s), 1500);
+    same_captures(s, slow);
+    ulp_snapshot_close(s);
+    /* Closed before it is confirmed: the close waits for the decode. */
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_non_null(s->check);
+    ulp_snapshot_close(s);
+
+    /* The first record's length 0: it cannot be decoded. */
+    uint64_t stamp = mtime_ns(g_path), at = records_offset(g_path);
+    int fd = open(g_path, O_RDWR);
+    unsigned char zero[4] = {0};
+    assert_int_equal(ulp__journal_pwrite(fd, zero, 4, at), 0);
+    close(fd);
+    set_mtime(g_path, stamp);
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_non_null(s->check);
+    assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_OK);
+    assert_null(s->check);
+    assert_int_equal(ulp_snapshot_capture_count(s), 1500); /* through the groups */
+    same_captures(s, slow);
+    ulp_snapshot_close(s);
+    ulp_snapshot_close(slow);
+    tu_done();
+}
+
 /* ulp_snapshot_copy()'s copy is stamped as the writer's file is. */
 static void test_index_stamp__copy(void **state)
 {
@@ -249,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_index_stamp__written_after),
         cmocka_unit_test(test_index_stamp__old_file),
         cmocka_unit_test(test_index_stamp__copy),
+        cmocka_unit_test(test_index_stamp__deferred_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
