@@ -38,7 +38,8 @@ typedef struct job_row {
     uint64_t chunk;      /* elements per chunk                          */
     uint64_t first_task; /* tasks [first_task, first_task + nchunks)    */
     uint64_t nchunks;
-    ulp__acc acc;
+    int alone;    /* the row's one pair, of one chunk: its thread finishes the row */
+    ulp__acc acc; /* not alone: the chunks' metrics, merged        */
 } job_row;
 
 /*
@@ -94,9 +95,13 @@ typedef struct job {
     uint64_t bytes_total;
     int progress;
     ulp__read_mode *rm;
+    ulp_diff_row *rows;   /* the batch's rows (of the result)            */
     pthread_mutex_t lock; /* guards the accumulators and the error       */
     ulp_error err;
 } job;
+
+static ulp_status finish_row(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_row *row,
+                             ulp__acc *acc, const job_row *jrs, size_t n, ulp_error *err);
 
 /* A copied read's most bytes a side: the pieces stay in the core's L2 cache. */
 #define COPY_PIECE ((size_t)512 << 10)
@@ -150,8 +155,9 @@ static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_e
                        n,    jr->dtype, jr->elements};
     /* A pair of one chunk is this thread's alone: its accumulator takes
      * the elements directly, with no merge and no lock (10,000 small
-     * pairs spent as long on those as on comparing). */
-    ulp__acc local, *acc = jr->nchunks == 1 ? &jr->acc : &local;
+     * pairs spent as long on those as on comparing); the row's only pair
+     * is finished here too, off the caller's thread. */
+    ulp__acc local, *acc = jr->nchunks == 1 && !jr->alone ? &jr->acc : &local;
     if (acc == &local)
         ulp__acc_init(&local);
     const void *va, *vb;
@@ -169,7 +175,10 @@ static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_e
     ulp__reader_end(rd);
     if (got < 0)
         return -1;
-    if (acc == &local) {
+    if (jr->alone) {
+        if (finish_row(j->a, j->b, &j->rows[jr->row], &local, jr, 1, e) != ULP_OK)
+            return -1;
+    } else if (acc == &local) {
         pthread_mutex_lock(&j->lock);
         ulp__acc_merge(&jr->acc, &local);
         pthread_mutex_unlock(&j->lock);
@@ -309,6 +318,29 @@ static void finish_keys(ulp_diff_row *row, uint64_t rowlen)
     }
 }
 
+/* A row's metrics, status, worst element from its merged accumulator; its
+ * job rows jrs[0..n). */
+static ulp_status finish_row(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_row *row,
+                             ulp__acc *acc, const job_row *jrs, size_t n, ulp_error *err)
+{
+    acc->elements = row->elements; /* empty tensors have no chunks */
+    ulp__acc_finish(acc, jrs[0].dtype, row->ndim_a, row->shape_a, &row->m);
+    row->status = row->m.differing ? ULP_DIFF_DIFFERS : ULP_DIFF_IDENTICAL;
+    if (acc->max_ulp > 0 && row->m.worst_flat == acc->max_ulp_flat) {
+        /* The pass kept the worst element (the common case): no read. */
+        row->m.worst_bits_a = acc->max_ulp_bits_a;
+        row->m.worst_bits_b = acc->max_ulp_bits_b;
+        row->m.worst_a = ulp_dtype_to_double(row->dtype_a, acc->max_ulp_bits_a);
+        row->m.worst_b = ulp_dtype_to_double(row->dtype_a, acc->max_ulp_bits_b);
+    } else {
+        ulp_status st = fill_worst(a, b, jrs, n, row, err);
+        if (st != ULP_OK)
+            return st;
+    }
+    finish_keys(row, jrs[0].rowlen);
+    return ULP_OK;
+}
+
 /*
  * Elements in the first chunk of a pair whose A side starts at `p` in the
  * file's mapping: up to the next span boundary when whole chunks are
@@ -375,7 +407,10 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
         else
             jr->nchunks = 1 + (jr->elements - jr->head + jr->chunk - 1) / jr->chunk;
         j->bytes_total += 2 * jr->elements * sz;
-        ulp__acc_init(&jr->acc);
+        jr->alone = jr->nchunks == 1 && (q == 0 || pairs[q - 1].row != pairs[q].row) &&
+                    (q + 1 == npairs || pairs[q + 1].row != pairs[q].row);
+        if (!jr->alone)
+            ulp__acc_init(&jr->acc);
         uint64_t bytes = jr->elements * sz;
         uint64_t oa = ulp__snapshot_offset(a, jr->ia), ob = ulp__snapshot_offset(b, jr->ib);
         int small = jr->nchunks == 1 && bytes <= ULP__VIEW_COPY_BYTES && oa != UINT64_MAX &&
@@ -454,6 +489,7 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     j.buf_bytes = (size_t)(chunk_bytes > 8 ? chunk_bytes : 8);
     j.progress = opts->progress;
     j.rm = rm;
+    j.rows = r->rows;
     ulp_error_clear(&j.err);
     atomic_init(&j.next, 0);
     atomic_init(&j.stop, 0);
@@ -476,25 +512,16 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
         ulp__acc merged, *acc = &j.jrows[q0].acc;
         for (; q < j.njrows && j.jrows[q].row == j.jrows[q0].row; q++)
             r->bytes_read += 2 * j.jrows[q].elements * ulp_dtype_size(j.jrows[q].dtype);
+        if (j.jrows[q0].alone)
+            continue; /* its thread finished it */
         if (q - q0 > 1) {
             acc = &merged;
             ulp__acc_init(&merged);
             for (size_t k = q0; k < q; k++)
                 ulp__acc_merge(&merged, &j.jrows[k].acc);
         }
-        acc->elements = row->elements; /* empty tensors have no chunks */
-        ulp__acc_finish(acc, j.jrows[q0].dtype, row->ndim_a, row->shape_a, &row->m);
-        row->status = row->m.differing ? ULP_DIFF_DIFFERS : ULP_DIFF_IDENTICAL;
-        if (acc->max_ulp > 0 && row->m.worst_flat == acc->max_ulp_flat) {
-            /* The pass kept the worst element (the common case): no read. */
-            row->m.worst_bits_a = acc->max_ulp_bits_a;
-            row->m.worst_bits_b = acc->max_ulp_bits_b;
-            row->m.worst_a = ulp_dtype_to_double(row->dtype_a, acc->max_ulp_bits_a);
-            row->m.worst_b = ulp_dtype_to_double(row->dtype_a, acc->max_ulp_bits_b);
-        } else if ((st = fill_worst(a, b, j.jrows + q0, q - q0, row, err)) != ULP_OK) {
+        if ((st = finish_row(a, b, row, acc, j.jrows + q0, q - q0, err)) != ULP_OK)
             goto cleanup;
-        }
-        finish_keys(row, j.jrows[q0].rowlen);
     }
 cleanup:
     pthread_mutex_destroy(&j.lock);
