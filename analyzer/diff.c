@@ -5,7 +5,9 @@
  * the logits (logits.c), find the verdict, the first divergence and the
  * amplification as the rows come, and the determinism ladder (ladder.c).
  * A streamed batch goes to the caller and only the rows the result points
- * at stay (diff_keep.c).
+ * at stay (diff_keep.c).  The workers (diff_pool.c) live for the whole
+ * diff: while they compare batch k, this thread hands batch k - 1 to the
+ * caller and pairs batch k + 1.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/strset.h"
 #include "diff_priv.h"
 #include "ulpprof/format.h"
@@ -342,93 +345,203 @@ static ulp_status hand_over(void *arg, ulp_error *err)
     return rc != 0 ? ulp__error(err, ULP_ENOMEM, "out of memory") : ULP_OK;
 }
 
-/*
- * Pairs, compares and judges the rows batch by batch; with `fn`, hands each
- * batch to it and keeps only the rows the result points at (diff_keep.c).
- * A stream's batches alternate between two row buffers: batch k goes to
- * `fn` on this thread while the workers compare batch k + 1 (the pairing
- * of k + 1 comes first, here).  What is returned, called and kept is as if
- * one batch were done after the other: batch k's callback runs whatever
- * happens to batch k + 1, and its error comes first.
- */
-static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
-                      ulp_diff_rows_fn fn, void *ctx, ulp_diff_result *r, ulp_error *err)
+/* A batch as the pairing made it: paired ahead, while the batch before it
+ * is compared; its status is reported where the pairing would have come. */
+typedef struct paired {
+    ulp_status st;
+    ulp_error err;
+    ulp_diff_row *rows; /* its row buffer, n of them   */
+    size_t n;
+    ulp__diff_pair *pairs; /* a copy: the pairing reuses its array */
+    size_t npairs, cap;
+    int done;
+} paired;
+
+/* A run's batches in flight: up to three row buffers -- one handed over,
+ * one compared, one paired. */
+typedef struct flight {
+    ulp_diff_result *r;
+    ulp__pairing *pc;
+    size_t batch;
+    ulp_diff_row *bufs[3];
+    paired cur, next;
+    pending pend;
+    int has_pending, want_next;
+    ulp_diff_row *next_rows; /* where the next batch is paired */
+} flight;
+
+/* Pairs the next batch into `rows`, into *out; r->rows and r->n_rows are as they were after. */
+static void pair_next(flight *p, ulp_diff_row *rows, paired *out)
 {
-    ulp__pairing *pc = NULL;
-    ulp__diff_pool *pool = NULL;
-    ulp__diff_keep keep;
-    verdict_run v = {0};
-    ulp__read_mode rm; /* one probe for every batch */
-    size_t batch = batch_rows(a, b, fn), base = 0;
-    ulp_diff_row *spare = NULL; /* the other row buffer of a stream */
-    pending pend = {r, &v, &keep, fn, ctx, NULL, 0, 0, 0};
-    int done = 0, has_pending = 0;
-    ulp__diff_keep_init(&keep);
-    ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
-    if (st != ULP_OK)
-        return st;
-    if ((r->rows = calloc(batch, sizeof *r->rows)) == NULL) {
-        ulp__pairing_free(pc);
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    ulp_diff_result *r = p->r;
+    ulp_diff_row *was = r->rows;
+    size_t n_was = r->n_rows; /* the batch before: the pairing counts it */
+    const ulp__diff_pair *pairs = NULL;
+    size_t npairs = 0;
+    ulp_error_clear(&out->err);
+    r->rows = rows;
+    out->st = ulp__pairing_next(p->pc, p->batch, &pairs, &npairs, &out->done, &out->err);
+    out->rows = rows;
+    out->n = r->n_rows;
+    out->npairs = 0;
+    if (out->st == ULP_OK && npairs > 0) {
+        if (ULP__GROW(out->pairs, out->cap, npairs) != 0)
+            out->st = ulp__error(&out->err, ULP_ENOMEM, "out of memory");
+        else
+            memcpy(out->pairs, pairs, npairs * sizeof *pairs);
+        out->npairs = out->st == ULP_OK ? npairs : 0;
     }
-    if (ulp__read_mode_init(&rm, a, b) != 0) {
-        ulp__pairing_free(pc);
-        return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
+    r->rows = was;
+    r->n_rows = n_was;
+}
+
+/* What the caller's thread does while the workers compare a batch: the
+ * batch before goes to the caller, the batch after is paired. */
+static ulp_status meanwhile(void *arg, ulp_error *err)
+{
+    flight *p = arg;
+    if (p->has_pending) {
+        p->has_pending = 0;
+        ulp_status st = hand_over(&p->pend, err);
+        if (st != ULP_OK)
+            return st;
     }
-    st = ulp__diff_pool_new(opts->threads, &pool, err);
-    while (st == ULP_OK && !done) {
-        const ulp__diff_pair *pairs;
-        size_t npairs, lg0 = r->n_logits;
-        ulp__diff_overlap ov = {has_pending ? hand_over : NULL, &pend, 0, ULP_OK, {0}};
-        if (has_pending) {
-            /* The pending batch's rows stay where they are: pair into the other buffer. */
-            if (spare == NULL && (spare = calloc(batch, sizeof *spare)) == NULL)
-                st = ulp__error(err, ULP_ENOMEM, "out of memory");
-            if (st == ULP_OK) {
-                r->rows = spare;
-                spare = pend.rows;
-            }
+    if (p->want_next)
+        pair_next(p, p->next_rows, &p->next);
+    return ULP_OK;
+}
+
+/* The last batch to the caller, if one waits. */
+static ulp_status hand_over_last(flight *p, ulp_error *err)
+{
+    if (!p->has_pending)
+        return ULP_OK;
+    p->has_pending = 0;
+    return hand_over(&p->pend, err);
+}
+
+/* The row buffer of batch k of a stream: NULL when out of memory. */
+static ulp_diff_row *buffer(flight *p, size_t k)
+{
+    ulp_diff_row **b = &p->bufs[k % 3];
+    if (*b == NULL)
+        *b = calloc(p->batch, sizeof **b);
+    return *b;
+}
+
+/* Frees what the flight holds; a stream's buffers with their rows (handed
+ * over -- what they held is disowned -- or never). */
+static void flight_release(flight *p, int stream)
+{
+    for (int i = 0; stream && i < 3; i++) {
+        for (size_t k = 0; p->bufs[i] != NULL && k < p->batch; k++)
+            ulp__diff_row_release(&p->bufs[i][k]);
+        free(p->bufs[i]);
+    }
+    free(p->cur.pairs);
+    free(p->next.pairs);
+}
+
+/*
+ * Batch after batch: compared on the workers while this thread hands the
+ * batch before to `fn` and pairs the batch after (meanwhile()); then its
+ * verdict and origins.  What is returned, called and kept is as if one
+ * batch were done after the other: batch k - 1's callback runs whatever
+ * happens to batch k, and its error comes first; a pairing's error comes
+ * after the callback of the batch before.
+ */
+static ulp_status batches(const ulp_snapshot *a, const ulp_snapshot *b,
+                          const ulp_diff_options *opts, ulp__read_mode *rm, ulp__diff_pool *pool,
+                          flight *p, verdict_run *v, size_t *base, ulp_error *err)
+{
+    ulp_diff_result *r = p->r;
+    int stream = p->pend.fn != NULL;
+    pair_next(p, r->rows, &p->next);
+    for (size_t k = 0;; k++) {
+        paired t = p->cur;
+        p->cur = p->next;
+        p->next = t;
+        if (p->cur.st != ULP_OK) {
+            ulp_status st = hand_over_last(p, err);
+            if (st == ULP_OK && err)
+                *err = p->cur.err;
+            return st != ULP_OK ? st : p->cur.st;
         }
-        if (st == ULP_OK &&
-            (st = ulp__pairing_next(pc, batch, &pairs, &npairs, &done, err)) == ULP_OK)
-            st = compare(a, b, opts, &rm, pool, r, pairs, npairs, base, &ov, err);
+        r->rows = p->cur.rows;
+        r->n_rows = p->cur.n;
+        p->want_next = stream && !p->cur.done;
+        if (p->want_next && (p->next_rows = buffer(p, k + 1)) == NULL) {
+            p->want_next = 0; /* reported where the pairing comes */
+            p->next.st = ulp__error(&p->next.err, ULP_ENOMEM, "out of memory");
+        }
+        size_t lg0 = r->n_logits;
+        ulp__diff_overlap ov = {meanwhile, p, 0, ULP_OK, {0}};
+        ulp_status st =
+            compare(a, b, opts, rm, pool, r, p->cur.pairs, p->cur.npairs, *base, &ov, err);
         ulp__diff_overlap_run(&ov); /* whatever happened to this batch */
-        has_pending = 0;
-        if (ov.ran && ov.st != ULP_OK) {
+        if (ov.st != ULP_OK) {
             st = ov.st;
             if (err)
                 *err = ov.err;
         }
         if (st != ULP_OK)
-            break;
-        verdict_rows(r, &v, r->rows, base, r->n_rows);
+            return st;
+        verdict_rows(r, v, r->rows, *base, r->n_rows);
         ulp__origin_run(r);
-        if (fn != NULL) {
-            pend.rows = r->rows;
-            pend.base = base;
-            pend.n = r->n_rows;
-            pend.lg0 = lg0;
-            has_pending = 1;
+        if (stream) {
+            p->pend.rows = r->rows;
+            p->pend.base = *base;
+            p->pend.n = r->n_rows;
+            p->pend.lg0 = lg0;
+            p->has_pending = 1;
         }
-        base += r->n_rows;
+        *base += r->n_rows;
+        if (p->cur.done)
+            return hand_over_last(p, err);
     }
-    if (st == ULP_OK && has_pending) {
-        ulp__diff_overlap ov = {hand_over, &pend, 0, ULP_OK, {0}};
-        ulp__diff_overlap_run(&ov);
-        if ((st = ov.st) != ULP_OK && err)
-            *err = ov.err;
+}
+
+/*
+ * Pairs, compares and judges the rows batch by batch (batches()); with
+ * `fn`, hands each batch to it and keeps only the rows the result points
+ * at (diff_keep.c).
+ */
+static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_options *opts,
+                      ulp_diff_rows_fn fn, void *ctx, ulp_diff_result *r, ulp_error *err)
+{
+    ulp__diff_pool *pool = NULL;
+    ulp__diff_keep keep;
+    verdict_run v = {0};
+    ulp__read_mode rm; /* one probe for every batch */
+    size_t base = 0;
+    flight p;
+    memset(&p, 0, sizeof p);
+    p.r = r;
+    p.batch = batch_rows(a, b, fn);
+    p.pend = (pending){r, &v, &keep, fn, ctx, NULL, 0, 0, 0};
+    ulp__diff_keep_init(&keep);
+    ulp_status st = ulp__pairing_new(a, b, opts, r, &p.pc, err);
+    if (st != ULP_OK)
+        return st;
+    if ((r->rows = p.bufs[0] = calloc(p.batch, sizeof *r->rows)) == NULL) {
+        ulp__pairing_free(p.pc);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
+    if (ulp__read_mode_init(&rm, a, b) != 0) {
+        ulp__pairing_free(p.pc);
+        return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
+    }
+    if ((st = ulp__diff_pool_new(opts->threads, &pool, err)) == ULP_OK)
+        st = batches(a, b, opts, &rm, pool, &p, &v, &base, err);
     ulp__diff_pool_free(pool);
-    ulp__pairing_free(pc);
+    ulp__pairing_free(p.pc);
     ulp__read_mode_destroy(&rm);
-    if (spare != NULL) {
-        /* Handed over (what it held is disowned) or never: release either way. */
-        for (size_t i = 0; i < batch; i++)
-            ulp__diff_row_release(&spare[i]);
-        free(spare);
-    }
-    if (fn != NULL)
+    flight_release(&p, fn != NULL);
+    if (fn != NULL) {
+        r->rows = NULL; /* released with the buffers */
+        r->n_rows = 0;
         ulp__diff_keep_finish(&keep, r, base); /* r->rows: the kept rows */
+    }
     if (st == ULP_OK)
         amplification(r, &v);
     return st;

@@ -266,8 +266,9 @@ void ulp__diff_pool_join(ulp__diff_pool *p, int work);
 void ulp__diff_pool_free(ulp__diff_pool *p);
 
 /*
- * What a stream runs on the caller's thread while the helpers compare the
- * next batch (diff.c: the previous batch's callback): ulp__diff_metrics()
+ * What a stream runs on the caller's thread while the helpers compare a
+ * batch (diff.c: the callback of the batch before, the pairing of the
+ * batch after): ulp__diff_metrics()
  * runs it once, after posting its first job; `ran`, its status and error
  * tell what happened.
  */
