@@ -156,7 +156,7 @@ ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t
         break;
     case ULP_REPORT_JSON:
         ulp__tally_rows(&s->tally, rows, n);
-        rc = ulp__json_rows(rows, n, first, s->spool);
+        rc = ulp__json_spool_rows(rows, n, s->spool);
         break;
     }
     if (rc != 0 || s->tally.oom)
@@ -214,7 +214,7 @@ static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FIL
     if (plain == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     ulp__json_emit(plain, at, f);
-    int rc = copy_spool(s->spool, f);
+    int rc = ulp__json_unspool(s->spool, f);
     ulp__json_rows_end(r->n_rows, f);
     ulp__json_emit(plain + rest, strlen(plain + rest), f);
     free(plain);

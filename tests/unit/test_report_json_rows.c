@@ -698,6 +698,89 @@ static void test_report_json_rows__empty_and_plain(void **state)
     free(got);
 }
 
+/* The spool's bytes of rows[0, n) in batches of 1..7 rows. */
+static char *spool_bytes(const ulp_diff_row *rows, size_t n, size_t *len)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    for (size_t i = 0; i < n;) {
+        size_t k = 1 + pick(7);
+        k = k < n - i ? k : n - i;
+        assert_int_equal(ulp__json_spool_rows(rows + i, k, f), 0);
+        i += k;
+    }
+    *len = (size_t)ftell(f);
+    char *b = malloc(*len + 1);
+    assert_non_null(b);
+    rewind(f);
+    assert_int_equal(fread(b, 1, *len, f), *len);
+    fclose(f);
+    return b;
+}
+
+/* ulp__json_unspool() of the bytes b[0, n): its text, and its status in *rc. */
+static char *unspool(const char *b, size_t n, size_t *len, int *rc)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    rewind(f);
+    char *out = NULL;
+    FILE *o = open_memstream(&out, len);
+    assert_non_null(o);
+    *rc = ulp__json_unspool(f, o);
+    fclose(o);
+    fclose(f);
+    return out;
+}
+
+/* Rows through the streamed report's temporary file come back as the text
+ * the writer (and jansson) gives them; a cut or damaged file is refused,
+ * or read as far as its whole records go, never past them. */
+static void test_report_json_rows__spool(void **state)
+{
+    (void)state;
+    enum { N = 60 };
+    ulp_diff_row *rows = calloc(N, sizeof *rows);
+    row_mem *mem = calloc(N, sizeof *mem);
+    assert_non_null(rows);
+    assert_non_null(mem);
+    for (int round = 0; round < 40; round++) {
+        size_t n = 1 + pick(N);
+        for (size_t i = 0; i < n; i++)
+            any_row(&rows[i], &mem[i]);
+        size_t ns, ng, nw;
+        int rc;
+        char *sp = spool_bytes(rows, n, &ns);
+        char *got = unspool(sp, ns, &ng, &rc);
+        assert_int_equal(rc, 0);
+        char *want = ref_rows(rows, n, 0, &nw);
+        assert_same_text("unspooled rows", got, ng, want, nw);
+        free(got);
+        /* Cut anywhere: all of it or a prefix of whole rows, or refused. */
+        for (int cut = 0; cut < 20; cut++) {
+            size_t at = pick(ns);
+            got = unspool(sp, at, &ng, &rc);
+            if (rc == 0) {
+                assert_true(ng <= nw);
+                assert_memory_equal(got, want, ng);
+            }
+            free(got);
+        }
+        /* Damaged: any status, no crash (valgrind and ASan runs check the reads). */
+        for (int flip = 0; flip < 20; flip++) {
+            size_t at = pick(ns);
+            sp[at] = (char)(sp[at] ^ (1 << pick(8)));
+            got = unspool(sp, ns, &ng, &rc);
+            free(got);
+        }
+        free(sp);
+        free(want);
+    }
+    free(rows);
+    free(mem);
+}
+
 /* Names longer than the writer's buffer, plain runs and escapes across its
  * boundaries: what it flushes first and what it writes past its buffer. */
 static void test_report_json_rows__long_names(void **state)
@@ -735,6 +818,14 @@ static void test_report_json_rows__long_names(void **state)
             char *want = ref_rows(rows, 2, 0, &nw);
             assert_same_text("long names", got, ng, want, nw);
             assert_true(ng > 2 * lens[i]);
+            free(got);
+            size_t ns;
+            int rc;
+            char *sp = spool_bytes(rows, 2, &ns);
+            got = unspool(sp, ns, &ng, &rc);
+            assert_int_equal(rc, 0);
+            assert_same_text("long names, unspooled", got, ng, want, nw);
+            free(sp);
             free(got);
             free(want);
         }
@@ -829,6 +920,7 @@ int main(void)
         cmocka_unit_test(test_report_json_rows__random_rows),
         cmocka_unit_test(test_report_json_rows__empty_and_plain),
         cmocka_unit_test(test_report_json_rows__long_names),
+        cmocka_unit_test(test_report_json_rows__spool),
         cmocka_unit_test(test_report_json_rows__reals),
         cmocka_unit_test(test_report_json_rows__strings),
     };
