@@ -375,9 +375,9 @@ static int span_take(group_span *g, uint64_t off, uint64_t bytes, uint64_t most)
  * order, tasks numbered across them.  -1 when out of memory. */
 static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_diff_result *r,
                 const ulp__diff_pair *pairs, size_t npairs, ulp__logits_fuse *fuse, size_t nfuse,
-                uint64_t chunk_bytes, uint64_t group_bytes)
+                uint64_t chunk_bytes, uint64_t group_bytes, size_t *cap_tasks)
 {
-    size_t cap_tasks = 0, f = 0;
+    size_t f = 0;
     int open = 0; /* the last task is a group that may take the next pair */
     group_span ga = {0, 0}, gb = {0, 0};
     for (size_t q = 0; q < npairs; q++) {
@@ -429,7 +429,7 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
             continue;
         }
         jr->first_task = j->ntasks;
-        if (ULP__GROW(j->tasks, cap_tasks, j->ntasks + jr->nchunks) != 0)
+        if (ULP__GROW(j->tasks, *cap_tasks, j->ntasks + jr->nchunks) != 0)
             return -1;
         for (uint64_t k = 0; k < jr->nchunks; k++)
             j->tasks[j->ntasks++] = (job_task){j->njrows - 1, 1, 0, 0};
@@ -473,15 +473,17 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     job j;
     ulp_status st = ULP_OK;
     memset(&j, 0, sizeof j);
-    if ((j.jrows = calloc(npairs + 1, sizeof *j.jrows)) == NULL)
+    ulp__diff_scratch *sc = ulp__diff_pool_scratch(pool);
+    if (ulp__grow(&sc->jrows, &sc->cap_jrows, npairs + 1, sizeof *j.jrows) != 0)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
+    j.jrows = sc->jrows; /* every field is set by plan() */
+    j.tasks = sc->tasks;
     uint64_t chunk_bytes = opts->chunk_elements * 2; /* a 2-byte element's share */
-    if (plan(&j, a, b, r, pairs, npairs, fuse, nfuse, chunk_bytes,
-             group_bytes(r, pairs, npairs, ulp__diff_pool_helpers(pool) + 1)) != 0) {
-        free(j.jrows);
-        free(j.tasks);
+    int rc = plan(&j, a, b, r, pairs, npairs, fuse, nfuse, chunk_bytes,
+                  group_bytes(r, pairs, npairs, ulp__diff_pool_helpers(pool) + 1), &sc->cap_tasks);
+    sc->tasks = j.tasks; /* grown or not */
+    if (rc != 0)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    }
     uint64_t batch_bytes = j.bytes_total;
     j.bytes_total = total;
     j.a = a;
@@ -495,11 +497,8 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     atomic_init(&j.stop, 0);
     atomic_init(&j.bytes_done, *done);
     *done += batch_bytes;
-    if (pthread_mutex_init(&j.lock, NULL) != 0) {
-        free(j.jrows);
-        free(j.tasks);
+    if (pthread_mutex_init(&j.lock, NULL) != 0)
         return ulp__error(err, ULP_ETHREAD, "cannot create a mutex");
-    }
     if (j.ntasks > 0 && (st = run_jobs(&j, pool, ov)) != ULP_OK) {
         if (err && j.err.status != ULP_OK)
             *err = j.err; /* else the overlap's: the caller has it */
@@ -525,8 +524,6 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
     }
 cleanup:
     pthread_mutex_destroy(&j.lock);
-    free(j.jrows);
-    free(j.tasks);
     return st;
 }
 

@@ -29,6 +29,7 @@ struct ulp__diff_pool {
     pthread_t tids[ULP__DIFF_MAX_THREADS];
     helper_arg args[ULP__DIFF_MAX_THREADS];
     ulp__diff_worker w[ULP__DIFF_MAX_THREADS]; /* [0]: the caller's */
+    ulp__diff_scratch scratch;
 };
 
 static void *helper(void *arg)
@@ -90,6 +91,11 @@ ulp_status ulp__diff_pool_new(int threads, ulp__diff_pool **out, ulp_error *err)
     return ULP_OK;
 }
 
+ulp__diff_scratch *ulp__diff_pool_scratch(ulp__diff_pool *p)
+{
+    return &p->scratch;
+}
+
 int ulp__diff_pool_helpers(const ulp__diff_pool *p)
 {
     return p->nhelpers;
@@ -133,6 +139,8 @@ void ulp__diff_pool_free(ulp__diff_pool *p)
         free(p->w[i].ba);
         free(p->w[i].bb);
     }
+    free(p->scratch.jrows);
+    free(p->scratch.tasks);
     pthread_cond_destroy(&p->idle);
     pthread_cond_destroy(&p->go);
     pthread_mutex_destroy(&p->lock);

@@ -258,6 +258,14 @@ typedef struct ulp__diff_worker {
 } ulp__diff_worker;
 typedef void (*ulp__diff_work_fn)(void *job, ulp__diff_worker *w);
 typedef struct ulp__diff_pool ulp__diff_pool;
+/* The arrays of the caller's jobs (diff_jobs.c: job rows, tasks), kept from
+ * job to job and never zeroed: each batch of a stream had allocated and
+ * cleared 0.8 MiB again.  Grown by the caller, freed with the pool. */
+typedef struct ulp__diff_scratch {
+    void *jrows, *tasks;
+    size_t cap_jrows, cap_tasks;
+} ulp__diff_scratch;
+ulp__diff_scratch *ulp__diff_pool_scratch(ulp__diff_pool *p);
 /* Fewer helpers when threads cannot be created; errors: the lock. */
 ulp_status ulp__diff_pool_new(int threads, ulp__diff_pool **out, ulp_error *err);
 int ulp__diff_pool_helpers(const ulp__diff_pool *p);
