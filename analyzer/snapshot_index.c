@@ -81,17 +81,29 @@ static int read_seal(const ulp_snapshot *s, seal_fields *sl)
 /* The most runs read_direct() keeps track of; more chunks go through H5Dread. */
 #define RUNS_MAX ((uint64_t)1 << 20)
 
+/* Reads the `n` runs into their places; 0, or -1. */
+static int read_runs(int fd, const ulp__index_mem *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ulp__journal_pread(fd, (unsigned char *)(uintptr_t)runs[i].p, (size_t)runs[i].len,
+                               runs[i].off) < 0)
+            return -1;
+    return 0;
+}
+
 /*
  * Reads the `bytes` bytes of uint8 dataset `d` into `buf` with pread(2),
  * from where HDF5 says they are: one contiguous run, or unfiltered chunks
  * (one read per run of adjacent chunks), each run in (*out)[0..*nruns)
  * (allocated here, freed by the caller).  H5Dread reads each chunk into its
  * chunk cache and copies it again: 1.0-1.4 ms for the 1.8 MB of 10,000
- * records.  0, or -1 when the layout is another (compact, filtered, a
- * chunk not written, out of the file): H5Dread then reads it.
+ * records.  Without `reads` the runs are only found (read_runs() reads
+ * them; no HDF5 call needed).  0, or -1 when the layout is another
+ * (compact, filtered, a chunk not written, out of the file): H5Dread then
+ * reads it.
  */
 static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint64_t bytes,
-                       ulp__index_mem **out, size_t *nruns)
+                       ulp__index_mem **out, size_t *nruns, int reads)
 {
     hid_t dcpl = H5Dget_create_plist(d);
     if (dcpl < 0)
@@ -130,25 +142,26 @@ static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint6
             runs[n - 1].len += len;
             continue;
         }
-        if (n > 0 && ulp__journal_pread(s->fd, (unsigned char *)(uintptr_t)runs[n - 1].p,
-                                        (size_t)runs[n - 1].len, runs[n - 1].off) < 0)
+        if (n > 0 && reads && read_runs(s->fd, &runs[n - 1], 1) < 0)
             return -1;
         runs[n++] = (ulp__index_mem){addr, len, buf + at};
     }
     *nruns = n;
-    return n == 0 ? 0
-                  : ulp__journal_pread(s->fd, (unsigned char *)(uintptr_t)runs[n - 1].p,
-                                       (size_t)runs[n - 1].len, runs[n - 1].off);
+    return n == 0 || !reads ? 0 : read_runs(s->fd, &runs[n - 1], 1);
 }
 
 /*
  * The records, read whole (kept by the snapshot when used); NULL if they
  * cannot be.  Where they lie in the file, when they were read from there
  * rather than by H5Dread, in *runs (*nruns of them; the caller frees).
+ * With `*defer` set, runs are left to read_runs() (on another thread), and
+ * *defer says whether any were left.
  */
 static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__index_mem **runs,
-                                   size_t *nruns)
+                                   size_t *nruns, int *defer)
 {
+    int want = *defer;
+    *defer = 0;
     *runs = NULL;
     *nruns = 0;
     unsigned char *buf = ulp__big_alloc((size_t)bytes, 0);
@@ -156,7 +169,7 @@ static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__i
         return buf;
     ulp__index_mem *v = NULL;
     hid_t d = open_bytes(s, ULP__INDEX_RECORDS, bytes);
-    if (d < 0 || read_direct(s, d, buf, bytes, &v, nruns) < 0) {
+    if (d < 0 || read_direct(s, d, buf, bytes, &v, nruns, !want) < 0) {
         *nruns = 0;
         if (d < 0 || H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
             free(buf);
@@ -169,6 +182,7 @@ static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__i
         *runs = v;
     else
         free(v);
+    *defer = want && *nruns > 0;
     return buf;
 }
 
@@ -555,6 +569,7 @@ struct ulp__index_check {
     ulp__index_mem *runs;
     /* Both: the records, which the captures point into if in_place. */
     unsigned char *buf;
+    size_t nruns; /* the decode reads `runs` first when not 0 */
     /* The decode: */
     pthread_t tid;
     const ulp_snapshot *s;
@@ -569,21 +584,31 @@ struct ulp__index_check {
 static void *decoder_main(void *arg)
 {
     ulp__index_check *c = arg;
-    c->rc = decode(c->s, c->buf, c->bytes, c->count, 0, &c->dc);
+    c->rc = c->nruns > 0 && read_runs(c->s->fd, c->runs, c->nruns) < 0
+                ? -1
+                : decode(c->s, c->buf, c->bytes, c->count, 0, &c->dc);
     return NULL;
 }
 
 /*
- * Starts decoding the `count` records in `buf` on a second thread, left to
- * s->check, which owns `buf` from then on: 0, or -1 (nothing started).
- * The next file opens meanwhile: ulpprof diff decodes its two files at once.
+ * Starts decoding the `count` records in `buf` on a second thread -- after
+ * reading the `nruns` runs into it, when not 0 -- left to s->check, which
+ * owns `buf` and `runs` from then on: 0, or -1 (nothing started).  The next
+ * file opens meanwhile: ulpprof diff reads and decodes its two files at once.
  */
-static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, uint64_t count)
+static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, uint64_t count,
+                         ulp__index_mem *runs, size_t nruns)
 {
-    ulp__index_check *c = count >= DECODE_THREAD_MIN ? calloc(1, sizeof *c) : NULL;
+    ulp__index_check *c = calloc(1, sizeof *c);
     if (c == NULL)
         return -1;
-    *c = (ulp__index_check){.decoding = 1, .buf = buf, .s = s, .bytes = bytes, .count = count};
+    *c = (ulp__index_check){.decoding = 1,
+                            .buf = buf,
+                            .runs = runs,
+                            .nruns = nruns,
+                            .s = s,
+                            .bytes = bytes,
+                            .count = count};
     if (pthread_create(&c->tid, NULL, decoder_main, c) != 0) {
         free(c);
         return -1;
@@ -608,6 +633,7 @@ int ulp__index_check_wait(ulp_snapshot *s)
             free(c->buf);
         }
         decoded_free(&c->dc);
+        free(c->runs);
         free(c);
         return rc;
     }
@@ -695,22 +721,31 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     seal_fields sl;
     if (read_seal(s, &sl) < 0)
         return 0;
-    ulp__index_mem *runs;
-    size_t nruns;
-    unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns);
-    if (nruns > 1)
-        qsort(runs, nruns, sizeof *runs, mem_cmp);
     /* Nothing wrote to the file since it was sealed (common/index.h): no hash. */
     int stamped = sl.stamp != 0 && sl.stamp == s->mtime_ns && sl.hash != 0 &&
                   (env == NULL || strcmp(env, "hash") != 0);
+    /* A deferred open of such a file leaves the records' reads (those that
+     * need no HDF5 call) and their decode to s->check, which
+     * ulp_snapshot_confirm() waits for and installs. */
+    int thread = stamped && s->defer_check && sl.count >= DECODE_THREAD_MIN, unread = thread;
+    ulp__index_mem *runs;
+    size_t nruns;
+    unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns, &unread);
+    if (thread && buf != NULL &&
+        decoder_start(s, buf, sl.bytes, sl.count, runs, unread ? nruns : 0) == 0)
+        return 1;
+    if (unread && (buf == NULL || read_runs(s->fd, runs, nruns) < 0)) {
+        free(buf);
+        free(runs);
+        return 0;
+    }
+    if (nruns > 1)
+        qsort(runs, nruns, sizeof *runs, mem_cmp);
     if (!stamped)
         return read_hashed(s, &sl, jfirst, buf, runs, nruns);
     free(runs);
     if (buf == NULL)
         return 0;
-    /* A deferred open leaves the decode to s->check: ulp_snapshot_confirm() installs it. */
-    if (s->defer_check && decoder_start(s, buf, sl.bytes, sl.count) == 0)
-        return 1;
     decoded dc;
     int used = decode(s, buf, sl.bytes, sl.count, 0, &dc) == 0 ? install(s, &dc, buf, sl.count)
                                                                : (free(buf), 0);
