@@ -183,7 +183,20 @@ def stamped(tmp, a, b):
     copy = os.path.join(tmp, "stamped.copy.h5")
     r = subprocess.run([ULPPROF, "repair", a, copy], capture_output=True, text=True)
     check(r.returncode == 0, "repair: exit %d: %s" % (r.returncode, r.stderr))
-    for path in (a, b, copy):
+    # Written by the Python package (`ulpprof import`), through the same writer.
+    npz, imported = os.path.join(tmp, "dump.npz"), os.path.join(tmp, "imported.h5")
+    np.savez(npz, **{"model.layers.0.out": np.arange(64, dtype=np.float32),
+                     "logits": np.ones((2, 8), np.float32)})
+    src = os.environ.get("ULPPROF_SOURCE_DIR", ".")
+    env = dict(os.environ, ULPPROF_PYTHON=sys.executable, PYTHONPATH=os.path.join(src, "python"),
+               ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "collector", "libulpprof_capture.so"))
+    r = subprocess.run([ULPPROF, "import", "-o", imported, npz], env=env, capture_output=True,
+                       text=True)
+    check(r.returncode == 0, "import: exit %d: %s" % (r.returncode, r.stderr))
+    args = ["ls", "--json", imported]
+    check(run_all(args) == run_all(args, False) == run_all(args, "hash"),
+          "imported: ls differs with the stamp, without the index or hashed")
+    for path in (a, b, copy, imported):
         stamp = seal_field(path, 40)
         check(stamp != 0 and os.stat(path).st_mtime_ns == stamp,
               "%s: mtime %d is not the seal's stamp %d" % (path, os.stat(path).st_mtime_ns, stamp))
