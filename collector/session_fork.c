@@ -35,10 +35,12 @@ static void atfork_prepare(void)
 {
     pthread_mutex_lock(&g_registry_mu);
     pthread_mutex_lock(&g_h5_mu);
+    ulp__staging_fork_prepare();
 }
 
 static void atfork_parent(void)
 {
+    ulp__staging_fork_parent();
     pthread_mutex_unlock(&g_h5_mu);
     pthread_mutex_unlock(&g_registry_mu);
 }
@@ -62,6 +64,7 @@ static void atfork_child(void)
         }
         s->fd = -1;
     }
+    ulp__staging_fork_child();
     /* The forking thread held both in atfork_prepare; it is this thread now. */
     pthread_mutex_unlock(&g_h5_mu);
     pthread_mutex_unlock(&g_registry_mu);

@@ -168,8 +168,20 @@ void ulp__staging_start(ulp_session *s);
  */
 void ulp__staging_wait_ready(ulp_session *s);
 
-/* Stops the prefault thread and unmaps the ring; every block given back. */
+/*
+ * Stops the prefault thread; every block given back.  The ring is kept for
+ * the process's next session of the same bound (one ring at most; its
+ * pages left for the kernel to take back, MADV_FREE), else unmapped.
+ */
 void ulp__staging_stop(ulp_session *s);
+
+/* Unmaps the kept ring, if any. */
+void ulp__staging_release_kept(void);
+
+/* fork(2): the kept ring is held across it (prepare/parent) and is not in the child. */
+void ulp__staging_fork_prepare(void);
+void ulp__staging_fork_parent(void);
+void ulp__staging_fork_child(void);
 
 /* 1 if a block of `size` bytes comes from the ring (now or once it drains).  s->mu held. */
 int ulp__staging_holds(const ulp_session *s, size_t size);

@@ -6,8 +6,10 @@
  * the default 256 MiB queue bound so that the caller never waits for room.
  *
  * Prints per size these ratios (each the median, with the range, of REPS
- * repetitions), for a fresh session and for the next captures in the same
- * session (twice, as a run that captures every step does):
+ * repetitions, each in a new process), for a fresh session (the process's
+ * first), for the next captures in the same session (twice, as a run that
+ * captures every step does), and for the process's next session (the
+ * library keeps a closed session's staging ring for it):
  *   call/memcpy   time the calling thread spends in its loop of
  *                 ulp_capture_host() calls divided by a loop of plain
  *                 memcpy() of the same bytes into as many buffers that are
@@ -29,12 +31,14 @@
  *                 directory, fflush'd and closed (1.0 = as fast as stdio).
  *   open ms       ulp_capture_open()'s wall time, its calling thread's CPU
  *                 time and the whole process's (the writer thread creating
- *                 the file, the prefault thread populating the reserve).
+ *                 the file, the prefault thread populating the reserve),
+ *                 for the first session and the next one.
  * Neither side calls fsync: both measure the write into the page cache.
  * A fresh session starts with fresh staging memory (the kernel zeroes each
  * page at its first touch; collector/session_staging.c populates a reserve
  * before the open returns, and more ahead on a thread of its own); the
- * same session's next passes reuse it.
+ * same session's next passes reuse it, and so does the next session,
+ * whose reserve is mostly there already.
  *
  *   bench_capture [DIR [SIZE...]]   (DIR: where the files go; default $TMPDIR or /tmp;
  *                                    SIZE: MiB, or bytes with a B suffix: 512B)
@@ -48,6 +52,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,7 +61,7 @@
 #define PASS_BYTES ((size_t)128 << 20)
 #define MAX_CALLS  4096 /* per pass: the writer stores small captures at ~25k/s */
 #define REPS       5
-#define PASSES     3 /* a fresh session, then the same session's next captures, twice */
+#define PASSES     4 /* a fresh session, its next captures twice, the process's next session */
 
 static double now_s(void)
 {
@@ -111,7 +116,7 @@ static volatile uint8_t g_sink;
 
 typedef struct result {
     double memcpy_s[REPS], memcpy_cpu[REPS], fwrite_s[REPS];
-    double open_s[REPS], open_cpu[REPS], open_all_cpu[REPS]; /* ms */
+    double open_s[2][REPS], open_cpu[2][REPS], open_all_cpu[2][REPS]; /* ms: first, next session */
     double call_s[PASSES][REPS], call_cpu[PASSES][REPS], writer_s[PASSES][REPS];
     double call_sleeps[PASSES][REPS], call_faults[PASSES][REPS];
     double others_cpu[PASSES][REPS]; /* ms per pass: the session's threads during the loop */
@@ -134,7 +139,19 @@ static void print_value(const char *what, const double *v)
     printf("  %-26s %5.2f [%.2f-%.2f]\n", what, r[REPS / 2], r[0], r[REPS - 1]);
 }
 
-/* One repetition for tensors of `bytes`: memcpy, the capture API (two passes), fwrite. */
+/* Opens the default session on `path`, timed as the first (which 0) or next session (1). */
+static int open_timed(const char *path, result *res, int which, int rep)
+{
+    double t0 = now_s(), c0 = cpu_s(), p0 = process_cpu_s();
+    if (ulp_capture_open(path, "bench") != ULP_OK)
+        return -1;
+    res->open_s[which][rep] = (now_s() - t0) * 1e3;
+    res->open_cpu[which][rep] = (cpu_s() - c0) * 1e3;
+    res->open_all_cpu[which][rep] = (process_cpu_s() - p0) * 1e3;
+    return 0;
+}
+
+/* One repetition for tensors of `bytes`: memcpy, the capture API (four passes), fwrite. */
 static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t bytes, int n,
                     result *res, int rep)
 {
@@ -150,15 +167,14 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
     int64_t cols = bytes % 2048 == 0 ? 1024 : 64;
     int64_t shape[2] = {(int64_t)bytes / 2 / cols, cols};
     snprintf(path, sizeof(path), "%s/bench_capture_%ld.h5", dir, (long)getpid());
-    t0 = now_s();
-    c0 = cpu_s();
-    double p0 = process_cpu_s();
-    if (ulp_capture_open(path, "bench") != ULP_OK)
+    double p0 = 0;
+    if (open_timed(path, res, 0, rep) != 0)
         return -1;
-    res->open_s[rep] = (now_s() - t0) * 1e3;
-    res->open_cpu[rep] = (cpu_s() - c0) * 1e3;
-    res->open_all_cpu[rep] = (process_cpu_s() - p0) * 1e3;
     for (int pass = 0; pass < PASSES; pass++) {
+        /* The last pass: the process's next session, on a new file. */
+        if (pass == PASSES - 1 && (ulp_capture_close() != ULP_OK || unlink(path) != 0 ||
+                                   open_timed(path, res, 1, rep) != 0))
+            return -1;
         long z0 = sleeps(), f0 = faults();
         t0 = now_s();
         c0 = cpu_s();
@@ -198,27 +214,53 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
     return 0;
 }
 
+/*
+ * One repetition in a child process of its own, so that its first session
+ * is a process's first (the library keeps a closed session's ring for the
+ * next one): the destinations are mapped there too (inherited ones would
+ * be copied on write inside the timed loop).
+ */
+static int run_child(const char *dir, const uint16_t *src, size_t bytes, int n, result *res,
+                     int rep)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        /* As many destinations as captures, as the captures' staging blocks:
+         * a memcpy into one buffer that stays in the last-level cache would
+         * flatter the baseline.  Backed by huge pages where the kernel gives
+         * them, as the staging ring is: fewer TLB misses than 4 KiB pages, so
+         * the baseline is the fastest copy, not the plain malloc'd one. */
+        size_t dst_bytes = bytes * (size_t)n;
+        uint8_t *dst = NULL;
+        if (posix_memalign((void **)&dst, (size_t)2 << 20, dst_bytes) != 0)
+            _exit(1);
+#ifdef MADV_HUGEPAGE
+        madvise(dst, dst_bytes, MADV_HUGEPAGE);
+#endif
+        memset(dst, 1, dst_bytes); /* map the destination before timing */
+        _exit(run_once(dir, src, dst, bytes, n, res, rep) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench_capture: run %d failed\n", rep);
+        return -1;
+    }
+    return 0;
+}
+
 static int bench_size(const char *dir, size_t bytes)
 {
     size_t elements = bytes / 2;
     size_t calls = PASS_BYTES / bytes < MAX_CALLS ? PASS_BYTES / bytes : MAX_CALLS;
     int n = calls >= 2 ? (int)calls : 2;
     uint16_t *src = malloc(bytes);
-    /* As many destinations as captures, as the captures' staging blocks: a
-     * memcpy into one buffer that stays in the last-level cache would
-     * flatter the baseline.  Backed by huge pages where the kernel gives
-     * them, as the staging ring is: fewer TLB misses than 4 KiB pages, so
-     * the baseline is the fastest copy, not the plain malloc'd one. */
-    size_t dst_bytes = bytes * (size_t)n;
-    uint8_t *dst = NULL;
-    if (posix_memalign((void **)&dst, (size_t)2 << 20, dst_bytes) != 0)
-        dst = NULL;
-#ifdef MADV_HUGEPAGE
-    if (dst != NULL)
-        madvise(dst, dst_bytes, MADV_HUGEPAGE);
-#endif
-    result *res = calloc(1, sizeof(*res));
-    if (src == NULL || dst == NULL || res == NULL) {
+    /* The children's results. */
+    result *res =
+        mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (src == NULL || res == MAP_FAILED) {
         fprintf(stderr, "bench_capture: out of memory\n");
         return -1;
     }
@@ -231,11 +273,11 @@ static int bench_size(const char *dir, size_t bytes)
         float u = (float)((x >> 40) & 0xffffff) / 16777216.0f - 0.5f;
         src[i] = ulp_f32_to_bf16(u * 3.4f);
     }
-    memset(dst, 1, dst_bytes); /* map the destination before timing */
     int rc = 0;
     for (int rep = 0; rep < REPS && rc == 0; rep++)
-        rc = run_once(dir, src, dst, bytes, n, res, rep);
+        rc = run_child(dir, src, bytes, n, res, rep);
     if (rc == 0) {
+        char label[64];
         double mc[REPS];
         memcpy(mc, res->memcpy_s, sizeof(mc));
         double total_mib = (double)n * (double)bytes / (1 << 20);
@@ -247,12 +289,17 @@ static int bench_size(const char *dir, size_t bytes)
         printf("%s tensors: %d captures (%.0f MiB) per pass; memcpy %.3f us per tensor, fwrite "
                "%.0f MiB/s (medians)\n",
                size, n, total_mib, median(mc, REPS) * 1e6, total_mib / median(res->fwrite_s, REPS));
-        print_value("open ms wall", res->open_s);
-        print_value("open ms CPU, calling thread", res->open_cpu);
-        print_value("open ms CPU, all threads", res->open_all_cpu);
+        for (int which = 0; which < 2; which++) {
+            const char *w = which == 0 ? "" : "next session ";
+            snprintf(label, sizeof(label), "%sopen ms wall", w);
+            print_value(label, res->open_s[which]);
+            snprintf(label, sizeof(label), "%sopen ms CPU, calling thread", w);
+            print_value(label, res->open_cpu[which]);
+            snprintf(label, sizeof(label), "%sopen ms CPU, all threads", w);
+            print_value(label, res->open_all_cpu[which]);
+        }
         static const char *const what[PASSES] = {"fresh session", "same session, 2nd",
-                                                 "same session, 3rd"};
-        char label[64];
+                                                 "same session, 3rd", "next session"};
         for (int pass = 0; pass < PASSES; pass++) {
             snprintf(label, sizeof(label), "%s call/memcpy wall", what[pass]);
             print_ratio(label, res->call_s[pass], res->memcpy_s);
@@ -268,9 +315,8 @@ static int bench_size(const char *dir, size_t bytes)
             print_ratio(label, res->fwrite_s, res->writer_s[pass]);
         }
     }
-    free(res);
+    munmap(res, sizeof(*res));
     free(src);
-    free(dst);
     return rc;
 }
 

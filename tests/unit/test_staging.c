@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -208,6 +209,7 @@ static void test_staging__prefaults(void **state)
 {
     (void)state;
     size_t cap = (size_t)64 << 20, mib10 = (size_t)10 << 20;
+    ulp__staging_release_kept(); /* a new mapping: nothing populated yet */
     ulp_session *s = ring_session(cap);
     ulp__item *it[3];
     it[0] = take(s, mib10);
@@ -240,6 +242,7 @@ static void test_staging__ready_at_open(void **state)
 {
     (void)state;
     size_t cap = (size_t)16 << 20;
+    ulp__staging_release_kept(); /* a new mapping: nothing populated yet */
     ulp_session *s = ring_session(cap);
     pthread_mutex_lock(&s->mu);
     ulp__staging_wait_ready(s);
@@ -258,6 +261,71 @@ static void test_staging__ready_at_open(void **state)
     ring_session_free(s);
 }
 
+/*
+ * A new ring of `cap` in this process: its reserve populated, then every
+ * page of a `size` block touched; 0 if all went well.
+ */
+static int ring_touch(size_t cap, size_t size)
+{
+    ulp_session *s = ring_session(cap);
+    pthread_mutex_lock(&s->mu);
+    ulp__staging_wait_ready(s);
+    int populated = s->staging.populated == cap / 2;
+    pthread_mutex_unlock(&s->mu);
+    if (!populated) /* refused: the ring is not (all) mapped */
+        return -1;
+    ulp__item *it = take(s, size);
+    if (it == NULL)
+        return -1;
+    memset(it, 0x5a, size);
+    give(s, it);
+    ring_session_free(s);
+    return 0;
+}
+
+/*
+ * A closed session's ring is kept for the next session of the same bound
+ * (the same mapping, its reserve already there); one of another bound
+ * maps its own; and a fork child, which does not have the kept mapping
+ * (MADV_DONTFORK), maps its own too (the parent's address is not mapped
+ * there: its prefault thread is refused, or the child dies of SIGSEGV).
+ */
+static void test_staging__kept_for_next(void **state)
+{
+    (void)state;
+    size_t cap = (size_t)16 << 20;
+    ulp__staging_release_kept();
+    ulp__session_fork_watch();
+    ulp_session *s = ring_session(cap);
+    char *base = s->staging.base;
+    pthread_mutex_lock(&s->mu);
+    ulp__staging_wait_ready(s);
+    pthread_mutex_unlock(&s->mu);
+    ring_session_free(s);
+
+    s = ring_session(cap);
+    assert_ptr_equal(s->staging.base, base);
+    pthread_mutex_lock(&s->mu);
+    ulp__staging_wait_ready(s);
+    assert_int_equal(s->staging.populated, cap / 2);
+    pthread_mutex_unlock(&s->mu);
+    ring_session_free(s); /* kept again */
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(ring_touch(cap, cap / 2) == 0 ? 0 : 1);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+
+    /* Another bound: a mapping of its own, which is kept in turn. */
+    assert_int_equal(ring_touch(cap * 2, cap), 0);
+    assert_int_equal(ring_touch(cap, cap / 2), 0);
+    ulp__staging_release_kept();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -265,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_staging__model),
         cmocka_unit_test(test_staging__prefaults),
         cmocka_unit_test(test_staging__ready_at_open),
+        cmocka_unit_test(test_staging__kept_for_next),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
