@@ -576,17 +576,31 @@ struct ulp__index_check {
     uint64_t bytes, count;
     decoded dc;
     int rc;
+    int claimed; /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
 };
 
 /* Files with fewer captures are decoded during the open: a thread costs more. */
 #define DECODE_THREAD_MIN 1024
 
-static void *decoder_main(void *arg)
+/*
+ * Reads and decodes, on whichever thread claims the job first: the
+ * decode thread, or the one that waits for it when the thread has not
+ * started yet (a loaded machine: the waiter would only wait).
+ */
+static void decoder_run(ulp__index_check *c, int who)
 {
-    ulp__index_check *c = arg;
+    int nobody = 0;
+    if (!__atomic_compare_exchange_n(&c->claimed, &nobody, who, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        return;
     c->rc = c->nruns > 0 && read_runs(c->s->fd, c->runs, c->nruns) < 0
                 ? -1
                 : decode(c->s, c->buf, c->bytes, c->count, 0, &c->dc);
+}
+
+static void *decoder_main(void *arg)
+{
+    decoder_run(arg, 1);
     return NULL;
 }
 
@@ -625,6 +639,7 @@ int ulp__index_check_wait(ulp_snapshot *s)
     s->check = NULL;
     int rc;
     if (c->decoding) {
+        decoder_run(c, 2);
         pthread_join(c->tid, NULL);
         if (c->rc == 0) {
             rc = install(s, &c->dc, c->buf, c->count);
