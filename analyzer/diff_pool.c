@@ -15,7 +15,8 @@
 
 typedef struct helper_arg {
     ulp__diff_pool *pool;
-    int slot; /* 1.. : its worker is pool->w[slot] */
+    int slot;      /* 1.. : its worker is pool->w[slot] */
+    uint64_t seen; /* the jobs posted before it started   */
 } helper_arg;
 
 struct ulp__diff_pool {
@@ -25,7 +26,7 @@ struct ulp__diff_pool {
     void *job;
     uint64_t gen; /* jobs posted                            */
     int want, busy, quit;
-    int nhelpers;
+    int nhelpers, most; /* started; at most (threads - 1) */
     pthread_t tids[ULP__DIFF_MAX_THREADS];
     helper_arg args[ULP__DIFF_MAX_THREADS];
     ulp__diff_worker w[ULP__DIFF_MAX_THREADS]; /* [0]: the caller's */
@@ -36,7 +37,7 @@ static void *helper(void *arg)
 {
     helper_arg *h = arg;
     ulp__diff_pool *p = h->pool;
-    uint64_t seen = 0;
+    uint64_t seen = h->seen;
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->quit && p->gen == seen)
@@ -81,12 +82,7 @@ ulp_status ulp__diff_pool_new(int threads, ulp__diff_pool **out, ulp_error *err)
     }
     if (threads > ULP__DIFF_MAX_THREADS)
         threads = ULP__DIFF_MAX_THREADS;
-    for (int i = 1; i < threads; i++) {
-        p->args[i] = (helper_arg){p, i};
-        if (pthread_create(&p->tids[p->nhelpers], NULL, helper, &p->args[i]) != 0)
-            break; /* fewer threads still finish the work */
-        p->nhelpers++;
-    }
+    p->most = threads > 1 ? threads - 1 : 0; /* started as jobs need them */
     *out = p;
     return ULP_OK;
 }
@@ -98,11 +94,22 @@ ulp__diff_scratch *ulp__diff_pool_scratch(ulp__diff_pool *p)
 
 int ulp__diff_pool_helpers(const ulp__diff_pool *p)
 {
-    return p->nhelpers;
+    return p->most;
 }
 
 void ulp__diff_pool_post(ulp__diff_pool *p, ulp__diff_work_fn fn, void *job, int helpers)
 {
+    /* Helpers start when a job first needs them: a diff of a few small
+     * captures starts none.  Only this thread changes p->gen. */
+    while (p->nhelpers < helpers && p->nhelpers < p->most) {
+        helper_arg *h = &p->args[p->nhelpers + 1];
+        *h = (helper_arg){p, p->nhelpers + 1, p->gen};
+        if (pthread_create(&p->tids[p->nhelpers], NULL, helper, h) != 0) {
+            p->most = p->nhelpers; /* fewer threads still finish the work */
+            break;
+        }
+        p->nhelpers++;
+    }
     pthread_mutex_lock(&p->lock);
     p->fn = fn;
     p->job = job;

@@ -266,8 +266,10 @@ typedef struct ulp__diff_scratch {
     size_t cap_jrows, cap_tasks;
 } ulp__diff_scratch;
 ulp__diff_scratch *ulp__diff_pool_scratch(ulp__diff_pool *p);
-/* Fewer helpers when threads cannot be created; errors: the lock. */
+/* Helpers start at the first job that asks for them (fewer when threads
+ * cannot be created); errors: the lock. */
 ulp_status ulp__diff_pool_new(int threads, ulp__diff_pool **out, ulp_error *err);
+/* The most helpers a job can have. */
 int ulp__diff_pool_helpers(const ulp__diff_pool *p);
 void ulp__diff_pool_post(ulp__diff_pool *p, ulp__diff_work_fn fn, void *job, int helpers);
 void ulp__diff_pool_join(ulp__diff_pool *p, int work);

@@ -228,7 +228,7 @@ static void test_diff_stream__callback_error_stops(void **state)
 /*
  * Many batches on helper threads (the callback of batch k runs while
  * batch k + 1 is compared): every row, in order, as ulp_diff_run() made
- * it, on one thread or four, in batches of 1 and of 3.
+ * it, on one to 64 threads, in batches of 1 and of 3.
  */
 static void test_diff_stream__many_batches_on_threads(void **state)
 {
@@ -239,9 +239,9 @@ static void test_diff_stream__many_batches_on_threads(void **state)
     ulp_error err;
     assert_int_equal(ulp_diff_run(a, b, NULL, &whole, &err), ULP_OK);
     static const char *batches[] = {"1", "3"};
-    static const int threads[] = {1, 2, 4};
+    static const int threads[] = {1, 2, 4, 64}; /* 64: more than there are tasks */
     for (size_t bi = 0; bi < 2; bi++) {
-        for (size_t ti = 0; ti < 3; ti++) {
+        for (size_t ti = 0; ti < 4; ti++) {
             static seen s;
             memset(&s, 0, sizeof s);
             s.fail_at = -1;
