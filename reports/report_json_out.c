@@ -11,10 +11,10 @@
  *     report_json_bytes.c marks it);
  *   - integers as "%lld"; reals as "%.17g", with ".0" appended when that
  *     has neither '.' nor 'e', and the exponent without '+' or leading
- *     zeros ("1e+300" -> "1e300", "1e-05" -> "1e-5").
+ *     zeros ("1e+300" -> "1e300", "1e-05" -> "1e-5") (ulp__fmt_g17(),
+ *     report_num.c).
  * tests/unit/test_report_json_rows.c holds the output against jansson's.
  */
-#include <locale.h>
 #include <math.h>
 #include <string.h>
 
@@ -211,169 +211,9 @@ void ulp__jw_str(ulp__jw *w, const char *s)
     ulp__jw_raw(w, "\"", 1);
 }
 
-/* jansson's jsonp_dtostr() after "%.17g": the locale's decimal point as
- * '.', ".0" when there is no '.' nor 'e', the exponent's '+' and leading
- * zeros dropped. */
-static size_t dtostr_fix(char *buf, size_t len)
-{
-    const char *point = localeconv()->decimal_point;
-    if (*point != '.') {
-        char *pos = strchr(buf, *point);
-        if (pos != NULL)
-            *pos = '.';
-    }
-    if (strchr(buf, '.') == NULL && strchr(buf, 'e') == NULL) {
-        memcpy(buf + len, ".0", 3);
-        len += 2;
-    }
-    char *start = strchr(buf, 'e');
-    if (start != NULL) {
-        start++;
-        char *end = start + 1;
-        if (*start == '-')
-            start++;
-        while (*end == '0')
-            end++;
-        if (end != start) {
-            memmove(start, end, len - (size_t)(end - buf) + 1);
-            len -= (size_t)(end - start);
-        }
-    }
-    return len;
-}
-
-static size_t real_slow(char *buf, double v)
-{
-    int n = snprintf(buf, 28, "%.17g", v);
-    return dtostr_fix(buf, (size_t)n);
-}
-
-typedef unsigned __int128 u128;
-
-static u128 pow10_128(int k)
-{
-    u128 p = 1;
-    while (k-- > 0)
-        p *= 10;
-    return p;
-}
-
-/*
- * |v| to 17 significant digits, *q in [1e16, 1e17) and *e10 the decimal
- * exponent of its first digit, rounded to nearest exactly as printf rounds;
- * 0 when v is out of the range computed exactly in 128 bits or falls on a
- * tie (printf then decides).
- */
-static int digits17(double v, uint64_t *q, int *e10)
-{
-    double a = fabs(v);
-    if (!(a >= 1e-6 && a < 0x1p128)) /* 0x1p128: float's and bf16's huge values in */
-        return 0;
-    int be;
-    double fr = frexp(a, &be); /* a = fr * 2^be, fr in [0.5, 1) */
-    uint64_t m = (uint64_t)ldexp(fr, 53);
-    int e = be - 53; /* a = m * 2^e exactly */
-    int x = (int)floor(log10(a));
-    for (int tries = 0; tries < 3; tries++) {
-        int k = x - 16;
-        if (k < -22 || k > 22 || (k > 0 && e < 0))
-            return 0;         /* past 128 bits (never for a in range) */
-        u128 quo, rem, half2; /* half2: the divisor; rem compared doubled */
-        if (k <= 0) {
-            u128 num = (u128)m * pow10_128(-k);
-            if (e >= 0) {
-                quo = num << e;
-                rem = 0;
-                half2 = 1;
-            } else {
-                quo = num >> -e;
-                rem = num & (((u128)1 << -e) - 1);
-                half2 = (u128)1 << -e;
-            }
-        } else {
-            u128 num = (u128)m << e, d = pow10_128(k);
-            quo = num / d;
-            rem = num % d;
-            half2 = d;
-        }
-        if (quo >= (u128)100000000000000000ULL) {
-            x++;
-            continue;
-        }
-        if (quo < (u128)10000000000000000ULL) {
-            x--;
-            continue;
-        }
-        if (2 * rem == half2)
-            return 0;
-        uint64_t d = (uint64_t)quo + (2 * rem > half2);
-        if (d == 100000000000000000ULL) {
-            d = 10000000000000000ULL;
-            x++;
-        }
-        *q = d;
-        *e10 = x;
-        return 1;
-    }
-    return 0;
-}
-
-size_t ulp__json_real_text(char *buf, double v)
-{
-    if (v == 0) {
-        const char *z = signbit(v) ? "-0.0" : "0.0";
-        size_t n = strlen(z);
-        memcpy(buf, z, n + 1);
-        return n;
-    }
-    uint64_t q;
-    int x;
-    if (!digits17(v, &q, &x))
-        return real_slow(buf, v);
-    char d[18];
-    ulp__fmt_u64(d, q); /* 17 digits */
-    int nd = 17;
-    while (d[nd - 1] == '0')
-        nd--;
-    char *p = buf;
-    if (v < 0)
-        *p++ = '-';
-    if (x < -4 || x >= 17) {
-        *p++ = d[0];
-        if (nd > 1) {
-            *p++ = '.';
-            memcpy(p, d + 1, (size_t)nd - 1);
-            p += nd - 1;
-        }
-        *p++ = 'e';
-        if (x < 0)
-            *p++ = '-';
-        p += ulp__fmt_u64(p, (uint64_t)(x < 0 ? -x : x));
-    } else if (x >= 0) {
-        memcpy(p, d, (size_t)x + 1);
-        p += x + 1;
-        *p++ = '.';
-        if (nd > x + 1) {
-            memcpy(p, d + x + 1, (size_t)(nd - x - 1));
-            p += nd - x - 1;
-        } else {
-            *p++ = '0';
-        }
-    } else {
-        memcpy(p, "0.", 2);
-        p += 2;
-        memset(p, '0', (size_t)(-x - 1));
-        p += -x - 1;
-        memcpy(p, d, (size_t)nd);
-        p += nd;
-    }
-    *p = '\0';
-    return (size_t)(p - buf);
-}
-
 void ulp__jw_real(ulp__jw *w, double v)
 {
-    w->used += ulp__json_real_text(room(w, 32), v);
+    w->used += ulp__fmt_g17(room(w, 32), v, 1);
 }
 
 void ulp__jw_num(ulp__jw *w, double v)

@@ -49,9 +49,6 @@ void ulp__jw_num(ulp__jw *w, double v);
 /* ulp_json_str(s) as dumped: null for NULL. */
 void ulp__jw_str(ulp__jw *w, const char *s);
 
-/* jansson's text of the real v (finite) into buf (at least 32 bytes); its length. */
-size_t ulp__json_real_text(char *buf, double v);
-
 /* report_json_row.c: one row of the report's "rows", from its '{' to its '}'. */
 struct ulp_diff_row;
 void ulp__json_row(ulp__jw *w, const struct ulp_diff_row *row);

@@ -35,6 +35,11 @@ void ulp__fmt_fixed2(char *buf, size_t n, double v);
 /* "%" PRIu64 / PRId64 of v into buf (21 bytes); the length. */
 size_t ulp__fmt_u64(char *buf, uint64_t v);
 size_t ulp__fmt_i64(char *buf, int64_t v);
+/* "%.17g" of the finite v into buf (32 bytes); its length.  With `json`,
+ * jansson's text of the real v instead (JSON_REAL_PRECISION(17)): ".0"
+ * after an integer's digits, "1e300" and "1e-5" for "1e+300" and "1e-05",
+ * '.' whatever the locale. */
+size_t ulp__fmt_g17(char *buf, double v, int json);
 
 /* report_tally.c: what the sentences need of all the rows, row by row. */
 #define ULP__FULL_NAME 320 /* bytes of a "name#occurrence" the table shows  */

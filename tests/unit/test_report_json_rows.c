@@ -845,7 +845,7 @@ static void check_real(double v)
     want = json_dumps(j, JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
     json_decref(j);
     assert_non_null(want);
-    size_t n = ulp__json_real_text(got, v);
+    size_t n = ulp__fmt_g17(got, v, 1);
     if (strcmp(got, want) != 0 || n != strlen(want))
         fail_msg("real %a: writer '%s', jansson '%s'", v, got, want);
     free(want);
