@@ -2,56 +2,101 @@
  * The CSV report (RFC 4180): one header line, then one line per row with
  * the JSON row keys.  Numbers keep full precision (%.17g); empty fields
  * where a value does not apply (layer absent, not compared).
+ *
+ * The rows are written into a buffer without printf (ulp__fmt_g17() for
+ * the reals): fprintf of each field made CSV the slowest report, ten times
+ * the table.  The bytes are fprintf's: tests/unit/test_report_csv_rows.c
+ * holds them against the fprintf writer this replaced.
  */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
+#include "report_json_out.h"
 #include "report_priv.h"
 
-static void csv_str(FILE *f, const char *s)
+/* The buffer of report_json_out.h, used for its bytes only. */
+#define put(w, s) ulp__jw_raw((w), (s), sizeof(s) - 1)
+
+static void put_str(ulp__jw *w, const char *s, size_t n)
+{
+    ulp__jw_raw(w, s, n);
+}
+
+static void put_u64(ulp__jw *w, uint64_t v)
+{
+    char t[24];
+    put_str(w, t, ulp__fmt_u64(t, v));
+}
+
+static void put_i64(ulp__jw *w, int64_t v)
+{
+    char t[24];
+    put_str(w, t, ulp__fmt_i64(t, v));
+}
+
+static void csv_str(ulp__jw *w, const char *s)
 {
     /* A cell that starts with = + - @ (or a tab or CR) is a formula to a
      * spreadsheet: a leading ' makes it text (OWASP's advice). */
     if (strchr("=+-@\t\r", s[0]) != NULL && s[0] != '\0')
-        fputc('\'', f);
+        put(w, "'");
     if (strpbrk(s, ",\"\r\n") == NULL) {
-        fputs(s, f);
+        put_str(w, s, strlen(s));
         return;
     }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
+    put(w, "\"");
+    for (const char *q; (q = strchr(s, '"')) != NULL; s = q + 1) {
+        put_str(w, s, (size_t)(q - s) + 1);
+        put(w, "\""); /* each quote doubled */
     }
-    fputc('"', f);
+    put_str(w, s, strlen(s));
+    put(w, "\"");
 }
 
-static void csv_num(FILE *f, double v)
+static void csv_num(ulp__jw *w, double v)
 {
+    char t[32];
     if (isnan(v))
-        fputs("nan", f);
+        put(w, "nan");
     else if (isinf(v))
-        fputs(v > 0 ? "inf" : "-inf", f);
+        put_str(w, v > 0 ? "inf" : "-inf", v > 0 ? 3 : 4);
     else
-        fprintf(f, "%.17g", v);
+        put_str(w, t, ulp__fmt_g17(t, v, 0));
+}
+
+/* A shape cell, "[3,1,7]". */
+static void csv_shape(ulp__jw *w, int ndim, const int64_t *shape)
+{
+    char b[200];
+    ulp__fmt_shape(b, sizeof b, ndim, shape);
+    csv_str(w, b);
 }
 
 /* The aligned-row columns (empty but `aligned` for other rows) and the line's end. */
-static void csv_aligned(FILE *f, const ulp_diff_row *row)
+static void csv_aligned(ulp__jw *w, const ulp_diff_row *row)
 {
-    fprintf(f, ",%d,", row->aligned);
-    if (row->aligned)
-        fprintf(f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",", row->positions_compared,
-                row->positions_only_in_a, row->positions_only_in_b);
-    else
-        fputs(",,,", f);
-    if (row->aligned && row->first_position >= 0)
-        fprintf(f, "%" PRId64 ",%" PRId64, row->first_request, row->first_position);
-    else
-        fputc(',', f);
-    fputc('\n', f);
+    put(w, ",");
+    put_i64(w, row->aligned);
+    put(w, ",");
+    if (row->aligned) {
+        put_u64(w, row->positions_compared);
+        put(w, ",");
+        put_u64(w, row->positions_only_in_a);
+        put(w, ",");
+        put_u64(w, row->positions_only_in_b);
+        put(w, ",");
+    } else {
+        put(w, ",,,");
+    }
+    if (row->aligned && row->first_position >= 0) {
+        put_i64(w, row->first_request);
+        put(w, ",");
+        put_i64(w, row->first_position);
+    } else {
+        put(w, ",");
+    }
+    put(w, "\n");
 }
 
 void ulp__csv_head(FILE *f)
@@ -64,74 +109,100 @@ void ulp__csv_head(FILE *f)
           f);
 }
 
+/* The 13 metric fields of a compared row, each after its comma. */
+static void csv_metrics(ulp__jw *w, const ulp_diff_row *row)
+{
+    const ulp_diff_metrics *m = &row->m;
+    put_u64(w, m->differing);
+    put(w, ",");
+    csv_num(w, row->elements ? (double)m->differing / (double)row->elements : 0.0);
+    put(w, ",");
+    put_u64(w, m->max_ulp);
+    put(w, ",");
+    csv_num(w, m->mean_ulp);
+    put(w, ",");
+    csv_num(w, m->max_abs_diff);
+    put(w, ",");
+    csv_num(w, m->max_abs);
+    put(w, ",");
+    csv_num(w, m->max_abs_diff_ulps_at_max);
+    put(w, ",");
+    put_u64(w, m->nonfinite_mismatch);
+    put(w, ",");
+    put_u64(w, m->sign_changes);
+    put(w, ",");
+    if (m->worst_flat >= 0) {
+        csv_shape(w, row->ndim_a, m->worst_index);
+        put(w, ",");
+        csv_num(w, m->worst_a);
+        put(w, ",");
+        csv_num(w, m->worst_b);
+    } else {
+        put(w, ",,");
+    }
+    put(w, ",");
+    int top = 0;
+    for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
+        if (m->hist[k])
+            top = k;
+    for (int k = 0; k <= top; k++) {
+        if (k)
+            put(w, " ");
+        put_u64(w, m->hist[k]);
+    }
+}
+
+static void csv_row(ulp__jw *w, const ulp_diff_row *row)
+{
+    int side_b = row->status == ULP_DIFF_ONLY_IN_B;
+    int both = row->seq_a >= 0 && row->seq_b >= 0;
+    csv_str(w, row->name);
+    put(w, ",");
+    put_i64(w, row->occurrence);
+    put(w, ",");
+    if (row->layer >= 0)
+        put_i64(w, row->layer);
+    put(w, ",");
+    csv_str(w, row->role);
+    put(w, ",");
+    if (row->seq_a >= 0)
+        put_i64(w, row->seq_a);
+    put(w, ",");
+    if (row->seq_b >= 0)
+        put_i64(w, row->seq_b);
+    put(w, ",");
+    const char *dt = ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a);
+    put_str(w, dt, strlen(dt));
+    put(w, ",");
+    if (both) {
+        dt = ulp_dtype_name(row->dtype_b);
+        put_str(w, dt, strlen(dt));
+    }
+    put(w, ",");
+    csv_shape(w, side_b ? row->ndim_b : row->ndim_a, side_b ? row->shape_b : row->shape_a);
+    put(w, ",");
+    if (both)
+        csv_shape(w, row->ndim_b, row->shape_b);
+    put(w, ",");
+    const char *st = ulp_diff_status_name(row->status);
+    put_str(w, st, strlen(st));
+    put(w, ",");
+    put_u64(w, row->elements);
+    put(w, ",");
+    if (row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS)
+        csv_metrics(w, row);
+    else
+        put(w, ",,,,,,,,,,,,"); /* the 13 metric fields, empty */
+    csv_aligned(w, row);
+}
+
 void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f)
 {
-    char b[200];
-    for (size_t i = 0; i < n; i++) {
-        const ulp_diff_row *row = &rows[i];
-        const ulp_diff_metrics *m = &row->m;
-        int side_b = row->status == ULP_DIFF_ONLY_IN_B;
-        int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
-        csv_str(f, row->name);
-        fprintf(f, ",%" PRId64 ",", row->occurrence);
-        if (row->layer >= 0)
-            fprintf(f, "%d", row->layer);
-        fputc(',', f);
-        csv_str(f, row->role);
-        fputc(',', f);
-        if (row->seq_a >= 0)
-            fprintf(f, "%" PRId64, row->seq_a);
-        fputc(',', f);
-        if (row->seq_b >= 0)
-            fprintf(f, "%" PRId64, row->seq_b);
-        fprintf(f, ",%s,", ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
-        if (row->seq_a >= 0 && row->seq_b >= 0)
-            fputs(ulp_dtype_name(row->dtype_b), f);
-        fputc(',', f);
-        ulp__fmt_shape(b, sizeof b, side_b ? row->ndim_b : row->ndim_a,
-                       side_b ? row->shape_b : row->shape_a);
-        csv_str(f, b);
-        fputc(',', f);
-        if (row->seq_a >= 0 && row->seq_b >= 0) {
-            ulp__fmt_shape(b, sizeof b, row->ndim_b, row->shape_b);
-            csv_str(f, b);
-        }
-        fprintf(f, ",%s,%" PRIu64 ",", ulp_diff_status_name(row->status), row->elements);
-        if (!compared) {
-            fputs(",,,,,,,,,,,,", f); /* the 13 metric fields, empty */
-            csv_aligned(f, row);
-            continue;
-        }
-        fprintf(f, "%" PRIu64 ",", m->differing);
-        csv_num(f, row->elements ? (double)m->differing / (double)row->elements : 0.0);
-        fprintf(f, ",%" PRIu64 ",", m->max_ulp);
-        csv_num(f, m->mean_ulp);
-        fputc(',', f);
-        csv_num(f, m->max_abs_diff);
-        fputc(',', f);
-        csv_num(f, m->max_abs);
-        fputc(',', f);
-        csv_num(f, m->max_abs_diff_ulps_at_max);
-        fprintf(f, ",%" PRIu64 ",%" PRIu64 ",", m->nonfinite_mismatch, m->sign_changes);
-        if (m->worst_flat >= 0) {
-            ulp__fmt_shape(b, sizeof b, row->ndim_a, m->worst_index);
-            csv_str(f, b);
-            fputc(',', f);
-            csv_num(f, m->worst_a);
-            fputc(',', f);
-            csv_num(f, m->worst_b);
-        } else {
-            fputs(",,", f);
-        }
-        fputc(',', f);
-        int top = 0;
-        for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
-            if (m->hist[k])
-                top = k;
-        for (int k = 0; k <= top; k++)
-            fprintf(f, "%s%" PRIu64, k ? " " : "", m->hist[k]);
-        csv_aligned(f, row);
-    }
+    ulp__jw w;
+    ulp__jw_init(&w, f, 0);
+    for (size_t i = 0; i < n; i++)
+        csv_row(&w, &rows[i]);
+    ulp__jw_flush(&w);
 }
 
 ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
