@@ -465,6 +465,8 @@ static ulp_status batches(const ulp_snapshot *a, const ulp_snapshot *b,
         p->cur = p->next;
         p->next = t;
         if (p->cur.st != ULP_OK) {
+            r->rows = p->cur.rows; /* what it paired: freed with the result */
+            r->n_rows = p->cur.n;
             ulp_status st = hand_over_last(p, err);
             if (st == ULP_OK && err)
                 *err = p->cur.err;
