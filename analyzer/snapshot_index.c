@@ -604,18 +604,30 @@ static void *decoder_main(void *arg)
     return NULL;
 }
 
+/* Decodes left to a thread and not yet waited for, in this process. */
+static int g_decodes;
+
 /*
  * Starts decoding the `count` records in `buf` on a second thread -- after
  * reading the `nruns` runs into it, when not 0 -- left to s->check, which
  * owns `buf` and `runs` from then on: 0, or -1 (nothing started).  The next
- * file opens meanwhile: ulpprof diff reads and decodes its two files at once.
+ * file opens meanwhile: ulpprof diff reads and decodes A there while it
+ * opens and decodes B.  One such thread at a time: the open that finds one
+ * running decodes on its own thread, which would otherwise wait (on a
+ * loaded machine, for a thread not yet scheduled).
  */
 static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, uint64_t count,
                          ulp__index_mem *runs, size_t nruns)
 {
-    ulp__index_check *c = calloc(1, sizeof *c);
-    if (c == NULL)
+    if (__atomic_fetch_add(&g_decodes, 1, __ATOMIC_ACQ_REL) != 0) {
+        __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
         return -1;
+    }
+    ulp__index_check *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
+        return -1;
+    }
     *c = (ulp__index_check){.decoding = 1,
                             .buf = buf,
                             .runs = runs,
@@ -625,6 +637,7 @@ static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, ui
                             .count = count};
     if (pthread_create(&c->tid, NULL, decoder_main, c) != 0) {
         free(c);
+        __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
         return -1;
     }
     s->check = c;
@@ -641,6 +654,7 @@ int ulp__index_check_wait(ulp_snapshot *s)
     if (c->decoding) {
         decoder_run(c, 2);
         pthread_join(c->tid, NULL);
+        __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
         if (c->rc == 0) {
             rc = install(s, &c->dc, c->buf, c->count);
         } else {
