@@ -281,7 +281,13 @@ static void test_index_stamp__deferred_decode(void **state)
     /* Closed before it is confirmed: the close waits for the decode. */
     assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
     assert_non_null(s->check);
+    /* One decode thread at a time: a second open meanwhile decodes in place. */
+    ulp_snapshot *t = NULL;
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &t, &err), ULP_OK);
+    assert_null(t->check);
+    same_captures(t, slow);
     ulp_snapshot_close(s);
+    ulp_snapshot_close(t);
 
     /* The first record's length 0: it cannot be decoded. */
     uint64_t stamp = mtime_ns(g_path), at = records_offset(g_path);
