@@ -96,6 +96,13 @@ void ulp__jw_key(ulp__jw *w, const char *key)
     w->used = (size_t)(p + n + 3 - w->b);
 }
 
+void ulp__jw_key_str(ulp__jw *w, const char *key)
+{
+    newline(w, w->depth, w->n[w->depth]++ != 0);
+    ulp__jw_str(w, key);
+    ulp__jw_raw(w, ": ", 2);
+}
+
 void ulp__jw_open(ulp__jw *w, char brace)
 {
     ulp__jw_raw(w, &brace, 1);

@@ -32,9 +32,10 @@ void ulp__jw_raw(ulp__jw *w, const char *s, size_t n);
 
 /* Containers; a value in an object goes after ulp__jw_key(), one in an
  * array after ulp__jw_item(). */
-void ulp__jw_open(ulp__jw *w, char brace);     /* '{' or '['                        */
-void ulp__jw_close(ulp__jw *w, char brace);    /* '}' or ']'                       */
-void ulp__jw_key(ulp__jw *w, const char *key); /* key: plain ASCII, no escapes */
+void ulp__jw_open(ulp__jw *w, char brace);         /* '{' or '['                        */
+void ulp__jw_close(ulp__jw *w, char brace);        /* '}' or ']'                       */
+void ulp__jw_key(ulp__jw *w, const char *key);     /* key: plain ASCII, no escapes */
+void ulp__jw_key_str(ulp__jw *w, const char *key); /* any key, escaped as a string */
 void ulp__jw_item(ulp__jw *w);
 
 /* Values. */

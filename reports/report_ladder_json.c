@@ -1,166 +1,305 @@
 /*
- * `ulpprof ladder --format json` (FORMAT.md "ulpprof ladder"), with jansson.
- * Absent values are null; counts are integers.
+ * `ulpprof ladder --format json` (FORMAT.md "ulpprof ladder").  Absent
+ * values are null; counts are integers.
+ *
+ * Written as it goes with report_json_out.h's writer, byte for byte what
+ * the jansson tree it replaced dumped (JSON_INDENT(2) | JSON_PRESERVE_ORDER
+ * | JSON_REAL_PRECISION(17)): with 19,900 pairs the tree cost as much as
+ * the comparisons.  What jansson did is kept: a string that is not UTF-8
+ * (json_string() gives NULL) leaves its key out of its object, or its
+ * value out of its array; counts are json_int_t (int64_t); "seconds" is
+ * left out when not finite.  tests/unit/test_report_ladder_json.c holds
+ * the output against the tree.
  */
-#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/utf8.h"
+#include "report_json_out.h"
 #include "report_priv.h"
 
-static json_t *jcount(uint64_t v)
+/* Whether jansson's json_string(s) is a string: s is not NULL and is UTF-8. */
+static int is_text(const char *s)
 {
-    /* Counts of elements and rows stay far below 2^63. */
-    return json_integer((json_int_t)v);
-}
-
-static json_t *run_json(const ulp_ladder_run *run, size_t i)
-{
-    json_t *o = json_object(), *cond = json_object(), *files = json_array();
-    json_object_set_new(o, "index", json_integer((json_int_t)i));
-    json_object_set_new(o, "path", json_string(run->path));
-    json_object_set_new(o, "label", json_string(run->label));
-    json_object_set_new(o, "group", json_integer((json_int_t)run->group));
-    for (size_t k = 0; k < run->n_run; k++)
-        json_object_set_new(cond, run->run[k].key, json_string(run->run[k].value));
-    json_object_set_new(o, "run", cond);
-    for (size_t f = 0; f < run->n_files; f++) {
-        json_t *x = json_object();
-        json_object_set_new(x, "rank", json_integer(run->files[f].rank));
-        json_object_set_new(x, "path", json_string(run->files[f].path));
-        json_array_append_new(files, x);
+    if (s == NULL)
+        return 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p != '\0') {
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        size_t k = ulp__utf8_len(p);
+        if (k == 0)
+            return 0;
+        p += k;
     }
-    json_object_set_new(o, "files", files);
-    return o;
+    return 1;
 }
 
-static json_t *first_json(const ulp_ladder_pair *p)
+/* json_object_set_new(o, key, json_string(s)). */
+static void key_str(ulp__jw *w, const char *key, const char *s)
 {
-    if (!p->has_first)
-        return json_null();
+    if (!is_text(s))
+        return;
+    ulp__jw_key(w, key);
+    ulp__jw_str(w, s);
+}
+
+/* The same with s ? json_string(s) : json_null(). */
+static void key_str_or_null(ulp__jw *w, const char *key, const char *s)
+{
+    if (s == NULL) {
+        ulp__jw_key(w, key);
+        ulp__jw_null(w);
+        return;
+    }
+    key_str(w, key, s);
+}
+
+/* json_array_append_new(a, json_string(s)). */
+static void item_str(ulp__jw *w, const char *s)
+{
+    if (!is_text(s))
+        return;
+    ulp__jw_item(w);
+    ulp__jw_str(w, s);
+}
+
+static void key_int(ulp__jw *w, const char *key, int64_t v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_int(w, v);
+}
+
+/* An integer, or null when `has` is 0. */
+static void key_int_or_null(ulp__jw *w, const char *key, int has, int64_t v)
+{
+    ulp__jw_key(w, key);
+    if (has)
+        ulp__jw_int(w, v);
+    else
+        ulp__jw_null(w);
+}
+
+static void key_bool(ulp__jw *w, const char *key, int v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_bool(w, v);
+}
+
+/* Counts of elements and rows stay far below 2^63: json_integer((json_int_t)v). */
+static void key_count(ulp__jw *w, const char *key, uint64_t v)
+{
+    key_int(w, key, (int64_t)v);
+}
+
+static void run_json(ulp__jw *w, const ulp_ladder_run *run, size_t i)
+{
+    ulp__jw_open(w, '{');
+    key_int(w, "index", (int64_t)i);
+    key_str(w, "path", run->path);
+    key_str(w, "label", run->label);
+    key_int(w, "group", (int64_t)run->group);
+    ulp__jw_key(w, "run");
+    ulp__jw_open(w, '{');
+    /* /run's keys are attribute names: distinct. */
+    for (size_t k = 0; k < run->n_run; k++) {
+        if (!is_text(run->run[k].key) || !is_text(run->run[k].value))
+            continue;
+        ulp__jw_key_str(w, run->run[k].key);
+        ulp__jw_str(w, run->run[k].value);
+    }
+    ulp__jw_close(w, '}');
+    ulp__jw_key(w, "files");
+    ulp__jw_open(w, '[');
+    for (size_t f = 0; f < run->n_files; f++) {
+        ulp__jw_item(w);
+        ulp__jw_open(w, '{');
+        key_int(w, "rank", run->files[f].rank);
+        key_str(w, "path", run->files[f].path);
+        ulp__jw_close(w, '}');
+    }
+    ulp__jw_close(w, ']');
+    ulp__jw_close(w, '}');
+}
+
+static void first_json(ulp__jw *w, const ulp_ladder_pair *p)
+{
+    if (!p->has_first) {
+        ulp__jw_null(w);
+        return;
+    }
     const ulp_ladder_divergence *d = &p->first;
-    json_t *o = json_object();
-    json_object_set_new(o, "capture", json_string(d->capture));
-    json_object_set_new(o, "occurrence", json_integer(d->occurrence));
-    json_object_set_new(o, "layer", d->layer >= 0 ? json_integer(d->layer) : json_null());
-    json_object_set_new(o, "rank", json_integer(d->rank));
-    json_object_set_new(o, "status", json_string(ulp_diff_status_name(d->status)));
-    json_object_set_new(o, "row", d->row >= 0 ? json_integer(d->row) : json_null());
-    json_object_set_new(o, "request", d->request >= 0 ? json_integer(d->request) : json_null());
-    json_object_set_new(o, "position", d->position >= 0 ? json_integer(d->position) : json_null());
     int compared = d->status == ULP_DIFF_DIFFERS;
-    json_object_set_new(o, "differing", compared ? jcount(d->differing) : json_null());
-    json_object_set_new(o, "elements", jcount(d->elements));
-    json_object_set_new(o, "max_ulp", compared ? jcount(d->max_ulp) : json_null());
-    return o;
+    ulp__jw_open(w, '{');
+    key_str(w, "capture", d->capture);
+    key_int(w, "occurrence", d->occurrence);
+    key_int_or_null(w, "layer", d->layer >= 0, d->layer);
+    key_int(w, "rank", d->rank);
+    key_str(w, "status", ulp_diff_status_name(d->status));
+    key_int_or_null(w, "row", d->row >= 0, d->row);
+    key_int_or_null(w, "request", d->request >= 0, d->request);
+    key_int_or_null(w, "position", d->position >= 0, d->position);
+    key_int_or_null(w, "differing", compared, (int64_t)d->differing);
+    key_count(w, "elements", d->elements);
+    key_int_or_null(w, "max_ulp", compared, (int64_t)d->max_ulp);
+    ulp__jw_close(w, '}');
 }
 
-static json_t *pair_json(const ulp_ladder_result *r, const ulp_ladder_pair *p)
+static void pair_keys(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_pair *p)
 {
-    json_t *o = json_object(), *names = json_array(), *keys = json_array();
-    json_object_set_new(o, "a", json_integer((json_int_t)p->a));
-    json_object_set_new(o, "b", json_integer((json_int_t)p->b));
-    json_object_set_new(o, "identical", json_boolean(p->identical));
+    ulp__jw_key(w, "keys");
+    ulp__jw_open(w, '[');
     for (size_t k = 0; k < p->n_keys; k++) {
         const ulp_diff_run_key *key = &p->keys[k];
-        json_t *x = json_object();
         int ign = 0;
         for (int i = 0; i < r->n_ignore; i++)
             ign |= strcmp(r->ignore[i], key->key) == 0;
-        json_array_append_new(names, json_string(key->key));
-        json_object_set_new(x, "key", json_string(key->key));
-        json_object_set_new(x, "a", key->value_a ? json_string(key->value_a) : json_null());
-        json_object_set_new(x, "b", key->value_b ? json_string(key->value_b) : json_null());
-        json_object_set_new(x, "level", key->level >= 0 ? json_integer(key->level) : json_null());
-        json_object_set_new(x, "ignored", json_boolean(ign));
-        json_array_append_new(keys, x);
+        ulp__jw_item(w);
+        ulp__jw_open(w, '{');
+        key_str(w, "key", key->key);
+        key_str_or_null(w, "a", key->value_a);
+        key_str_or_null(w, "b", key->value_b);
+        key_int_or_null(w, "level", key->level >= 0, key->level);
+        key_bool(w, "ignored", ign);
+        ulp__jw_close(w, '}');
     }
-    json_object_set_new(o, "differing_keys", names);
-    json_object_set_new(o, "first_divergence", first_json(p));
-    json_object_set_new(o, "argmax_flips", jcount(p->argmax_flips));
-    json_object_set_new(o, "keys", keys);
-    json_object_set_new(o, "rung", p->rung >= 0 ? json_integer(p->rung) : json_null());
-    json_t *rungs = json_array();
-    for (int g = 0; g < ULP_LADDER_RUNGS; g++)
-        if ((p->rungs >> g) & 1u)
-            json_array_append_new(rungs, json_integer(g));
-    json_object_set_new(o, "rungs", rungs);
-    json_object_set_new(o, "uncontrolled", json_boolean(p->uncontrolled));
-    json_object_set_new(o, "ranks", json_integer((json_int_t)p->n_ranks));
-    json_object_set_new(o, "ranks_only_a", json_integer((json_int_t)p->ranks_only_a));
-    json_object_set_new(o, "ranks_only_b", json_integer((json_int_t)p->ranks_only_b));
-    json_object_set_new(o, "rows", jcount(p->rows));
-    json_object_set_new(o, "differing_rows", jcount(p->differing_rows));
-    json_object_set_new(o, "logits_rows", jcount(p->logits_rows));
-    return o;
+    ulp__jw_close(w, ']');
 }
 
-static json_t *rung_json(const ulp_ladder_result *r, const ulp_ladder_rung *g)
+static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_pair *p)
 {
-    json_t *o = json_object(), *keys = json_array();
-    json_object_set_new(o, "level", json_integer(g->level));
-    json_object_set_new(o, "name", json_string(g->name));
+    ulp__jw_open(w, '{');
+    key_int(w, "a", (int64_t)p->a);
+    key_int(w, "b", (int64_t)p->b);
+    key_bool(w, "identical", p->identical);
+    ulp__jw_key(w, "differing_keys");
+    ulp__jw_open(w, '[');
+    for (size_t k = 0; k < p->n_keys; k++)
+        item_str(w, p->keys[k].key);
+    ulp__jw_close(w, ']');
+    ulp__jw_key(w, "first_divergence");
+    first_json(w, p);
+    key_count(w, "argmax_flips", p->argmax_flips);
+    pair_keys(w, r, p);
+    key_int_or_null(w, "rung", p->rung >= 0, p->rung);
+    ulp__jw_key(w, "rungs");
+    ulp__jw_open(w, '[');
+    for (int g = 0; g < ULP_LADDER_RUNGS; g++)
+        if ((p->rungs >> g) & 1u) {
+            ulp__jw_item(w);
+            ulp__jw_int(w, g);
+        }
+    ulp__jw_close(w, ']');
+    key_bool(w, "uncontrolled", p->uncontrolled);
+    key_int(w, "ranks", (int64_t)p->n_ranks);
+    key_int(w, "ranks_only_a", (int64_t)p->ranks_only_a);
+    key_int(w, "ranks_only_b", (int64_t)p->ranks_only_b);
+    key_count(w, "rows", p->rows);
+    key_count(w, "differing_rows", p->differing_rows);
+    key_count(w, "logits_rows", p->logits_rows);
+    ulp__jw_close(w, '}');
+}
+
+static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_rung *g)
+{
+    ulp__jw_open(w, '{');
+    key_int(w, "level", g->level);
+    key_str(w, "name", g->name);
+    ulp__jw_key(w, "keys");
+    ulp__jw_open(w, '[');
     for (size_t k = 0; k < g->n_keys; k++)
-        json_array_append_new(keys, json_string(g->keys[k]));
-    json_object_set_new(o, "keys", keys);
-    json_object_set_new(o, "verdict", json_string(ulp_ladder_verdict_name(g->verdict)));
-    json_t *fb = json_null();
+        item_str(w, g->keys[k]);
+    ulp__jw_close(w, ']');
+    key_str(w, "verdict", ulp_ladder_verdict_name(g->verdict));
+    ulp__jw_key(w, "first_break");
     if (g->has_first_break) {
         const ulp_ladder_pair *p = &r->pairs[g->first_break];
-        fb = json_object();
-        json_object_set_new(fb, "pair", json_integer((json_int_t)g->first_break));
-        json_object_set_new(fb, "a", json_integer((json_int_t)p->a));
-        json_object_set_new(fb, "b", json_integer((json_int_t)p->b));
-        json_object_set_new(fb, "first_divergence", first_json(p));
-        json_object_set_new(fb, "argmax_flips", jcount(p->argmax_flips));
+        ulp__jw_open(w, '{');
+        key_int(w, "pair", (int64_t)g->first_break);
+        key_int(w, "a", (int64_t)p->a);
+        key_int(w, "b", (int64_t)p->b);
+        ulp__jw_key(w, "first_divergence");
+        first_json(w, p);
+        key_count(w, "argmax_flips", p->argmax_flips);
+        ulp__jw_close(w, '}');
+    } else {
+        ulp__jw_null(w);
     }
-    json_object_set_new(o, "first_break", fb);
-    json_object_set_new(o, "varied", json_boolean(g->varied));
-    json_object_set_new(o, "deciding_pairs", json_integer((json_int_t)g->n_deciding));
-    json_object_set_new(o, "breaking_pairs", json_integer((json_int_t)g->n_breaking));
-    json_object_set_new(o, "mixed_pairs", json_integer((json_int_t)g->n_mixed));
-    return o;
+    key_bool(w, "varied", g->varied);
+    key_int(w, "deciding_pairs", (int64_t)g->n_deciding);
+    key_int(w, "breaking_pairs", (int64_t)g->n_breaking);
+    key_int(w, "mixed_pairs", (int64_t)g->n_mixed);
+    ulp__jw_close(w, '}');
 }
 
-static json_t *build(const ulp_ladder_result *r)
+/* The document's arrays of runs, pairs and rungs. */
+static void body(ulp__jw *w, const ulp_ladder_result *r)
 {
-    json_t *doc = json_object(), *runs = json_array(), *pairs = json_array(), *rungs = json_array(),
-           *groups = json_array(), *ign = json_array();
-    json_object_set_new(doc, "format", json_string("ulpprof-ladder"));
-    json_object_set_new(doc, "format_version", json_integer(1));
-    for (size_t i = 0; i < r->n_runs; i++)
-        json_array_append_new(runs, run_json(&r->runs[i], i));
-    json_object_set_new(doc, "runs", runs);
-    for (size_t j = 0; j < r->n_pairs; j++)
-        json_array_append_new(pairs, pair_json(r, &r->pairs[j]));
-    json_object_set_new(doc, "pairs", pairs);
-    for (int g = 0; g < ULP_LADDER_RUNGS; g++)
-        json_array_append_new(rungs, rung_json(r, &r->rungs[g]));
-    json_object_set_new(doc, "rungs", rungs);
-    for (size_t g = 0; g < r->n_groups; g++) {
-        json_t *members = json_array();
-        for (size_t i = 0; i < r->n_runs; i++)
-            if (r->runs[i].group == g)
-                json_array_append_new(members, json_integer((json_int_t)i));
-        json_array_append_new(groups, members);
+    ulp__jw_key(w, "runs");
+    ulp__jw_open(w, '[');
+    for (size_t i = 0; i < r->n_runs; i++) {
+        ulp__jw_item(w);
+        run_json(w, &r->runs[i], i);
     }
-    json_object_set_new(doc, "groups", groups);
-    for (int i = 0; i < r->n_ignore; i++)
-        json_array_append_new(ign, json_string(r->ignore[i]));
-    json_object_set_new(doc, "ignored_keys", ign);
-    json_object_set_new(doc, "seconds", json_real(r->seconds));
-    return doc;
+    ulp__jw_close(w, ']');
+    ulp__jw_key(w, "pairs");
+    ulp__jw_open(w, '[');
+    for (size_t j = 0; j < r->n_pairs; j++) {
+        ulp__jw_item(w);
+        pair_json(w, r, &r->pairs[j]);
+    }
+    ulp__jw_close(w, ']');
+    ulp__jw_key(w, "rungs");
+    ulp__jw_open(w, '[');
+    for (int g = 0; g < ULP_LADDER_RUNGS; g++) {
+        ulp__jw_item(w);
+        rung_json(w, r, &r->rungs[g]);
+    }
+    ulp__jw_close(w, ']');
 }
 
 ulp_status ulp__ladder_report_json(const ulp_ladder_result *r, FILE *f, ulp_error *err)
 {
-    json_t *doc = build(r);
-    if (doc == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory building the JSON report");
-    int rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    json_decref(doc);
-    if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
+    ulp__jw *w = malloc(sizeof *w);
+    if (w == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
+    ulp__jw_init(w, f, 0);
+    ulp__jw_open(w, '{');
+    key_str(w, "format", "ulpprof-ladder");
+    key_int(w, "format_version", 1);
+    body(w, r);
+    ulp__jw_key(w, "groups");
+    ulp__jw_open(w, '[');
+    for (size_t g = 0; g < r->n_groups; g++) {
+        ulp__jw_item(w);
+        ulp__jw_open(w, '[');
+        for (size_t i = 0; i < r->n_runs; i++)
+            if (r->runs[i].group == g) {
+                ulp__jw_item(w);
+                ulp__jw_int(w, (int64_t)i);
+            }
+        ulp__jw_close(w, ']');
+    }
+    ulp__jw_close(w, ']');
+    ulp__jw_key(w, "ignored_keys");
+    ulp__jw_open(w, '[');
+    for (int i = 0; i < r->n_ignore; i++)
+        item_str(w, r->ignore[i]);
+    ulp__jw_close(w, ']');
+    if (isfinite(r->seconds)) {
+        ulp__jw_key(w, "seconds");
+        ulp__jw_real(w, r->seconds);
+    }
+    ulp__jw_close(w, '}');
+    ulp__jw_raw(w, "\n", 1);
+    ulp__jw_flush(w);
+    free(w);
+    if (ferror(f))
         return ulp__error(err, ULP_EIO, "cannot write the JSON report");
     return ULP_OK;
 }
