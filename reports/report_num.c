@@ -203,8 +203,6 @@ static char *g17_exponent(char *p, int x, int json)
 
 size_t ulp__fmt_g17(char *buf, double v, int json)
 {
-    if (!json && localeconv()->decimal_point[0] != '.')
-        return g17_slow(buf, v, 0); /* printf writes the locale's point */
     if (v == 0) {
         const char *z = signbit(v) ? (json ? "-0.0" : "-0") : (json ? "0.0" : "0");
         size_t n = strlen(z);
@@ -251,5 +249,7 @@ size_t ulp__fmt_g17(char *buf, double v, int json)
         p += nd;
     }
     *p = '\0';
+    if (!json && strchr(buf, '.') != NULL && strcmp(localeconv()->decimal_point, ".") != 0)
+        return g17_slow(buf, v, 0); /* printf writes the locale's point */
     return (size_t)(p - buf);
 }

@@ -12,12 +12,23 @@
 
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
 {
+    /* Without snprintf (two calls a row in the CSV report): the whole text,
+     * then as much of it as snprintf would have kept. */
+    char t[2 + ULP_MAX_RANK * 21];
     size_t w = 0;
-    w += (size_t)snprintf(buf, n, "[");
-    for (int k = 0; k < ndim && w < n; k++)
-        w += (size_t)snprintf(buf + w, n - w, "%s%" PRId64, k ? "," : "", shape[k]);
-    if (w < n)
-        snprintf(buf + w, n - w, "]");
+    t[w++] = '[';
+    for (int k = 0; k < ndim && k < ULP_MAX_RANK; k++) {
+        if (k)
+            t[w++] = ',';
+        w += ulp__fmt_i64(t + w, shape[k]);
+    }
+    t[w++] = ']';
+    if (n == 0)
+        return;
+    if (w > n - 1)
+        w = n - 1;
+    memcpy(buf, t, w);
+    buf[w] = '\0';
 }
 
 /* "12 of 4096 (0.29%)" */

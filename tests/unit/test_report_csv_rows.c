@@ -4,8 +4,9 @@
  * that writer as it was (up to 94bef78), held against ulp__csv_rows() over
  * random hostile rows (names with commas, quotes, CR and LF, leading
  * = + - @, UTF-8 valid and not; NaN, inf, -0.0, denormals, DBL_MAX; counts
- * past INT64_MAX), whole and in batches, and ulp__fmt_g17() against
- * snprintf's "%.17g" over many values.
+ * past INT64_MAX), whole and in batches; ulp__fmt_g17() against
+ * snprintf's "%.17g" over many values, and ulp__fmt_shape() against the
+ * snprintf one it replaced.
  */
 #define _GNU_SOURCE
 #include <float.h>
@@ -24,6 +25,17 @@
 #include "reports/report_priv.h"
 
 /* ---- The reference: report_csv.c's rows as fprintf wrote them. ---- */
+
+/* report_text.c's ulp__fmt_shape() as it was, with snprintf. */
+static void ref_shape(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t w = 0;
+    w += (size_t)snprintf(buf, n, "[");
+    for (int k = 0; k < ndim && w < n; k++)
+        w += (size_t)snprintf(buf + w, n - w, "%s%" PRId64, k ? "," : "", shape[k]);
+    if (w < n)
+        snprintf(buf + w, n - w, "]");
+}
 
 static void ref_str(FILE *f, const char *s)
 {
@@ -83,7 +95,7 @@ static void ref_metrics(FILE *f, const ulp_diff_row *row)
     ref_num(f, m->max_abs_diff_ulps_at_max);
     fprintf(f, ",%" PRIu64 ",%" PRIu64 ",", m->nonfinite_mismatch, m->sign_changes);
     if (m->worst_flat >= 0) {
-        ulp__fmt_shape(b, sizeof b, row->ndim_a, m->worst_index);
+        ref_shape(b, sizeof b, row->ndim_a, m->worst_index);
         ref_str(f, b);
         fputc(',', f);
         ref_num(f, m->worst_a);
@@ -124,12 +136,12 @@ static void ref_rows(const ulp_diff_row *rows, size_t n, FILE *f)
         if (row->seq_a >= 0 && row->seq_b >= 0)
             fputs(ulp_dtype_name(row->dtype_b), f);
         fputc(',', f);
-        ulp__fmt_shape(b, sizeof b, side_b ? row->ndim_b : row->ndim_a,
-                       side_b ? row->shape_b : row->shape_a);
+        ref_shape(b, sizeof b, side_b ? row->ndim_b : row->ndim_a,
+                  side_b ? row->shape_b : row->shape_a);
         ref_str(f, b);
         fputc(',', f);
         if (row->seq_a >= 0 && row->seq_b >= 0) {
-            ulp__fmt_shape(b, sizeof b, row->ndim_b, row->shape_b);
+            ref_shape(b, sizeof b, row->ndim_b, row->shape_b);
             ref_str(f, b);
         }
         fprintf(f, ",%s,%" PRIu64 ",", ulp_diff_status_name(row->status), row->elements);
@@ -438,12 +450,34 @@ static void test_report_csv_rows__g17(void **state)
     }
 }
 
+/* ulp__fmt_shape() against snprintf's, every rank, buffers cut short too. */
+static void test_report_csv_rows__shapes(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 200000; i++) {
+        int64_t shape[ULP_SNAPSHOT_MAX_RANK];
+        int ndim = (int)pick(ULP_SNAPSHOT_MAX_RANK + 1);
+        for (int k = 0; k < ndim; k++)
+            shape[k] = pick(4) == 0 ? (pick(2) ? INT64_MIN : (int64_t)next()) : (int64_t)pick(5000);
+        size_t n = pick(4) == 0 ? pick(40) : 200;
+        char got[200], want[200];
+        memset(got, 'x', sizeof got);
+        memset(want, 'x', sizeof want);
+        ulp__fmt_shape(got, n, ndim, shape);
+        ref_shape(want, n, ndim, shape);
+        if (memcmp(got, want, sizeof got) != 0)
+            fail_msg("shape of rank %d into %zu bytes: '%.200s', snprintf '%.200s'", ndim, n, got,
+                     want);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_report_csv_rows__random_rows),
         cmocka_unit_test(test_report_csv_rows__empty_and_long),
         cmocka_unit_test(test_report_csv_rows__g17),
+        cmocka_unit_test(test_report_csv_rows__shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
