@@ -252,10 +252,11 @@ static void same_captures(const ulp_snapshot *a, const ulp_snapshot *b)
 
 /*
  * A deferred open of a stamped file of 1,024 captures or more decodes its
- * records on a second thread (s->check): nothing is installed until
- * ulp_snapshot_confirm(), which gives the captures the groups give, with no
- * hash.  A decode that fails there (a record made unreadable, the mtime set
- * back) sends the confirmation to the groups, as a failed hash does.
+ * records on a second thread (s->check; ULPPROF_INDEX=thread whatever the
+ * machine's load): nothing is installed until ulp_snapshot_confirm(),
+ * which gives the captures the groups give, with no hash.  A decode that
+ * fails there (a record made unreadable, the mtime set back) sends the
+ * confirmation to the groups, as a failed hash does.
  */
 static void test_index_stamp__deferred_decode(void **state)
 {
@@ -266,6 +267,12 @@ static void test_index_stamp__deferred_decode(void **state)
     setenv("ULPPROF_INDEX", "0", 1);
     assert_int_equal(ulp_snapshot_open(g_path, &slow, &err), ULP_OK);
     unsetenv("ULPPROF_INDEX");
+    /* On a thread or not (the load decides), the same captures. */
+    assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
+    assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_OK);
+    same_captures(s, slow);
+    ulp_snapshot_close(s);
+    setenv("ULPPROF_INDEX", "thread", 1);
     uint64_t h0 = ulp__index_hash_count();
     assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
     assert_non_null(s->check);
@@ -301,6 +308,7 @@ static void test_index_stamp__deferred_decode(void **state)
     assert_int_equal(ulp_snapshot_confirm(&s, &err), ULP_OK);
     assert_null(s->check);
     assert_int_equal(ulp_snapshot_capture_count(s), 1500); /* through the groups */
+    unsetenv("ULPPROF_INDEX");
     same_captures(s, slow);
     ulp_snapshot_close(s);
     ulp_snapshot_close(slow);
