@@ -16,17 +16,39 @@
 
 #include "report_priv.h"
 
+/* "00" .. "99". */
+static const char two_digits[] = "00010203040506070809"
+                                 "10111213141516171819"
+                                 "20212223242526272829"
+                                 "30313233343536373839"
+                                 "40414243444546474849"
+                                 "50515253545556575859"
+                                 "60616263646566676869"
+                                 "70717273747576777879"
+                                 "80818283848586878889"
+                                 "90919293949596979899";
+
 size_t ulp__fmt_u64(char *buf, uint64_t v)
 {
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
-    buf[n] = '\0';
+    /* The length first, then two digits at a time from the end: a report
+     * writes some twenty integers a row. */
+    size_t n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *p = buf + n;
+    *p = '\0';
+    while (v >= 100) {
+        const char *q = two_digits + 2 * (v % 100);
+        v /= 100;
+        *--p = q[1];
+        *--p = q[0];
+    }
+    if (v >= 10) {
+        *--p = two_digits[2 * v + 1];
+        *--p = two_digits[2 * v];
+    } else {
+        *--p = (char)('0' + v);
+    }
     return n;
 }
 

@@ -111,6 +111,12 @@ static void test_report_num__integers(void **state)
             check_double(-(double)u);
         }
     }
+    for (uint64_t p = 1; p <= 10000000000000000000ULL; p *= 10) {
+        for (int d = -2; d <= 2; d++)
+            check_int((int64_t)(p + (uint64_t)(int64_t)d));
+        if (p == 10000000000000000000ULL)
+            break;
+    }
     for (double p = 1; p < 1e20; p *= 10)
         for (int d = -2; d <= 2; d++) {
             check_double(p + d);
