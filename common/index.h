@@ -51,8 +51,9 @@
  * captures) on a file nothing wrote to since it was sealed, as rsync's
  * quick check and git's stat cache do.  The writer chooses it when it
  * creates the seal (so the hash covers it, and readers before the stamp
- * verify these files unchanged): 1 ns before the wall clock's coarse
- * reading (CLOCK_REALTIME_COARSE, the clock Linux stamps writes with).
+ * verify these files unchanged): 1 or 2 ns before the wall clock's coarse
+ * reading (CLOCK_REALTIME_COARSE, the clock Linux stamps writes with),
+ * whichever is odd.
  * After its very last write to the file it sets the file's mtime to it
  * (futimens).  Any write after that, by anyone, sets the mtime to the time
  * of that write, which is at or after that reading: never the stamp, unless

@@ -10,15 +10,23 @@
 #include "journal.h"
 #include "le.h"
 
+uint64_t ulp__index_stamp_of(uint64_t now)
+{
+    /* Odd: a file system that keeps times in coarser units (100 ns, 1 us,
+     * 1 s, all even) truncates it, and never shows it back; an even stamp
+     * it would keep, and a write in the same unit could be given it too. */
+    return now < 3 ? 0 : (now - 1) % 2 != 0 ? now - 1 : now - 2;
+}
+
 uint64_t ulp__index_stamp_now(void)
 {
     /* Coarse: the clock of the kernel's file times.  Every write after this
-     * reading gets an mtime at or after it, never 1 ns before it. */
+     * reading gets an mtime at or after it, never before it. */
 #ifdef CLOCK_REALTIME_COARSE
     struct timespec ts;
     if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0 || ts.tv_sec <= 0)
         return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - 1;
+    return ulp__index_stamp_of((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 #else
     return 0; /* no stamp: readers hash */
 #endif

@@ -22,8 +22,12 @@
 int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t *seal_off,
                            uint64_t *stamp);
 
-/* A new seal's stamp: 1 ns before CLOCK_REALTIME_COARSE now (index.h); 0 if the clock fails. */
+/* A new seal's stamp: ulp__index_stamp_of(CLOCK_REALTIME_COARSE now) (index.h); 0 if the clock
+ * fails. */
 uint64_t ulp__index_stamp_now(void);
+
+/* The stamp for a clock reading of `now` ns: the odd one of now - 1 and now - 2. */
+uint64_t ulp__index_stamp_of(uint64_t now);
 
 /*
  * Sets the mtime of the file open at `fd` to `stamp` (atime untouched):

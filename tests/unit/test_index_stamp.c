@@ -127,6 +127,24 @@ static int via_index(const char *path, const char *env, uint64_t *hashes)
 }
 
 /* The writer's file: trusted without a hash until anything writes to it. */
+/* The stamp is odd and before the reading: a filesystem that keeps times in
+ * 100 ns, 1 us or 1 s units truncates it, so no later write there can show
+ * it back (one in the same unit would, were the stamp a multiple of it). */
+static void test_index_stamp__odd(void **state)
+{
+    (void)state;
+    static const uint64_t now[] = {
+        3, 4, 1000, 1001, 1000000001, 1796123912558669069u, 1796123912558669070u};
+    for (size_t i = 0; i < sizeof now / sizeof now[0]; i++) {
+        uint64_t s = ulp__index_stamp_of(now[i]);
+        assert_true(s % 2 == 1);
+        assert_true(s < now[i] && now[i] - s <= 2);
+    }
+    assert_int_equal(ulp__index_stamp_of(0), 0);
+    uint64_t s = ulp__index_stamp_now();
+    assert_true(s == 0 || s % 2 == 1);
+}
+
 static void test_index_stamp__writer(void **state)
 {
     (void)state;
@@ -341,6 +359,7 @@ static void test_index_stamp__copy(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_index_stamp__odd),
         cmocka_unit_test(test_index_stamp__writer),
         cmocka_unit_test(test_index_stamp__written_after),
         cmocka_unit_test(test_index_stamp__old_file),
