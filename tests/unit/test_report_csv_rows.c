@@ -23,6 +23,8 @@
 #include <cmocka.h>
 
 #include "reports/report_priv.h"
+#define TEST_RNG_SEED 0x9E3779B97F4A7C15ULL
+#include "test_rng.h"
 
 /* ---- The reference: report_csv.c's rows as fprintf wrote them. ---- */
 
@@ -154,20 +156,6 @@ static void ref_rows(const ulp_diff_row *rows, size_t n, FILE *f)
 }
 
 /* ---- Random hostile rows. ---- */
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t next(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static size_t pick(size_t n)
-{
-    return (size_t)(next() % n);
-}
 
 /* Pieces of names: what CSV quotes or marks, UTF-8 valid and not. */
 static const char *const pieces[] = {"a",

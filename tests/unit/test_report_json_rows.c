@@ -25,6 +25,8 @@
 
 #include "reports/report_json_out.h"
 #include "reports/report_priv.h"
+#define TEST_RNG_SEED 0x2545F4914F6CDD1DULL
+#include "test_rng.h"
 
 /* ---- The reference: the jansson tree of a row, as report_json.c built it. ---- */
 
@@ -332,20 +334,6 @@ static void assert_same_text(const char *what, const char *got, size_t ng, const
 }
 
 /* ---- Hostile values. ---- */
-
-static uint64_t g_rng = 0x2545F4914F6CDD1DULL;
-static uint64_t next(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static size_t pick(size_t n)
-{
-    return (size_t)(next() % n);
-}
 
 /* Pieces of names: plain, escaped, control, valid UTF-8 of each length, and
  * bytes that are not UTF-8 (stray continuation, overlong, surrogate, past

@@ -22,6 +22,8 @@
 #include <cmocka.h>
 
 #include "reports/report_priv.h"
+#define TEST_RNG_SEED 0xD1B54A32D192ED03ULL
+#include "test_rng.h"
 
 /* ---- The reference: report_ladder_json.c's tree, as it was. ---- */
 
@@ -198,20 +200,6 @@ static char *new_text(const ulp_ladder_result *r, size_t *len)
 }
 
 /* ---- Random results. ---- */
-
-static uint64_t g_rng = 0xD1B54A32D192ED03ULL;
-static uint64_t next(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
-}
-
-static size_t pick(size_t n)
-{
-    return (size_t)(next() % n);
-}
 
 static const char *const pieces[] = {"a",
                                      "batch_size",

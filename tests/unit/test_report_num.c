@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include "reports/report_priv.h"
+#define TEST_RNG_SEED 0x9E3779B97F4A7C15ULL
+#include "test_rng.h"
 
 /* printf's answer for ulp__fmt_num: the format the function documents. */
 static void ref_num(char *buf, size_t n, double v)
@@ -66,15 +68,6 @@ static void check_int(int64_t v)
     snprintf(want, sizeof want, "%" PRIu64, (uint64_t)v);
     assert_string_equal(got, want);
     assert_int_equal(n, strlen(want));
-}
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ULL;
-static uint64_t next(void)
-{
-    g_rng ^= g_rng << 13;
-    g_rng ^= g_rng >> 7;
-    g_rng ^= g_rng << 17;
-    return g_rng;
 }
 
 static void test_report_num__edges(void **state)
