@@ -218,6 +218,9 @@ static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FIL
     ulp__json_rows_end(r->n_rows, f);
     ulp__json_emit(plain + rest, strlen(plain + rest), f);
     free(plain);
+    /* Its rows not read back whole: the temporary file failed, not `f`. */
+    if (rc != 0 && !ferror(f))
+        return ulp__error(err, ULP_EIO, "cannot read the report's temporary file back (damaged?)");
     if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
         return ulp__report_write_error(err, ULP_EIO);
     return ULP_OK;

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -769,6 +770,53 @@ static void test_report_json_rows__spool(void **state)
     free(mem);
 }
 
+/* The stream's temporary file (tmpfile(3): a deleted file this process holds). */
+static int spool_fd(void)
+{
+    for (int fd = 3; fd < 1024; fd++) {
+        char link[64], to[512];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, to, sizeof to - 1);
+        if (n > 0 && (to[n] = '\0', strstr(to, " (deleted)") != NULL))
+            return fd;
+    }
+    return -1;
+}
+
+/* A streamed JSON report whose temporary file reads back damaged: said as
+ * that, not as a failure to write the report. */
+static void test_report_json_rows__spool_damaged(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    ulp_diff_row rows[N];
+    row_mem *mem = calloc(N, sizeof *mem);
+    assert_non_null(mem);
+    for (size_t i = 0; i < N; i++)
+        any_row(&rows[i], &mem[i]);
+    ulp_report_stream *rs = NULL;
+    ulp_error err;
+    assert_int_equal(ulp_report_stream_open(ULP_REPORT_JSON, 0, &rs, &err), ULP_OK);
+    assert_int_equal(ulp_report_stream_rows(rs, rows, 0, N, &err), ULP_OK);
+    int fd = spool_fd();
+    assert_true(fd >= 0);
+    static const unsigned char junk[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    /* Past the first record's length: a string longer than the record. */
+    assert_int_equal(pwrite(fd, junk, sizeof junk, 4), (ssize_t)sizeof junk);
+    ulp_diff_result r;
+    memset(&r, 0, sizeof r);
+    r.path_a = "a.h5";
+    r.path_b = "b.h5";
+    r.n_rows = N;
+    FILE *out = tmpfile();
+    assert_non_null(out);
+    assert_int_equal(ulp_report_stream_write(rs, &r, out, &err), ULP_EIO);
+    assert_non_null(strstr(err.msg, "temporary file"));
+    fclose(out);
+    ulp_report_stream_free(rs);
+    free(mem);
+}
+
 /* Names longer than the writer's buffer, plain runs and escapes across its
  * boundaries: what it flushes first and what it writes past its buffer. */
 static void test_report_json_rows__long_names(void **state)
@@ -909,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_report_json_rows__empty_and_plain),
         cmocka_unit_test(test_report_json_rows__long_names),
         cmocka_unit_test(test_report_json_rows__spool),
+        cmocka_unit_test(test_report_json_rows__spool_damaged),
         cmocka_unit_test(test_report_json_rows__reals),
         cmocka_unit_test(test_report_json_rows__strings),
     };
