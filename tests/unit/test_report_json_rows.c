@@ -381,15 +381,7 @@ static const char *const pieces[] = {"a",
 /* A name of up to 12 pieces in `buf` (ULP__FULL_NAME bytes). */
 static char *hostile(char *buf)
 {
-    size_t n = pick(13), k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *s = pieces[pick(sizeof pieces / sizeof pieces[0])];
-        size_t len = strlen(s);
-        memcpy(buf + k, s, len);
-        k += len;
-    }
-    buf[k] = '\0';
-    return buf;
+    return rng_join(buf, pieces, sizeof pieces / sizeof pieces[0], 12);
 }
 
 static double any_double(void)
