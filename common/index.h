@@ -64,8 +64,9 @@
  * set the mtime back to the stamp (touch -d, os.utime), or an edit through
  * something that does not update mtimes (a raw block device, a filesystem
  * mounted without them).  A filesystem that keeps coarser times than
- * nanoseconds never matches, and is hashed.  cp -p, rsync -t and tar copy
- * the bytes and the mtime together, and stay trusted.  ULPPROF_INDEX=hash
+ * nanoseconds never matches, and is hashed.  cp -p, rsync -t and tar
+ * --format=posix copy the bytes and the mtime together, and stay trusted
+ * (GNU tar's default format keeps whole seconds: hashed).  ULPPROF_INDEX=hash
  * makes readers hash every file.
  */
 #ifndef ULPPROF_COMMON_INDEX_H
