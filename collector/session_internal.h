@@ -169,14 +169,18 @@ void ulp__staging_start(ulp_session *s);
 void ulp__staging_wait_ready(ulp_session *s);
 
 /*
- * Stops the prefault thread; every block given back.  The ring is kept for
- * the process's next session of the same bound (one ring at most; its
- * pages left for the kernel to take back, MADV_FREE), else unmapped.
+ * Stops the prefault thread; every block given back.  From the process's
+ * second closed ring on, the ring is kept for its next session of the same
+ * bound (one ring at most; its pages left for the kernel to take back,
+ * MADV_FREE), else unmapped.
  */
 void ulp__staging_stop(ulp_session *s);
 
-/* Unmaps the kept ring, if any. */
+/* Unmaps the kept ring, if any; the next ring closed is then a first one (tests). */
 void ulp__staging_release_kept(void);
+
+/* 1 if a closed session's ring is kept (tests). */
+int ulp__staging_kept(void);
 
 /* fork(2): the kept ring is held across it (prepare/parent) and is not in the child. */
 void ulp__staging_fork_prepare(void);

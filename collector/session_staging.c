@@ -20,8 +20,9 @@
  * itself ahead of the newest block: a fresh session's first burst then
  * had it clear another 128 MiB while the caller copied -- 6 ms of CPU
  * per session, and the caller's copies sharing the memory bus with it,
- * for pages that a burst of the reserve's size never reaches.)  A closed
- * session's ring is kept for the process's next session (spare_keep).
+ * for pages that a burst of the reserve's size never reaches.)  From a
+ * process's second closed session on, a closed session's ring is kept for
+ * its next session (spare_keep).
  */
 #define _GNU_SOURCE /* MADV_POPULATE_WRITE, MADV_DONTFORK, MADV_FREE */
 #include <signal.h>
@@ -139,11 +140,15 @@ static void *prefault_main(void *arg)
  * (6 ms of CPU for 128 MiB, and tenths of a second on a VM whose host
  * must back fresh memory again).  Given to the kernel to take back when
  * it needs the memory (MADV_FREE), and never in a fork child (the
- * mapping is MADV_DONTFORK).
+ * mapping is MADV_DONTFORK).  Not the first ring a process closes: a
+ * program that captures once gets its memory back at close (the kept
+ * pages count in its RSS until the kernel wants them); one that has
+ * already opened a second session is likely to open more, and keeps it.
  */
 static pthread_mutex_t g_spare_mu = PTHREAD_MUTEX_INITIALIZER;
 static char *g_spare_map;
 static size_t g_spare_bytes;
+static unsigned g_closed; /* rings closed since the start or the last release, at most 2 */
 
 /* The kept ring if it has `map_bytes`, else NULL (and a kept ring of another size is unmapped). */
 static char *spare_take(size_t map_bytes)
@@ -172,7 +177,9 @@ static char *spare_take(size_t map_bytes)
 static int spare_keep(char *map, size_t map_bytes, char *base, size_t bytes)
 {
     pthread_mutex_lock(&g_spare_mu);
-    int kept = g_spare_map == NULL;
+    int kept = g_closed > 0 && g_spare_map == NULL;
+    if (g_closed < 2)
+        g_closed++;
     if (kept) {
         madvise(base, bytes, MADV_FREE);
         g_spare_map = map;
@@ -184,7 +191,18 @@ static int spare_keep(char *map, size_t map_bytes, char *base, size_t bytes)
 
 void ulp__staging_release_kept(void)
 {
+    pthread_mutex_lock(&g_spare_mu);
+    g_closed = 0;
+    pthread_mutex_unlock(&g_spare_mu);
     (void)spare_take(0);
+}
+
+int ulp__staging_kept(void)
+{
+    pthread_mutex_lock(&g_spare_mu);
+    int kept = g_spare_map != NULL;
+    pthread_mutex_unlock(&g_spare_mu);
+    return kept;
 }
 
 void ulp__staging_fork_prepare(void)

@@ -284,8 +284,10 @@ static int ring_touch(size_t cap, size_t size)
 }
 
 /*
- * A closed session's ring is kept for the next session of the same bound
- * (the same mapping, its reserve already there); one of another bound
+ * The first ring a process closes is unmapped (a program that captures
+ * once gets its memory back); from the second on, a closed session's ring
+ * is kept for the next session of the same bound (the same mapping, its
+ * reserve already there); one of another bound
  * maps its own; and a fork child, which does not have the kept mapping
  * (MADV_DONTFORK), maps its own too (the parent's address is not mapped
  * there: its prefault thread is refused, or the child dies of SIGSEGV).
@@ -297,11 +299,15 @@ static void test_staging__kept_for_next(void **state)
     ulp__staging_release_kept();
     ulp__session_fork_watch();
     ulp_session *s = ring_session(cap);
+    ring_session_free(s);
+    assert_false(ulp__staging_kept()); /* the first: unmapped */
+    s = ring_session(cap);
     char *base = s->staging.base;
     pthread_mutex_lock(&s->mu);
     ulp__staging_wait_ready(s);
     pthread_mutex_unlock(&s->mu);
     ring_session_free(s);
+    assert_true(ulp__staging_kept());
 
     s = ring_session(cap);
     assert_ptr_equal(s->staging.base, base);
