@@ -25,6 +25,7 @@
 #include "reports/report_priv.h"
 #define TEST_RNG_SEED 0x9E3779B97F4A7C15ULL
 #include "test_rng.h"
+#include "test_same_text.h"
 
 /* ---- The reference: report_csv.c's rows as fprintf wrote them. ---- */
 
@@ -311,19 +312,6 @@ static char *text_of(const ulp_diff_row *rows, size_t n, int ref, size_t *len)
     return b;
 }
 
-static void assert_same_text(const char *what, const char *got, size_t ng, const char *want,
-                             size_t nw)
-{
-    size_t i = 0;
-    while (i < ng && i < nw && got[i] == want[i])
-        i++;
-    if (i == ng && i == nw)
-        return;
-    size_t from = i > 60 ? i - 60 : 0;
-    fail_msg("%s: first difference at byte %zu of %zu/%zu\nwriter: %.120s\nfprintf: %.120s", what,
-             i, ng, nw, got + from, want + from);
-}
-
 /* Batches of random rows; each also written in random pieces, as the streamed report does. */
 static void test_report_csv_rows__random_rows(void **state)
 {
@@ -342,7 +330,7 @@ static void test_report_csv_rows__random_rows(void **state)
         char *want = text_of(rows, n, 1, &nw);
         char what[64];
         snprintf(what, sizeof what, "round %d (%zu rows)", round, n);
-        assert_same_text(what, got, ng, want, nw);
+        assert_same_text(what, "fprintf", got, ng, want, nw);
         char *pieces_text = NULL;
         FILE *f = open_memstream(&pieces_text, &np);
         assert_non_null(f);
@@ -351,7 +339,7 @@ static void test_report_csv_rows__random_rows(void **state)
             ulp__csv_rows(rows + i, i + k > n ? n - i : k, f);
         }
         assert_int_equal(fclose(f), 0);
-        assert_same_text(what, pieces_text, np, want, nw);
+        assert_same_text(what, "fprintf", pieces_text, np, want, nw);
         free(pieces_text);
         free(got);
         free(want);
@@ -382,7 +370,7 @@ static void test_report_csv_rows__empty_and_long(void **state)
     size_t ng, nw;
     got = text_of(&r, 1, 0, &ng);
     char *want = text_of(&r, 1, 1, &nw);
-    assert_same_text("long name", got, ng, want, nw);
+    assert_same_text("long name", "fprintf", got, ng, want, nw);
     assert_true(nw > LONG);
     free(got);
     free(want);

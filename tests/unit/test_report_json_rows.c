@@ -28,6 +28,7 @@
 #include "reports/report_priv.h"
 #define TEST_RNG_SEED 0x2545F4914F6CDD1DULL
 #include "test_rng.h"
+#include "test_same_text.h"
 
 /* ---- The reference: the jansson tree of a row, as report_json.c built it. ---- */
 
@@ -319,19 +320,6 @@ static char *new_rows(const ulp_diff_row *rows, size_t n, size_t first, size_t *
     assert_int_equal(ulp__json_rows(rows, n, first, f), 0);
     fclose(f);
     return out;
-}
-
-static void assert_same_text(const char *what, const char *got, size_t ng, const char *want,
-                             size_t nw)
-{
-    size_t k = 0;
-    while (k < ng && k < nw && got[k] == want[k])
-        k++;
-    if (k == ng && k == nw)
-        return;
-    size_t from = k > 60 ? k - 60 : 0;
-    fail_msg("%s: differs at byte %zu of %zu/%zu:\n--- writer:\n%.120s\n--- jansson:\n%.120s", what,
-             k, ng, nw, got + from, want + from);
 }
 
 /* ---- Hostile values. ---- */
@@ -646,7 +634,7 @@ static void test_report_json_rows__random_rows(void **state)
         char *want = ref_rows(rows, n, first, &nw);
         char what[64];
         snprintf(what, sizeof what, "round %d (%zu rows)", round, n);
-        assert_same_text(what, got, ng, want, nw);
+        assert_same_text(what, "jansson", got, ng, want, nw);
         free(got);
         free(want);
     }
@@ -669,7 +657,7 @@ static void test_report_json_rows__empty_and_plain(void **state)
     size_t ng, nw;
     char *got = new_rows(&r, 1, 0, &ng);
     char *want = ref_rows(&r, 1, 0, &nw);
-    assert_same_text("plain row", got, ng, want, nw);
+    assert_same_text("plain row", "jansson", got, ng, want, nw);
     assert_non_null(strstr(got, "\"shape\": [],"));
     free(got);
     free(want);
@@ -736,7 +724,7 @@ static void test_report_json_rows__spool(void **state)
         char *got = unspool(sp, ns, &ng, &rc);
         assert_int_equal(rc, 0);
         char *want = ref_rows(rows, n, 0, &nw);
-        assert_same_text("unspooled rows", got, ng, want, nw);
+        assert_same_text("unspooled rows", "jansson", got, ng, want, nw);
         free(got);
         /* Cut anywhere: all of it or a prefix of whole rows, or refused. */
         for (int cut = 0; cut < 20; cut++) {
@@ -844,7 +832,7 @@ static void test_report_json_rows__long_names(void **state)
             size_t ng, nw;
             char *got = new_rows(rows, 2, 0, &ng);
             char *want = ref_rows(rows, 2, 0, &nw);
-            assert_same_text("long names", got, ng, want, nw);
+            assert_same_text("long names", "jansson", got, ng, want, nw);
             assert_true(ng > 2 * lens[i]);
             free(got);
             size_t ns;
@@ -852,7 +840,7 @@ static void test_report_json_rows__long_names(void **state)
             char *sp = spool_bytes(rows, 2, &ns);
             got = unspool(sp, ns, &ng, &rc);
             assert_int_equal(rc, 0);
-            assert_same_text("long names, unspooled", got, ng, want, nw);
+            assert_same_text("long names, unspooled", "jansson", got, ng, want, nw);
             free(sp);
             free(got);
             free(want);
@@ -936,7 +924,7 @@ static void test_report_json_rows__strings(void **state)
         ulp__jw_flush(w);
         free(w);
         fclose(f);
-        assert_same_text("string", got, ng, want, strlen(want));
+        assert_same_text("string", "jansson", got, ng, want, strlen(want));
         free(got);
         free(want);
     }

@@ -12,20 +12,6 @@
 
 #ifndef TEST_RNG_SEED
 #error "define TEST_RNG_SEED before including test_rng.h"
-/* Up to `most` pieces drawn from pieces[0..n), joined in `buf`: a name. */
-static inline char *rng_join(char *buf, const char *const *pieces, size_t n, size_t most)
-{
-    size_t count = pick(most + 1), k = 0;
-    for (size_t i = 0; i < count; i++) {
-        const char *s = pieces[pick(n)];
-        size_t len = strlen(s);
-        memcpy(buf + k, s, len);
-        k += len;
-    }
-    buf[k] = '\0';
-    return buf;
-}
-
 #endif
 
 static uint64_t g_rng = TEST_RNG_SEED;
