@@ -24,6 +24,7 @@
 #include "collector/writer.h"
 #include "common/index.h"
 #include "common/journal.h"
+#include "index_testutil.h"
 
 static char g_path[1200];
 
@@ -168,29 +169,6 @@ static void same_snapshot(const ulp_snapshot *fast, const ulp_snapshot *slow)
         free(x);
         free(y);
     }
-}
-
-/* Whether the reader can use the file's index (1), as ulp_snapshot_open does. */
-static int index_usable(ulp_snapshot *s)
-{
-    ulp__journal_state js;
-    ulp__journal_find(s, &js);
-    assert_true(!js.found || js.closed); /* a copy has no journal */
-    /* Read again into the opened snapshot, whose arrays it replaces. */
-    ulp_capture_info *caps = s->caps;
-    ulp__capture_src *srcs = s->srcs;
-    size_t *by_name = s->by_name, n = s->ncaps;
-    int rc = ulp__index_read(s, js.found ? js.first : ULP__INDEX_NO_JOURNAL);
-    if (rc == 1) {
-        free(s->caps);
-        free(s->srcs);
-        free(s->by_name);
-    }
-    s->caps = caps;
-    s->srcs = srcs;
-    s->by_name = by_name;
-    s->ncaps = n;
-    return rc;
 }
 
 static void test_index__same_as_groups(void **state)
