@@ -710,6 +710,8 @@ static int read_hashed(ulp_snapshot *s, const seal_fields *sl, uint64_t jfirst, 
     uint64_t now = 0;
     int used = 0;
     hasher hs;
+    if (nruns > 1) /* the hash takes the windows it holds in file order */
+        qsort(runs, nruns, sizeof *runs, mem_cmp);
     /* An open that does not wait for the hash leaves it to s->check. */
     ulp__index_check *chk = s->defer_check ? calloc(1, sizeof *chk) : NULL;
     hasher *hp = chk != NULL ? &chk->h : &hs;
@@ -785,8 +787,6 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
         free(runs);
         return 0;
     }
-    if (nruns > 1)
-        qsort(runs, nruns, sizeof *runs, mem_cmp);
     if (!stamped)
         return read_hashed(s, &sl, jfirst, buf, runs, nruns);
     free(runs);
