@@ -1,0 +1,57 @@
+/*
+ * What a comparison needs to know of a whole snapshot without walking its
+ * captures: per distinct name, how many captures it has and whether their
+ * occurrences and positions let them be paired as they stream by
+ * (diff_lean.c).  Not installed.
+ *
+ * Why it exists: pairing 100,000 captures through per-capture tables (by
+ * name, used flags) held about 1 KiB of memory per capture pair.  A
+ * pairing that walks A and B in seq order needs only these per-name facts,
+ * and a capture table that is made in pages and let go behind the walk
+ * (ulp__snapshot_trim()) keeps the memory flat in the capture count.
+ */
+#ifndef ULPPROF_ANALYZER_SNAPSHOT_SUMMARY_H
+#define ULPPROF_ANALYZER_SNAPSHOT_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/snapshot.h"
+
+/* One distinct capture name of a snapshot. */
+typedef struct ulp__name_summary {
+    const char *name; /* the snapshot's copy: the `name` of each of its captures */
+    uint64_t count;   /* its captures                                            */
+    int contiguous;   /* its k-th capture in seq order has occurrence k, every k   */
+    int positions;    /* 1 every capture of it has positions, 0 none, -1 some     */
+} ulp__name_summary;
+
+typedef struct ulp__snapshot_summary {
+    const ulp__name_summary *names; /* [nnames], sorted by strcmp(3) of the name */
+    size_t nnames;
+    int any_rows;           /* some capture has positions (row_rank > 0)    */
+    uint64_t data_bytes;    /* elements x dtype size, summed over captures  */
+    size_t largest_mapped;  /* the largest capture ulp__snapshot_mapped()   */
+    uint64_t largest_bytes; /* maps (its bytes), or the capture count, 0    */
+} ulp__snapshot_summary;
+
+/*
+ * The summary of `s`: made once, on the first call (or by the open), and
+ * kept until the close; NULL when out of memory.  Safe to call from any
+ * thread.
+ */
+const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s);
+
+/* The summary of the name `name` (any copy of it), or NULL when s has none. */
+const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
+                                                    const char *name);
+
+/*
+ * Lets captures [0, below) of s go: a capture table made in pages may free
+ * those pages (ulp_snapshot_capture() makes them again when asked).  No
+ * pointer into those captures may be held, and no other thread may use
+ * them, during the call.  Does nothing to a table read whole.
+ */
+void ulp__snapshot_trim(const ulp_snapshot *s, size_t below);
+
+#endif /* ULPPROF_ANALYZER_SNAPSHOT_SUMMARY_H */
