@@ -19,6 +19,7 @@
 #include "common/grow.h"
 #include "common/strset.h"
 #include "diff_priv.h"
+#include "snapshot_summary.h"
 #include "ulpprof/format.h"
 
 /*
@@ -274,12 +275,11 @@ static size_t batch_rows(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_
     size_t all = na + nb + 1, batch = STREAM_BATCH_ROWS;
     if (fn == NULL)
         return all;
-    for (size_t i = 0; i < na; i++)
-        if (ulp_snapshot_capture(a, i)->row_rank > 0)
-            return all;
-    for (size_t i = 0; i < nb; i++)
-        if (ulp_snapshot_capture(b, i)->row_rank > 0)
-            return all;
+    /* No table walk (a table made in pages would make every page). */
+    const ulp__snapshot_summary *sa = ulp__snapshot_summary_get(a);
+    const ulp__snapshot_summary *sb = ulp__snapshot_summary_get(b);
+    if (sa == NULL || sb == NULL || sa->any_rows || sb->any_rows)
+        return all;
     const char *env = getenv("ULPPROF_DIFF_BATCH");
     if (env != NULL && atol(env) > 0)
         batch = (size_t)atol(env);

@@ -22,6 +22,7 @@
 
 #include "diff_priv.h"
 #include "snapshot_read_priv.h"
+#include "snapshot_summary.h"
 
 /* Files smaller than this are copied, unprobed: the probe would cost more than it saves. */
 #define PROBE_MIN_BYTES ((uint64_t)64 << 20)
@@ -43,19 +44,13 @@ static double thread_ns(void)
 
 static int probe(const ulp_snapshot *s, unsigned char *buf)
 {
-    size_t n = ulp_snapshot_capture_count(s), best = n;
-    uint64_t total = 0, most = 0;
-    for (size_t i = 0; i < n; i++) {
-        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
-        uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
-        total += bytes;
-        if (bytes > most && ulp__snapshot_mapped(s, i, 0) != NULL) {
-            most = bytes;
-            best = i;
-        }
-    }
-    if (total < PROBE_MIN_BYTES || best == n)
+    /* From the summary: walking every capture here would make every page
+     * of a capture table made in pages. */
+    const ulp__snapshot_summary *sum = ulp__snapshot_summary_get(s);
+    if (sum == NULL || sum->data_bytes < PROBE_MIN_BYTES || sum->largest_bytes == 0)
         return 0;
+    size_t best = sum->largest_mapped;
+    uint64_t most = sum->largest_bytes;
     /* One span of the largest mapped capture, from its second span on (the
      * first may share its pages with a neighbour), twice each way, the
      * cheaper of the two. */

@@ -46,6 +46,9 @@ const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s);
 const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
                                                     const char *name);
 
+/* Frees a summary (the close frees the snapshot's). */
+void ulp__snapshot_summary_free(ulp__snapshot_summary *sum);
+
 /*
  * Lets captures [0, below) of s go: a capture table made in pages may free
  * those pages (ulp_snapshot_capture() makes them again when asked).  No

@@ -1,0 +1,126 @@
+/*
+ * The snapshot summary (snapshot_summary.h) of a table read whole: one
+ * walk over its captures in seq order, on first use.  A table made in
+ * pages has its summary from the open, which saw every record once.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/strmap.h"
+#include "snapshot_priv.h"
+#include "snapshot_read_priv.h"
+#include "snapshot_summary.h"
+
+static int name_cmp(const void *pa, const void *pb)
+{
+    const ulp__name_summary *a = pa, *b = pb;
+    return strcmp(a->name, b->name);
+}
+
+/* A summary being built: its names, growing. */
+typedef struct building {
+    ulp__snapshot_summary *sum;
+    ulp__name_summary *v;
+    size_t cap;
+    ulp__strmap ids; /* name -> its index in v */
+} building;
+
+/* Adds capture c (index i) to the summary being built; 0, or -1 out of memory. */
+static int add_capture(building *bd, const ulp_snapshot *s, size_t i, const ulp_capture_info *c)
+{
+    ulp__snapshot_summary *sum = bd->sum;
+    int inserted = 0;
+    int64_t *id = ulp__strmap_upsert(&bd->ids, c->name, (int64_t)sum->nnames, &inserted);
+    if (id == NULL)
+        return -1;
+    if (inserted) {
+        if (sum->nnames == bd->cap) {
+            size_t grown = bd->cap ? 2 * bd->cap : 16;
+            ulp__name_summary *v = realloc(bd->v, grown * sizeof *v);
+            if (v == NULL)
+                return -1;
+            bd->v = v;
+            bd->cap = grown;
+        }
+        bd->v[sum->nnames++] = (ulp__name_summary){c->name, 0, 1, c->row_rank > 0 ? 1 : 0};
+    }
+    ulp__name_summary *n = &bd->v[*id];
+    if (c->occurrence < 0 || (uint64_t)c->occurrence != n->count)
+        n->contiguous = 0;
+    if (n->positions != (c->row_rank > 0 ? 1 : 0))
+        n->positions = -1;
+    n->count++;
+    sum->any_rows |= c->row_rank > 0;
+    uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
+    sum->data_bytes += bytes;
+    if (bytes > sum->largest_bytes && ulp__snapshot_mapped(s, i, 0) != NULL) {
+        sum->largest_bytes = bytes;
+        sum->largest_mapped = i;
+    }
+    return 0;
+}
+
+/* The summary of s by walking its captures; NULL when out of memory. */
+static ulp__snapshot_summary *walk(const ulp_snapshot *s)
+{
+    ulp__snapshot_summary *sum = calloc(1, sizeof *sum);
+    if (sum == NULL)
+        return NULL;
+    size_t n = ulp_snapshot_capture_count(s);
+    sum->largest_mapped = n;
+    building bd = {sum, NULL, 0, {0}};
+    ulp__strmap_init(&bd.ids);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = add_capture(&bd, s, i, ulp_snapshot_capture(s, i));
+    ulp__strmap_release(&bd.ids);
+    if (rc != 0) {
+        free(bd.v);
+        free(sum);
+        return NULL;
+    }
+    if (bd.v != NULL)
+        qsort(bd.v, sum->nnames, sizeof *bd.v, name_cmp);
+    sum->names = bd.v;
+    return sum;
+}
+
+const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s)
+{
+    /* The summary is the snapshot's cache, not its state: made here once. */
+    ulp_snapshot *w = (ulp_snapshot *)(uintptr_t)s;
+    ulp__snapshot_summary *sum = __atomic_load_n(&w->summary, __ATOMIC_ACQUIRE);
+    if (sum != NULL)
+        return sum;
+    ulp__snapshot_summary *mine = walk(s), *none = NULL;
+    if (mine == NULL)
+        return NULL;
+    /* Two threads may walk at once: the first to finish is kept. */
+    if (__atomic_compare_exchange_n(&w->summary, &none, mine, 0, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return mine;
+    ulp__snapshot_summary_free(mine);
+    return none;
+}
+
+const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
+                                                    const char *name)
+{
+    ulp__name_summary key = {name, 0, 0, 0};
+    return bsearch(&key, sum->names, sum->nnames, sizeof key, name_cmp);
+}
+
+void ulp__snapshot_summary_free(ulp__snapshot_summary *sum)
+{
+    if (sum == NULL)
+        return;
+    free((void *)(uintptr_t)sum->names);
+    free(sum);
+}
+
+void ulp__snapshot_trim(const ulp_snapshot *s, size_t below)
+{
+    /* A table read whole keeps every capture until the close. */
+    (void)s;
+    (void)below;
+}
