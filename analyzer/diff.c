@@ -358,6 +358,7 @@ typedef struct paired {
     ulp__diff_pair *pairs; /* a copy: the pairing reuses its array */
     size_t npairs, cap;
     int done;
+    size_t low_a, low_b; /* its rows use no capture below these */
 } paired;
 
 /* A run's batches in flight: up to three row buffers -- one handed over,
@@ -383,6 +384,7 @@ static void pair_next(flight *p, ulp_diff_row *rows, paired *out)
     size_t npairs = 0;
     ulp_error_clear(&out->err);
     r->rows = rows;
+    ulp__pairing_low(p->pc, &out->low_a, &out->low_b);
     out->st = ulp__pairing_next(p->pc, p->batch, &pairs, &npairs, &out->done, &out->err);
     out->rows = rows;
     out->n = r->n_rows;
@@ -491,6 +493,11 @@ static ulp_status batches(const ulp_snapshot *a, const ulp_snapshot *b,
         }
         if (st != ULP_OK)
             return st;
+        /* The workers are done with this batch: the captures only it used go. */
+        if (p->want_next && p->next.st == ULP_OK) {
+            ulp__snapshot_trim(a, p->next.low_a);
+            ulp__snapshot_trim(b, p->next.low_b);
+        }
         verdict_rows(r, v, r->rows, *base, r->n_rows);
         ulp__origin_run(r);
         if (stream) {

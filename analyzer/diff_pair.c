@@ -138,6 +138,7 @@ struct ulp__pairing {
     unsigned char *b_used; /* B captures paired or filtered out      */
     unsigned char *a_done; /* A captures already in an aligned row  */
     ulp__names *na, *nb;
+    ulp__lean *lean; /* the pairing as A and B stream by; NULL: whole tables */
     ulp__rows_spec rows;
     size_t n_sliced;
     ulp__segs segs;
@@ -285,26 +286,49 @@ static ptrdiff_t find_b(const pair_ctx *pc, const name_info *e, const ulp_captur
     return ulp_snapshot_find(pc->b, ca->name, occ);
 }
 
+/* Pairs capture i of A through the whole tables: alone by occurrence, or
+ * (aligned: *done) with every capture of its name. */
+static ulp_status pair_whole(pair_ctx *pc, size_t i, const ulp_capture_info *ca, ptrdiff_t *k,
+                             int *pa, int *pb, int *done, ulp_error *err)
+{
+    const name_info *e = name_lookup(pc, ca->name);
+    *k = find_b(pc, e, ca);
+    if (*k >= 0)
+        pc->b_used[*k] = 1; /* even when filtered out: it is not "only in B" */
+    size_t na = e->na, nb = e->nb;
+    const size_t *ia = e->ia, *ib = e->ib;
+    *pa = e->pa;
+    *pb = e->pb;
+    *done = *pa == 1 && *pb == 1;
+    if (!*done)
+        return ULP_OK;
+    for (size_t q = 0; q < na; q++)
+        pc->a_done[ia[q]] = 1;
+    for (size_t q = 0; q < nb; q++)
+        pc->b_used[ib[q]] = 1;
+    return selected(pc->opts, ca) ? pair_aligned(pc, ca, ia, na, ib, nb, err) : ULP_OK;
+}
+
 /* Pairs capture i of A: alone by occurrence, or with every capture of its name. */
 static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
 {
     const ulp_capture_info *ca = ulp_snapshot_capture(pc->a, i);
     ulp_diff_result *r = pc->r;
-    if (pc->a_done[i])
-        return ULP_OK;
-    const name_info *e = name_lookup(pc, ca->name);
-    ptrdiff_t k = find_b(pc, e, ca);
-    if (k >= 0)
-        pc->b_used[k] = 1; /* even when filtered out: it is not "only in B" */
-    size_t na = e->na, nb = e->nb;
-    const size_t *ia = e->ia, *ib = e->ib;
-    int pa = e->pa, pb = e->pb;
-    if (pa == 1 && pb == 1) {
-        for (size_t q = 0; q < na; q++)
-            pc->a_done[ia[q]] = 1;
-        for (size_t q = 0; q < nb; q++)
-            pc->b_used[ib[q]] = 1;
-        return selected(pc->opts, ca) ? pair_aligned(pc, ca, ia, na, ib, nb, err) : ULP_OK;
+    ptrdiff_t k = -1;
+    int pa = 0, pb = 0, done = 0;
+    if (pc->lean != NULL) {
+        int rc = ulp__lean_partner(pc->lean, ca, &k, &pa, &pb);
+        if (rc == -1)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        if (rc != 0)
+            return ulp__error(err, ULP_EIO, "'%s': its captures changed while being compared",
+                              ulp_snapshot_path(pc->b));
+    } else {
+        if (pc->a_done[i])
+            return ULP_OK;
+        ulp_status st = pair_whole(pc, i, ca, &k, &pa, &pb, &done, err);
+        if (st != ULP_OK || done)
+            return st;
     }
     if (!selected(pc->opts, ca))
         return ULP_OK;
@@ -358,22 +382,38 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     return ULP_OK;
 }
 
+/* A row for capture cb, which only B has, if selected. */
+static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb)
+{
+    if (!selected(pc->opts, cb))
+        return ULP_OK;
+    ulp_diff_row *row;
+    if (new_row(pc, cb, &row) != ULP_OK)
+        return ULP_ENOMEM;
+    fill_side(row, cb, 1);
+    row->status = ULP_DIFF_ONLY_IN_B;
+    pc->r->n_only_b++;
+    return ULP_OK;
+}
+
 /* The captures only B has, in B's seq order, until `max_rows` rows. */
 static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows)
 {
     size_t nb = ulp_snapshot_capture_count(pc->b);
-    for (; pc->next_b < nb && pc->r->n_rows < max_rows; pc->next_b++) {
-        size_t k = pc->next_b;
-        const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, k);
-        if (pc->b_used[k] || !selected(pc->opts, cb))
-            continue;
-        ulp_diff_row *row;
-        if (new_row(pc, cb, &row) != ULP_OK)
-            return ULP_ENOMEM;
-        fill_side(row, cb, 1);
-        row->status = ULP_DIFF_ONLY_IN_B;
-        pc->r->n_only_b++;
+    if (pc->lean != NULL) {
+        while (pc->next_b < nb && pc->r->n_rows < max_rows) {
+            ptrdiff_t k = ulp__lean_next_only_b(pc->lean);
+            if (k < 0)
+                pc->next_b = nb;
+            else if (only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k)) != ULP_OK)
+                return ULP_ENOMEM;
+        }
+        return ULP_OK;
     }
+    for (; pc->next_b < nb && pc->r->n_rows < max_rows; pc->next_b++)
+        if (!pc->b_used[pc->next_b] &&
+            only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b)) != ULP_OK)
+            return ULP_ENOMEM;
     return ULP_OK;
 }
 
@@ -395,11 +435,22 @@ ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
         free(pc);
         return st;
     }
-    pc->names = calloc(NAME_SLOTS, sizeof *pc->names);
-    pc->b_used = calloc(nb + 1, 1);
-    pc->a_done = calloc(na + 1, 1);
-    if (pc->names == NULL || pc->b_used == NULL || pc->a_done == NULL ||
-        ulp__names_build(a, &pc->na) != ULP_OK || ulp__names_build(b, &pc->nb) != ULP_OK) {
+    /* Streaming where the snapshots allow it; else per-capture tables. */
+    int lean = ulp__lean_new(a, b, &pc->lean);
+    if (lean == -2) {
+        ulp__pairing_free(pc);
+        return ulp__error(err, ULP_EINVAL,
+                          "ULPPROF_PAIRING=lean: '%s' and '%s' need the whole tables",
+                          ulp_snapshot_path(a), ulp_snapshot_path(b));
+    }
+    if (lean == 0) {
+        pc->names = calloc(NAME_SLOTS, sizeof *pc->names);
+        pc->b_used = calloc(nb + 1, 1);
+        pc->a_done = calloc(na + 1, 1);
+    }
+    if (lean < 0 || (lean == 0 && (pc->names == NULL || pc->b_used == NULL || pc->a_done == NULL ||
+                                   ulp__names_build(a, &pc->na) != ULP_OK ||
+                                   ulp__names_build(b, &pc->nb) != ULP_OK))) {
         ulp__pairing_free(pc);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
@@ -428,10 +479,18 @@ ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_
     return st;
 }
 
+void ulp__pairing_low(const ulp__pairing *pc, size_t *low_a, size_t *low_b)
+{
+    /* The whole tables' pairing looks anywhere in either snapshot. */
+    *low_a = pc->lean != NULL ? pc->next_a : 0;
+    *low_b = pc->lean != NULL ? ulp__lean_low_b(pc->lean) : 0;
+}
+
 void ulp__pairing_free(ulp__pairing *pc)
 {
     if (pc == NULL)
         return;
+    ulp__lean_free(pc->lean);
     free(pc->names);
     free(pc->b_used);
     free(pc->a_done);

@@ -99,7 +99,35 @@ ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
                             ulp_error *err);
 ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_pair **pairs,
                              size_t *npairs, int *done, ulp_error *err);
+/* The lowest capture of A and of B that the rows of later batches may
+ * use (0 and 0 when any may be). */
+void ulp__pairing_low(const ulp__pairing *pc, size_t *low_a, size_t *low_b);
 void ulp__pairing_free(ulp__pairing *pc);
+
+/*
+ * diff_lean.c: the partners of A's captures in B found as both stream by in
+ * seq order, in memory that does not grow with the capture count.
+ * ulp__lean_new(): 1 with *out, 0 when these snapshots need the whole
+ * tables (a shared name's occurrences are not numbered 0, 1, ... in seq
+ * order, or it has positions on both sides), -1 out of memory.
+ * ULPPROF_PAIRING=whole in the environment: 0 always; =lean: -2 instead
+ * of 0 (for tests).
+ */
+typedef struct ulp__lean ulp__lean;
+int ulp__lean_new(const ulp_snapshot *a, const ulp_snapshot *b, ulp__lean **out);
+/*
+ * Asked for every capture of A in seq order: *k its partner in B or -1,
+ * *pa, *pb the positions states of its name in A and B (as
+ * ulp__names_positions).  0; -1 out of memory; -2 when B is not what its
+ * summary says.
+ */
+int ulp__lean_partner(ulp__lean *l, const ulp_capture_info *ca, ptrdiff_t *k, int *pa, int *pb);
+/* After the last capture of A: the next capture only B has (in seq order),
+ * or -1 when none is left. */
+ptrdiff_t ulp__lean_next_only_b(ulp__lean *l);
+/* The lowest capture of B that a later call may give. */
+size_t ulp__lean_low_b(const ulp__lean *l);
+void ulp__lean_free(ulp__lean *l);
 
 /* diff.c: frees what a row owns (not the row); diff_keep.c's disown()
  * forgets the same fields. */

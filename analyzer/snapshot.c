@@ -25,7 +25,6 @@
 #include "common/h5types.h"
 #include "common/journal.h"
 #include "snapshot_priv.h"
-#include "snapshot_summary.h"
 
 #define MDC_BYTES ((size_t)1 << 20) /* HDF5 metadata cache (ulp__h5_fapl_fixed_cache) */
 
@@ -342,7 +341,7 @@ void ulp_snapshot_close(ulp_snapshot *s)
     free(s->caps);
     free(s->srcs);
     free(s->by_name);
-    ulp__snapshot_summary_free(s->summary);
+    free(s->summary);
     free(s->kernels);
     free(s->gemms);
     free(s->kernel_names);

@@ -81,7 +81,8 @@ struct ulp_snapshot {
     char **strs; /* every string the snapshot owns         */
     size_t nstrs, cap_strs;
 
-    struct ulp__snapshot_summary *summary; /* snapshot_summary.h; NULL until asked */
+    struct ulp__snapshot_summary
+        *summary; /* snapshot_summary.h, one allocation; NULL until asked */
 
     int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
     struct ulp__index_check *check; /* its seal hash, still running, or NULL */

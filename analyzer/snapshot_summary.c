@@ -63,26 +63,34 @@ static int add_capture(building *bd, const ulp_snapshot *s, size_t i, const ulp_
 /* The summary of s by walking its captures; NULL when out of memory. */
 static ulp__snapshot_summary *walk(const ulp_snapshot *s)
 {
-    ulp__snapshot_summary *sum = calloc(1, sizeof *sum);
-    if (sum == NULL)
-        return NULL;
+    ulp__snapshot_summary sum = {0};
     size_t n = ulp_snapshot_capture_count(s);
-    sum->largest_mapped = n;
-    building bd = {sum, NULL, 0, {0}};
+    sum.largest_mapped = n;
+    building bd = {&sum, NULL, 0, {0}};
     ulp__strmap_init(&bd.ids);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = add_capture(&bd, s, i, ulp_snapshot_capture(s, i));
     ulp__strmap_release(&bd.ids);
-    if (rc != 0) {
-        free(bd.v);
-        free(sum);
+    ulp__snapshot_summary *out = rc == 0 ? ulp__snapshot_summary_new(&sum, bd.v) : NULL;
+    free(bd.v);
+    return out;
+}
+
+ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *sum,
+                                                 ulp__name_summary *names)
+{
+    ulp__snapshot_summary *out = malloc(sizeof *out + sum->nnames * sizeof *names);
+    if (out == NULL)
         return NULL;
+    ulp__name_summary *v = (ulp__name_summary *)(out + 1);
+    if (sum->nnames > 0) {
+        qsort(names, sum->nnames, sizeof *names, name_cmp);
+        memcpy(v, names, sum->nnames * sizeof *names);
     }
-    if (bd.v != NULL)
-        qsort(bd.v, sum->nnames, sizeof *bd.v, name_cmp);
-    sum->names = bd.v;
-    return sum;
+    *out = *sum;
+    out->names = v;
+    return out;
 }
 
 const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s)
@@ -99,7 +107,7 @@ const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s)
     if (__atomic_compare_exchange_n(&w->summary, &none, mine, 0, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
         return mine;
-    ulp__snapshot_summary_free(mine);
+    free(mine);
     return none;
 }
 
@@ -108,14 +116,6 @@ const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary 
 {
     ulp__name_summary key = {name, 0, 0, 0};
     return bsearch(&key, sum->names, sum->nnames, sizeof key, name_cmp);
-}
-
-void ulp__snapshot_summary_free(ulp__snapshot_summary *sum)
-{
-    if (sum == NULL)
-        return;
-    free((void *)(uintptr_t)sum->names);
-    free(sum);
 }
 
 void ulp__snapshot_trim(const ulp_snapshot *s, size_t below)

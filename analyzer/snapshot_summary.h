@@ -46,8 +46,13 @@ const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s);
 const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
                                                     const char *name);
 
-/* Frees a summary (the close frees the snapshot's). */
-void ulp__snapshot_summary_free(ulp__snapshot_summary *sum);
+/*
+ * A summary in one allocation (free(3) frees it; the close frees the
+ * snapshot's): *sum's fields with a copy of names[0..sum->nnames), which
+ * are sorted here.  NULL when out of memory.
+ */
+ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *sum,
+                                                 ulp__name_summary *names);
 
 /*
  * Lets captures [0, below) of s go: a capture table made in pages may free
