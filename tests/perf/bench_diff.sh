@@ -10,7 +10,10 @@
 #               moved by 1..4 ULP, an argmax flip in every 8th logits row
 #   easy        make_bench_pair.py: 32 x 4 Mi bf16, 1% changed (the old pair)
 #   many        capture_loop: 10,000 captures of bf16[256] (100 names x 100),
-#               BENCH_MANY=N for N (and N/4); numpy beside ulpprof at N
+#               BENCH_MANY=N for N (and N/4); numpy beside ulpprof at N;
+#               cat and ulpprof at BENCH_MANY_BIG (default 10 N; 0: none),
+#               whose peak RSS beside N/4's and N's shows whether memory
+#               grows with the capture count
 # Tools, run in interleaved rounds (the order rotates every round):
 #   cat         cat A B > /dev/null
 #   memread     bench_memread A B: a plain two-thread walk of the mapped files
@@ -178,13 +181,19 @@ many=${BENCH_MANY:-10000}
 if [ "$many" != 0 ]; then
     d=$dir/many
     mkdir -p "$d"
-    for n in $((many / 4)) "$many"; do
+    big=${BENCH_MANY_BIG:-$((many * 10))}
+    for n in $((many / 4)) "$many" $big; do
+        [ "$n" != 0 ] || continue
         "$loop" --out "$d/a$n.h5" --count "$n" --elements 256 --names 100 >/dev/null
         "$loop" --out "$d/b$n.h5" --count "$n" --elements 256 --names 100 --flip-from $((n - 10)) >/dev/null
     done
-    # The small file first: its peak RSS beside the large one's shows whether memory grows.
+    # The small file first: its peak RSS beside the larger ones' shows whether memory grows.
     bench "many$((many / 4))" "$d/a$((many / 4)).h5" "$d/b$((many / 4)).h5" cat ulpprof
     bench "many$many" "$d/a$many.h5" "$d/b$many.h5" cat memread ulpprof json numpy
+    if [ "$big" != 0 ]; then
+        bench "many$big" "$d/a$big.h5" "$d/b$big.h5" cat ulpprof
+        rm -f "$d/a$big.h5" "$d/b$big.h5"
+    fi
     check "many$many" "$d/a$many.h5" "$d/b$many.h5" numpy
     # The JSON report of the last timed round.
     "$py" - "$dir/out.json" "$many" <<'PY' || fail "many: wrong rows"
