@@ -53,6 +53,11 @@ static int plain(const display *d, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; p[i];) {
+        /* Most bytes of most names: printable ASCII, neither '\\' nor '`'. */
+        if (p[i] - 0x20u < 0x5fu && p[i] != '\\' && p[i] != '`') {
+            i++;
+            continue;
+        }
         size_t k = p[i] >= 0x80 ? ulp__utf8_len(p + i) : 0;
         if (k > 0) {
             i += k;

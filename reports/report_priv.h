@@ -67,8 +67,8 @@ void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n);
 void ulp__tally_release(ulp__tally *t);
 /* A tally of a whole result's rows: ULP_OK, or ULP_ENOMEM with `t` released. */
 ulp_status ulp__tally_result(ulp__tally *t, const ulp_diff_result *r);
-/* "name" or "name#occurrence", cut to size - 1 bytes as snprintf(3) cuts it. */
-void ulp__full_name(char *buf, size_t size, const ulp_diff_row *row);
+/* "name" or "name#occurrence", cut to size - 1 bytes as snprintf(3) cuts it; its length. */
+size_t ulp__full_name(char *buf, size_t size, const ulp_diff_row *row);
 
 /* report_table.c, in parts (report_stream.c writes the rows before the head). */
 #define ULP__TABLE_LINE 1024 /* bytes of a table line at most               */
@@ -78,8 +78,10 @@ void ulp__table_head(const ulp_diff_result *r, size_t wname, FILE *f);
 /* A row's line after its name column, newline included, into buf
  * (ULP__TABLE_LINE bytes); its length. */
 size_t ulp__table_rest(const ulp_diff_row *row, int color, char *buf);
-/* The line of a row of full name `full` whose rest is rest[0, n). */
-void ulp__table_line(FILE *f, const char *full, size_t wname, const char *rest, size_t n);
+/* The line of a row of full name full[0, nf) whose rest is rest[0, n), into
+ * out (ULP__TABLE_LINE bytes); its length. */
+size_t ulp__table_line(char *out, const char *full, size_t nf, size_t wname, const char *rest,
+                       size_t n);
 ulp_status ulp__table_tail(const ulp_diff_result *r, const ulp__tally *t, FILE *f);
 
 /* report_markdown.c, in parts. */
@@ -89,6 +91,26 @@ ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f);
 /* report_csv.c, in parts (no tail). */
 void ulp__csv_head(FILE *f);
 void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f);
+
+/* report_spool.c: a streamed report's rows, written to s->f, kept in memory
+ * up to a bound (4 MiB; ULPPROF_SPOOL_KB), then in a temporary file. */
+typedef struct ulp__spool {
+    FILE *f;   /* the writers' stream                               */
+    char *mem; /* the rows while in memory                          */
+    size_t len, cap, most;
+    FILE *tmp;  /* the temporary file once they spilled, else NULL   */
+    FILE *back; /* the rows in memory as a stream to read            */
+    int failed; /* errno of a failed write: every later one fails    */
+} ulp__spool;
+/* 0, or -1 with errno. */
+int ulp__spool_open(ulp__spool *s);
+/* What was written to s->f, to memory or the file: 0, or -1 with errno
+ * (the file could not be made or take them). */
+int ulp__spool_flush(ulp__spool *s);
+/* After the last write: a stream over the rows from the first (NULL after
+ * an error, errno set); *mem, *len: the same rows when in memory, else NULL. */
+FILE *ulp__spool_rewind(ulp__spool *s, const char **mem, size_t *len);
+void ulp__spool_close(ulp__spool *s);
 
 /* report_json.c, in parts: the marks (first), the document around the
  * rows (NULL when out of memory; the rows go at [*at, *rest) of it), rows

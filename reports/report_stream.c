@@ -1,6 +1,7 @@
 /*
  * A report of a streamed diff (ulp_diff_stream()): each batch of rows is
- * formatted as it comes into a temporary file, and what the reports'
+ * formatted as it comes into a spool (memory, then a temporary file:
+ * report_spool.c), and what the reports'
  * sentences need of all rows is tallied (report_tally.c); once the result
  * is known, the report is its head, the file's rows and its tail -- the
  * bytes ulp_report_write() writes for the same result, from the same code.
@@ -18,12 +19,10 @@
 struct ulp_report_stream {
     ulp_report_format format;
     unsigned flags;
-    FILE *spool; /* the formatted rows (a table row: two records)        */
+    ulp__spool sp; /* the formatted rows (a table row: one record)      */
+    FILE *spool;   /* sp.f                                              */
     ulp__tally tally;
 };
-
-/* The spool's stdio buffer. */
-#define SPOOL_BUFFER ((size_t)256 << 10)
 
 ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags, ulp_report_stream **out,
                                   ulp_error *err)
@@ -37,16 +36,12 @@ ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags, ulp_
     s->format = format;
     s->flags = flags;
     ulp__tally_init(&s->tally);
-    if ((s->spool = tmpfile()) == NULL) {
+    if (ulp__spool_open(&s->sp) != 0) {
         int e = errno;
         free(s);
-        return ulp__error(err, ULP_EIO, "cannot create a temporary file for the report: %s",
-                          strerror(e));
+        return ulp__error(err, ULP_EIO, "cannot make a spool for the report: %s", strerror(e));
     }
-    /* Few large writes: the rows come on the caller's thread, while the
-     * diff's workers wait on it (4 KiB ones were 200 system calls for
-     * 10,000 rows).  Without the buffer, stdio's own still works. */
-    setvbuf(s->spool, NULL, _IOFBF, SPOOL_BUFFER);
+    s->spool = s->sp.f;
     if (format == ULP_REPORT_JSON)
         ulp__json_marks();
     *out = s;
@@ -57,7 +52,7 @@ void ulp_report_stream_free(ulp_report_stream *s)
 {
     if (s == NULL)
         return;
-    fclose(s->spool);
+    ulp__spool_close(&s->sp);
     ulp__tally_release(&s->tally);
     free(s);
 }
@@ -82,34 +77,38 @@ static void put_record(FILE *f, const char *full, size_t nf, const char *rest, s
     fwrite(buf, 1, sizeof h + nf + nr, f);
 }
 
-/* Reads the spool back in blocks of whole records. */
+/* Reads the spool back: in place from memory, or from its file in blocks
+ * of whole records. */
 typedef struct spool_reader {
-    FILE *f;
-    char buf[1 << 16];
+    FILE *f; /* NULL: every record is at p */
+    const char *p;
     size_t at, end;
-    char name[ULP__FULL_NAME];
+    char buf[1 << 16];
+    char out[1 << 16]; /* the table's lines, written a block at a time */
+    size_t nout;
 } spool_reader;
 
-/* The next record's name (NUL-terminated in place) and rest; -1 when short. */
-static int get_record(spool_reader *sr, char **full, const char **rest, size_t *nr)
+/* The next record's name and rest; -1 when short. */
+static int get_record(spool_reader *sr, const char **full, size_t *nf, const char **rest,
+                      size_t *nr)
 {
     record_head h;
-    if (sr->end - sr->at < RECORD_MAX) {
-        memmove(sr->buf, sr->buf + sr->at, sr->end - sr->at);
+    if (sr->f != NULL && sr->end - sr->at < RECORD_MAX) {
+        memmove(sr->buf, sr->p + sr->at, sr->end - sr->at);
         sr->end -= sr->at;
         sr->at = 0;
         sr->end += fread(sr->buf + sr->end, 1, sizeof sr->buf - sr->end, sr->f);
+        sr->p = sr->buf;
     }
     if (sr->end - sr->at < sizeof h)
         return -1;
-    memcpy(&h, sr->buf + sr->at, sizeof h);
+    memcpy(&h, sr->p + sr->at, sizeof h);
     if (h.name >= ULP__FULL_NAME || h.rest > ULP__TABLE_LINE ||
         sr->end - sr->at < sizeof h + h.name + h.rest)
         return -1;
-    char *p = sr->buf + sr->at + sizeof h;
-    memcpy(sr->name, p, h.name);
-    sr->name[h.name] = '\0';
-    *full = sr->name;
+    const char *p = sr->p + sr->at + sizeof h;
+    *full = p;
+    *nf = h.name;
     *rest = p + h.name;
     *nr = h.rest;
     sr->at += sizeof h + h.name + h.rest;
@@ -132,9 +131,9 @@ static int shown_rows(ulp_report_stream *s, const ulp_diff_row *rows, size_t n)
     } else {
         char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
         for (size_t i = 0; i < n; i++) {
-            ulp__full_name(full, sizeof full, &shown->rows[i]);
+            size_t nf = ulp__full_name(full, sizeof full, &shown->rows[i]);
             size_t k = ulp__table_rest(&shown->rows[i], (s->flags & ULP_REPORT_COLOR) != 0, rest);
-            put_record(s->spool, full, strlen(full), rest, k);
+            put_record(s->spool, full, nf, rest, k);
         }
     }
     ulp__report_display_free(shown);
@@ -164,8 +163,7 @@ ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t
     /* Flushed batch by batch: a temporary file that cannot take the rows
      * (a full /tmp) fails here, during the comparison, never once the
      * caller has opened (truncated) the report's own file. */
-    errno = 0;
-    if (fflush(s->spool) != 0 || ferror(s->spool)) {
+    if (ulp__spool_flush(&s->sp) != 0) {
         int e = errno;
         return ulp__error(err, ULP_EIO, "cannot write the report's temporary file: %s",
                           e != 0 ? strerror(e) : "write error");
@@ -174,39 +172,52 @@ ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t
 }
 
 /* The spooled rows to f as they are; 0, or -1 when reading them failed. */
-static int copy_spool(FILE *spool, FILE *f)
+static int copy_spool(FILE *spool, const char *mem, size_t len, FILE *f)
 {
     char buf[1 << 16];
     size_t n;
+    if (mem != NULL) {
+        fwrite(mem, 1, len, f);
+        return 0;
+    }
     while ((n = fread(buf, 1, sizeof buf, spool)) > 0)
         fwrite(buf, 1, n, f);
     return ferror(spool) ? -1 : 0;
 }
 
 /* The table: the rows' names fitted to the width of the longest. */
-static ulp_status write_table(ulp_report_stream *s, const ulp_diff_result *shown, FILE *f)
+static ulp_status write_table(ulp_report_stream *s, const ulp_diff_result *shown, FILE *spool,
+                              const char *mem, size_t len, FILE *f)
 {
     size_t wname = ulp__table_width(&s->tally), nr;
     spool_reader *sr = malloc(sizeof *sr);
     if (sr == NULL)
         return ULP_ENOMEM;
-    sr->f = s->spool;
-    sr->at = sr->end = 0;
+    sr->f = mem != NULL ? NULL : spool;
+    sr->p = mem != NULL ? mem : sr->buf;
+    sr->at = 0;
+    sr->end = mem != NULL ? len : 0;
+    sr->nout = 0;
     ulp__table_head(shown, wname, f);
     for (size_t i = 0; i < shown->n_rows; i++) {
-        char *full;
-        const char *rest;
-        if (get_record(sr, &full, &rest, &nr) != 0) {
+        const char *full, *rest;
+        size_t nf;
+        if (get_record(sr, &full, &nf, &rest, &nr) != 0) {
             free(sr);
             return ULP_EIO;
         }
-        ulp__table_line(f, full, wname, rest, nr);
+        if (sizeof sr->out - sr->nout < ULP__TABLE_LINE) {
+            fwrite(sr->out, 1, sr->nout, f);
+            sr->nout = 0;
+        }
+        sr->nout += ulp__table_line(sr->out + sr->nout, full, nf, wname, rest, nr);
     }
+    fwrite(sr->out, 1, sr->nout, f);
     free(sr);
     return ulp__table_tail(shown, &s->tally, f);
 }
 
-static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FILE *f,
+static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FILE *spool, FILE *f,
                              ulp_error *err)
 {
     size_t at, rest;
@@ -214,7 +225,7 @@ static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FIL
     if (plain == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     ulp__json_emit(plain, at, f);
-    int rc = ulp__json_unspool(s->spool, f);
+    int rc = ulp__json_unspool(spool, f);
     ulp__json_rows_end(r->n_rows, f);
     ulp__json_emit(plain + rest, strlen(plain + rest), f);
     free(plain);
@@ -230,23 +241,26 @@ ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *
                                    ulp_error *err)
 {
     ulp_status st = ULP_OK;
-    if (fflush(s->spool) != 0 || fseek(s->spool, 0, SEEK_SET) != 0)
+    const char *mem;
+    size_t len;
+    FILE *spool = ulp__spool_rewind(&s->sp, &mem, &len);
+    if (spool == NULL)
         return ulp__error(err, ULP_EIO, "cannot read the report's temporary file");
     errno = 0;
     if (s->format == ULP_REPORT_JSON)
-        return write_json(s, r, f, err);
+        return write_json(s, r, spool, f, err);
     if (s->format == ULP_REPORT_CSV) {
         ulp__csv_head(f);
-        st = copy_spool(s->spool, f) != 0 || ferror(f) ? ULP_EIO : ULP_OK;
+        st = copy_spool(spool, mem, len, f) != 0 || ferror(f) ? ULP_EIO : ULP_OK;
     } else {
         ulp_diff_result *shown = ulp__report_display(r, s->format == ULP_REPORT_MARKDOWN);
         if (shown == NULL)
             return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
         if (s->format == ULP_REPORT_TABLE) {
-            st = write_table(s, shown, f);
+            st = write_table(s, shown, spool, mem, len, f);
         } else {
             ulp__markdown_head(shown, &s->tally, f);
-            st = copy_spool(s->spool, f) != 0 ? ULP_EIO : ulp__markdown_tail(shown, f);
+            st = copy_spool(spool, mem, len, f) != 0 ? ULP_EIO : ulp__markdown_tail(shown, f);
         }
         ulp__report_display_free(shown);
     }

@@ -60,18 +60,6 @@ static void fmt_pct(char *buf, size_t n, uint64_t k, uint64_t total)
         snprintf(buf, n, "%.2f%%", p);
 }
 
-/* A name that fits `w` columns: the tail, behind "...". */
-static void fit_name(char *buf, size_t n, const char *s, size_t w)
-{
-    size_t len = strlen(s);
-    if (len <= w) {
-        memcpy(buf, s, len + 1 < n ? len + 1 : n); /* s is a buffer of n */
-        buf[n - 1] = '\0';
-        return;
-    }
-    snprintf(buf, n, "...%s", s + len - (w - 3));
-}
-
 /*
  * Prints `text` with every line folded at spaces to at most `width`
  * columns; continuation lines are indented four more than their line.
@@ -135,102 +123,156 @@ static void put(line *l, const char *s, size_t len)
     l->n += len;
 }
 
-static void pad(line *l, size_t len, int width)
+static void pad(line *l, size_t len, size_t width)
 {
-    while (len < (size_t)width && l->n < sizeof l->b - 1) {
-        l->b[l->n++] = ' ';
-        len++;
-    }
+    size_t k = len < width ? width - len : 0, room = sizeof l->b - 1 - l->n;
+    k = k < room ? k : room;
+    memset(l->b + l->n, ' ', k);
+    l->n += k;
 }
 
 /* s, then spaces to `width` (%-*s), then `sep`. */
-static void put_left(line *l, const char *s, int width, char sep)
+static void put_left(line *l, const char *s, size_t len, size_t width, char sep)
 {
-    size_t len = strlen(s);
     put(l, s, len);
     pad(l, len, width);
     put(l, &sep, 1);
 }
 
-/* Spaces to `width`, then s (%*s), then `sep`. */
-static void put_right(line *l, const char *s, int width, char sep)
+/*
+ * A column of a row's line: its text in FIELD bytes (at most FIELD - 1 of
+ * them), copied whole, and padding of at most 16 spaces, stored whole:
+ * fixed-size copies, where a row's nine columns had cost twice the
+ * numbers' formatting.  The nine columns, their padding and the colour
+ * take well under ULP__TABLE_LINE - FIELD bytes, so nothing is cut.
+ */
+#define FIELD 32
+/* What printf wrote the numbers into (and cut them to): 24 bytes, 16 for
+ * the percentage. */
+#define NUM_BYTES 24
+#define PCT_BYTES 16
+typedef struct field {
+    char s[FIELD];
+    size_t n;
+} field;
+
+/* Spaces to `width` (at most 16), then f (%*s), then `sep`. */
+static char *right(char *p, const field *f, int width, char sep)
 {
-    size_t len = strlen(s);
-    pad(l, len, width);
-    put(l, s, len);
-    put(l, &sep, 1);
+    memcpy(p, "                ", 16);
+    p += f->n < (size_t)width ? (size_t)width - f->n : 0;
+    memcpy(p, f->s, FIELD);
+    p += f->n;
+    *p++ = sep;
+    return p;
+}
+
+/* f, then spaces to `width` (at most 16) (%-*s), then `sep`. */
+static char *left(char *p, const field *f, int width, char sep)
+{
+    memcpy(p, f->s, FIELD);
+    p += f->n;
+    memcpy(p, "                ", 16);
+    p += f->n < (size_t)width ? (size_t)width - f->n : 0;
+    *p++ = sep;
+    return p;
+}
+
+/* The field of a short string (a name from a table). */
+static void text(field *f, const char *s)
+{
+    size_t n = strlen(s);
+    f->n = n < FIELD - 1 ? n : FIELD - 1;
+    memcpy(f->s, s, f->n);
+    f->s[f->n] = '\0';
+}
+
+/* "%.2f", or "%.2g" from 1e5 on. */
+static void fixed2(field *f, double v)
+{
+    if (v >= 1e5)
+        snprintf(f->s, NUM_BYTES, "%.2g", v);
+    else
+        ulp__fmt_fixed2(f->s, NUM_BYTES, v);
+    f->n = strlen(f->s);
+}
+
+static void num(field *f, double v)
+{
+    ulp__fmt_num(f->s, NUM_BYTES, v);
+    f->n = strlen(f->s);
 }
 
 size_t ulp__table_rest(const ulp_diff_row *row, int color, char *buf)
 {
-    char layer[24], diff[24], pct[16], mu[24], mean[24], mad[24], uam[24];
+    field layer, dtype, status, diff, pct, mu, mean, mad, uam;
     if (row->layer >= 0)
-        ulp__fmt_i64(layer, row->layer);
+        layer.n = ulp__fmt_i64(layer.s, row->layer);
     else
-        strcpy(layer, "-");
+        text(&layer, "-");
     ulp_dtype dt = row->status == ULP_DIFF_ONLY_IN_B ? row->dtype_b : row->dtype_a;
     int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
+    text(&dtype, ulp_dtype_name(dt));
+    text(&status, short_status(row->status));
     if (compared) {
-        ulp__fmt_u64(diff, row->m.differing);
-        fmt_pct(pct, sizeof pct, row->m.differing, row->elements);
-        ulp__fmt_num(mu, sizeof mu, (double)row->m.max_ulp);
-        ulp__fmt_fixed2(mean, sizeof mean, row->m.mean_ulp);
-        if (row->m.mean_ulp >= 1e5)
-            snprintf(mean, sizeof mean, "%.2g", row->m.mean_ulp);
-        ulp__fmt_num(mad, sizeof mad, row->m.max_abs_diff);
-        ulp__fmt_fixed2(uam, sizeof uam, row->m.max_abs_diff_ulps_at_max);
-        if (row->m.max_abs_diff_ulps_at_max >= 1e5)
-            snprintf(uam, sizeof uam, "%.2g", row->m.max_abs_diff_ulps_at_max);
+        diff.n = ulp__fmt_u64(diff.s, row->m.differing);
+        fmt_pct(pct.s, PCT_BYTES, row->m.differing, row->elements);
+        pct.n = strlen(pct.s);
+        num(&mu, (double)row->m.max_ulp);
+        fixed2(&mean, row->m.mean_ulp);
+        num(&mad, row->m.max_abs_diff);
+        fixed2(&uam, row->m.max_abs_diff_ulps_at_max);
     } else {
-        strcpy(diff, "-");
-        strcpy(pct, "-");
-        strcpy(mu, "-");
-        strcpy(mean, "-");
-        strcpy(mad, "-");
-        strcpy(uam, "-");
+        text(&diff, "-");
+        pct = mu = mean = mad = uam = diff;
     }
     /* Built by hand: printf's parsing of the formats below was most of the
      * table's time for 10,000 rows. */
-    line l;
-    l.n = 0;
-    put_right(&l, layer, colw[0], ' ');
-    put_left(&l, ulp_dtype_name(dt), colw[1], ' ');
+    char *p = buf;
+    p = right(p, &layer, colw[0], ' ');
+    p = left(p, &dtype, colw[1], ' ');
     if (color) {
         const char *sc = status_color(row->status);
-        put(&l, sc, strlen(sc));
-        put_left(&l, short_status(row->status), colw[2], '\033');
-        put(&l, "[0m ", 4);
+        memcpy(p, sc, 5); /* "\033[3Xm" */
+        p = left(p + 5, &status, colw[2], '\033');
+        memcpy(p, "[0m ", 4);
+        p += 4;
     } else {
-        put_left(&l, short_status(row->status), colw[2], ' ');
+        p = left(p, &status, colw[2], ' ');
     }
-    put_right(&l, diff, colw[3], ' ');
-    put_right(&l, pct, colw[4], ' ');
-    put_right(&l, mu, colw[5], ' ');
-    put_right(&l, mean, colw[6], ' ');
-    put_right(&l, mad, colw[7], ' ');
-    put_right(&l, uam, colw[8], '\n');
-    memcpy(buf, l.b, l.n);
-    return l.n;
+    p = right(p, &diff, colw[3], ' ');
+    p = right(p, &pct, colw[4], ' ');
+    p = right(p, &mu, colw[5], ' ');
+    p = right(p, &mean, colw[6], ' ');
+    p = right(p, &mad, colw[7], ' ');
+    p = right(p, &uam, colw[8], '\n');
+    return (size_t)(p - buf);
 }
 
-void ulp__table_line(FILE *f, const char *full, size_t wname, const char *rest, size_t n)
+size_t ulp__table_line(char *out, const char *full, size_t nf, size_t wname, const char *rest,
+                       size_t n)
 {
-    char name[ULP__FULL_NAME];
-    fit_name(name, sizeof name, full, wname);
     line l;
     l.n = 0;
-    put_left(&l, name, (int)wname, ' ');
+    if (nf <= wname) {
+        put_left(&l, full, nf, wname, ' ');
+    } else {
+        /* A name that does not fit: its tail, behind "...". */
+        put(&l, "...", 3);
+        put_left(&l, full + nf - (wname - 3), wname - 3, wname - 3, ' ');
+    }
     put(&l, rest, n);
-    /* One write of the whole line. */
-    fwrite(l.b, 1, l.n, f);
+    memcpy(out, l.b, l.n);
+    return l.n;
 }
 
 static void print_row(FILE *f, const ulp_diff_row *row, size_t wname, int color)
 {
-    char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE];
-    ulp__full_name(full, sizeof full, row);
+    char full[ULP__FULL_NAME], rest[ULP__TABLE_LINE], out[ULP__TABLE_LINE];
+    size_t nf = ulp__full_name(full, sizeof full, row);
     size_t n = ulp__table_rest(row, color, rest);
-    ulp__table_line(f, full, wname, rest, n);
+    /* One write of the whole line. */
+    fwrite(out, 1, ulp__table_line(out, full, nf, wname, rest, n), f);
 }
 
 /*

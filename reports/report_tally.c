@@ -28,7 +28,7 @@ void ulp__tally_release(ulp__tally *t)
     memset(t, 0, sizeof *t);
 }
 
-void ulp__full_name(char *buf, size_t size, const ulp_diff_row *row)
+size_t ulp__full_name(char *buf, size_t size, const ulp_diff_row *row)
 {
     char occ[24];
     size_t len = strlen(row->name), k = 0;
@@ -41,6 +41,7 @@ void ulp__full_name(char *buf, size_t size, const ulp_diff_row *row)
     size_t m = k < size - 1 - n ? k : size - 1 - n;
     memcpy(buf + n, occ, m);
     buf[n + m] = '\0';
+    return n + m;
 }
 
 /* The table's details: NaN/inf mismatches row by row, sign changes row by

@@ -3,7 +3,8 @@ the report in batches (ulp_diff_stream, ulp_report_stream_*) and keeps only
 those the summary points at, so that its memory does not grow with the
 captures.  The report must be byte for byte the one written from a whole
 result (ulp_diff_run, ulp_report_write: ULPPROF_DIFF_STREAM=0), whatever
-the batch (ULPPROF_DIFF_BATCH=1, 2, 5 and the default) -- in all four
+the batch (ULPPROF_DIFF_BATCH=1, 2, 5 and the default) and where the rows
+wait (memory, or a temporary file: ULPPROF_SPOOL_KB) -- in all four
 formats, in colour, to --out, with --rows, --match (one selecting nothing:
 the same error) and temperatures.
 
@@ -129,16 +130,22 @@ def spool_full(tmp):
         ref = subprocess.run([ULPPROF, "diff", "-f", fmt, pa, pb], capture_output=True, env=env)
         if ref.returncode != 1 or len(ref.stdout) < 4 * 8192:
             fails.append("%s: reference exit %d, %d bytes" % (fmt, ref.returncode, len(ref.stdout)))
-        for batch in ("1", "64", None):
+        # The spool spills to the file at once (0), after a few rows (4 KiB),
+        # or never (memory holds the rows).
+        for batch, spool in (("1", "0"), ("64", "0"), (None, "0"), ("1", "4"), (None, None)):
             env = dict(os.environ)
             env.pop("ULPPROF_DIFF_STREAM", None)
+            env.pop("ULPPROF_SPOOL_KB", None)
             if batch:
                 env["ULPPROF_DIFF_BATCH"] = batch
+            if spool:
+                env["ULPPROF_SPOOL_KB"] = spool
             got = subprocess.run([ULPPROF, "diff", "-f", fmt, pa, pb], capture_output=True,
                                  env=env, preexec_fn=limit)
             if (got.returncode, got.stdout, got.stderr) != (ref.returncode, ref.stdout, ref.stderr):
-                fails.append("%s batch %s, temporary file full: exit %d, %s" % (
-                    fmt, batch, got.returncode, got.stderr.decode(errors="replace").strip()))
+                fails.append("%s batch %s spool %s KiB, temporary file full: exit %d, %s" % (
+                    fmt, batch, spool, got.returncode,
+                    got.stderr.decode(errors="replace").strip()))
     return fails
 
 
@@ -162,13 +169,17 @@ def main():
                 ref = run(full, {"ULPPROF_DIFF_STREAM": "0"}, tmp)
                 if ref[0] not in (1, 2):
                     fails.append("%s %s: exit %d" % (tag, args, ref[0]))
-                for batch in ("1", "2", "5", None):
+                # The spool in memory, in its file from the first row (0 KiB),
+                # and spilled to it after a few batches (1 KiB).
+                for batch, spool in (("1", None), ("2", "1"), ("5", "0"), (None, None)):
                     env = {"ULPPROF_DIFF_BATCH": batch} if batch else {}
+                    if spool:
+                        env["ULPPROF_SPOOL_KB"] = spool
                     got = run(full, env, tmp)
                     n += 1
                     if got != ref:
-                        fails.append("%s %s batch %s: differs from the whole result's report"
-                                     % (tag, args, batch))
+                        fails.append("%s %s batch %s spool %s KiB: differs from the whole "
+                                     "result's report" % (tag, args, batch, spool))
         if fails:
             print("FAIL:\n  " + "\n  ".join(fails[:20]))
             return 1
