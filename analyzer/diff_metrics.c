@@ -626,7 +626,8 @@ void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64
     uint64_t dfin = acc->differing - acc->nonfinite;
     m->mean_ulp = dfin ? (double)acc->sum_ulp / (double)dfin : 0.0;
     uint64_t rest = 0;
-    for (int k = 1; k < ULP_DIFF_HIST_BINS; k++) {
+    /* Bins from 1 on count differing pairs: none in most rows of a diff. */
+    for (int k = 1; acc->differing != 0 && k < ULP_DIFF_HIST_BINS; k++) {
         m->hist[k] = acc->hist[k];
         rest += acc->hist[k];
     }

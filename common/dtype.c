@@ -150,6 +150,14 @@ double ulp_dtype_to_double(ulp_dtype dtype, uint64_t bits)
         memcpy(&v, &b, sizeof v);
         return (double)v;
     }
+    if (dtype == ULP_DTYPE_BF16 && ((bits >> 7) & 0xff) != 0xff) {
+        /* A finite bf16 is the float32 of its bits shifted: exact, and a
+         * diff's rows call this for each of them. */
+        uint32_t b = (uint32_t)(bits & 0xffff) << 16;
+        float v;
+        memcpy(&v, &b, sizeof v);
+        return (double)v;
+    }
     uint32_t width = 8 * d->size;
     bits &= low_mask(width);
     int negative = (int)((bits >> (width - 1)) & 1);
@@ -198,15 +206,25 @@ double ulp_dtype_ulp_at(ulp_dtype dtype, double x)
     if (ax == 0.0 || isinf(ax)) {
         e = ax == 0.0 ? emin : emax;
     } else {
-        int fe;
-        frexp(ax, &fe); /* ax = m * 2^fe, m in [0.5, 1) */
-        e = fe - 1;
+        /* The exponent from the bits: frexp and ldexp were most of a
+         * diff row's finishing.  A subnormal double lies below every
+         * format's emin (float64's too). */
+        uint64_t b;
+        memcpy(&b, &ax, sizeof b);
+        int be = (int)(b >> 52);
+        e = be == 0 ? emin : be - 1023;
         if (e < emin)
             e = emin;
         if (e > emax)
             e = emax;
     }
-    return ldexp(1.0, e - (int)d->man_bits);
+    int r = e - (int)d->man_bits;
+    if (r < -1022 || r > 1023)
+        return ldexp(1.0, r);
+    uint64_t rb = (uint64_t)(r + 1023) << 52;
+    double v;
+    memcpy(&v, &rb, sizeof v);
+    return v;
 }
 
 /*
