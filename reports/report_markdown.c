@@ -3,6 +3,7 @@
  * report (GitHub-flavoured tables; `|` in names escaped).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "report_priv.h"
@@ -41,52 +42,159 @@ void ulp__markdown_head(const ulp_diff_result *r, const ulp__tally *t, FILE *f)
     }
 }
 
-void ulp__markdown_rows(const ulp_diff_row *rows, size_t n, FILE *f)
+/*
+ * A batch of rows gathered in a buffer and written a block at a time:
+ * fputc per name byte and ten fprintf calls a row were most of the
+ * Markdown report's time (10,000 rows: 4.7 ms, the table 1.3).  Each
+ * piece is what the printf format it replaces prints.
+ */
+typedef struct mdbuf {
+    FILE *f;
+    size_t n;
+    char b[8192];
+} mdbuf;
+
+static void mb_put(mdbuf *m, const char *s, size_t len)
+{
+    while (len > 0) {
+        if (m->n == sizeof m->b) {
+            fwrite(m->b, 1, m->n, m->f);
+            m->n = 0;
+        }
+        size_t k = sizeof m->b - m->n < len ? sizeof m->b - m->n : len;
+        memcpy(m->b + m->n, s, k);
+        m->n += k;
+        s += k;
+        len -= k;
+    }
+}
+
+static void mb_str(mdbuf *m, const char *s)
+{
+    mb_put(m, s, strlen(s));
+}
+
+/* md_text() into the buffer. */
+static void mb_text(mdbuf *m, const char *s)
+{
+    for (;;) {
+        size_t k = strcspn(s, "|\n\r");
+        mb_put(m, s, k);
+        s += k;
+        if (*s == '\0')
+            return;
+        if (*s == '|')
+            mb_put(m, "\\|", 2);
+        else
+            mb_put(m, " ", 1);
+        s++;
+    }
+}
+
+static void mb_u64(mdbuf *m, uint64_t v)
+{
+    char b[24];
+    mb_put(m, b, ulp__fmt_u64(b, v));
+}
+
+static void mb_i64(mdbuf *m, int64_t v)
+{
+    char b[24];
+    mb_put(m, b, ulp__fmt_i64(b, v));
+}
+
+/* "%.3g": integers from 0 to 999 are their digits (+0.0 "0"). */
+static void mb_g3(mdbuf *m, double v)
+{
+    char b[40];
+    if (v >= 0 && v < 1000 && v == (double)(uint64_t)v && !signbit(v)) {
+        mb_u64(m, (uint64_t)v);
+        return;
+    }
+    snprintf(b, sizeof b, "%.3g", v);
+    mb_str(m, b);
+}
+
+static void mb_num(mdbuf *m, double v)
+{
+    char b[40];
+    ulp__fmt_num(b, sizeof b, v);
+    mb_str(m, b);
+}
+
+static void mb_shape(mdbuf *m, int ndim, const int64_t *shape)
 {
     char b[200];
-    for (size_t i = 0; i < n; i++) {
-        const ulp_diff_row *row = &rows[i];
-        int side_b = row->status == ULP_DIFF_ONLY_IN_B;
-        fputs("| `", f);
-        md_text(f, row->name);
-        fprintf(f, "` | %" PRId64 " | ", row->occurrence);
-        if (row->layer >= 0)
-            fprintf(f, "%d", row->layer);
-        else
-            fputs("-", f);
-        fprintf(f, " | %s", ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
-        if (row->status == ULP_DIFF_DTYPE_MISMATCH)
-            fprintf(f, " / %s", ulp_dtype_name(row->dtype_b));
-        ulp__fmt_shape(b, sizeof b, side_b ? row->ndim_b : row->ndim_a,
-                       side_b ? row->shape_b : row->shape_a);
-        fprintf(f, " | %s", b);
-        if (row->status == ULP_DIFF_SHAPE_MISMATCH) {
-            ulp__fmt_shape(b, sizeof b, row->ndim_b, row->shape_b);
-            fprintf(f, " / %s", b);
-        }
-        fprintf(f, " | %s | ", ulp_diff_status_name(row->status));
-        if (row->status != ULP_DIFF_IDENTICAL && row->status != ULP_DIFF_DIFFERS) {
-            fputs("- | - | - | - | - | - | - |\n", f);
-            continue;
-        }
-        double pct = row->elements ? 100.0 * (double)row->m.differing / (double)row->elements : 0;
-        fprintf(f, "%" PRIu64 " (%.3g%%) | %" PRIu64 " | %.3g | ", row->m.differing, pct,
-                row->m.max_ulp, row->m.mean_ulp);
-        md_num(f, row->m.max_abs_diff);
-        fputs(" | ", f);
-        md_num(f, row->m.max_abs_diff_ulps_at_max);
-        fprintf(f, " | %" PRIu64 " | ", row->m.nonfinite_mismatch);
-        if (row->m.worst_flat >= 0) {
-            ulp__fmt_shape(b, sizeof b, row->ndim_a, row->m.worst_index);
-            fprintf(f, "%s: ", b);
-            md_num(f, row->m.worst_a);
-            fputs(" vs ", f);
-            md_num(f, row->m.worst_b);
-        } else {
-            fputs("-", f);
-        }
-        fputs(" |\n", f);
+    ulp__fmt_shape(b, sizeof b, ndim, shape);
+    mb_str(m, b);
+}
+
+static void markdown_row(mdbuf *m, const ulp_diff_row *row)
+{
+    int side_b = row->status == ULP_DIFF_ONLY_IN_B;
+    mb_put(m, "| `", 3);
+    mb_text(m, row->name);
+    mb_put(m, "` | ", 4);
+    mb_i64(m, row->occurrence);
+    mb_put(m, " | ", 3);
+    if (row->layer >= 0)
+        mb_i64(m, row->layer);
+    else
+        mb_put(m, "-", 1);
+    mb_put(m, " | ", 3);
+    mb_str(m, ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
+    if (row->status == ULP_DIFF_DTYPE_MISMATCH) {
+        mb_put(m, " / ", 3);
+        mb_str(m, ulp_dtype_name(row->dtype_b));
     }
+    mb_put(m, " | ", 3);
+    mb_shape(m, side_b ? row->ndim_b : row->ndim_a, side_b ? row->shape_b : row->shape_a);
+    if (row->status == ULP_DIFF_SHAPE_MISMATCH) {
+        mb_put(m, " / ", 3);
+        mb_shape(m, row->ndim_b, row->shape_b);
+    }
+    mb_put(m, " | ", 3);
+    mb_str(m, ulp_diff_status_name(row->status));
+    mb_put(m, " | ", 3);
+    if (row->status != ULP_DIFF_IDENTICAL && row->status != ULP_DIFF_DIFFERS) {
+        mb_str(m, "- | - | - | - | - | - | - |\n");
+        return;
+    }
+    double pct = row->elements ? 100.0 * (double)row->m.differing / (double)row->elements : 0;
+    mb_u64(m, row->m.differing);
+    mb_put(m, " (", 2);
+    mb_g3(m, pct);
+    mb_put(m, "%) | ", 5);
+    mb_u64(m, row->m.max_ulp);
+    mb_put(m, " | ", 3);
+    mb_g3(m, row->m.mean_ulp);
+    mb_put(m, " | ", 3);
+    mb_num(m, row->m.max_abs_diff);
+    mb_put(m, " | ", 3);
+    mb_num(m, row->m.max_abs_diff_ulps_at_max);
+    mb_put(m, " | ", 3);
+    mb_u64(m, row->m.nonfinite_mismatch);
+    mb_put(m, " | ", 3);
+    if (row->m.worst_flat >= 0) {
+        mb_shape(m, row->ndim_a, row->m.worst_index);
+        mb_put(m, ": ", 2);
+        mb_num(m, row->m.worst_a);
+        mb_put(m, " vs ", 4);
+        mb_num(m, row->m.worst_b);
+    } else {
+        mb_put(m, "-", 1);
+    }
+    mb_put(m, " |\n", 3);
+}
+
+void ulp__markdown_rows(const ulp_diff_row *rows, size_t n, FILE *f)
+{
+    mdbuf m;
+    m.f = f;
+    m.n = 0;
+    for (size_t i = 0; i < n; i++)
+        markdown_row(&m, &rows[i]);
+    fwrite(m.b, 1, m.n, f);
 }
 
 ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f)
