@@ -45,7 +45,7 @@ static inline char *room(ulp__jw *w, size_t n)
     return w->b + w->used;
 }
 
-void ulp__jw_raw(ulp__jw *w, const char *s, size_t n)
+void ulp__jw_raw_slow(ulp__jw *w, const char *s, size_t n)
 {
     if (n > sizeof w->b / 2) {
         ulp__jw_flush(w);

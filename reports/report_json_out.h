@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define ULP__JW_DEPTH 16 /* nesting levels at most (a row goes to 6)   */
 
@@ -28,7 +29,18 @@ typedef struct ulp__jw {
 void ulp__jw_init(ulp__jw *w, FILE *f, int depth);
 /* Writes what is buffered to f. */
 void ulp__jw_flush(ulp__jw *w);
-void ulp__jw_raw(ulp__jw *w, const char *s, size_t n);
+/* n bytes as they are: into the buffer where they fit (inline: the CSV
+ * rows call it for each field and comma), else ulp__jw_raw_slow. */
+void ulp__jw_raw_slow(ulp__jw *w, const char *s, size_t n);
+static inline void ulp__jw_raw(ulp__jw *w, const char *s, size_t n)
+{
+    if (n <= sizeof w->b - w->used) {
+        memcpy(w->b + w->used, s, n);
+        w->used += n;
+        return;
+    }
+    ulp__jw_raw_slow(w, s, n);
+}
 
 /* Containers; a value in an object goes after ulp__jw_key(), one in an
  * array after ulp__jw_item(). */

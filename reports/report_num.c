@@ -133,12 +133,37 @@ static size_t dtostr_fix(char *buf, size_t len)
 
 typedef unsigned __int128 u128;
 
+/* 10^k for k in [0, 22] (digits17() asks for no other). */
+#define E19 ((u128)10000000000000000000ULL)
+static const u128 pow10_table[23] = {
+    1ULL,
+    10ULL,
+    100ULL,
+    1000ULL,
+    10000ULL,
+    100000ULL,
+    1000000ULL,
+    10000000ULL,
+    100000000ULL,
+    1000000000ULL,
+    10000000000ULL,
+    100000000000ULL,
+    1000000000000ULL,
+    10000000000000ULL,
+    100000000000000ULL,
+    1000000000000000ULL,
+    10000000000000000ULL,
+    100000000000000000ULL,
+    1000000000000000000ULL,
+    E19,
+    E19 * 10,
+    E19 * 100,
+    E19 * 1000,
+};
+
 static u128 pow10_128(int k)
 {
-    u128 p = 1;
-    while (k-- > 0)
-        p *= 10;
-    return p;
+    return pow10_table[k];
 }
 
 /*
