@@ -187,73 +187,6 @@ static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__i
     return buf;
 }
 
-/* Checks a decoded record as the groups' reader checks a dataset; fills `c`. */
-static int entry_ok(const ulp_snapshot *s, const ulp__index_entry *e, ulp_capture_info *c,
-                    uint64_t *bytes)
-{
-    if (e->dtype < 0 || e->dtype >= ULP_DTYPE_COUNT || ulp_dtype_size((ulp_dtype)e->dtype) == 0 ||
-        e->seq < 0 || e->occurrence < 0 || e->name_len == 0)
-        return 0;
-    uint64_t elements = 1;
-    for (int k = 0; k < e->ndim; k++) {
-        if (e->shape[k] < 0 || (uint64_t)e->shape[k] > ULP__MAX_ELEMENTS ||
-            (elements != 0 && (uint64_t)e->shape[k] > ULP__MAX_ELEMENTS / elements))
-            return 0;
-        elements *= (uint64_t)e->shape[k];
-        c->shape[k] = e->shape[k];
-    }
-    *bytes = elements * ulp_dtype_size((ulp_dtype)e->dtype);
-    if (ulp__snapshot_absurd_bytes(s, *bytes))
-        return 0;
-    if (e->offset != ULP__INDEX_NO_OFFSET &&
-        (elements == 0 || e->offset > s->file_size || *bytes > s->file_size - e->offset))
-        return 0;
-    if (((e->flags & ULP__INDEX_HAS_KERNELS) &&
-         (e->kernels[0] < 0 || e->kernels[1] < e->kernels[0])) ||
-        ((e->flags & ULP__INDEX_HAS_GEMMS) && (e->gemms[0] < 0 || e->gemms[1] < e->gemms[0])))
-        return 0;
-    int has_pos = (e->flags & ULP__INDEX_HAS_POSITIONS) != 0;
-    if ((!has_pos && (e->flags & ULP__INDEX_HAS_REQUESTS)) ||
-        (has_pos && (e->row_rank < 1 || e->row_rank > e->ndim)))
-        return 0;
-    c->dtype = (ulp_dtype)e->dtype;
-    c->ndim = e->ndim;
-    c->elements = elements;
-    c->occurrence = e->occurrence;
-    c->seq = e->seq;
-    c->layer = e->layer;
-    c->role = e->role;
-    c->name = e->name;
-    c->has_step = (e->flags & ULP__INDEX_HAS_STEP) != 0;
-    c->step = c->has_step ? e->step : 0;
-    c->has_kernels = (e->flags & ULP__INDEX_HAS_KERNELS) != 0;
-    c->has_gemms = (e->flags & ULP__INDEX_HAS_GEMMS) != 0;
-    c->has_graph_replay = (e->flags & ULP__INDEX_HAS_GRAPH_REPLAY) != 0;
-    if (c->has_kernels)
-        memcpy(c->kernels, e->kernels, sizeof c->kernels);
-    if (c->has_gemms)
-        memcpy(c->gemms, e->gemms, sizeof c->gemms);
-    if (c->has_graph_replay)
-        memcpy(c->graph_replay, e->graph_replay, sizeof c->graph_replay);
-    c->device_ptr = e->device_ptr;
-    c->stream = e->stream;
-    c->time_ns = e->time_ns;
-    if (has_pos) {
-        uint64_t rows = 1;
-        for (int k = 0; k < e->row_rank; k++)
-            rows *= (uint64_t)e->shape[k];
-        if (rows != e->rows)
-            return 0;
-        /* Records are 8-byte aligned in a malloc'd buffer, and the host is
-         * little-endian (checked by the caller): the arrays are used in place. */
-        c->row_rank = e->row_rank;
-        c->rows = rows;
-        c->positions = (const int64_t *)(const void *)e->positions;
-        c->requests = (const int64_t *)(const void *)e->requests;
-    }
-    return 1;
-}
-
 static int str_cmp(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -320,49 +253,29 @@ typedef struct decoded {
     int in_place;  /* positions, requests or inputs point into the records */
 } decoded;
 
-/* The inputs of `e` as an array of pointers into the record, kept in dc. */
-static int entry_inputs(decoded *dc, const ulp__index_entry *e, ulp_capture_info *c)
-{
-    if (e->n_inputs == 0)
-        return 0;
-    if (ULP__GROW(dc->inputs, dc->cap_inputs, dc->ninputs + 1) != 0)
-        return -1;
-    const char **v = malloc(e->n_inputs * sizeof *v);
-    if (v == NULL)
-        return -1;
-    dc->inputs[dc->ninputs++] = (char *)v;
-    const char *p = e->inputs;
-    for (uint32_t i = 0; i < e->n_inputs; i++, p += strlen(p) + 1)
-        v[i] = p;
-    c->inputs = v;
-    c->n_inputs = e->n_inputs;
-    return 0;
-}
-
 /* Decodes the `count` records in `buf` into `dc`; 0, or -1 when one fails. */
 static int decode_all(const ulp_snapshot *s, const unsigned char *buf, uint64_t bytes,
                       uint64_t count, decoded *dc)
 {
-    ulp_error ignored;
     uint64_t at = 0;
     for (uint64_t i = 0; i < count; i++) {
-        ulp__index_entry e;
-        size_t len = ulp__index_record_decode(buf + at, (size_t)(bytes - at), &e);
-        if (len == 0 || (e.name = ulp__strset_add(&dc->names, e.name, &dc->of[i])) == NULL ||
-            (e.role = ulp__strset_add(&dc->roles, e.role, NULL)) == NULL)
+        ulp_capture_info *c = &dc->caps[i];
+        ulp__record_out o = {.c = c, .src = &dc->srcs[i]};
+        size_t len = ulp__record_take(s, buf + at, (size_t)(bytes - at), &dc->names, &dc->roles, &o);
+        dc->of[i] = o.name_no;
+        if (o.inputs != NULL) {
+            if (ULP__GROW(dc->inputs, dc->cap_inputs, dc->ninputs + 1) != 0) {
+                free(o.inputs);
+                return -1;
+            }
+            dc->inputs[dc->ninputs++] = (char *)o.inputs;
+        }
+        if (len == 0 || (i > 0 && c->seq <= dc->caps[i - 1].seq))
             return -1;
         at += len;
-        ulp_capture_info *c = &dc->caps[i];
-        uint64_t nbytes = 0;
-        if (!entry_ok(s, &e, c, &nbytes) || (i > 0 && e.seq <= dc->caps[i - 1].seq) ||
-            (c->rows > 0 && ulp__rows_check_keys(s, c, c->name, "", &ignored) != ULP_OK) ||
-            entry_inputs(dc, &e, c) < 0)
-            return -1;
         dc->in_place |= c->rows > 0 || c->n_inputs > 0;
-        dc->srcs[i].oaddr = e.oaddr;
-        dc->srcs[i].offset = e.offset;
-        if (e.offset != ULP__INDEX_NO_OFFSET && dc->skip != NULL)
-            dc->skip[dc->nskip++] = (ulp__index_range){e.offset, nbytes};
+        if (o.src->offset != ULP__INDEX_NO_OFFSET && dc->skip != NULL)
+            dc->skip[dc->nskip++] = (ulp__index_range){o.src->offset, o.bytes};
     }
     return at == bytes ? 0 : -1;
 }

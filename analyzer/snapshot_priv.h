@@ -185,6 +185,26 @@ int ulp__cap_vec_push(ulp__cap_vec *cv);
 ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
                              ulp__cap_entry *e, ulp_error *err);
 
+/* snapshot_record.c: what ulp__record_take() gives of one record. */
+typedef struct ulp__record_out {
+    ulp_capture_info *c;   /* the capture (zeroed first)                          */
+    ulp__capture_src *src; /* where its bytes live                                */
+    size_t name_no;        /* its name's number in the names' set                 */
+    uint64_t bytes;        /* elements x dtype size                               */
+    const char **inputs;   /* c->inputs, malloc'd (the caller frees), or NULL     */
+} ulp__record_out;
+
+/*
+ * snapshot_record.c: decodes the capture index record at `p` (`avail`
+ * bytes left) and checks it as the groups' reader checks a dataset; its
+ * name and role are interned in `names` and `roles`, its positions,
+ * requests and inputs point into the record.  The record's length, or 0
+ * when it fails (or memory runs out).
+ */
+struct ulp__strset;
+size_t ulp__record_take(const ulp_snapshot *s, const unsigned char *p, size_t avail,
+                        struct ulp__strset *names, struct ulp__strset *roles, ulp__record_out *o);
+
 /*
  * snapshot_index.c: the captures from the file's sealed capture index
  * (common/index.h) straight into s->caps, s->srcs, s->by_name, s->ncaps:
