@@ -338,6 +338,7 @@ void ulp_snapshot_close(ulp_snapshot *s)
     free(s->strs);
     free(s->run);
     free(s->env);
+    ulp__lazy_free(s->lazy);
     free(s->caps);
     free(s->srcs);
     free(s->by_name);
@@ -418,20 +419,21 @@ size_t ulp_snapshot_capture_count(const ulp_snapshot *s)
 
 const ulp_capture_info *ulp_snapshot_capture(const ulp_snapshot *s, size_t i)
 {
-    return i < s->ncaps ? &s->caps[i] : NULL;
+    return ulp__snap_cap(s, i, NULL);
 }
 
 ptrdiff_t ulp_snapshot_find(const ulp_snapshot *s, const char *name, int64_t occurrence)
 {
-    size_t lo = 0, hi = s->ncaps;
+    const size_t *by_name = s->lazy != NULL ? ulp__lazy_by_name(s) : s->by_name;
+    size_t lo = 0, hi = by_name != NULL ? s->ncaps : 0;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const ulp_capture_info *c = &s->caps[s->by_name[mid]];
+        const ulp_capture_info *c = ulp__snap_cap(s, by_name[mid], NULL);
         int cmp = strcmp(c->name, name);
         if (cmp == 0)
             cmp = (c->occurrence > occurrence) - (c->occurrence < occurrence);
         if (cmp == 0)
-            return (ptrdiff_t)s->by_name[mid];
+            return (ptrdiff_t)by_name[mid];
         if (cmp < 0)
             lo = mid + 1;
         else

@@ -26,7 +26,9 @@
 /* A capture object of `s`, opened by path or, found through the journal, by address. */
 static hid_t open_capture(const ulp_snapshot *s, size_t i)
 {
-    const ulp__capture_src *src = &s->srcs[i];
+    const ulp__capture_src *src = NULL;
+    if (ulp__snap_cap(s, i, &src) == NULL)
+        return -1;
     return src->h5path != NULL ? H5Oopen(s->file, src->h5path, H5P_DEFAULT)
                                : H5Oopen_by_addr(s->file, (haddr_t)src->oaddr);
 }
@@ -51,7 +53,11 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
         goto cleanup;
     }
     for (size_t i = 0; i < s->ncaps && st == ULP_OK; i++) {
-        const ulp_capture_info *c = &s->caps[i];
+        const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
+        if (c == NULL) {
+            st = ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
+            break;
+        }
         char dst[64];
         snprintf(dst, sizeof dst, "%" PRId64, c->occurrence);
         size_t n = strlen(c->name) + strlen(dst) + 2;

@@ -138,9 +138,9 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job)
     hid_t caps = H5Gopen2(out, "captures", H5P_DEFAULT);
     int rc = job->skip != NULL && caps >= 0 ? 0 : -1;
     for (size_t i = 0; i < s->ncaps && rc == 0; i++) {
-        const ulp_capture_info *c = &s->caps[i];
+        const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
         uint64_t oaddr, offset;
-        rc = copied_place(caps, c, &oaddr, &offset);
+        rc = c == NULL ? -1 : copied_place(caps, c, &oaddr, &offset);
         if (rc == 0)
             rc = add_record(c, oaddr, offset, &buf, &used, &cap);
         if (rc == 0 && offset != ULP__INDEX_NO_OFFSET)

@@ -145,7 +145,7 @@ static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint6
         }
         if (n > 0 && reads && read_runs(s->fd, &runs[n - 1], 1) < 0)
             return -1;
-        runs[n++] = (ulp__index_mem){addr, len, buf + at};
+        runs[n++] = (ulp__index_mem){addr, len, buf != NULL ? buf + at : NULL};
     }
     *nruns = n;
     return n == 0 || !reads ? 0 : read_runs(s->fd, &runs[n - 1], 1);
@@ -490,7 +490,9 @@ struct ulp__index_check {
     uint64_t bytes, count;
     decoded dc;
     int rc;
-    int claimed; /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
+    int claimed;    /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
+    int lazy;       /* the pass of a table in pages (into lz), not a decode */
+    ulp__lazy *lz;
 };
 
 /* Files with fewer captures are decoded during the open: a thread costs more. */
@@ -507,9 +509,12 @@ static void decoder_run(ulp__index_check *c, int who)
     if (!__atomic_compare_exchange_n(&c->claimed, &nobody, who, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         return;
-    c->rc = c->nruns > 0 && read_runs(c->s->fd, c->runs, c->nruns) < 0
-                ? -1
-                : decode(c->s, c->buf, c->bytes, c->count, 0, &c->dc);
+    if (c->lazy)
+        c->rc = ulp__lazy_build(c->s, c->runs, c->nruns, c->bytes, c->count, &c->lz);
+    else
+        c->rc = c->nruns > 0 && read_runs(c->s->fd, c->runs, c->nruns) < 0
+                    ? -1
+                    : decode(c->s, c->buf, c->bytes, c->count, 0, &c->dc);
 }
 
 static void *decoder_main(void *arg)
@@ -545,7 +550,7 @@ static int cores_free(void)
  * ulpprof diff decodes A there while it opens and decodes B itself.
  */
 static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, uint64_t count,
-                         ulp__index_mem *runs, size_t nruns)
+                         ulp__index_mem *runs, size_t nruns, int lazy)
 {
     if (!cores_free())
         return -1;
@@ -564,7 +569,8 @@ static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, ui
                             .nruns = nruns,
                             .s = s,
                             .bytes = bytes,
-                            .count = count};
+                            .count = count,
+                            .lazy = lazy};
     if (pthread_create(&c->tid, NULL, decoder_main, c) != 0) {
         free(c);
         __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
@@ -585,7 +591,9 @@ int ulp__index_check_wait(ulp_snapshot *s)
         decoder_run(c, 2);
         pthread_join(c->tid, NULL);
         __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
-        if (c->rc == 0) {
+        if (c->lazy) {
+            rc = c->rc == 0 ? ulp__lazy_install(s, c->lz) : 0;
+        } else if (c->rc == 0) {
             rc = install(s, &c->dc, c->buf, c->count);
         } else {
             rc = 0; /* opened again the sure way, which reads the groups */
@@ -671,6 +679,32 @@ static int read_hashed(ulp_snapshot *s, const seal_fields *sl, uint64_t jfirst, 
     return used;
 }
 
+/*
+ * The captures as a table made in pages (snapshot_pages.c) from the
+ * records' runs, the pass over them left to a thread when `thread`:
+ * ulp__index_read()'s result, or -2 when the records are not in runs that
+ * pread(2) reads (the table is then read whole).
+ */
+static int read_lazy(ulp_snapshot *s, const seal_fields *sl, int thread)
+{
+    ulp__index_mem *runs = NULL;
+    size_t nruns = 0;
+    hid_t d = open_bytes(s, ULP__INDEX_RECORDS, sl->bytes);
+    int ok = d >= 0 && read_direct(s, d, NULL, sl->bytes, &runs, &nruns, 0) == 0 && nruns > 0;
+    if (d >= 0)
+        H5Dclose(d);
+    if (!ok) {
+        free(runs);
+        return -2;
+    }
+    if (thread && decoder_start(s, NULL, sl->bytes, sl->count, runs, nruns, 1) == 0)
+        return 1;
+    ulp__lazy *lz = NULL;
+    int rc = ulp__lazy_build(s, runs, nruns, sl->bytes, sl->count, &lz);
+    free(runs);
+    return rc == 0 ? ulp__lazy_install(s, lz) : 0;
+}
+
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
 {
     const char *env = getenv("ULPPROF_INDEX");
@@ -689,11 +723,16 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
      * need no HDF5 call) and their decode to s->check, which
      * ulp_snapshot_confirm() waits for and installs. */
     int thread = stamped && s->defer_check && sl.count >= DECODE_THREAD_MIN, unread = thread;
+    if (stamped && ulp__lazy_wanted(sl.count)) {
+        int rc = read_lazy(s, &sl, thread);
+        if (rc >= 0)
+            return rc;
+    }
     ulp__index_mem *runs;
     size_t nruns;
     unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns, &unread);
     if (thread && buf != NULL &&
-        decoder_start(s, buf, sl.bytes, sl.count, runs, unread ? nruns : 0) == 0)
+        decoder_start(s, buf, sl.bytes, sl.count, runs, unread ? nruns : 0, 0) == 0)
         return 1;
     if (unread && (buf == NULL || read_runs(s->fd, runs, nruns) < 0)) {
         free(buf);

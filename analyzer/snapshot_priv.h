@@ -63,6 +63,8 @@ struct ulp_snapshot {
     ulp_kv *env;
     size_t nenv;
 
+    struct ulp__lazy *lazy; /* the table in pages (snapshot_pages.c), or
+                               NULL: caps, srcs and by_name hold it     */
     ulp_capture_info *caps; /* in seq order                           */
     ulp__capture_src *srcs; /* parallel to caps                       */
     size_t *by_name;        /* capture indices sorted by (name, occ)  */
@@ -87,6 +89,56 @@ struct ulp_snapshot {
     int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
     struct ulp__index_check *check; /* its seal hash, still running, or NULL */
 };
+
+/*
+ * snapshot_pages.c: the capture table made in pages, for a file whose
+ * index is trusted by its stamp and read with pread(2).
+ */
+typedef struct ulp__lazy ulp__lazy;
+
+/* Whether a stamped index of `count` records is made in pages (ULPPROF_TABLE). */
+int ulp__lazy_wanted(uint64_t count);
+
+/*
+ * The open's pass over the `count` records, `bytes` bytes, that lie in the
+ * file's `nruns` runs (in record order): checks every record as the table
+ * read whole does, keeps the first pages.  0 with *out, or -1 when a
+ * record fails or memory runs out.  Reads only s->fd, s->map, s->file_size
+ * and s->path: may run on another thread while the open goes on.
+ */
+int ulp__lazy_build(const ulp_snapshot *s, const ulp__index_mem *runs, size_t nruns,
+                    uint64_t bytes, uint64_t count, ulp__lazy **out);
+
+/* Installs `lz` as s's capture table: 1. */
+int ulp__lazy_install(ulp_snapshot *s, ulp__lazy *lz);
+
+void ulp__lazy_free(ulp__lazy *lz);
+
+/* Capture i (< s->ncaps) of s's table in pages and where its bytes are, its
+ * page made if absent; NULL when it cannot be (the file changed since the open). */
+const ulp_capture_info *ulp__lazy_cap(const ulp_snapshot *s, size_t i,
+                                      const ulp__capture_src **src);
+
+/* by_name of a table in pages: every page made and kept from then on; NULL when
+ * a page cannot be made. */
+const size_t *ulp__lazy_by_name(const ulp_snapshot *s);
+
+/* For tests: pages made now, and pages made after the open. */
+size_t ulp__snapshot_pages_resident(const ulp_snapshot *s);
+uint64_t ulp__snapshot_pages_remade(const ulp_snapshot *s);
+
+/* Capture i of s and where its bytes are (src may be NULL); NULL when i is out of range. */
+static inline const ulp_capture_info *ulp__snap_cap(const ulp_snapshot *s, size_t i,
+                                                    const ulp__capture_src **src)
+{
+    if (i >= s->ncaps)
+        return NULL;
+    if (s->lazy != NULL)
+        return ulp__lazy_cap(s, i, src);
+    if (src != NULL)
+        *src = &s->srcs[i];
+    return &s->caps[i];
+}
 
 /* snapshot_store.c: keeps `p` (malloc'd) for freeing at close; returns it,
  * or NULL (and frees p) on OOM. */

@@ -118,10 +118,10 @@ static hid_t open_for_reading(hid_t file, const ulp__capture_src *src)
     return d2;
 }
 
-static ulp_status read_h5(const ulp_snapshot *s, size_t i, uint64_t first, uint64_t count,
-                          void *buf, ulp_error *err)
+static ulp_status read_h5(const ulp_snapshot *s, size_t i, const ulp_capture_info *c,
+                          const ulp__capture_src *src, uint64_t first, uint64_t count, void *buf,
+                          ulp_error *err)
 {
-    const ulp_capture_info *c = &s->caps[i];
     ulp_status st = ULP_OK;
     hid_t d = -1, type = -1, fspace = -1, mspace = -1;
 
@@ -132,7 +132,7 @@ static ulp_status read_h5(const ulp_snapshot *s, size_t i, uint64_t first, uint6
         s->h5->dset = -1;
     }
     if (s->h5->dset < 0) {
-        s->h5->dset = open_for_reading(s->file, &s->srcs[i]);
+        s->h5->dset = open_for_reading(s->file, src);
         s->h5->idx = i;
     }
     d = s->h5->dset;
@@ -184,7 +184,10 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
 {
     if (s == NULL || i >= s->ncaps || (count > 0 && buf == NULL))
         return ulp__error(err, ULP_EINVAL, "ulp_snapshot_read: invalid argument");
-    const ulp_capture_info *c = &s->caps[i];
+    const ulp__capture_src *src = NULL;
+    const ulp_capture_info *c = ulp__snap_cap(s, i, &src);
+    if (c == NULL) /* a page of a table in pages could not be made again */
+        return ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
     if (first > c->elements || count > c->elements - first)
         return ulp__error(err, ULP_ERANGE,
                           "'%s': capture '%s/%" PRId64 "': elements [%" PRIu64 ", +%" PRIu64
@@ -192,11 +195,11 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
                           s->path, c->name, c->occurrence, first, count, c->elements);
     if (count == 0)
         return ULP_OK;
-    if (s->srcs[i].offset == ULP__NO_OFFSET)
-        return read_h5(s, i, first, count, buf, err);
+    if (src->offset == ULP__NO_OFFSET)
+        return read_h5(s, i, c, src, first, count, buf, err);
 
     size_t esize = ulp_dtype_size(c->dtype);
-    uint64_t off = s->srcs[i].offset + first * esize;
+    uint64_t off = src->offset + first * esize;
     uint64_t left = count * esize;
     char *p = buf;
     while (left > 0) {
@@ -223,19 +226,21 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
 
 const void *ulp__snapshot_mapped(const ulp_snapshot *s, size_t i, uint64_t first)
 {
-    if (s == NULL || s->map == NULL || i >= s->ncaps || s->srcs[i].offset == ULP__NO_OFFSET)
+    const ulp__capture_src *src = NULL;
+    const ulp_capture_info *c = s != NULL && s->map != NULL ? ulp__snap_cap(s, i, &src) : NULL;
+    if (c == NULL || src->offset == ULP__NO_OFFSET)
         return NULL;
-    uint64_t esize = ulp_dtype_size(s->caps[i].dtype);
-    uint64_t off = s->srcs[i].offset + first * esize;
+    uint64_t esize = ulp_dtype_size(c->dtype);
+    uint64_t off = src->offset + first * esize;
     /* As ulp_snapshot_view(): misaligned elements are copied. */
-    if (first > s->caps[i].elements || esize == 0 || off % esize != 0 || off > s->file_size)
+    if (first > c->elements || esize == 0 || off % esize != 0 || off > s->file_size)
         return NULL;
     return s->map + off;
 }
 
 const size_t *ulp__snapshot_by_name(const ulp_snapshot *s)
 {
-    return s->by_name;
+    return s->lazy != NULL ? ulp__lazy_by_name(s) : s->by_name;
 }
 
 ulp_status ulp_snapshot_view(const ulp_snapshot *s, size_t i, uint64_t first, uint64_t count,
@@ -250,13 +255,14 @@ ulp_status ulp_snapshot_view(const ulp_snapshot *s, size_t i, uint64_t first, ui
      * 10,000 captures of 512 bytes spent 70% of diff's time in page-table
      * work.
      */
-    uint64_t esz = s != NULL && i < s->ncaps ? ulp_dtype_size(s->caps[i].dtype) : 0;
+    const ulp__capture_src *src = NULL;
+    const ulp_capture_info *c = s != NULL ? ulp__snap_cap(s, i, &src) : NULL;
+    uint64_t esz = c != NULL ? ulp_dtype_size(c->dtype) : 0;
     if (esz != 0 && count <= ULP__VIEW_COPY_BYTES / esz)
         return ulp_snapshot_read(s, i, first, count, buf, err);
-    if (s != NULL && s->map != NULL && i < s->ncaps && s->srcs[i].offset != ULP__NO_OFFSET) {
-        const ulp_capture_info *c = &s->caps[i];
+    if (c != NULL && s->map != NULL && src->offset != ULP__NO_OFFSET) {
         uint64_t esize = ulp_dtype_size(c->dtype);
-        uint64_t off = s->srcs[i].offset + first * esize;
+        uint64_t off = src->offset + first * esize;
         struct stat sb;
         /*
          * Open checked that the dataset lies inside the file.  A file cut

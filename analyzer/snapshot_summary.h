@@ -42,6 +42,12 @@ typedef struct ulp__snapshot_summary {
  */
 const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s);
 
+/*
+ * The summary of a capture table made in pages (snapshot_pages.c), from
+ * its open's pass; NULL when s's table was read whole (then walk it).
+ */
+const ulp__snapshot_summary *ulp__snapshot_summary_lazy(const ulp_snapshot *s);
+
 /* The summary of the name `name` (any copy of it), or NULL when s has none. */
 const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
                                                     const char *name);

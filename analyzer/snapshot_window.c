@@ -15,9 +15,10 @@
 
 uint64_t ulp__snapshot_offset(const ulp_snapshot *s, size_t i)
 {
-    if (s == NULL || i >= s->ncaps || s->srcs[i].offset == ULP__NO_OFFSET)
+    const ulp__capture_src *src = NULL;
+    if (s == NULL || ulp__snap_cap(s, i, &src) == NULL || src->offset == ULP__NO_OFFSET)
         return UINT64_MAX;
-    return s->srcs[i].offset;
+    return src->offset;
 }
 
 void ulp__window_free(ulp__window *w)
@@ -30,11 +31,12 @@ void ulp__window_free(ulp__window *w)
 ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_t i, uint64_t first,
                                     uint64_t count, void *buf, const void **out, ulp_error *err)
 {
-    if (s == NULL || i >= s->ncaps || s->srcs[i].offset == ULP__NO_OFFSET)
+    const ulp__capture_src *src = NULL;
+    const ulp_capture_info *c = s != NULL ? ulp__snap_cap(s, i, &src) : NULL;
+    if (c == NULL || src->offset == ULP__NO_OFFSET)
         return ulp_snapshot_view(s, i, first, count, buf, out, err);
-    const ulp_capture_info *c = &s->caps[i];
     uint64_t esize = ulp_dtype_size(c->dtype);
-    uint64_t off = s->srcs[i].offset + first * esize;
+    uint64_t off = src->offset + first * esize;
     if (esize == 0 || first > c->elements || count > c->elements - first ||
         count * esize > ULP__VIEW_COPY_BYTES)
         return ulp_snapshot_view(s, i, first, count, buf, out, err);

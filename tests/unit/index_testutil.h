@@ -20,13 +20,17 @@ static inline int index_usable(ulp_snapshot *s)
     assert_true(!js.found || js.closed); /* a copy has no journal */
     ulp_capture_info *caps = s->caps;
     ulp__capture_src *srcs = s->srcs;
+    ulp__lazy *lazy = s->lazy;
     size_t *by_name = s->by_name, n = s->ncaps;
+    s->lazy = NULL;
     int rc = ulp__index_read(s, js.found ? js.first : ULP__INDEX_NO_JOURNAL);
     if (rc == 1) {
+        ulp__lazy_free(s->lazy);
         free(s->caps);
         free(s->srcs);
         free(s->by_name);
     }
+    s->lazy = lazy;
     s->caps = caps;
     s->srcs = srcs;
     s->by_name = by_name;

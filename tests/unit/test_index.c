@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "analyzer/snapshot_priv.h"
+#include "analyzer/snapshot_read_priv.h"
 #include "capture_testutil.h"
 #include "collector/writer.h"
 #include "common/index.h"
@@ -285,7 +286,7 @@ static void test_index__many_captures(void **state)
     const ulp_capture_info *c0 = ulp_snapshot_capture(s, 0), *cl = ulp_snapshot_capture(s, 1499);
     uint64_t n0 = c0->elements * ulp_dtype_size(c0->dtype);
     uint64_t nl = cl->elements * ulp_dtype_size(cl->dtype);
-    uint64_t o0 = s->srcs[0].offset, ol = s->srcs[1499].offset;
+    uint64_t o0 = ulp__snapshot_offset(s, 0), ol = ulp__snapshot_offset(s, 1499);
     uint64_t data[4] = {o0, o0 + n0 - 1, ol, ol + nl - 1};
     /* The bytes just before and after them. */
     uint64_t other[2] = {o0 - 1, ol + nl};

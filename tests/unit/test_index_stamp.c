@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "analyzer/snapshot_priv.h"
+#include "analyzer/snapshot_read_priv.h"
 #include "capture_testutil.h"
 #include "collector/writer.h"
 #include "common/index.h"
@@ -233,10 +234,12 @@ static void test_index_stamp__old_file(void **state)
     assert_int_equal(ulp_snapshot_open(g_path, &s, &err), ULP_OK);
     ulp__index_range *skip = malloc((s->ncaps + 2) * sizeof *skip);
     size_t n = 0;
-    for (size_t i = 0; i < s->ncaps; i++)
-        if (s->srcs[i].offset != ULP__INDEX_NO_OFFSET)
-            skip[n++] = (ulp__index_range){s->srcs[i].offset,
-                                           s->caps[i].elements * ulp_dtype_size(s->caps[i].dtype)};
+    for (size_t i = 0; i < s->ncaps; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        if (ulp__snapshot_offset(s, i) != ULP__INDEX_NO_OFFSET)
+            skip[n++] = (ulp__index_range){ulp__snapshot_offset(s, i),
+                                           c->elements * ulp_dtype_size(c->dtype)};
+    }
     ulp__journal_state js;
     ulp__journal_find(s, &js);
     assert_true(js.found && js.closed);
