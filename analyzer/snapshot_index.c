@@ -261,7 +261,8 @@ static int decode_all(const ulp_snapshot *s, const unsigned char *buf, uint64_t 
     for (uint64_t i = 0; i < count; i++) {
         ulp_capture_info *c = &dc->caps[i];
         ulp__record_out o = {.c = c, .src = &dc->srcs[i]};
-        size_t len = ulp__record_take(s, buf + at, (size_t)(bytes - at), &dc->names, &dc->roles, &o);
+        size_t len =
+            ulp__record_take(s, buf + at, (size_t)(bytes - at), &dc->names, &dc->roles, &o);
         dc->of[i] = o.name_no;
         if (o.inputs != NULL) {
             if (ULP__GROW(dc->inputs, dc->cap_inputs, dc->ninputs + 1) != 0) {
@@ -490,8 +491,8 @@ struct ulp__index_check {
     uint64_t bytes, count;
     decoded dc;
     int rc;
-    int claimed;    /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
-    int lazy;       /* the pass of a table in pages (into lz), not a decode */
+    int claimed; /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
+    int lazy;    /* the pass of a table in pages (into lz), not a decode */
     ulp__lazy *lz;
 };
 

@@ -33,10 +33,15 @@
 #include "snapshot_priv.h"
 #include "snapshot_summary.h"
 
-/* Stamped files with at least this many captures get a table in pages. */
-#define LAZY_MIN ((uint64_t)4096)
+/*
+ * Stamped files with at least this many captures get a table in pages
+ * unless ULPPROF_TABLE says which: none yet.  The diff still pairs through
+ * ulp_snapshot_find(), which makes every page again (100,000 captures:
+ * 40 ms more CPU than the table read whole); ULPPROF_TABLE=lazy forces it.
+ */
+#define LAZY_MIN UINT64_MAX
 /* A page holds about this many bytes of records: 512 KiB, 2^10-2^12 captures. */
-#define PAGE_BYTES ((uint64_t)512 << 10)
+#define PAGE_BYTES    ((uint64_t)512 << 10)
 #define PAGE_CAPS_MIN 64
 #define PAGE_CAPS_MAX 4096
 /* The open's pass reads the records this many bytes at a time. */
@@ -62,17 +67,17 @@ struct ulp__lazy {
     pthread_mutex_t lock;
     unsigned shift; /* a page holds 1 << shift captures */
     size_t ncaps, npages;
-    page **slots;       /* [npages], atomic pointers; NULL: not made */
-    uint64_t *page_at;  /* [npages + 1] each page's first byte in the records */
-    seg *segs;          /* [nsegs] the records in the file, in record order  */
+    page **slots;      /* [npages], atomic pointers; NULL: not made */
+    uint64_t *page_at; /* [npages + 1] each page's first byte in the records */
+    seg *segs;         /* [nsegs] the records in the file, in record order  */
     size_t nsegs;
     ulp__strset names, roles;
-    size_t low;         /* pages below it are not made (trim's start)     */
-    size_t resident;    /* pages made (atomic)                            */
-    uint64_t remade;    /* pages made after the open (atomic)             */
-    int pinned;         /* every page made and kept: by_name is built     */
-    size_t *by_name;    /* when pinned (atomic pointer)                   */
-    size_t *rank;       /* [names] each name number's place in sum.names  */
+    size_t low;      /* pages below it are not made (trim's start)     */
+    size_t resident; /* pages made (atomic)                            */
+    uint64_t remade; /* pages made after the open (atomic)             */
+    int pinned;      /* every page made and kept: by_name is built     */
+    size_t *by_name; /* when pinned (atomic pointer)                   */
+    size_t *rank;    /* [names] each name number's place in sum.names  */
     ulp__name_summary *name_sums;
     ulp__snapshot_summary sum;
 };
@@ -205,7 +210,8 @@ static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const uns
     pg->in_place = 0;
     for (size_t k = 0; k < n; k++) {
         ulp__record_out o = {.c = &pg->caps[k], .src = &pg->srcs[k]};
-        size_t len = ulp__record_take(s, rec + at, (size_t)(bytes - at), &lz->names, &lz->roles, &o);
+        size_t len =
+            ulp__record_take(s, rec + at, (size_t)(bytes - at), &lz->names, &lz->roles, &o);
         if (len == 0)
             return -1;
         pg->n++;
@@ -215,8 +221,7 @@ static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const uns
         if ((k > 0 && seq <= pg->caps[k - 1].seq) ||
             (sc != NULL && sc->seen > 0 && k == 0 && seq <= sc->last_seq))
             return -1;
-        if (sc != NULL &&
-            scan_add(s, lz, sc, &pg->caps[k], &pg->srcs[k], o.name_no, o.bytes) < 0)
+        if (sc != NULL && scan_add(s, lz, sc, &pg->caps[k], &pg->srcs[k], o.name_no, o.bytes) < 0)
             return -1;
     }
     if (sc != NULL && n > 0)
@@ -322,8 +327,7 @@ void ulp__lazy_free(ulp__lazy *lz)
     free(lz);
 }
 
-static ulp__lazy *lazy_new(const ulp__index_mem *runs, size_t nruns, uint64_t bytes,
-                           uint64_t count)
+static ulp__lazy *lazy_new(const ulp__index_mem *runs, size_t nruns, uint64_t bytes, uint64_t count)
 {
     ulp__lazy *lz = calloc(1, sizeof *lz);
     if (lz == NULL)
@@ -436,8 +440,8 @@ done:
     return rc;
 }
 
-int ulp__lazy_build(const ulp_snapshot *s, const ulp__index_mem *runs, size_t nruns,
-                    uint64_t bytes, uint64_t count, ulp__lazy **out)
+int ulp__lazy_build(const ulp_snapshot *s, const ulp__index_mem *runs, size_t nruns, uint64_t bytes,
+                    uint64_t count, ulp__lazy **out)
 {
     *out = NULL;
     ulp__lazy *lz = lazy_new(runs, nruns, bytes, count);
@@ -509,8 +513,7 @@ static page *page_get(const ulp_snapshot *s, ulp__lazy *lz, size_t p)
     return pg;
 }
 
-const ulp_capture_info *ulp__lazy_cap(const ulp_snapshot *s, size_t i,
-                                      const ulp__capture_src **src)
+const ulp_capture_info *ulp__lazy_cap(const ulp_snapshot *s, size_t i, const ulp__capture_src **src)
 {
     ulp__lazy *lz = s->lazy;
     size_t p = i >> lz->shift, k = i & (((size_t)1 << lz->shift) - 1);
@@ -572,7 +575,8 @@ void ulp__snapshot_trim(const ulp_snapshot *s, size_t below)
         return;
     pthread_mutex_lock(&lz->lock);
     size_t p = lz->low;
-    for (; !lz->pinned && p < lz->npages && ((p + 1) << lz->shift) <= below; p++) {
+    /* A page goes when its last capture is below `below`. */
+    for (; !lz->pinned && p < lz->npages && (p << lz->shift) + page_count(lz, p) <= below; p++) {
         page *pg = lz->slots[p];
         if (pg == NULL)
             continue;

@@ -106,8 +106,8 @@ int ulp__lazy_wanted(uint64_t count);
  * record fails or memory runs out.  Reads only s->fd, s->map, s->file_size
  * and s->path: may run on another thread while the open goes on.
  */
-int ulp__lazy_build(const ulp_snapshot *s, const ulp__index_mem *runs, size_t nruns,
-                    uint64_t bytes, uint64_t count, ulp__lazy **out);
+int ulp__lazy_build(const ulp_snapshot *s, const ulp__index_mem *runs, size_t nruns, uint64_t bytes,
+                    uint64_t count, ulp__lazy **out);
 
 /* Installs `lz` as s's capture table: 1. */
 int ulp__lazy_install(ulp_snapshot *s, ulp__lazy *lz);

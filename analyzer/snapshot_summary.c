@@ -96,6 +96,9 @@ ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *su
 const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s)
 {
     /* The summary is the snapshot's cache, not its state: made here once. */
+    const ulp__snapshot_summary *lazy = ulp__snapshot_summary_lazy(s);
+    if (lazy != NULL)
+        return lazy; /* made by the open's pass over the records */
     ulp_snapshot *w = (ulp_snapshot *)(uintptr_t)s;
     ulp__snapshot_summary *sum = __atomic_load_n(&w->summary, __ATOMIC_ACQUIRE);
     if (sum != NULL)
@@ -116,11 +119,4 @@ const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary 
 {
     ulp__name_summary key = {name, 0, 0, 0};
     return bsearch(&key, sum->names, sum->nnames, sizeof key, name_cmp);
-}
-
-void ulp__snapshot_trim(const ulp_snapshot *s, size_t below)
-{
-    /* A table read whole keeps every capture until the close. */
-    (void)s;
-    (void)below;
 }
