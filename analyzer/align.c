@@ -86,6 +86,12 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
     /* The snapshot's (name, occurrence) order is the (name, seq) order
      * wherever occurrences rise with seq, as every writer numbers them. */
     const size_t *by_name = ulp__snapshot_by_name(s);
+    if (by_name == NULL) { /* a table in pages whose file changed since the open */
+        free(n->idx);
+        free(n);
+        free(e);
+        return ULP_EIO;
+    }
     int same = 1;
     for (size_t i = 0; i < count; i++) {
         const ulp_capture_info *c = ulp_snapshot_capture(s, by_name[i]);

@@ -209,7 +209,8 @@ static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const uns
     pg->n = 0;
     pg->in_place = 0;
     for (size_t k = 0; k < n; k++) {
-        ulp__record_out o = {.c = &pg->caps[k], .src = &pg->srcs[k]};
+        /* A page made again: its bytes are those the open checked (page_make). */
+        ulp__record_out o = {.c = &pg->caps[k], .src = &pg->srcs[k], .trusted = sc == NULL};
         size_t len =
             ulp__record_take(s, rec + at, (size_t)(bytes - at), &lz->names, &lz->roles, &o);
         if (len == 0)

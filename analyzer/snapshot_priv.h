@@ -244,6 +244,8 @@ typedef struct ulp__record_out {
     size_t name_no;        /* its name's number in the names' set                 */
     uint64_t bytes;        /* elements x dtype size                               */
     const char **inputs;   /* c->inputs, malloc'd (the caller frees), or NULL     */
+    int trusted;           /* in: these bytes passed before (the positions' keys
+                              are not sorted again)                              */
 } ulp__record_out;
 
 /*
