@@ -532,12 +532,28 @@ static void test_pages__threads(void **state)
     tu_done();
 }
 
+/* Which files get pages: ULPPROF_TABLE, else 16,384 captures or more. */
+static void test_pages__wanted(void **state)
+{
+    (void)state;
+    unsetenv("ULPPROF_TABLE");
+    assert_int_equal(ulp__lazy_wanted(16383), 0);
+    assert_int_equal(ulp__lazy_wanted(16384), 1);
+    setenv("ULPPROF_TABLE", "eager", 1);
+    assert_int_equal(ulp__lazy_wanted(1000000), 0);
+    setenv("ULPPROF_TABLE", "lazy", 1);
+    assert_int_equal(ulp__lazy_wanted(1), 1);
+    assert_int_equal(ulp__lazy_wanted(0), 0);
+    unsetenv("ULPPROF_TABLE");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pages__same_as_eager), cmocka_unit_test(test_pages__trim),
         cmocka_unit_test(test_pages__damaged),       cmocka_unit_test(test_pages__deferred),
         cmocka_unit_test(test_pages__changed),       cmocka_unit_test(test_pages__threads),
+        cmocka_unit_test(test_pages__wanted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
