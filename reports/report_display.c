@@ -150,10 +150,14 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
      * only the rows it keeps. */
     size_t nrows = r->streamed ? r->n_kept : r->n_rows;
     int rows_plain = 1;
+    /* Rows share their role strings (the result keeps one copy of each):
+     * one found plain is not scanned again. */
+    const char *role_plain = NULL;
     for (size_t i = 0; i < nrows && rows_plain; i++) {
         const ulp_diff_row *w = &r->rows[i];
         rows_plain = (w->name == NULL || plain(d, w->name)) &&
-                     (w->role == NULL || plain(d, w->role)) &&
+                     (w->role == NULL || w->role == role_plain ||
+                      (plain(d, w->role) && (role_plain = w->role) != NULL)) &&
                      kernels_plain(d, w->kernels_a, w->n_kernels_a) &&
                      kernels_plain(d, w->kernels_b, w->n_kernels_b);
     }

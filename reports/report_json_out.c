@@ -77,7 +77,7 @@ void ulp__jw_item(ulp__jw *w)
     newline(w, w->depth, w->n[w->depth]++ != 0);
 }
 
-void ulp__jw_key(ulp__jw *w, const char *key)
+void ulp__jw_key_slow(ulp__jw *w, const char *key)
 {
     /* The separator, the indentation and the key in one go: a row is
      * some fifty keys. */

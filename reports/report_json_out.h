@@ -44,9 +44,30 @@ static inline void ulp__jw_raw(ulp__jw *w, const char *s, size_t n)
 
 /* Containers; a value in an object goes after ulp__jw_key(), one in an
  * array after ulp__jw_item(). */
-void ulp__jw_open(ulp__jw *w, char brace);         /* '{' or '['                        */
-void ulp__jw_close(ulp__jw *w, char brace);        /* '}' or ']'                       */
-void ulp__jw_key(ulp__jw *w, const char *key);     /* key: plain ASCII, no escapes */
+void ulp__jw_open(ulp__jw *w, char brace);  /* '{' or '['                        */
+void ulp__jw_close(ulp__jw *w, char brace); /* '}' or ']'                       */
+/* key: plain ASCII, no escapes (inline: a row writes some fifty of them,
+ * mostly literals whose length the compiler knows). */
+void ulp__jw_key_slow(ulp__jw *w, const char *key);
+static inline void ulp__jw_key(ulp__jw *w, const char *key)
+{
+    size_t n = strlen(key), k = (size_t)(2 * w->depth);
+    /* ",\n", at most 16 spaces of indentation, the quoted key and ": ". */
+    if (k > 16 || n + 22 > sizeof w->b - w->used) {
+        ulp__jw_key_slow(w, key);
+        return;
+    }
+    char *p = w->b + w->used;
+    if (w->n[w->depth]++ != 0)
+        *p++ = ',';
+    *p++ = '\n';
+    memcpy(p, "                ", 16);
+    p += k;
+    *p++ = '"';
+    memcpy(p, key, n);
+    memcpy(p + n, "\": ", 3);
+    w->used = (size_t)(p + n + 3 - w->b);
+}
 void ulp__jw_key_str(ulp__jw *w, const char *key); /* any key, escaped as a string */
 void ulp__jw_item(ulp__jw *w);
 

@@ -24,10 +24,15 @@ typedef struct enc {
     int oom;
 } enc;
 
-static void put(enc *e, const void *p, size_t n)
+static inline void put(enc *e, const void *p, size_t n)
 {
     if (n == 0)
         return;
+    if (e->n + n <= e->cap) { /* the common case, inline */
+        memcpy(e->b + e->n, p, n);
+        e->n += n;
+        return;
+    }
     if (e->oom || ULP__GROW(e->b, e->cap, e->n + n) != 0) {
         e->oom = 1;
         return;
