@@ -28,6 +28,7 @@ typedef struct job_row {
     size_t row; /* index into result rows                      */
     size_t ia, ib;
     ulp_dtype dtype;
+    size_t sz;             /* its bytes per element                     */
     uint64_t off_a, off_b; /* first element in each capture             */
     uint64_t base;         /* view index of off_a                       */
     uint64_t rowlen;       /* aligned: elements per key; else 0         */
@@ -183,7 +184,7 @@ static int64_t run_chunk(job *j, job_row *jr, uint64_t k, ulp__reader *rd, ulp_e
         ulp__acc_merge(&jr->acc, &local);
         pthread_mutex_unlock(&j->lock);
     }
-    return (int64_t)(n * ulp_dtype_size(jr->dtype));
+    return (int64_t)(n * jr->sz);
 }
 
 /* A thread's share of the job: tasks from the shared counter until none is left. */
@@ -396,7 +397,7 @@ static int plan(job *j, const ulp_snapshot *a, const ulp_snapshot *b, const ulp_
         jr->keys = row->aligned && pairs[q].rowlen > 0 ? row->keys : NULL;
         jr->lgf = f < nfuse && fuse[f].row == pairs[q].row ? &fuse[f] : NULL;
         jr->elements = pairs[q].len;
-        size_t sz = ulp_dtype_size(jr->dtype);
+        size_t sz = jr->sz = ulp_dtype_size(jr->dtype);
         jr->chunk = chunk_bytes / sz ? chunk_bytes / sz : 1;
         jr->head =
             head_elements(ulp__snapshot_mapped(a, jr->ia, jr->off_a), sz, chunk_bytes, jr->chunk);
@@ -510,7 +511,7 @@ static ulp_status metrics_batch(const ulp_snapshot *a, const ulp_snapshot *b,
         ulp_diff_row *row = &r->rows[j.jrows[q].row];
         ulp__acc merged, *acc = &j.jrows[q0].acc;
         for (; q < j.njrows && j.jrows[q].row == j.jrows[q0].row; q++)
-            r->bytes_read += 2 * j.jrows[q].elements * ulp_dtype_size(j.jrows[q].dtype);
+            r->bytes_read += 2 * j.jrows[q].elements * j.jrows[q].sz;
         if (j.jrows[q0].alone)
             continue; /* its thread finished it */
         if (q - q0 > 1) {
@@ -538,7 +539,7 @@ ulp_status ulp__diff_metrics(const ulp_snapshot *a, const ulp_snapshot *b,
                              ulp_error *err)
 {
     uint64_t total = 0, done = 0;
-    for (size_t q = 0; q < npairs; q++)
+    for (size_t q = 0; opts->progress && q < npairs; q++) /* for the progress line only */
         total += 2 * pairs[q].len * ulp_dtype_size(r->rows[pairs[q].row].dtype_a);
     ulp_status st = ULP_OK;
     for (size_t lo = 0, hi; lo < npairs && st == ULP_OK; lo = hi) {

@@ -4,6 +4,7 @@
  * Colour (status only) when the caller asks for it, i.e. on a terminal.
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +191,11 @@ static void text(field *f, const char *s)
 /* "%.2f", or "%.2g" from 1e5 on. */
 static void fixed2(field *f, double v)
 {
+    if (v == 0 && !signbit(v)) { /* most rows */
+        memcpy(f->s, "0.00", 5);
+        f->n = 4;
+        return;
+    }
     if (v >= 1e5)
         snprintf(f->s, NUM_BYTES, "%.2g", v);
     else
@@ -199,6 +205,11 @@ static void fixed2(field *f, double v)
 
 static void num(field *f, double v)
 {
+    if (v == 0) { /* either zero: ulp__fmt_num writes "0" for both */
+        memcpy(f->s, "0", 2);
+        f->n = 1;
+        return;
+    }
     ulp__fmt_num(f->s, NUM_BYTES, v);
     f->n = strlen(f->s);
 }
