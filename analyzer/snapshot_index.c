@@ -260,7 +260,7 @@ static int decode_all(const ulp_snapshot *s, const unsigned char *buf, uint64_t 
     uint64_t at = 0;
     for (uint64_t i = 0; i < count; i++) {
         ulp_capture_info *c = &dc->caps[i];
-        ulp__record_out o = {.c = c, .src = &dc->srcs[i]};
+        ulp__record_out o = {.c = c, .src = &dc->srcs[i], .role = i > 0 ? c[-1].role : NULL};
         size_t len =
             ulp__record_take(s, buf + at, (size_t)(bytes - at), &dc->names, &dc->roles, &o);
         dc->of[i] = o.name_no;

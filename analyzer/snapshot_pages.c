@@ -219,7 +219,10 @@ static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const uns
     pg->in_place = 0;
     for (size_t k = 0; k < n; k++) {
         /* A page made again: its bytes are those the open checked (page_make). */
-        ulp__record_out o = {.c = &pg->caps[k], .src = &pg->srcs[k], .trusted = sc == NULL};
+        ulp__record_out o = {.c = &pg->caps[k],
+                             .src = &pg->srcs[k],
+                             .trusted = sc == NULL,
+                             .role = k > 0 ? pg->caps[k - 1].role : NULL};
         size_t len =
             ulp__record_take(s, rec + at, (size_t)(bytes - at), &lz->names, &lz->roles, &o);
         if (len == 0)

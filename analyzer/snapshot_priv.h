@@ -246,6 +246,9 @@ typedef struct ulp__record_out {
     const char **inputs;   /* c->inputs, malloc'd (the caller frees), or NULL     */
     int trusted;           /* in: these bytes passed before (the positions' keys
                               are not sorted again)                              */
+    const char *role;      /* in: the role of the record before (in `roles`), or
+                              NULL: most records repeat it, and a strcmp(3)
+                              costs less than the set's lookup                   */
 } ulp__record_out;
 
 /*
