@@ -93,7 +93,7 @@ void ulp__csv_head(FILE *f);
 void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f);
 
 /* report_spool.c: a streamed report's rows, written to s->f, kept in memory
- * up to a bound (4 MiB; ULPPROF_SPOOL_KB), then in a temporary file. */
+ * up to a bound (2 MiB; ULPPROF_SPOOL_KB), then in a temporary file. */
 typedef struct ulp__spool {
     FILE *f;   /* the writers' stream                               */
     char *mem; /* the rows while in memory                          */

@@ -21,7 +21,7 @@
 
 /* Bytes in memory before the rows go to a temporary file; ULPPROF_SPOOL_KB
  * sets it (the tests spill small reports). */
-#define SPOOL_MEMORY ((size_t)4 << 20)
+#define SPOOL_MEMORY ((size_t)2 << 20)
 
 /* Past this, the memory grows in 2 MiB huge pages: a fresh 4 KiB page's
  * fault was a third of the cost of a table's spool (bigalloc.h). */
