@@ -50,6 +50,7 @@ struct ulp__lean {
     name_slot slots_a[SLOTS], slots_b[SLOTS];
     size_t scan;    /* the next capture of B the walk meets */
     size_t waiting; /* captures in the queues */
+    size_t asked;   /* captures of A asked for so far */
     size_t *only_b; /* captures of B before `scan` that A has not, rising */
     size_t n_only_b, cap_only_b, next_only_b;
 };
@@ -139,6 +140,7 @@ static int in_a(ulp__lean *l, const ulp_capture_info *cb, ptrdiff_t *id)
 int ulp__lean_partner(ulp__lean *l, const ulp_capture_info *ca, ptrdiff_t *k, int *pa, int *pb)
 {
     *k = -1;
+    l->asked++;
     ptrdiff_t id = name_id(l, l->slots_a, ca->name);
     if (id < 0)
         return -2; /* a summary that lacks a name of its snapshot */
@@ -191,7 +193,10 @@ ptrdiff_t ulp__lean_next_only_b(ulp__lean *l)
 size_t ulp__lean_low_b(const ulp__lean *l)
 {
     size_t low = l->scan;
-    if (l->next_only_b < l->n_only_b && l->only_b[l->next_only_b] < low)
+    /* The captures only B has wait for A's last: counted until then, one
+     * of them at B's start would keep B's every capture. */
+    if (l->asked == ulp_snapshot_capture_count(l->a) && l->next_only_b < l->n_only_b &&
+        l->only_b[l->next_only_b] < low)
         low = l->only_b[l->next_only_b];
     for (size_t i = 0; l->waiting > 0 && i < l->sa->nnames; i++) {
         const lean_name *e = &l->names[i];

@@ -100,7 +100,8 @@ ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
 ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_pair **pairs,
                              size_t *npairs, int *done, ulp_error *err);
 /* The lowest capture of A and of B that the rows of later batches may
- * use (0 and 0 when any may be). */
+ * use (0 and 0 when any may be), but for B's captures that only B has
+ * (ulp__lean_low_b). */
 void ulp__pairing_low(const ulp__pairing *pc, size_t *low_a, size_t *low_b);
 void ulp__pairing_free(ulp__pairing *pc);
 
@@ -125,7 +126,10 @@ int ulp__lean_partner(ulp__lean *l, const ulp_capture_info *ca, ptrdiff_t *k, in
 /* After the last capture of A: the next capture only B has (in seq order),
  * or -1 when none is left. */
 ptrdiff_t ulp__lean_next_only_b(ulp__lean *l);
-/* The lowest capture of B that a later call may give. */
+/* The lowest capture of B that a later call may give -- but for the
+ * captures only B has while A's are asked for: the calls after A's last
+ * ask for those once, in rising order (a table made in pages makes their
+ * pages again), and one at B's start would otherwise keep every page. */
 size_t ulp__lean_low_b(const ulp__lean *l);
 void ulp__lean_free(ulp__lean *l);
 

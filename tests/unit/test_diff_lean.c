@@ -1,0 +1,181 @@
+/*
+ * The lean pairing (analyzer/diff_lean.c) against an independent one:
+ * every capture of A asks for its partner, which must be B's capture of
+ * the same name and occurrence (ulp_snapshot_find()); then the captures
+ * only B has come in B's order.  Its low-water mark of B (what the diff
+ * lets a capture table made in pages free) must never pass a capture that
+ * a later call gives, and, while A's captures are asked for, must pass
+ * the captures only B has (they come again after A's last): one at B's
+ * start had kept every page of B.  Pairs written by the capture library:
+ * one made by hand, 40 drawn at random (B's order moved, captures dropped,
+ * names only in B).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "analyzer/diff_priv.h"
+#include "ulpprof/capture.h"
+#include "ulpprof/snapshot.h"
+
+#define TEST_RNG_SEED 0x1ea2b0f5u
+#include "test_rng.h"
+
+#define MOST 64 /* captures a side */
+
+static char dir[512], path_a[600], path_b[600];
+
+/* Writes `n` captures of f32[2] named names[0..n) (occurrences numbered by the writer). */
+static void write_side(const char *path, const char *const *names, size_t n)
+{
+    ulp_session_options o;
+    ulp_session_options_init(&o);
+    o.path = path;
+    ulp_session *s;
+    assert_int_equal(ulp_session_open(&o, &s, NULL), ULP_OK);
+    for (size_t i = 0; i < n; i++) {
+        float v[2] = {(float)i, 1.0f};
+        int64_t shape[1] = {2};
+        ulp_capture_desc d;
+        ulp_capture_desc_init(&d);
+        d.name = names[i];
+        d.data = v;
+        d.dtype = ULP_DTYPE_F32;
+        d.ndim = 1;
+        d.shape = shape;
+        assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
+    }
+    assert_int_equal(ulp_session_close(s), ULP_OK);
+}
+
+/*
+ * Pairs A and B through the lean pairing, checked at every step against
+ * ulp_snapshot_find(); *low_mid: the low-water mark of B after half of A.
+ */
+static void check_pair(const char *const *na, size_t n_a, const char *const *nb, size_t n_b,
+                       size_t *low_mid)
+{
+    write_side(path_a, na, n_a);
+    write_side(path_b, nb, n_b);
+    ulp_snapshot *a, *b;
+    assert_int_equal(ulp_snapshot_open(path_a, &a, NULL), ULP_OK);
+    assert_int_equal(ulp_snapshot_open(path_b, &b, NULL), ULP_OK);
+    ulp__lean *l;
+    assert_int_equal(ulp__lean_new(a, b, &l), 1);
+    /* want[i]: the partner of A's capture i, by name and occurrence. */
+    ptrdiff_t want[MOST];
+    for (size_t i = 0; i < n_a; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(a, i);
+        want[i] = ulp_snapshot_find(b, c->name, c->occurrence);
+    }
+    for (size_t i = 0; i < n_a; i++) {
+        if (i == n_a / 2)
+            *low_mid = ulp__lean_low_b(l);
+        size_t low = ulp__lean_low_b(l);
+        for (size_t j = i; j < n_a; j++)
+            assert_true(want[j] < 0 || (size_t)want[j] >= low);
+        ptrdiff_t k;
+        int pa, pb;
+        assert_int_equal(ulp__lean_partner(l, ulp_snapshot_capture(a, i), &k, &pa, &pb), 0);
+        assert_int_equal(k, want[i]);
+    }
+    /* Then the captures only B has, rising; none below the mark. */
+    for (size_t k = 0; k < n_b; k++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(b, k);
+        if (ulp_snapshot_find(a, c->name, c->occurrence) >= 0)
+            continue;
+        assert_true(ulp__lean_low_b(l) <= k);
+        assert_int_equal(ulp__lean_next_only_b(l), (ptrdiff_t)k);
+    }
+    assert_int_equal(ulp__lean_next_only_b(l), -1);
+    ulp__lean_free(l);
+    ulp_snapshot_close(a);
+    ulp_snapshot_close(b);
+    unlink(path_a);
+    unlink(path_b);
+}
+
+static void test_diff_lean__only_b_holds_no_capture(void **state)
+{
+    (void)state;
+    const char *na[20], *nb[21];
+    char names[20][16];
+    for (int i = 0; i < 20; i++) {
+        snprintf(names[i], sizeof names[i], "x.%d", i);
+        na[i] = nb[i + 1] = names[i];
+    }
+    nb[0] = "only_b";
+    size_t low = SIZE_MAX;
+    check_pair(na, 20, nb, 21, &low);
+    /* After x.0 .. x.9 (B's 1 .. 10), B's capture 0 waits for A's end. */
+    assert_int_equal(low, 11);
+}
+
+static void test_diff_lean__random_orders(void **state)
+{
+    (void)state;
+    static const char *const pool[] = {"e",       "h.0",      "h.1",     "h.10",
+                                       "lm_head", "only_b.0", "only_b.1"};
+    for (int round = 0; round < 40; round++) {
+        const char *na[MOST], *nb[MOST];
+        size_t n_a = pick(MOST / 2 + 1), n_b = 0;
+        for (size_t i = 0; i < n_a; i++)
+            na[i] = pool[pick(5)];
+        /* B: A's names with some dropped, some only in B, some moved. */
+        for (size_t i = 0; i < n_a && n_b < MOST; i++) {
+            if (pick(5) == 0)
+                nb[n_b++] = pool[pick(7)];
+            if (pick(6) != 0)
+                nb[n_b++] = na[i];
+        }
+        for (size_t s = pick(4); n_b > 1 && s > 0; s--) {
+            size_t i = pick(n_b), j = pick(n_b);
+            const char *t = nb[i];
+            nb[i] = nb[j];
+            nb[j] = t;
+        }
+        size_t low;
+        check_pair(na, n_a, nb, n_b, &low);
+    }
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("ULPPROF_TEST_TMP");
+    if (tmp == NULL)
+        tmp = "/tmp";
+    mkdir(tmp, 0777);
+    snprintf(dir, sizeof dir, "%s/difflean.XXXXXX", tmp);
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    snprintf(path_a, sizeof path_a, "%s/a.h5", dir);
+    snprintf(path_b, sizeof path_b, "%s/b.h5", dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(path_a);
+    unlink(path_b);
+    rmdir(dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_diff_lean__only_b_holds_no_capture),
+        cmocka_unit_test(test_diff_lean__random_orders),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
