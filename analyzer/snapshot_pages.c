@@ -35,11 +35,12 @@
 
 /*
  * Stamped files with at least this many captures get a table in pages
- * unless ULPPROF_TABLE says which (=eager, =lazy).  A page made again costs
- * about 0.1 us a capture: `ulpprof diff` of a 10,000-capture pair took 15.9
- * ms of CPU in pages against 13.3 whole, for no memory saved (16.6 MiB
- * against 16.0); at 20,000, 29.4 against 22.7 ms and 16.7 against 24.7 MiB;
- * at 100,000, 100-105 against 95-127 ms and 17.1 against 89.7 MiB (load 4).
+ * unless ULPPROF_TABLE says which (=eager, =lazy).  Each capture is then
+ * decoded twice (the open's pass, the page): `ulpprof diff` of a
+ * 10,000-capture pair took 14.1 [13.0-14.9] ms of CPU in pages against
+ * 13.3 [11.3-16.2] whole, for no memory saved (18.9 MiB against 18.5, load
+ * 8); at 20,000 captures 26 against 22 ms, 19.0 against 26.3 MiB; at
+ * 100,000 78 against 94 ms, 21.1 against 89.9 MiB (README, "Memory").
  */
 #define LAZY_MIN ((uint64_t)16384)
 /* A page holds about this many bytes of records: 512 KiB, 2^10-2^12 captures. */
