@@ -265,10 +265,26 @@ size_t ulp__table_line(char *out, const char *full, size_t nf, size_t wname, con
 {
     line l;
     l.n = 0;
+    if (wname < 256) {
+        /* The common case, straight into out: the name column (wname + 1
+         * bytes), then as much of the rest as a line holds. */
+        if (nf <= wname) {
+            memcpy(out, full, nf);
+            memset(out + nf, ' ', wname - nf);
+        } else {
+            /* A name that does not fit: its tail, behind "...". */
+            memcpy(out, "...", 3);
+            memcpy(out + 3, full + nf - (wname - 3), wname - 3);
+        }
+        out[wname] = ' ';
+        size_t room = ULP__TABLE_LINE - 1 - (wname + 1);
+        n = n < room ? n : room;
+        memcpy(out + wname + 1, rest, n);
+        return wname + 1 + n;
+    }
     if (nf <= wname) {
         put_left(&l, full, nf, wname, ' ');
     } else {
-        /* A name that does not fit: its tail, behind "...". */
         put(&l, "...", 3);
         put_left(&l, full + nf - (wname - 3), wname - 3, wname - 3, ' ');
     }
