@@ -75,6 +75,7 @@ struct ulp__lazy {
     size_t ncaps, npages;
     page **slots;      /* [npages], atomic pointers; NULL: not made */
     uint64_t *page_at; /* [npages + 1] each page's first byte in the records */
+    uint64_t *page_fp; /* [npages] each page's fingerprint (page_decode())    */
     seg *segs;         /* [nsegs] the records in the file, in record order  */
     size_t nsegs;
     ulp__strset names, roles;
@@ -208,21 +209,28 @@ static int scan_add(const ulp_snapshot *s, ulp__lazy *lz, scan *sc, const ulp_ca
     return 0;
 }
 
+/* Adds v to the fingerprint h (FNV-1a over words). */
+static uint64_t fp_add(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 0x100000001b3u;
+}
+
 /*
- * Decodes the `n` records in rec[0..bytes) into pg, checked; with `sc`
- * (the open's pass) the summary adds them up.  0, or -1.
+ * Decodes the `n` records in rec[0..bytes) into pg, checked (but for the
+ * positions' keys when `trusted`); with `sc` (the open's pass) the summary
+ * adds them up.  *fp: a fingerprint of what was decoded (each capture's
+ * seq, occurrence, name, place and size).  0, or -1.
  */
 static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const unsigned char *rec,
-                       uint64_t bytes, size_t n, scan *sc)
+                       uint64_t bytes, size_t n, scan *sc, int trusted, uint64_t *fp)
 {
-    uint64_t at = 0;
+    uint64_t at = 0, h = 0xcbf29ce484222325u;
     pg->n = 0;
     pg->in_place = 0;
     for (size_t k = 0; k < n; k++) {
-        /* A page made again: its bytes are those the open checked (page_make). */
         ulp__record_out o = {.c = &pg->caps[k],
                              .src = &pg->srcs[k],
-                             .trusted = sc == NULL,
+                             .trusted = trusted,
                              .role = k > 0 ? pg->caps[k - 1].role : NULL};
         size_t len =
             ulp__record_take(s, rec + at, (size_t)(bytes - at), &lz->names, &lz->roles, &o);
@@ -232,6 +240,10 @@ static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const uns
         pg->in_place |= pg->caps[k].rows > 0 || pg->caps[k].n_inputs > 0;
         at += len;
         int64_t seq = pg->caps[k].seq;
+        if (sc != NULL || !trusted) /* two words: each mix costs a multiply's latency */
+            h = fp_add(
+                fp_add(h, (uint64_t)seq + 0x9E3779B97F4A7C15u * (uint64_t)pg->caps[k].occurrence),
+                o.src->offset ^ (o.src->oaddr << 1) ^ (o.bytes << 7) ^ ((uint64_t)o.name_no << 40));
         if ((k > 0 && seq <= pg->caps[k - 1].seq) ||
             (sc != NULL && sc->seen > 0 && k == 0 && seq <= sc->last_seq))
             return -1;
@@ -240,6 +252,7 @@ static int page_decode(const ulp_snapshot *s, ulp__lazy *lz, page *pg, const uns
     }
     if (sc != NULL && n > 0)
         sc->last_seq = pg->caps[n - 1].seq;
+    *fp = h;
     return at == bytes ? 0 : -1;
 }
 
@@ -335,6 +348,7 @@ void ulp__lazy_free(ulp__lazy *lz)
     pthread_mutex_destroy(&lz->lock);
     free(lz->slots);
     free(lz->page_at);
+    free(lz->page_fp);
     free(lz->segs);
     free(lz->by_name);
     free(lz->rank);
@@ -362,8 +376,9 @@ static ulp__lazy *lazy_new(const ulp__index_mem *runs, size_t nruns, uint64_t by
     lz->npages = (size_t)((count + ((uint64_t)1 << lz->shift) - 1) >> lz->shift);
     lz->slots = calloc(lz->npages + 1, sizeof *lz->slots);
     lz->page_at = calloc(lz->npages + 1, sizeof *lz->page_at);
+    lz->page_fp = calloc(lz->npages + 1, sizeof *lz->page_fp);
     lz->segs = malloc((nruns ? nruns : 1) * sizeof *lz->segs);
-    if (lz->slots == NULL || lz->page_at == NULL || lz->segs == NULL) {
+    if (lz->slots == NULL || lz->page_at == NULL || lz->page_fp == NULL || lz->segs == NULL) {
         ulp__lazy_free(lz);
         return NULL;
     }
@@ -433,7 +448,7 @@ static int lazy_pass(const ulp_snapshot *s, ulp__lazy *lz, uint64_t bytes, scan 
             end += len;
         }
         if (stream_ensure(lz, s->fd, &st, end) < 0 ||
-            page_decode(s, lz, pg, st.buf, end - at, n, sc) < 0)
+            page_decode(s, lz, pg, st.buf, end - at, n, sc, 0, &lz->page_fp[p]) < 0)
             goto done;
         unsigned char **take = NULL;
         if (kept + (end - at) > LAZY_KEEP_BYTES) {
@@ -484,18 +499,21 @@ int ulp__lazy_install(ulp_snapshot *s, ulp__lazy *lz)
     return 1;
 }
 
-/* Page p made again from the file, which must be as the open found it; NULL if not. */
+/*
+ * Page p made again from the file, which must be as the open found it:
+ * its stamp (common/index.h) still holds, or, when something set the
+ * mtime since (touch(1)), the page passes every check again and gives the
+ * fingerprint it gave the open.  NULL if not.
+ */
 static page *page_make(const ulp_snapshot *s, ulp__lazy *lz, size_t p)
 {
     struct stat sb;
     uint64_t mtime = 0;
-    if (fstat(s->fd, &sb) != 0)
+    if (fstat(s->fd, &sb) != 0 || (uint64_t)sb.st_size != s->file_size)
         return NULL;
     if (sb.st_mtim.tv_sec > 0)
         mtime = (uint64_t)sb.st_mtim.tv_sec * 1000000000u + (uint64_t)sb.st_mtim.tv_nsec;
-    /* The stamp the open trusted the records by (common/index.h) still holds. */
-    if ((uint64_t)sb.st_size != s->file_size || mtime != s->mtime_ns)
-        return NULL;
+    int stamped = mtime == s->mtime_ns;
     size_t n = page_count(lz, p);
     uint64_t bytes = lz->page_at[p + 1] - lz->page_at[p];
     page *pg = lz->nspare > 0 ? lz->spare[--lz->nspare] : page_new((size_t)1 << lz->shift);
@@ -510,8 +528,10 @@ static page *page_make(const ulp_snapshot *s, ulp__lazy *lz, size_t p)
         }
         lz->scratch_cap = (size_t)bytes;
     }
+    uint64_t fp = 0;
     if (records_read(lz, s->fd, lz->scratch, lz->page_at[p], bytes) < 0 ||
-        page_decode(s, lz, pg, lz->scratch, bytes, n, NULL) < 0) {
+        page_decode(s, lz, pg, lz->scratch, bytes, n, NULL, stamped, &fp) < 0 ||
+        (!stamped && fp != lz->page_fp[p])) {
         page_free(pg);
         return NULL;
     }
