@@ -43,14 +43,21 @@ typedef struct name_slot {
 } name_slot;
 #define SLOTS 1024
 
+/* A capture of B put in a name's queue, in the order queued (rising). */
+typedef struct queued {
+    size_t k;
+    int popped; /* taken out of its name's queue since */
+} queued;
+
 struct ulp__lean {
     const ulp_snapshot *a, *b;
     const ulp__snapshot_summary *sa, *sb;
     lean_name *names; /* [sa->nnames], as sa->names */
     name_slot slots_a[SLOTS], slots_b[SLOTS];
-    size_t scan;    /* the next capture of B the walk meets */
-    size_t waiting; /* captures in the queues */
-    size_t asked;   /* captures of A asked for so far */
+    size_t scan;  /* the next capture of B the walk meets */
+    size_t asked; /* captures of A asked for so far */
+    queued *pend; /* [pend_lo, n_pend): the queues' captures, rising, from the lowest */
+    size_t pend_lo, n_pend, cap_pend;
     size_t *only_b; /* captures of B before `scan` that A has not, rising */
     size_t n_only_b, cap_only_b, next_only_b;
 };
@@ -130,6 +137,42 @@ static size_t queue_pop(lean_name *e)
     return k;
 }
 
+/* Adds B capture k, above every one before, to the captures queued; 0, or -1 out of memory. */
+static int pend_push(ulp__lean *l, size_t k)
+{
+    if (l->pend_lo > 0 && l->pend_lo >= l->n_pend - l->pend_lo) {
+        /* Half of them popped or more: the rest moves down. */
+        memmove(l->pend, l->pend + l->pend_lo, (l->n_pend - l->pend_lo) * sizeof *l->pend);
+        l->n_pend -= l->pend_lo;
+        l->pend_lo = 0;
+    }
+    if (ULP__GROW(l->pend, l->cap_pend, l->n_pend + 1) != 0)
+        return -1;
+    l->pend[l->n_pend++] = (queued){k, 0};
+    return 0;
+}
+
+/*
+ * Queued capture k was taken out of its name's queue.  The lowest capture
+ * the queues hold is the first not popped: kept so, the low-water mark no
+ * longer looked through every name (O(names) a batch: 100,000 distinct
+ * names, each batch of 512 rows, one capture out of order).
+ */
+static void pend_pop(ulp__lean *l, size_t k)
+{
+    size_t lo = l->pend_lo, hi = l->n_pend;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (l->pend[mid].k < k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    l->pend[lo].popped = 1;
+    while (l->pend_lo < l->n_pend && l->pend[l->pend_lo].popped)
+        l->pend_lo++;
+}
+
 /* Whether A has B capture cb's (name, occurrence); *id: its name's entry or -1. */
 static int in_a(ulp__lean *l, const ulp_capture_info *cb, ptrdiff_t *id)
 {
@@ -150,8 +193,8 @@ int ulp__lean_partner(ulp__lean *l, const ulp_capture_info *ca, ptrdiff_t *k, in
     if (ca->occurrence < 0 || (uint64_t)ca->occurrence >= e->count_b)
         return 0; /* B has no such occurrence */
     if (e->n > 0) {
-        l->waiting--;
         *k = (ptrdiff_t)queue_pop(e);
+        pend_pop(l, (size_t)*k);
         return 0;
     }
     size_t nb = ulp_snapshot_capture_count(l->b);
@@ -169,9 +212,8 @@ int ulp__lean_partner(ulp__lean *l, const ulp_capture_info *ca, ptrdiff_t *k, in
             *k = (ptrdiff_t)j;
             return cb->occurrence == ca->occurrence ? 0 : -2;
         } else {
-            if (queue_push(&l->names[jd], j) != 0)
+            if (pend_push(l, j) != 0 || queue_push(&l->names[jd], j) != 0)
                 return -1;
-            l->waiting++;
         }
     }
     return -2; /* the summary counted a capture the walk did not meet */
@@ -198,11 +240,8 @@ size_t ulp__lean_low_b(const ulp__lean *l)
     if (l->asked == ulp_snapshot_capture_count(l->a) && l->next_only_b < l->n_only_b &&
         l->only_b[l->next_only_b] < low)
         low = l->only_b[l->next_only_b];
-    for (size_t i = 0; l->waiting > 0 && i < l->sa->nnames; i++) {
-        const lean_name *e = &l->names[i];
-        if (e->n > 0 && e->queue[e->head] < low)
-            low = e->queue[e->head];
-    }
+    if (l->pend_lo < l->n_pend && l->pend[l->pend_lo].k < low)
+        low = l->pend[l->pend_lo].k;
     return low;
 }
 
@@ -214,5 +253,6 @@ void ulp__lean_free(ulp__lean *l)
         free(l->names[i].queue);
     free(l->names);
     free(l->only_b);
+    free(l->pend);
     free(l);
 }
