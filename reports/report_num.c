@@ -177,11 +177,14 @@ static int digits17(double v, uint64_t *q, int *e10)
     double a = fabs(v);
     if (!(a >= 1e-6 && a < 0x1p128)) /* 0x1p128: float's and bf16's huge values in */
         return 0;
-    int be;
-    double fr = frexp(a, &be); /* a = fr * 2^be, fr in [0.5, 1) */
-    uint64_t m = (uint64_t)ldexp(fr, 53);
+    /* From the bits (a is normal): a = fr * 2^be, fr in [0.5, 1), as frexp. */
+    uint64_t bits;
+    memcpy(&bits, &a, sizeof bits);
+    int be = (int)(bits >> 52) - 1022;
+    uint64_t m = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)1 << 52);
     int e = be - 53; /* a = m * 2^e exactly */
-    int x = (int)floor(log10(a));
+    /* floor(log10(a)), or one less (a >= 2^(be - 1)): the loop moves it up. */
+    int x = (int)floor((double)(be - 1) * 0.30102999566398119521);
     for (int tries = 0; tries < 3; tries++) {
         int k = x - 16;
         if (k < -22 || k > 22 || (k > 0 && e < 0))
@@ -261,7 +264,15 @@ size_t ulp__fmt_g17(char *buf, double v, int json)
     if (!digits17(v, &q, &x))
         return g17_slow(buf, v, json);
     char d[18];
-    ulp__fmt_u64(d, q); /* 17 digits */
+    /* The 17 digits, two at a time from the end. */
+    uint64_t t = q;
+    d[16] = (char)('0' + t % 10);
+    t /= 10;
+    for (int k = 14; k >= 0; k -= 2) {
+        memcpy(d + k, two_digits + 2 * (t % 100), 2);
+        t /= 100;
+    }
+    d[17] = '\0';
     int nd = 17;
     while (d[nd - 1] == '0')
         nd--;
