@@ -41,8 +41,18 @@ static inline void put(enc *e, const void *p, size_t n)
     e->n += n;
 }
 
-static void put_u(enc *e, uint64_t v)
+static inline void put_u(enc *e, uint64_t v)
 {
+    if (e->cap - e->n >= 10) { /* the common case: straight into the buffer */
+        unsigned char *p = e->b + e->n;
+        while (v >= 0x80) {
+            *p++ = (unsigned char)(v | 0x80);
+            v >>= 7;
+        }
+        *p++ = (unsigned char)v;
+        e->n = (size_t)(p - e->b);
+        return;
+    }
     unsigned char b[10];
     size_t k = 0;
     while (v >= 0x80) {
@@ -241,8 +251,10 @@ typedef struct dec {
     int bad; /* read past the record, or a value out of range */
 } dec;
 
-static uint64_t get_u(dec *d)
+static inline uint64_t get_u(dec *d)
 {
+    if (d->p < d->end && *d->p < 0x80) /* most values: one byte */
+        return *d->p++;
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
         if (d->p >= d->end) {
