@@ -223,7 +223,7 @@ static void same_tables(const ulp_snapshot *lazy, const ulp_snapshot *eager)
     assert_int_equal(ulp_snapshot_find(lazy, "none", 0), -1);
 }
 
-static void test_pages__same_as_eager(void **state)
+static void test_snapshot_pages__same_as_eager(void **state)
 {
     (void)state;
     write_mixed("pages-same", 300);
@@ -244,12 +244,19 @@ static void test_pages__same_as_eager(void **state)
         same_tables(lazy, eager);
         ulp_snapshot_close(lazy);
     }
+    /* An index checked by its hash is read whole: the hash reads it all anyway. */
+    setenv("ULPPROF_INDEX", "hash", 1);
+    ulp_snapshot *hashed = open_as("lazy", "4");
+    unsetenv("ULPPROF_INDEX");
+    assert_null(hashed->lazy);
+    assert_int_equal(index_usable(hashed), 1);
+    ulp_snapshot_close(hashed);
     ulp_snapshot_close(eager);
     tu_done();
 }
 
 /* A trimmed page made again is the same; a walk that trims keeps few pages. */
-static void test_pages__trim(void **state)
+static void test_snapshot_pages__trim(void **state)
 {
     (void)state;
     write_mixed("pages-trim", 3000);
@@ -347,7 +354,7 @@ static uint64_t record_offset(size_t k)
  * sends the open to the groups; a capture's occurrence changed in the
  * index (still rising) is a name whose occurrences are not contiguous.
  */
-static void test_pages__damaged(void **state)
+static void test_snapshot_pages__damaged(void **state)
 {
     (void)state;
     write_mixed("pages-damaged", 200);
@@ -403,7 +410,7 @@ static void test_pages__damaged(void **state)
 }
 
 /* A deferred open leaves the pass to a thread; confirm installs the pages. */
-static void test_pages__deferred(void **state)
+static void test_snapshot_pages__deferred(void **state)
 {
     (void)state;
     write_mixed("pages-deferred", 1500);
@@ -434,7 +441,7 @@ static void test_pages__deferred(void **state)
  * after every check.  Then a record changed (a capture's header address,
  * which no check sees): not made again from other bytes.
  */
-static void test_pages__changed(void **state)
+static void test_snapshot_pages__changed(void **state)
 {
     (void)state;
     write_mixed("pages-changed", 100);
@@ -501,7 +508,7 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-static void test_pages__threads(void **state)
+static void test_snapshot_pages__threads(void **state)
 {
     (void)state;
     write_mixed("pages-threads", 2000);
@@ -548,7 +555,7 @@ static void test_pages__threads(void **state)
 }
 
 /* Which files get pages: ULPPROF_TABLE, else 16,384 captures or more. */
-static void test_pages__wanted(void **state)
+static void test_snapshot_pages__wanted(void **state)
 {
     (void)state;
     unsetenv("ULPPROF_TABLE");
@@ -565,10 +572,13 @@ static void test_pages__wanted(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pages__same_as_eager), cmocka_unit_test(test_pages__trim),
-        cmocka_unit_test(test_pages__damaged),       cmocka_unit_test(test_pages__deferred),
-        cmocka_unit_test(test_pages__changed),       cmocka_unit_test(test_pages__threads),
-        cmocka_unit_test(test_pages__wanted),
+        cmocka_unit_test(test_snapshot_pages__same_as_eager),
+        cmocka_unit_test(test_snapshot_pages__trim),
+        cmocka_unit_test(test_snapshot_pages__damaged),
+        cmocka_unit_test(test_snapshot_pages__deferred),
+        cmocka_unit_test(test_snapshot_pages__changed),
+        cmocka_unit_test(test_snapshot_pages__threads),
+        cmocka_unit_test(test_snapshot_pages__wanted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
