@@ -1,7 +1,6 @@
 /* Large arrays in huge pages (bigalloc.h). */
 #include "bigalloc.h"
 
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,11 +25,4 @@ void *ulp__big_alloc(size_t bytes, int zero)
     }
 #endif
     return zero ? calloc(1, bytes ? bytes : 1) : malloc(bytes ? bytes : 1);
-}
-
-void *ulp__big_calloc(size_t n, size_t size)
-{
-    if (size != 0 && n > SIZE_MAX / size)
-        return NULL;
-    return ulp__big_alloc(n * size, 1);
 }

@@ -22,7 +22,4 @@
  */
 void *ulp__big_alloc(size_t bytes, int zero);
 
-/* ulp__big_alloc of n zeroed elements of `size` bytes; NULL also when n * size overflows. */
-void *ulp__big_calloc(size_t n, size_t size);
-
 #endif /* ULPPROF_COMMON_BIGALLOC_H */
