@@ -208,7 +208,8 @@ static size_t *name_order(const ulp_capture_info *caps, size_t n, const ulp__str
     size_t *order = malloc((n ? n : 1) * sizeof *order);
     int ok = sorted != NULL && rank != NULL && start != NULL && order != NULL;
     if (ok) {
-        memcpy(sorted, nm->v, nm->n * sizeof *sorted);
+        if (nm->n > 0) /* an index without a capture has no names (NULL) */
+            memcpy(sorted, nm->v, nm->n * sizeof *sorted);
         qsort(sorted, nm->n, sizeof *sorted, str_cmp);
         for (size_t r = 0; r < nm->n; r++)
             rank[*ulp__strmap_find(&nm->map, sorted[r])] = r;

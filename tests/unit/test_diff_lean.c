@@ -8,7 +8,7 @@
  * the captures only B has (they come again after A's last): one at B's
  * start had kept every page of B.  Pairs written by the capture library:
  * one made by hand, 40 drawn at random (B's order moved, captures dropped,
- * names only in B).
+ * names only in B), and sides without a capture.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -119,6 +119,17 @@ static void test_diff_lean__only_b_holds_no_capture(void **state)
     assert_int_equal(low, 11);
 }
 
+/* Snapshots without a capture: nothing to ask, B's captures only in B. */
+static void test_diff_lean__empty_sides(void **state)
+{
+    (void)state;
+    const char *names[3] = {"x", "y", "x"};
+    size_t low;
+    check_pair(names, 0, names, 0, &low);
+    check_pair(names, 0, names, 3, &low);
+    check_pair(names, 3, names, 0, &low);
+}
+
 static void test_diff_lean__random_orders(void **state)
 {
     (void)state;
@@ -175,6 +186,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diff_lean__only_b_holds_no_capture),
+        cmocka_unit_test(test_diff_lean__empty_sides),
         cmocka_unit_test(test_diff_lean__random_orders),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
