@@ -1,7 +1,8 @@
 /*
- * The capture table made in pages (issue #16): a snapshot of 100,000
- * captures held its whole table -- the index records (377 B a capture) and
- * the decoded ulp_capture_info (293 B) -- from open to close.  A table in
+ * The capture table made in pages (issue #16): the open of a snapshot of
+ * 100,000 captures peaked with its whole table -- the index records (377 B
+ * a capture) and the decoded ulp_capture_info (293 B) -- and kept the
+ * latter to the close.  A table in
  * pages holds, for a file whose capture index is trusted by its stamp and
  * read with pread(2), only what is O(pages) or O(names): each page's first
  * byte in the records, the distinct names and roles (one pointer each for
@@ -13,8 +14,9 @@
  * The open still checks every record exactly as the table read whole does
  * (ulp__record_take()), in one pass over windows of the records; a record
  * that fails sends the open to the groups, as before.  The first pages
- * that pass keeps stay made (LAZY_KEEP_BYTES), so that a small file is
- * never decoded twice.
+ * that pass made stay (LAZY_KEEP_BYTES).  A page made again reads the
+ * bytes the open checked while the file's stamp holds; after a touch(1),
+ * it is checked again and must give the open's fingerprint (page_make()).
  *
  * Threads: page pointers live in a slot array allocated at open and never
  * moved; readers load them atomically, and a page absent is made under a
@@ -43,8 +45,13 @@
  * 100,000 78 against 94 ms, 21.1 against 89.9 MiB (README, "Memory").
  */
 #define LAZY_MIN ((uint64_t)16384)
-/* A page holds about this many bytes of records: 512 KiB, 2^10-2^12 captures. */
-#define PAGE_BYTES    ((uint64_t)512 << 10)
+/*
+ * A page holds about this many bytes of records (and 0.8 times that of
+ * decoded captures), 2^6-2^12 captures.  Small pages are decoded again in
+ * the cache: bench_pages on 100,000 captures, open + walk, 12.5 ms of CPU
+ * with 128 KiB, 15.3 with 512 KiB (and 3 MiB more for the diff).
+ */
+#define PAGE_BYTES    ((uint64_t)128 << 10)
 #define PAGE_CAPS_MIN 64
 #define PAGE_CAPS_MAX 4096
 /* The open's pass reads the records this many bytes at a time. */
@@ -52,8 +59,14 @@
 /* Pages let go that are kept for the next ones made: fresh memory costs a
  * fault a 4 KiB page, 1.4 ms of the 20,000-capture diff's 30 ms. */
 #define SPARES 2
-/* The first pages the open made stay while their records take at most this. */
-#define LAZY_KEEP_BYTES ((uint64_t)1 << 20)
+/*
+ * The first pages the open made stay while their records take at most
+ * this: with tiny pages, a few.  A page kept needs fresh arrays where a
+ * page made again reuses a spare's: keeping 1 MiB of records cost more
+ * than decoding them again (bench_pages, 20,000 captures: 3.6 ms against
+ * 2.6 for open + walk).
+ */
+#define LAZY_KEEP_BYTES ((uint64_t)128 << 10)
 
 /* Where bytes [at, at + len) of the records lie in the file. */
 typedef struct seg {
