@@ -23,6 +23,13 @@ typedef struct building {
     ulp__name_summary *v;
     size_t cap;
     ulp__strmap ids; /* name -> its index in v */
+    /* The last name pointers seen and their indices: a table's captures
+     * share one copy of each name, so most lookups skip the hash (20,000
+     * of them were 4% of a diff of 10,000 captures). */
+    struct {
+        const char *ptr;
+        size_t id;
+    } seen[256];
 } building;
 
 /* Adds capture c (index i) to the summary being built; 0, or -1 out of memory. */
@@ -30,9 +37,15 @@ static int add_capture(building *bd, const ulp_snapshot *s, size_t i, const ulp_
 {
     ulp__snapshot_summary *sum = bd->sum;
     int inserted = 0;
-    int64_t *id = ulp__strmap_upsert(&bd->ids, c->name, (int64_t)sum->nnames, &inserted);
-    if (id == NULL)
-        return -1;
+    size_t slot = ((uintptr_t)c->name >> 4) % (sizeof bd->seen / sizeof bd->seen[0]);
+    int64_t known = (int64_t)bd->seen[slot].id, *id = &known;
+    if (bd->seen[slot].ptr != c->name) {
+        id = ulp__strmap_upsert(&bd->ids, c->name, (int64_t)sum->nnames, &inserted);
+        if (id == NULL)
+            return -1;
+        bd->seen[slot].ptr = c->name;
+        bd->seen[slot].id = (size_t)*id;
+    }
     if (inserted) {
         if (sum->nnames == bd->cap) {
             size_t grown = bd->cap ? 2 * bd->cap : 16;
@@ -66,7 +79,7 @@ static ulp__snapshot_summary *walk(const ulp_snapshot *s)
     ulp__snapshot_summary sum = {0};
     size_t n = ulp_snapshot_capture_count(s);
     sum.largest_mapped = n;
-    building bd = {&sum, NULL, 0, {0}};
+    building bd = {.sum = &sum};
     ulp__strmap_init(&bd.ids);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
