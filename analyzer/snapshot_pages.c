@@ -38,11 +38,12 @@
 /*
  * Stamped files with at least this many captures get a table in pages
  * unless ULPPROF_TABLE says which (=eager, =lazy).  Each capture is then
- * decoded twice (the open's pass, the page): `ulpprof diff` of a
- * 10,000-capture pair took 14.1 [13.0-14.9] ms of CPU in pages against
- * 13.3 [11.3-16.2] whole, for no memory saved (18.9 MiB against 18.5, load
- * 8); at 20,000 captures 26 against 22 ms, 19.0 against 26.3 MiB; at
- * 100,000 78 against 94 ms, 21.1 against 89.9 MiB (README, "Memory").
+ * decoded twice (the open's pass, the page): at 10,000 captures pages
+ * would cost 0.3-0.4 ms of CPU a file (bench_pages: open + walk 1.3-1.5 ms
+ * against 1.0-1.2) to save 4.7 MiB of the diff's 18.9; at 20,000 the diff
+ * takes 22.0 ms in pages against 19.9 and 15.0 MiB against 26.2; at
+ * 100,000, 81.5 against 79.0 ms and 15.2 against 89.8 MiB (README,
+ * "Memory").
  */
 #define LAZY_MIN ((uint64_t)16384)
 /*
