@@ -37,6 +37,15 @@ same() {
 "$LOOP" --out "$TMP/d.h5" --count 200 --elements 5 --names 1 --dtype f64 --flip-from 0 >/dev/null || fail "capture_loop d"
 "$LOOP" --out "$TMP/one.h5" --count 1 --elements 4 >/dev/null || fail "capture_loop one"
 "$ULPPROF" repair "$TMP/a.h5" "$TMP/a_copy.h5" >/dev/null 2>&1 || fail "repair"
+# A copy made from a table in pages is the copy made from the table read whole.
+ULPPROF_TABLE=lazy ULPPROF_TABLE_PAGE=3 "$ULPPROF" repair "$TMP/a.h5" "$TMP/a_copy2.h5" >/dev/null 2>&1 ||
+    fail "repair from pages"
+for f in a_copy a_copy2; do
+    ULPPROF_TABLE=eager "$ULPPROF" ls "$TMP/$f.h5" | tail -n +2 >"$TMP/$f.ls"
+    ULPPROF_TABLE=eager "$ULPPROF" diff --format csv "$TMP/$f.h5" "$TMP/b.h5" >"$TMP/$f.csv"
+done
+cmp -s "$TMP/a_copy.ls" "$TMP/a_copy2.ls" || fail "repair from pages: ls differs"
+cmp -s "$TMP/a_copy.csv" "$TMP/a_copy2.csv" || fail "repair from pages: diff differs"
 
 same "ls" ls "$TMP/demo/miss.h5" "$TMP/demo/hit.h5" "$TMP/a.h5" "$TMP/c.h5" "$TMP/one.h5" "$TMP/a_copy.h5"
 for fmt in table markdown csv json; do
