@@ -493,10 +493,13 @@ static ulp_status batches(const ulp_snapshot *a, const ulp_snapshot *b,
         }
         if (st != ULP_OK)
             return st;
-        /* The workers are done with this batch: the captures only it used go. */
+        /* The workers are done with this batch: the captures only it used
+         * go, where the caller allows it (ulp_snapshot_allow_release). */
         if (p->want_next && p->next.st == ULP_OK) {
-            ulp__snapshot_trim(a, p->next.low_a);
-            ulp__snapshot_trim(b, p->next.low_b);
+            if (ulp__snapshot_trim_allowed(a))
+                ulp__snapshot_trim(a, p->next.low_a);
+            if (ulp__snapshot_trim_allowed(b))
+                ulp__snapshot_trim(b, p->next.low_b);
         }
         verdict_rows(r, v, r->rows, *base, r->n_rows);
         ulp__origin_run(r);

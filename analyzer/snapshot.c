@@ -315,6 +315,12 @@ ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err)
     return st;
 }
 
+void ulp_snapshot_allow_release(ulp_snapshot *s)
+{
+    if (s != NULL)
+        s->release_ok = 1;
+}
+
 void ulp_snapshot_close(ulp_snapshot *s)
 {
     if (s == NULL)

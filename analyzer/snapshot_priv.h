@@ -83,8 +83,9 @@ struct ulp_snapshot {
     char **strs; /* every string the snapshot owns         */
     size_t nstrs, cap_strs;
 
-    struct ulp__snapshot_summary
-        *summary; /* snapshot_summary.h, one allocation; NULL until asked */
+    /* snapshot_summary.h, one allocation; NULL until asked */
+    struct ulp__snapshot_summary *summary;
+    int release_ok; /* ulp_snapshot_allow_release() was called */
 
     int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
     struct ulp__index_check *check; /* its seal hash, still running, or NULL */

@@ -133,3 +133,8 @@ const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary 
     ulp__name_summary key = {name, 0, 0, 0};
     return bsearch(&key, sum->names, sum->nnames, sizeof key, name_cmp);
 }
+
+int ulp__snapshot_trim_allowed(const ulp_snapshot *s)
+{
+    return s != NULL && s->release_ok;
+}

@@ -148,6 +148,19 @@ ULP_API ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err);
  */
 ULP_API uint64_t ulp_snapshot_open_progress(void);
 
+/*
+ * Lets ulp_diff_stream() free the descriptions of the captures of `s` it
+ * has gone past, so that a streamed diff's memory does not grow with the
+ * capture count (a stamped file of 16,384 captures or more is described
+ * in pages made as they are asked for).  What the caller promises: no
+ * pointer from ulp_snapshot_capture() of `s` is kept across
+ * ulp_diff_stream(), and no other thread uses `s` while it runs (asked
+ * again afterwards, a capture is described again).  Without this call
+ * every description stays until the close.  `ulpprof diff` makes it.
+ * NULL is accepted.
+ */
+ULP_API void ulp_snapshot_allow_release(ulp_snapshot *s);
+
 /* Closes the file and frees everything the snapshot returned.  NULL is accepted. */
 ULP_API void ulp_snapshot_close(ulp_snapshot *s);
 
