@@ -325,10 +325,13 @@ static int stream_next(stream *st, uint64_t end, unsigned char **take)
     return 0;
 }
 
+/* log2 of the captures a page holds: ULPPROF_TABLE_PAGE (tests), else PAGE_BYTES' worth. */
 static unsigned page_shift(uint64_t count, uint64_t bytes)
 {
     const char *env = getenv("ULPPROF_TABLE_PAGE");
     uint64_t want = env != NULL ? strtoull(env, NULL, 10) : 0;
+    if (want > count) /* no page larger than the file */
+        want = count;
     if (want == 0) {
         uint64_t avg = count > 0 ? bytes / count : 1;
         want = PAGE_BYTES / (avg ? avg : 1);
