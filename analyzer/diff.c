@@ -492,7 +492,7 @@ static ulp_status batches(const ulp_snapshot *a, const ulp_snapshot *b,
         if (st != ULP_OK)
             return st;
         /* The workers are done with this batch: the captures only it used
-         * go, where the caller allows it (ulp_snapshot_allow_release). */
+         * go, where the caller allows it (ulp_snapshot_open_stream). */
         if (p->want_next && p->next.st == ULP_OK) {
             if (ulp__snapshot_trim_allowed(a))
                 ulp__snapshot_trim(a, p->next.low_a);

@@ -202,6 +202,8 @@ int ulp__lean_partner(ulp__lean *l, const ulp_capture_info *ca, ptrdiff_t *k, in
         size_t j = l->scan;
         const ulp_capture_info *cb = ulp_snapshot_capture(l->b, j);
         ptrdiff_t jd;
+        if (cb == NULL)
+            return -2; /* a page that cannot be made again */
         if (!in_a(l, cb, &jd)) {
             if (ULP__GROW(l->only_b, l->cap_only_b, l->n_only_b + 1) != 0)
                 return -1;
@@ -226,7 +228,8 @@ ptrdiff_t ulp__lean_next_only_b(ulp__lean *l)
     size_t nb = ulp_snapshot_capture_count(l->b);
     for (; l->scan < nb; l->scan++) {
         ptrdiff_t id;
-        if (!in_a(l, ulp_snapshot_capture(l->b, l->scan), &id))
+        const ulp_capture_info *cb = ulp_snapshot_capture(l->b, l->scan);
+        if (cb == NULL || !in_a(l, cb, &id)) /* NULL: the caller's to say */
             return (ptrdiff_t)l->scan++;
     }
     return -1;

@@ -41,6 +41,19 @@ static int selected(const ulp_diff_options *o, const ulp_capture_info *c)
     return 1;
 }
 
+/*
+ * A capture of s that a table made in pages cannot describe again
+ * (ulp_snapshot_open_stream): the file changed since the open, or memory
+ * ran out.
+ */
+static ulp_status lost(const ulp_snapshot *s, ulp_error *err)
+{
+    return ulp__error(err, ULP_EIO,
+                      "'%s': a capture cannot be described again (the file changed since it was "
+                      "opened, or memory ran out)",
+                      ulp_snapshot_path(s));
+}
+
 static ulp_status copy_kernels(const ulp_snapshot *s, const ulp_capture_info *c, int *has,
                                size_t *n, ulp_diff_kernel **out)
 {
@@ -315,6 +328,8 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     const ulp_capture_info *ca = ulp_snapshot_capture(pc->a, i);
     ulp_diff_result *r = pc->r;
     ptrdiff_t k = -1;
+    if (ca == NULL)
+        return lost(pc->a, err);
     int pa = 0, pb = 0, done = 0;
     if (pc->lean != NULL) {
         int rc = ulp__lean_partner(pc->lean, ca, &k, &pa, &pb);
@@ -346,6 +361,8 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
         return ULP_OK;
     }
     const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, (size_t)k);
+    if (cb == NULL)
+        return lost(pc->b, err);
     fill_side(row, cb, 1);
     r->n_shared++;
     if (copy_kernels(pc->a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
@@ -382,9 +399,11 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     return ULP_OK;
 }
 
-/* A row for capture cb, which only B has, if selected. */
+/* A row for capture cb, which only B has, if selected; ULP_EIO: cb is NULL. */
 static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb)
 {
+    if (cb == NULL)
+        return ULP_EIO;
     if (!selected(pc->opts, cb))
         return ULP_OK;
     ulp_diff_row *row;
@@ -400,20 +419,21 @@ static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb)
 static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows)
 {
     size_t nb = ulp_snapshot_capture_count(pc->b);
+    ulp_status st;
     if (pc->lean != NULL) {
         while (pc->next_b < nb && pc->r->n_rows < max_rows) {
             ptrdiff_t k = ulp__lean_next_only_b(pc->lean);
             if (k < 0)
                 pc->next_b = nb;
-            else if (only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k)) != ULP_OK)
-                return ULP_ENOMEM;
+            else if ((st = only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k))) != ULP_OK)
+                return st;
         }
         return ULP_OK;
     }
     for (; pc->next_b < nb && pc->r->n_rows < max_rows; pc->next_b++)
         if (!pc->b_used[pc->next_b] &&
-            only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b)) != ULP_OK)
-            return ULP_ENOMEM;
+            (st = only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b))) != ULP_OK)
+            return st;
     return ULP_OK;
 }
 
@@ -469,8 +489,8 @@ ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_
     /* Each capture of A makes at most one row. */
     for (; st == ULP_OK && pc->next_a < na && pc->r->n_rows < max_rows; pc->next_a++)
         st = pair_a(pc, pc->next_a, err);
-    if (st == ULP_OK && pc->next_a == na && pair_only_b(pc, max_rows) != ULP_OK)
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+    if (st == ULP_OK && pc->next_a == na && (st = pair_only_b(pc, max_rows)) != ULP_OK)
+        st = st == ULP_EIO ? lost(pc->b, err) : ulp__error(err, ULP_ENOMEM, "out of memory");
     *done = pc->next_a == na && pc->next_b == nb;
     if (st == ULP_OK && *done)
         st = check_selection(pc, err); /* the end: was anything selected? */

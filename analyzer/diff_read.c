@@ -55,6 +55,8 @@ static int probe(const ulp_snapshot *s, unsigned char *buf)
      * first may share its pages with a neighbour), twice each way, the
      * cheaper of the two. */
     const ulp_capture_info *c = ulp_snapshot_capture(s, best);
+    if (c == NULL)
+        return 0; /* a page that cannot be made again: the pairing says so */
     size_t sz = ulp_dtype_size(c->dtype);
     uint64_t span = ULP__VIEW_SPAN / sz, first = most > 2 * ULP__VIEW_SPAN ? span : 0;
     uint64_t count = c->elements - first < span ? c->elements - first : span;

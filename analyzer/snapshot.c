@@ -194,8 +194,8 @@ static ulp_status leave_out(ulp_snapshot *s, const ulp__h5_err_info *sticky, ulp
  * open: on failure *unsure says whether it may differ from the former's
  * (the index it read from was stale).
  */
-static ulp_status open_snapshot(const char *path, int defer, ulp_snapshot **out, ulp_error *err,
-                                int *unsure)
+static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_snapshot **out,
+                                ulp_error *err, int *unsure)
 {
     ulp_status st;
     *unsure = 0;
@@ -209,6 +209,7 @@ static ulp_status open_snapshot(const char *path, int defer, ulp_snapshot **out,
     if (s == NULL)
         return ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", path);
     s->defer_check = defer;
+    s->stream = stream;
     s->fd = -1;
     s->file = -1;
     s->path = strdup(path);
@@ -284,17 +285,28 @@ static ulp_status open_snapshot(const char *path, int defer, ulp_snapshot **out,
 ulp_status ulp_snapshot_open(const char *path, ulp_snapshot **out, ulp_error *err)
 {
     int unsure;
-    return open_snapshot(path, 0, out, err, &unsure);
+    return open_snapshot(path, 0, 0, out, err, &unsure);
 }
 
-ulp_status ulp_snapshot_open_deferred(const char *path, ulp_snapshot **out, ulp_error *err)
+/* ulp_snapshot_open_deferred(), and with `stream` ulp_snapshot_open_stream(). */
+static ulp_status open_deferred(const char *path, int stream, ulp_snapshot **out, ulp_error *err)
 {
     int unsure;
-    ulp_status st = open_snapshot(path, 1, out, err, &unsure);
+    ulp_status st = open_snapshot(path, 1, stream, out, err, &unsure);
     /* A failure that a stale index may have caused: the sure way says what it is. */
     if (st != ULP_OK && unsure)
         st = ulp_snapshot_open(path, out, err);
     return st;
+}
+
+ulp_status ulp_snapshot_open_deferred(const char *path, ulp_snapshot **out, ulp_error *err)
+{
+    return open_deferred(path, 0, out, err);
+}
+
+ulp_status ulp_snapshot_open_stream(const char *path, ulp_snapshot **out, ulp_error *err)
+{
+    return open_deferred(path, 1, out, err);
 }
 
 ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err)
@@ -313,12 +325,6 @@ ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err)
     ulp_status st = ulp_snapshot_open(path, s, err);
     free(path);
     return st;
-}
-
-void ulp_snapshot_allow_release(ulp_snapshot *s)
-{
-    if (s != NULL)
-        s->release_ok = 1;
 }
 
 void ulp_snapshot_close(ulp_snapshot *s)

@@ -728,7 +728,7 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
      * need no HDF5 call) and their decode to s->check, which
      * ulp_snapshot_confirm() waits for and installs. */
     int thread = stamped && s->defer_check && sl.count >= DECODE_THREAD_MIN, unread = thread;
-    if (stamped && ulp__lazy_wanted(sl.count)) {
+    if (stamped && ulp__lazy_wanted(s, sl.count)) {
         int rc = read_lazy(s, &sl, thread);
         if (rc >= 0)
             return rc;

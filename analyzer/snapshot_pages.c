@@ -343,14 +343,14 @@ static unsigned page_shift(uint64_t count, uint64_t bytes)
     return shift;
 }
 
-int ulp__lazy_wanted(uint64_t count)
+int ulp__lazy_wanted(const ulp_snapshot *s, uint64_t count)
 {
     const char *env = getenv("ULPPROF_TABLE");
     if (env != NULL && strcmp(env, "eager") == 0)
         return 0;
     if (env != NULL && strcmp(env, "lazy") == 0)
         return count > 0;
-    return count >= LAZY_MIN;
+    return s->stream && count >= LAZY_MIN;
 }
 
 void ulp__lazy_free(ulp__lazy *lz)

@@ -85,7 +85,7 @@ struct ulp_snapshot {
 
     /* snapshot_summary.h, one allocation; NULL until asked */
     struct ulp__snapshot_summary *summary;
-    int release_ok; /* ulp_snapshot_allow_release() was called */
+    int stream; /* ulp_snapshot_open_stream(): pages, which a diff may trim */
 
     int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
     struct ulp__index_check *check; /* its seal hash, still running, or NULL */
@@ -97,8 +97,9 @@ struct ulp_snapshot {
  */
 typedef struct ulp__lazy ulp__lazy;
 
-/* Whether a stamped index of `count` records is made in pages (ULPPROF_TABLE). */
-int ulp__lazy_wanted(uint64_t count);
+/* Whether the stamped index of s, of `count` records, is made in pages:
+ * opened for a stream (ulp_snapshot_open_stream), or ULPPROF_TABLE=lazy. */
+int ulp__lazy_wanted(const ulp_snapshot *s, uint64_t count);
 
 /*
  * The open's pass over the `count` records, `bytes` bytes, that lie in the

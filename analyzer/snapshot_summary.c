@@ -136,5 +136,5 @@ const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary 
 
 int ulp__snapshot_trim_allowed(const ulp_snapshot *s)
 {
-    return s != NULL && s->release_ok;
+    return s != NULL && s->stream;
 }

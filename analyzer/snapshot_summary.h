@@ -68,7 +68,7 @@ ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *su
  */
 void ulp__snapshot_trim(const ulp_snapshot *s, size_t below);
 
-/* Whether the caller let a diff trim s (ulp_snapshot_allow_release()): no
+/* Whether the caller let a diff trim s (ulp_snapshot_open_stream()): no
  * one else holds pointers into its captures or uses it meanwhile. */
 int ulp__snapshot_trim_allowed(const ulp_snapshot *s);
 

@@ -205,7 +205,7 @@ static void reading_add(const char *path)
 int cli_repair_hint = 1;
 
 /* How guarded() opens `path`. */
-typedef enum open_how { OPEN_SURE, OPEN_DEFERRED, OPEN_CONFIRM } open_how;
+typedef enum open_how { OPEN_SURE, OPEN_DEFERRED, OPEN_STREAM, OPEN_CONFIRM } open_how;
 
 /*
  * Opens `path` (or confirms *s, which may open it again) with HDF5's
@@ -247,6 +247,7 @@ static ulp_status guarded(const char *path, open_how how, ulp_snapshot **s, ulp_
 
     ulp_status st = how == OPEN_SURE       ? ulp_snapshot_open(path, s, err)
                     : how == OPEN_DEFERRED ? ulp_snapshot_open_deferred(path, s, err)
+                    : how == OPEN_STREAM   ? ulp_snapshot_open_stream(path, s, err)
                                            : ulp_snapshot_confirm(s, err);
 
     alarm(old_timer);
@@ -284,12 +285,14 @@ ulp_snapshot *cli_open_snapshot(const char *path)
  * warning is said only of a confirmed snapshot, the second file's error
  * only after the first file is confirmed.
  */
-int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_snapshot **b)
+int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_snapshot **b,
+                  int stream)
 {
     ulp_error ea, eb;
+    open_how how = stream ? OPEN_STREAM : OPEN_DEFERRED;
     *a = NULL;
     *b = NULL;
-    if (guarded(path_a, OPEN_DEFERRED, a, &ea) != ULP_OK) {
+    if (guarded(path_a, how, a, &ea) != ULP_OK) {
         cli_error("%s", ea.msg);
         return -1;
     }
@@ -301,7 +304,7 @@ int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_
         }
         opened(path_a, *a);
     }
-    ulp_status sb = guarded(path_b, OPEN_DEFERRED, b, &eb);
+    ulp_status sb = guarded(path_b, how, b, &eb);
     if (!a_said) {
         if (guarded(path_a, OPEN_CONFIRM, a, &ea) != ULP_OK) {
             cli_error("%s", ea.msg);

@@ -85,10 +85,12 @@ ulp_snapshot *cli_open_snapshot(const char *path);
 /*
  * Opens two snapshots, the second while the first one's capture index is
  * still checked (ulp_snapshot_open_deferred), and confirms both: what
- * cli_open_snapshot() on each in turn would give and say.  0, or -1 after
- * the message (the caller closes *a and *b, which may be NULL).
+ * cli_open_snapshot() on each in turn would give and say.  With `stream`,
+ * for ulp_diff_stream() (ulp_snapshot_open_stream).  0, or -1 after the
+ * message (the caller closes *a and *b, which may be NULL).
  */
-int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_snapshot **b);
+int cli_open_pair(const char *path_a, const char *path_b, ulp_snapshot **a, ulp_snapshot **b,
+                  int stream);
 extern int cli_repair_hint;
 
 /*

@@ -124,7 +124,7 @@ static ulp_diff_result *compare(const char *pa, const char *pb)
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_diff_result *res = NULL;
     ulp_error err;
-    if (cli_open_pair(pa, pb, &a, &b) == 0 && ulp_diff_run(a, b, NULL, &res, &err) != ULP_OK) {
+    if (cli_open_pair(pa, pb, &a, &b, 0) == 0 && ulp_diff_run(a, b, NULL, &res, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         res = NULL;
     }

@@ -261,11 +261,9 @@ static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream **rs, ulp_snapsh
     ulp_diff_result *res = NULL;
     ulp_error err;
     stream_ctx sc = {*rs, 0};
-    if (cli_open_pair(o->path_a, o->path_b, a, b) < 0)
-        return NULL;
     /* Nothing here keeps a capture's description across the diff. */
-    ulp_snapshot_allow_release(*a);
-    ulp_snapshot_allow_release(*b);
+    if (cli_open_pair(o->path_a, o->path_b, a, b, *rs != NULL) < 0)
+        return NULL;
     o->opts.progress = isatty(STDERR_FILENO);
     ulp_status st = *rs != NULL ? ulp_diff_stream(*a, *b, &o->opts, stream_rows, &sc, &res, &err)
                                 : ulp_diff_run(*a, *b, &o->opts, &res, &err);

@@ -103,7 +103,7 @@ static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
     ulp_diff_result *res = NULL;
     ulp_error err;
     int rc = -1;
-    if (cli_open_pair(fa->path, fb->path, &a, &b) < 0)
+    if (cli_open_pair(fa->path, fb->path, &a, &b, 0) < 0)
         goto done;
     if (ulp_diff_run(a, b, x->opts, &res, &err) != ULP_OK) {
         cli_error("%s", err.msg);

@@ -311,7 +311,7 @@ int cmd_kernels(int argc, char **argv)
     rc = CLI_EXIT_ERROR;
     ulp_kernels_alignment *al = NULL;
     ulp_snapshot *A = NULL, *B = NULL;
-    if (cli_open_pair(o.path_a, o.path_b, &A, &B) < 0)
+    if (cli_open_pair(o.path_a, o.path_b, &A, &B, 0) < 0)
         goto cleanup;
     ulp_error err;
     ulp_error_clear(&err);

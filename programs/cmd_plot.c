@@ -136,7 +136,7 @@ int cmd_plot(int argc, char **argv)
     ulp_error_clear(&err);
 
     /* Run: compare the two snapshots. */
-    if (cli_open_pair(o.path_a, o.path_b, &a, &b) < 0)
+    if (cli_open_pair(o.path_a, o.path_b, &a, &b, 0) < 0)
         goto cleanup;
     o.dopts.progress = isatty(STDERR_FILENO);
     if (ulp_diff_run(a, b, &o.dopts, &res, &err) != ULP_OK) {

@@ -149,17 +149,19 @@ ULP_API ulp_status ulp_snapshot_confirm(ulp_snapshot **s, ulp_error *err);
 ULP_API uint64_t ulp_snapshot_open_progress(void);
 
 /*
- * Lets ulp_diff_stream() free the descriptions of the captures of `s` it
- * has gone past, so that a streamed diff's memory does not grow with the
- * capture count (a stamped file of 16,384 captures or more is described
- * in pages made as they are asked for).  What the caller promises: no
- * pointer from ulp_snapshot_capture() of `s` is kept across
- * ulp_diff_stream(), and no other thread uses `s` while it runs (asked
- * again afterwards, a capture is described again).  Without this call
- * every description stays until the close.  `ulpprof diff` makes it.
- * NULL is accepted.
+ * ulp_snapshot_open_deferred() of a snapshot that is to be streamed
+ * through ulp_diff_stream(), in memory that does not grow with its capture
+ * count: a file of 16,384 captures or more whose capture index needs no
+ * hash is described in pages of captures, made as they are asked for, and
+ * ulp_diff_stream() frees those of the captures it has gone past.  What
+ * the caller promises: no pointer from ulp_snapshot_capture() of it is kept
+ * across ulp_diff_stream(), and no other thread uses it while that runs
+ * (asked for again afterwards, a capture is described again).  What it
+ * accepts: ulp_snapshot_capture() returns NULL where a description cannot
+ * be made again (the file changed since the open, or memory ran out).
+ * Confirm it as a deferred open.  `ulpprof diff` opens its files so.
  */
-ULP_API void ulp_snapshot_allow_release(ulp_snapshot *s);
+ULP_API ulp_status ulp_snapshot_open_stream(const char *path, ulp_snapshot **out, ulp_error *err);
 
 /* Closes the file and frees everything the snapshot returned.  NULL is accepted. */
 ULP_API void ulp_snapshot_close(ulp_snapshot *s);

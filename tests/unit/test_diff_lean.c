@@ -10,7 +10,7 @@
  * one made by hand, 40 drawn at random (B's order moved, captures dropped,
  * names only in B), and sides without a capture.  A streamed diff frees
  * the pages of captures it passed only where the caller allowed it
- * (ulp_snapshot_allow_release()): a description taken before the diff
+ * (ulp_snapshot_open_stream()): a description taken before the diff
  * stays valid otherwise.
  */
 #include <setjmp.h>
@@ -201,8 +201,13 @@ static void test_diff_lean__release_only_when_allowed(void **state)
         assert_int_equal(ulp__snapshot_pages_resident(a), N / PAGE);
         assert_memory_equal(c0, &before, sizeof before);
         assert_string_equal(c0->name, "p.0");
-        ulp_snapshot_allow_release(a);
-        ulp_snapshot_allow_release(b);
+        /* Opened for a stream: the diff lets the pages it passed go. */
+        ulp_snapshot_close(a);
+        ulp_snapshot_close(b);
+        assert_int_equal(ulp_snapshot_open_stream(path_a, &a, NULL), ULP_OK);
+        assert_int_equal(ulp_snapshot_confirm(&a, NULL), ULP_OK);
+        assert_int_equal(ulp_snapshot_open_stream(path_b, &b, NULL), ULP_OK);
+        assert_int_equal(ulp_snapshot_confirm(&b, NULL), ULP_OK);
         assert_int_equal(ulp_diff_stream(a, b, NULL, sink, NULL, &r, NULL), ULP_OK);
         ulp_diff_result_free(r);
         assert_true(ulp__snapshot_pages_resident(a) <= 4);

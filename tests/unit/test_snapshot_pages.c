@@ -31,6 +31,7 @@
 #include "common/journal.h"
 #include "common/le.h"
 #include "index_testutil.h"
+#include "ulpprof/diff.h"
 
 static char g_path[1200];
 
@@ -554,18 +555,91 @@ static void test_snapshot_pages__threads(void **state)
     tu_done();
 }
 
-/* Which files get pages: ULPPROF_TABLE, else 16,384 captures or more. */
+static ulp_status sink(void *ctx, const ulp_diff_row *rows, size_t first, size_t n, ulp_error *err)
+{
+    (void)ctx;
+    (void)rows;
+    (void)first;
+    (void)n;
+    (void)err;
+    return ULP_OK;
+}
+
+/*
+ * A streamed diff whose A cannot make a page again (its records changed
+ * since the open, here behind a reset mtime) fails with a message naming
+ * A, never a crash: ulp_snapshot_capture() gives NULL there.
+ */
+static void test_snapshot_pages__diff_lost(void **state)
+{
+    (void)state;
+    snprintf(g_path, sizeof g_path, "%s/p.h5", tu_tmpdir("pages-lost"));
+    ulp__writer *w = NULL;
+    ulp_error err;
+    assert_int_equal(ulp__writer_create(g_path, "lbl", "test", 1, &w, &err), ULP_OK);
+    char name[16];
+    int64_t two[] = {2};
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof name, "n.%d", i % 5);
+        ulp_capture_desc d = {.name = name,
+                              .dtype = ULP_DTYPE_F32,
+                              .ndim = 1,
+                              .shape = two,
+                              .layer = ULP_LAYER_NONE,
+                              .step = ULP_STEP_NONE};
+        add(w, &d);
+    }
+    assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
+    ulp_snapshot *b = open_as("eager", NULL);
+    setenv("ULPPROF_TABLE", "lazy", 1);
+    setenv("ULPPROF_TABLE_PAGE", "4", 1);
+    ulp_snapshot *a = NULL;
+    assert_int_equal(ulp_snapshot_open_stream(g_path, &a, &err), ULP_OK);
+    assert_int_equal(ulp_snapshot_confirm(&a, &err), ULP_OK);
+    unsetenv("ULPPROF_TABLE");
+    unsetenv("ULPPROF_TABLE_PAGE");
+    if (a->lazy == NULL) {
+        ulp_snapshot_close(a);
+        ulp_snapshot_close(b);
+        tu_done();
+        skip();
+    }
+    ulp__snapshot_trim(a, 40);
+    /* Another mtime than the stamp: pages made again are checked again. */
+    struct timespec t[2] = {{.tv_sec = 0, .tv_nsec = UTIME_OMIT},
+                            {.tv_sec = 1000000000, .tv_nsec = 1}};
+    assert_int_equal(utimensat(AT_FDCWD, g_path, t, 0), 0);
+    unsigned char x[8];
+    ulp__le64_put(x, 12345);
+    poke(record_offset(3) + 24, x, 8);
+    ulp_diff_result *r = NULL;
+    assert_int_equal(ulp_diff_stream(a, b, NULL, sink, NULL, &r, &err), ULP_EIO);
+    assert_non_null(strstr(err.msg, "cannot be described again"));
+    assert_non_null(strstr(err.msg, g_path));
+    ulp_diff_result_free(r);
+    ulp_snapshot_close(a);
+    ulp_snapshot_close(b);
+    tu_done();
+}
+
+/* Which files get pages: ULPPROF_TABLE, else those opened for a stream
+ * (ulp_snapshot_open_stream) of 16,384 captures or more. */
 static void test_snapshot_pages__wanted(void **state)
 {
     (void)state;
+    ulp_snapshot plain, stream;
+    memset(&plain, 0, sizeof plain);
+    memset(&stream, 0, sizeof stream);
+    stream.stream = 1;
     unsetenv("ULPPROF_TABLE");
-    assert_int_equal(ulp__lazy_wanted(16383), 0);
-    assert_int_equal(ulp__lazy_wanted(16384), 1);
+    assert_int_equal(ulp__lazy_wanted(&stream, 16383), 0);
+    assert_int_equal(ulp__lazy_wanted(&stream, 16384), 1);
+    assert_int_equal(ulp__lazy_wanted(&plain, 1000000), 0);
     setenv("ULPPROF_TABLE", "eager", 1);
-    assert_int_equal(ulp__lazy_wanted(1000000), 0);
+    assert_int_equal(ulp__lazy_wanted(&stream, 1000000), 0);
     setenv("ULPPROF_TABLE", "lazy", 1);
-    assert_int_equal(ulp__lazy_wanted(1), 1);
-    assert_int_equal(ulp__lazy_wanted(0), 0);
+    assert_int_equal(ulp__lazy_wanted(&plain, 1), 1);
+    assert_int_equal(ulp__lazy_wanted(&plain, 0), 0);
     unsetenv("ULPPROF_TABLE");
 }
 
@@ -579,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_pages__changed),
         cmocka_unit_test(test_snapshot_pages__threads),
         cmocka_unit_test(test_snapshot_pages__wanted),
+        cmocka_unit_test(test_snapshot_pages__diff_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
