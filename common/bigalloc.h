@@ -6,9 +6,11 @@
  * project's machines, 0.33 ms a MiB.  Opening a snapshot of 10,000
  * captures fills ~5 MB of fresh memory (the capture descriptions, the
  * index records); in 2 MiB pages (MADV_HUGEPAGE) such memory costs ~0.05
- * ms a MiB.  The advice covers the 2 MiB-aligned pages inside the array,
- * and its last page too when at most a quarter of the array's size of it
- * lies past the end: the resident memory stays within 1/4 of malloc's.
+ * ms a MiB.  The advice covers the 2 MiB-aligned pages of the array,
+ * the last one too when the array fills one at least or at most a quarter
+ * of the array's size of it lies past the end: resident memory stays
+ * within 2 MiB or 1/4 of malloc's.  (`ulpprof diff` of 10,000 captures:
+ * 1,580 -> 1,235 page faults, 19.1 -> 21.9 MiB peak RSS.)
  */
 #ifndef ULPPROF_COMMON_BIGALLOC_H
 #define ULPPROF_COMMON_BIGALLOC_H
