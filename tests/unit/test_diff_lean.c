@@ -27,6 +27,7 @@
 
 #include "analyzer/diff_priv.h"
 #include "analyzer/snapshot_priv.h"
+#include "index_testutil.h"
 #include "ulpprof/capture.h"
 #include "ulpprof/snapshot.h"
 
@@ -162,16 +163,6 @@ static void test_diff_lean__random_orders(void **state)
     }
 }
 
-static ulp_status sink(void *ctx, const ulp_diff_row *rows, size_t first, size_t n, ulp_error *err)
-{
-    (void)ctx;
-    (void)rows;
-    (void)first;
-    (void)n;
-    (void)err;
-    return ULP_OK;
-}
-
 static void test_diff_lean__release_only_when_allowed(void **state)
 {
     (void)state;
@@ -191,7 +182,7 @@ static void test_diff_lean__release_only_when_allowed(void **state)
     const ulp_capture_info *c0 = ulp_snapshot_capture(a, 0);
     ulp_capture_info before = *c0;
     ulp_diff_result *r = NULL;
-    assert_int_equal(ulp_diff_stream(a, b, NULL, sink, NULL, &r, NULL), ULP_OK);
+    assert_int_equal(ulp_diff_stream(a, b, NULL, tu_diff_sink, NULL, &r, NULL), ULP_OK);
     ulp_diff_result_free(r);
     if (ulp__snapshot_pages_resident(a) == 0) {
         /* No table in pages (a file system without ns mtimes: no stamp). */
@@ -208,7 +199,7 @@ static void test_diff_lean__release_only_when_allowed(void **state)
         assert_int_equal(ulp_snapshot_confirm(&a, NULL), ULP_OK);
         assert_int_equal(ulp_snapshot_open_stream(path_b, &b, NULL), ULP_OK);
         assert_int_equal(ulp_snapshot_confirm(&b, NULL), ULP_OK);
-        assert_int_equal(ulp_diff_stream(a, b, NULL, sink, NULL, &r, NULL), ULP_OK);
+        assert_int_equal(ulp_diff_stream(a, b, NULL, tu_diff_sink, NULL, &r, NULL), ULP_OK);
         ulp_diff_result_free(r);
         assert_true(ulp__snapshot_pages_resident(a) <= 4);
         assert_true(ulp__snapshot_pages_resident(b) <= 4);

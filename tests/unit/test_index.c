@@ -29,22 +29,6 @@
 
 static char g_path[1200];
 
-static void add(ulp__writer *w, ulp_capture_desc *d)
-{
-    size_t n = 1;
-    for (int i = 0; i < d->ndim; i++)
-        n *= (size_t)d->shape[i];
-    size_t bytes = n * ulp_dtype_size(d->dtype);
-    void *data = calloc(1, bytes ? bytes : 1);
-    tu_fill(d->dtype, data, n);
-    ulp_error err;
-    ulp_status st = ulp__writer_add(w, d, data, bytes, NULL, &err);
-    if (st != ULP_OK)
-        fprintf(stderr, "%s\n", err.msg);
-    assert_int_equal(st, ULP_OK);
-    free(data);
-}
-
 /* A file with every kind of capture the writer takes. */
 static void write_variety(const char *tag)
 {
@@ -63,7 +47,7 @@ static void write_variety(const char *tag)
                               .shape = s1,
                               .layer = ULP_LAYER_NONE,
                               .step = ULP_STEP_NONE};
-        add(w, &d);
+        tu_writer_add(w, &d);
     }
     ulp_capture_desc all = {.name = "model.layers.0.attn",
                             .dtype = ULP_DTYPE_F32,
@@ -85,7 +69,7 @@ static void write_variety(const char *tag)
                             .row_rank = 1,
                             .n_inputs = 2,
                             .inputs = inputs};
-    add(w, &all);
+    tu_writer_add(w, &all);
     ulp_capture_desc rows2 = {.name = "h\xc3\xa9.2d",
                               .dtype = ULP_DTYPE_F16,
                               .ndim = 3,
@@ -95,16 +79,16 @@ static void write_variety(const char *tag)
                               .positions = pos23,
                               .requests = req23,
                               .row_rank = 2};
-    add(w, &rows2);
+    tu_writer_add(w, &rows2);
     ulp_capture_desc scalar = {
         .name = "scalar", .dtype = ULP_DTYPE_F64, .ndim = 0, .layer = -1, .step = 0};
-    add(w, &scalar);
+    tu_writer_add(w, &scalar);
     ulp_capture_desc empty = {
         .name = "empty", .dtype = ULP_DTYPE_I32, .ndim = 2, .shape = s0, .step = ULP_STEP_NONE};
-    add(w, &empty);
+    tu_writer_add(w, &empty);
     ulp_capture_desc rank8 = {
         .name = "rank8", .dtype = ULP_DTYPE_U8, .ndim = 8, .shape = s8, .step = ULP_STEP_NONE};
-    add(w, &rank8);
+    tu_writer_add(w, &rank8);
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
 }
 
@@ -261,7 +245,7 @@ static void write_many(const char *tag)
                               .shape = shape,
                               .layer = i % 37,
                               .step = ULP_STEP_NONE};
-        add(w, &d);
+        tu_writer_add(w, &d);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
 }

@@ -260,24 +260,6 @@ static void test_index_stamp__old_file(void **state)
     assert_true(hashes == 1);
     tu_done();
 }
-
-/* File offset of the first byte of `path`'s /index/records. */
-static uint64_t records_offset(const char *path)
-{
-    hid_t f = tu_open(path);
-    hid_t d = H5Dopen2(f, ULP__INDEX_RECORDS, H5P_DEFAULT);
-    haddr_t addr = H5Dget_offset(d);
-    if (addr == HADDR_UNDEF) {
-        hsize_t coord = 0, size = 0;
-        unsigned mask = 0;
-        assert_true(H5Dget_chunk_info_by_coord(d, &coord, &mask, &addr, &size) >= 0);
-    }
-    H5Dclose(d);
-    H5Fclose(f);
-    assert_true(addr != HADDR_UNDEF);
-    return (uint64_t)addr;
-}
-
 /* Whether snapshots `a` and `b` hold the same captures. */
 static void same_captures(const ulp_snapshot *a, const ulp_snapshot *b)
 {

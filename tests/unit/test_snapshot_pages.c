@@ -35,19 +35,6 @@
 
 static char g_path[1200];
 
-static void add(ulp__writer *w, ulp_capture_desc *d)
-{
-    size_t n = 1;
-    for (int i = 0; i < d->ndim; i++)
-        n *= (size_t)d->shape[i];
-    size_t bytes = n * ulp_dtype_size(d->dtype);
-    void *data = calloc(1, bytes ? bytes : 1);
-    tu_fill(d->dtype, data, n);
-    ulp_error err;
-    assert_int_equal(ulp__writer_add(w, d, data, bytes, NULL, &err), ULP_OK);
-    free(data);
-}
-
 /*
  * `n` captures of every kind: names "t.<i mod 7>" (and "first", once, at
  * seq 0), dtypes of 1 to 8 bytes, positions on some names only (one name
@@ -65,7 +52,7 @@ static void write_mixed(const char *tag, int n)
     int64_t one[] = {3};
     ulp_capture_desc first = {
         .name = "first", .dtype = ULP_DTYPE_F32, .ndim = 1, .shape = one, .step = ULP_STEP_NONE};
-    add(w, &first);
+    tu_writer_add(w, &first);
     const char *inputs[] = {"t.1", "x"};
     char name[32];
     for (int i = 1; i < n; i++) {
@@ -97,7 +84,7 @@ static void write_mixed(const char *tag, int n)
             d.has_gemms = 1;
             d.gemms[1] = i % 4;
         }
-        add(w, &d);
+        tu_writer_add(w, &d);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
 }
@@ -298,24 +285,6 @@ static void test_snapshot_pages__trim(void **state)
     ulp_snapshot_close(eager);
     tu_done();
 }
-
-/* File offset of the first byte of `path`'s /index/records (its first chunk). */
-static uint64_t records_offset(const char *path)
-{
-    hid_t f = tu_open(path);
-    hid_t d = H5Dopen2(f, ULP__INDEX_RECORDS, H5P_DEFAULT);
-    haddr_t addr = H5Dget_offset(d);
-    if (addr == HADDR_UNDEF) {
-        hsize_t coord = 0, size = 0;
-        unsigned mask = 0;
-        assert_true(H5Dget_chunk_info_by_coord(d, &coord, &mask, &addr, &size) >= 0);
-    }
-    H5Dclose(d);
-    H5Fclose(f);
-    assert_true(addr != HADDR_UNDEF);
-    return (uint64_t)addr;
-}
-
 static uint64_t mtime_ns(const char *path)
 {
     struct stat sb;
@@ -555,16 +524,6 @@ static void test_snapshot_pages__threads(void **state)
     tu_done();
 }
 
-static ulp_status sink(void *ctx, const ulp_diff_row *rows, size_t first, size_t n, ulp_error *err)
-{
-    (void)ctx;
-    (void)rows;
-    (void)first;
-    (void)n;
-    (void)err;
-    return ULP_OK;
-}
-
 /*
  * A streamed diff whose A cannot make a page again (its records changed
  * since the open, here behind a reset mtime) fails with a message naming
@@ -587,7 +546,7 @@ static void test_snapshot_pages__diff_lost(void **state)
                               .shape = two,
                               .layer = ULP_LAYER_NONE,
                               .step = ULP_STEP_NONE};
-        add(w, &d);
+        tu_writer_add(w, &d);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
     ulp_snapshot *b = open_as("eager", NULL);
@@ -613,7 +572,7 @@ static void test_snapshot_pages__diff_lost(void **state)
     ulp__le64_put(x, 12345);
     poke(record_offset(3) + 24, x, 8);
     ulp_diff_result *r = NULL;
-    assert_int_equal(ulp_diff_stream(a, b, NULL, sink, NULL, &r, &err), ULP_EIO);
+    assert_int_equal(ulp_diff_stream(a, b, NULL, tu_diff_sink, NULL, &r, &err), ULP_EIO);
     assert_non_null(strstr(err.msg, "cannot be described again"));
     assert_non_null(strstr(err.msg, g_path));
     ulp_diff_result_free(r);
