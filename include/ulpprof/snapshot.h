@@ -151,7 +151,7 @@ ULP_API uint64_t ulp_snapshot_open_progress(void);
 /*
  * ulp_snapshot_open_deferred() of a snapshot that is to be streamed
  * through ulp_diff_stream(), in memory that does not grow with its capture
- * count: a file of 16,384 captures or more whose capture index needs no
+ * count: a file of 12,288 captures or more whose capture index needs no
  * hash is described in pages of captures, made as they are asked for, and
  * ulp_diff_stream() frees those of the captures it has gone past.  What
  * the caller promises: no pointer from ulp_snapshot_capture() of it is kept

@@ -582,7 +582,7 @@ static void test_snapshot_pages__diff_lost(void **state)
 }
 
 /* Which files get pages: ULPPROF_TABLE, else those opened for a stream
- * (ulp_snapshot_open_stream) of 16,384 captures or more. */
+ * (ulp_snapshot_open_stream) of 12,288 captures or more. */
 static void test_snapshot_pages__wanted(void **state)
 {
     (void)state;
@@ -591,8 +591,8 @@ static void test_snapshot_pages__wanted(void **state)
     memset(&stream, 0, sizeof stream);
     stream.stream = 1;
     unsetenv("ULPPROF_TABLE");
-    assert_int_equal(ulp__lazy_wanted(&stream, 16383), 0);
-    assert_int_equal(ulp__lazy_wanted(&stream, 16384), 1);
+    assert_int_equal(ulp__lazy_wanted(&stream, 12287), 0);
+    assert_int_equal(ulp__lazy_wanted(&stream, 12288), 1);
     assert_int_equal(ulp__lazy_wanted(&plain, 1000000), 0);
     setenv("ULPPROF_TABLE", "eager", 1);
     assert_int_equal(ulp__lazy_wanted(&stream, 1000000), 0);
