@@ -207,21 +207,12 @@ static int scan_add(const ulp_snapshot *s, ulp__lazy *lz, scan *sc, const ulp_ca
     /* Two captures of a name with one occurrence: the groups cannot hold that. */
     if (ns->count > 0 && c->occurrence <= sc->last[no])
         return -1;
-    int has = c->row_rank > 0;
-    ns->contiguous = (ns->count == 0 || ns->contiguous) && c->occurrence == (int64_t)ns->count;
-    ns->positions = ns->count == 0 || ns->positions == has ? has : -1;
-    ns->count++;
     sc->last[no] = c->occurrence;
-    lz->sum.any_rows |= has;
+    /* As ulp__snapshot_mapped(s, i, 0) != NULL: the page is not installed yet. */
     uint64_t esize = ulp_dtype_size(c->dtype);
-    lz->sum.data_bytes += bytes;
-    /* As ulp__snapshot_mapped(s, i, 0) != NULL, which probe() of diff_read.c asks. */
-    if (bytes > lz->sum.largest_bytes && s->map != NULL && src->offset != ULP__NO_OFFSET &&
-        esize != 0 && src->offset % esize == 0 && src->offset <= s->file_size) {
-        lz->sum.largest_bytes = bytes;
-        lz->sum.largest_mapped = (size_t)sc->seen;
-    }
-    sc->seen++;
+    int mapped = s->map != NULL && src->offset != ULP__NO_OFFSET && esize != 0 &&
+                 src->offset % esize == 0 && src->offset <= s->file_size;
+    ulp__summary_add(&lz->sum, ns, c, (size_t)sc->seen++, bytes, mapped);
     return 0;
 }
 

@@ -55,22 +55,26 @@ static int add_capture(building *bd, const ulp_snapshot *s, size_t i, const ulp_
             bd->v = v;
             bd->cap = grown;
         }
-        bd->v[sum->nnames++] = (ulp__name_summary){c->name, 0, 1, c->row_rank > 0 ? 1 : 0};
+        bd->v[sum->nnames++] = (ulp__name_summary){.name = c->name};
     }
-    ulp__name_summary *n = &bd->v[*id];
-    if (c->occurrence < 0 || (uint64_t)c->occurrence != n->count)
-        n->contiguous = 0;
-    if (n->positions != (c->row_rank > 0 ? 1 : 0))
-        n->positions = -1;
-    n->count++;
-    sum->any_rows |= c->row_rank > 0;
-    uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
+    ulp__summary_add(sum, &bd->v[*id], c, i, c->elements * ulp_dtype_size(c->dtype),
+                     ulp__snapshot_mapped(s, i, 0) != NULL);
+    return 0;
+}
+
+void ulp__summary_add(ulp__snapshot_summary *sum, ulp__name_summary *ns, const ulp_capture_info *c,
+                      size_t i, uint64_t bytes, int mapped)
+{
+    int has = c->row_rank > 0;
+    ns->contiguous = (ns->count == 0 || ns->contiguous) && c->occurrence == (int64_t)ns->count;
+    ns->positions = ns->count == 0 || ns->positions == has ? has : -1;
+    ns->count++;
+    sum->any_rows |= has;
     sum->data_bytes += bytes;
-    if (bytes > sum->largest_bytes && ulp__snapshot_mapped(s, i, 0) != NULL) {
+    if (mapped && bytes > sum->largest_bytes) {
         sum->largest_bytes = bytes;
         sum->largest_mapped = i;
     }
-    return 0;
 }
 
 /* The summary of s by walking its captures; NULL when out of memory. */

@@ -53,6 +53,16 @@ const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary 
                                                     const char *name);
 
 /*
+ * Adds capture i of the snapshot, `bytes` bytes of data, to `sum` and to
+ * its name's entry `ns` (all zero but the name before the name's first
+ * capture); `mapped`: whether ulp__snapshot_mapped(s, i, 0) gives its
+ * bytes.  The one rule of the walk of a table read whole and of the
+ * open's pass over a table made in pages.
+ */
+void ulp__summary_add(ulp__snapshot_summary *sum, ulp__name_summary *ns, const ulp_capture_info *c,
+                      size_t i, uint64_t bytes, int mapped);
+
+/*
  * A summary in one allocation (free(3) frees it; the close frees the
  * snapshot's): *sum's fields with a copy of names[0..sum->nnames), which
  * are sorted here.  NULL when out of memory.
