@@ -426,12 +426,6 @@ static ulp_status hand_over_last(flight *p, ulp_error *err)
     return hand_over(&p->pend, err);
 }
 
-/* The row buffer of batch k of a stream: NULL when out of memory. */
-static ulp_diff_row *buffer(flight *p, size_t k)
-{
-    return p->bufs[k % 3];
-}
-
 /* Frees what the flight holds; a stream's buffers with their rows (handed
  * over -- what they held is disowned -- or never). */
 static void flight_release(flight *p, int stream)
@@ -475,7 +469,9 @@ static ulp_status batches(const ulp_snapshot *a, const ulp_snapshot *b,
         r->rows = p->cur.rows;
         r->n_rows = p->cur.n;
         p->want_next = stream && !p->cur.done;
-        if (p->want_next && (p->next_rows = buffer(p, k + 1)) == NULL) {
+        /* run() allocated the three buffers of a stream of several batches;
+         * a single batch has one and no next. */
+        if (p->want_next && (p->next_rows = p->bufs[(k + 1) % 3]) == NULL) {
             p->want_next = 0; /* reported where the pairing comes */
             p->next.st = ulp__error(&p->next.err, ULP_ENOMEM, "out of memory");
         }
