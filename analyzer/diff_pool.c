@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/thread_cpu.h"
 #include "diff_priv.h"
 
 typedef struct helper_arg {
@@ -26,6 +27,7 @@ struct ulp__diff_pool {
     void *job;
     uint64_t gen; /* jobs posted                            */
     int want, busy, quit;
+    int poster_cpu;     /* the caller's CPU when it posted the job */
     int nhelpers, most; /* started; at most (threads - 1) */
     pthread_t tids[ULP__DIFF_MAX_THREADS];
     helper_arg args[ULP__DIFF_MAX_THREADS];
@@ -49,7 +51,10 @@ static void *helper(void *arg)
             continue; /* not asked for this job */
         ulp__diff_work_fn fn = p->fn;
         void *job = p->job;
+        int poster = p->poster_cpu;
         pthread_mutex_unlock(&p->lock);
+        /* The caller works on its CPU meanwhile (common/thread_cpu.h). */
+        ulp__thread_leave_cpu(poster);
         fn(job, &p->w[h->slot]);
         pthread_mutex_lock(&p->lock);
         if (--p->busy == 0)
@@ -116,6 +121,7 @@ void ulp__diff_pool_post(ulp__diff_pool *p, ulp__diff_work_fn fn, void *job, int
     p->want = helpers < p->nhelpers ? helpers : p->nhelpers;
     p->busy = p->want;
     p->gen++;
+    p->poster_cpu = p->want > 0 ? ulp__thread_cpu() : -1;
     if (p->want > 0)
         pthread_cond_broadcast(&p->go);
     pthread_mutex_unlock(&p->lock);

@@ -23,6 +23,7 @@
 #include "common/journal.h"
 #include "common/strmap.h"
 #include "common/strset.h"
+#include "common/thread_cpu.h"
 #include "snapshot_priv.h"
 
 /* Opens 1-D uint8 dataset `path` of `n` bytes; -1 if it is not one. */
@@ -495,8 +496,9 @@ struct ulp__index_check {
     uint64_t bytes, count;
     decoded dc;
     int rc;
-    int claimed; /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
-    int lazy;    /* the pass of a table in pages (into lz), not a decode */
+    int claimed;    /* who decodes: 0 nobody yet, 1 the thread, 2 the waiter */
+    int lazy;       /* the pass of a table in pages (into lz), not a decode */
+    int opener_cpu; /* where the opening thread ran when it started the decode */
     ulp__lazy *lz;
 };
 
@@ -524,6 +526,8 @@ static void decoder_run(ulp__index_check *c, int who)
 
 static void *decoder_main(void *arg)
 {
+    /* The opening thread goes on with B on its CPU (thread_cpu.h). */
+    ulp__thread_leave_cpu(((ulp__index_check *)arg)->opener_cpu);
     decoder_run(arg, 1);
     return NULL;
 }
@@ -575,7 +579,8 @@ static int decoder_start(ulp_snapshot *s, unsigned char *buf, uint64_t bytes, ui
                             .s = s,
                             .bytes = bytes,
                             .count = count,
-                            .lazy = lazy};
+                            .lazy = lazy,
+                            .opener_cpu = ulp__thread_cpu()};
     if (pthread_create(&c->tid, NULL, decoder_main, c) != 0) {
         free(c);
         __atomic_fetch_sub(&g_decodes, 1, __ATOMIC_ACQ_REL);
