@@ -92,6 +92,9 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     ulp__h5_silence();
     if (access(path, F_OK) == 0)
         return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
+    /* A snapshot opened from its open map has its HDF5 file opened now. */
+    if (ulp__snap_file(s) < 0)
+        return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
     /* Same layout rules as the writer's: the earliest file format. */
     hid_t out = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (out < 0)

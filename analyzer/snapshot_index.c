@@ -20,6 +20,7 @@
 #include "common/bigalloc.h"
 #include "common/grow.h"
 #include "common/index.h"
+#include "common/index_runs.h"
 #include "common/journal.h"
 #include "common/strmap.h"
 #include "common/strset.h"
@@ -56,20 +57,15 @@ typedef struct seal_fields {
     uint64_t off, hash, bytes, count, stamp;
 } seal_fields;
 
-/* The seal: its offset, the records' size and count; 0, or -1 when there is no valid one. */
-static int read_seal(const ulp_snapshot *s, seal_fields *sl)
+/* The seal at `off`: the records' size and count; 0, or -1 when it is no valid one. */
+static int seal_at(const ulp_snapshot *s, uint64_t off, seal_fields *sl)
 {
     unsigned char seal[ULP__INDEX_SEAL_BYTES];
-    hid_t d = open_bytes(s, ULP__INDEX_SEAL, sizeof seal);
-    if (d < 0)
-        return -1;
-    haddr_t a = H5Dget_offset(d);
-    H5Dclose(d);
-    if (a == HADDR_UNDEF || a > s->file_size || s->file_size - a < sizeof seal ||
-        ulp__journal_pread(s->fd, seal, sizeof seal, (uint64_t)a) < 0 ||
+    if (off > s->file_size || s->file_size - off < sizeof seal ||
+        ulp__journal_pread(s->fd, seal, sizeof seal, off) < 0 ||
         memcmp(seal, ULP__INDEX_MAGIC, 8) != 0 || ulp__le64_get(seal + 16) != s->file_size)
         return -1;
-    sl->off = (uint64_t)a;
+    sl->off = off;
     sl->hash = ulp__le64_get(seal + ULP__INDEX_HASH_AT);
     sl->bytes = ulp__le64_get(seal + 24);
     sl->count = ulp__le64_get(seal + 32);
@@ -80,8 +76,23 @@ static int read_seal(const ulp_snapshot *s, seal_fields *sl)
     return 0;
 }
 
-/* The most runs read_direct() keeps track of; more chunks go through H5Dread. */
-#define RUNS_MAX ((uint64_t)1 << 20)
+/* The seal, found through HDF5; 0, or -1 when there is no valid one. */
+static int read_seal(const ulp_snapshot *s, seal_fields *sl)
+{
+    hid_t d = open_bytes(s, ULP__INDEX_SEAL, ULP__INDEX_SEAL_BYTES);
+    if (d < 0)
+        return -1;
+    haddr_t a = H5Dget_offset(d);
+    H5Dclose(d);
+    return a == HADDR_UNDEF ? -1 : seal_at(s, (uint64_t)a, sl);
+}
+
+/* Whether the seal can be trusted without a hash: nothing wrote to the file since (index.h). */
+static int seal_stamped(const ulp_snapshot *s, const seal_fields *sl, const char *env)
+{
+    return sl->stamp != 0 && sl->stamp == s->mtime_ns && sl->hash != 0 &&
+           (env == NULL || strcmp(env, "hash") != 0);
+}
 
 /* Reads the `n` runs into their places; 0, or -1. */
 static int read_runs(int fd, const ulp__index_mem *runs, size_t n)
@@ -93,63 +104,33 @@ static int read_runs(int fd, const ulp__index_mem *runs, size_t n)
     return 0;
 }
 
+/* Points each of the `n` runs of the records at its place in `buf`. */
+static void place_runs(ulp__index_mem *runs, size_t n, unsigned char *buf)
+{
+    uint64_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        runs[i].p = buf != NULL ? buf + at : NULL;
+        at += runs[i].len;
+    }
+}
+
 /*
  * Reads the `bytes` bytes of uint8 dataset `d` into `buf` with pread(2),
- * from where HDF5 says they are: one contiguous run, or unfiltered chunks
- * (one read per run of adjacent chunks), each run in (*out)[0..*nruns)
- * (allocated here, freed by the caller).  H5Dread reads each chunk into its
- * chunk cache and copies it again: 1.0-1.4 ms for the 1.8 MB of 10,000
- * records.  Without `reads` the runs are only found (read_runs() reads
- * them; no HDF5 call needed).  0, or -1 when the layout is another
- * (compact, filtered, a chunk not written, out of the file): H5Dread then
- * reads it.
+ * from where HDF5 says they are (ulp__index_runs()), the runs in
+ * (*out)[0..*nruns) (allocated here, freed by the caller).  H5Dread reads
+ * each chunk into its chunk cache and copies it again: 1.0-1.4 ms for the
+ * 1.8 MB of 10,000 records.  Without `reads` the runs are only found
+ * (read_runs() reads them; no HDF5 call needed).  0, or -1 when the layout
+ * is another (compact, filtered, a chunk not written, out of the file):
+ * H5Dread then reads it.
  */
 static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint64_t bytes,
                        ulp__index_mem **out, size_t *nruns, int reads)
 {
-    hid_t dcpl = H5Dget_create_plist(d);
-    if (dcpl < 0)
+    if (ulp__index_runs(d, bytes, s->file_size, out, nruns) != 0)
         return -1;
-    H5D_layout_t layout = H5Pget_layout(dcpl);
-    hsize_t cdim = 0;
-    int ok = (layout == H5D_CONTIGUOUS || (layout == H5D_CHUNKED && H5Pget_nfilters(dcpl) == 0 &&
-                                           H5Pget_chunk(dcpl, 1, &cdim) == 1 && cdim > 0));
-    H5Pclose(dcpl);
-    if (!ok)
-        return -1;
-    if (layout == H5D_CONTIGUOUS)
-        cdim = bytes;
-    /* At most a run a chunk; our writers' chunks are 64 KiB, a copy's records contiguous. */
-    uint64_t chunks = (bytes + cdim - 1) / cdim;
-    ulp__index_mem *runs = chunks <= RUNS_MAX ? malloc((size_t)chunks * sizeof *runs) : NULL;
-    if (runs == NULL)
-        return -1;
-    *out = runs;
-    size_t n = 0; /* runs[n - 1]: the run being extended */
-    for (uint64_t at = 0; at < bytes; at += cdim) {
-        uint64_t len = bytes - at < cdim ? bytes - at : cdim;
-        haddr_t addr = HADDR_UNDEF;
-        if (layout == H5D_CONTIGUOUS) {
-            addr = H5Dget_offset(d);
-        } else {
-            hsize_t coord = at, size = 0;
-            unsigned mask = 0;
-            if (H5Dget_chunk_info_by_coord(d, &coord, &mask, &addr, &size) < 0 || mask != 0 ||
-                size != cdim)
-                return -1;
-        }
-        if (addr == HADDR_UNDEF || addr > s->file_size || s->file_size - addr < len)
-            return -1;
-        if (n > 0 && addr == runs[n - 1].off + runs[n - 1].len) {
-            runs[n - 1].len += len;
-            continue;
-        }
-        if (n > 0 && reads && read_runs(s->fd, &runs[n - 1], 1) < 0)
-            return -1;
-        runs[n++] = (ulp__index_mem){addr, len, buf != NULL ? buf + at : NULL};
-    }
-    *nruns = n;
-    return n == 0 || !reads ? 0 : read_runs(s->fd, &runs[n - 1], 1);
+    place_runs(*out, *nruns, buf);
+    return reads ? read_runs(s->fd, *out, *nruns) : 0;
 }
 
 /*
@@ -690,65 +671,80 @@ static int read_hashed(ulp_snapshot *s, const seal_fields *sl, uint64_t jfirst, 
 }
 
 /*
- * The captures as a table made in pages (snapshot_pages.c) from the
- * records' runs, the pass over them left to a thread when `thread`:
- * ulp__index_read()'s result, or -2 when the records are not in runs that
- * pread(2) reads (the table is then read whole).
+ * The records of a stamped seal `sl` from their `nruns` runs (taken: kept
+ * or freed): decoded on a second thread when `thread` (s->check), else
+ * here; as a table made in pages where ulp__lazy_wanted().  What
+ * ulp__index_read() returns.
  */
-static int read_lazy(ulp_snapshot *s, const seal_fields *sl, int thread)
+static int read_stamped(ulp_snapshot *s, const seal_fields *sl, ulp__index_mem *runs, size_t nruns,
+                        int thread)
 {
-    ulp__index_mem *runs = NULL;
-    size_t nruns = 0;
-    hid_t d = open_bytes(s, ULP__INDEX_RECORDS, sl->bytes);
-    int ok = d >= 0 && read_direct(s, d, NULL, sl->bytes, &runs, &nruns, 0) == 0 && nruns > 0;
-    if (d >= 0)
-        H5Dclose(d);
-    if (!ok) {
+    if (ulp__lazy_wanted(s, sl->count)) {
+        place_runs(runs, nruns, NULL);
+        if (thread && decoder_start(s, NULL, sl->bytes, sl->count, runs, nruns, 1) == 0)
+            return 1;
+        ulp__lazy *lz = NULL;
+        int rc = ulp__lazy_build(s, runs, nruns, sl->bytes, sl->count, &lz);
         free(runs);
-        return -2;
+        return rc == 0 ? ulp__lazy_install(s, lz) : 0;
     }
-    if (thread && decoder_start(s, NULL, sl->bytes, sl->count, runs, nruns, 1) == 0)
+    unsigned char *buf = ulp__big_alloc((size_t)sl->bytes, 0);
+    if (buf == NULL) {
+        free(runs);
+        return 0;
+    }
+    place_runs(runs, nruns, buf);
+    if (thread && decoder_start(s, buf, sl->bytes, sl->count, runs, nruns, 0) == 0)
         return 1;
-    ulp__lazy *lz = NULL;
-    int rc = ulp__lazy_build(s, runs, nruns, sl->bytes, sl->count, &lz);
+    int ok = read_runs(s->fd, runs, nruns) == 0;
     free(runs);
-    return rc == 0 ? ulp__lazy_install(s, lz) : 0;
+    decoded dc;
+    int used = ok && decode(s, buf, sl->bytes, sl->count, 0, &dc) == 0
+                   ? install(s, &dc, buf, sl->count)
+                   : (free(buf), 0);
+    if (ok)
+        decoded_free(&dc);
+    return used;
+}
+
+/* ULPPROF_INDEX: "0" leaves the index out; the index is read only on little-endian machines. */
+static int index_usable(const char *env)
+{
+    if (env != NULL && strcmp(env, "0") == 0)
+        return 0;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return 0; /* positions are used in place */
+#else
+    return 1;
+#endif
 }
 
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
 {
     const char *env = getenv("ULPPROF_INDEX");
-    if (env != NULL && strcmp(env, "0") == 0)
-        return 0;
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    return 0; /* positions are used in place */
-#endif
     seal_fields sl;
-    if (read_seal(s, &sl) < 0)
+    if (!index_usable(env) || read_seal(s, &sl) < 0)
         return 0;
-    /* Nothing wrote to the file since it was sealed (common/index.h): no hash. */
-    int stamped = sl.stamp != 0 && sl.stamp == s->mtime_ns && sl.hash != 0 &&
-                  (env == NULL || strcmp(env, "hash") != 0);
+    int stamped = seal_stamped(s, &sl, env);
     /* A deferred open of such a file leaves the records' reads (those that
      * need no HDF5 call) and their decode to s->check, which
      * ulp_snapshot_confirm() waits for and installs. */
-    int thread = stamped && s->defer_check && sl.count >= DECODE_THREAD_MIN, unread = thread;
-    if (stamped && ulp__lazy_wanted(s, sl.count)) {
-        int rc = read_lazy(s, &sl, thread);
-        if (rc >= 0)
-            return rc;
+    int thread = stamped && s->defer_check && sl.count >= DECODE_THREAD_MIN;
+    if (stamped && sl.bytes > 0) {
+        ulp__index_mem *runs = NULL;
+        size_t nruns = 0;
+        hid_t d = open_bytes(s, ULP__INDEX_RECORDS, sl.bytes);
+        int found = d >= 0 && ulp__index_runs(d, sl.bytes, s->file_size, &runs, &nruns) == 0;
+        if (d >= 0)
+            H5Dclose(d);
+        if (found)
+            return read_stamped(s, &sl, runs, nruns, thread);
     }
+    /* Unstamped (hashed), or records that H5Dread reads. */
     ulp__index_mem *runs;
     size_t nruns;
+    int unread = 0;
     unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns, &unread);
-    if (thread && buf != NULL &&
-        decoder_start(s, buf, sl.bytes, sl.count, runs, unread ? nruns : 0, 0) == 0)
-        return 1;
-    if (unread && (buf == NULL || read_runs(s->fd, runs, nruns) < 0)) {
-        free(buf);
-        free(runs);
-        return 0;
-    }
     if (!stamped)
         return read_hashed(s, &sl, jfirst, buf, runs, nruns);
     free(runs);
@@ -759,4 +755,26 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
                                                                : (free(buf), 0);
     decoded_free(&dc);
     return used;
+}
+
+int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem *runs, size_t nruns)
+{
+    const char *env = getenv("ULPPROF_INDEX");
+    seal_fields sl;
+    if (!index_usable(env) || seal_at(s, seal_off, &sl) < 0 || !seal_stamped(s, &sl, env))
+        return 0;
+    uint64_t total = 0;
+    for (size_t i = 0; i < nruns; i++) {
+        if (runs[i].off > s->file_size || s->file_size - runs[i].off < runs[i].len ||
+            runs[i].len > sl.bytes - total)
+            return 0;
+        total += runs[i].len;
+    }
+    ulp__index_mem *mine = malloc((nruns ? nruns : 1) * sizeof *mine);
+    if (total != sl.bytes || mine == NULL) {
+        free(mine);
+        return 0;
+    }
+    memcpy(mine, runs, nruns * sizeof *mine);
+    return read_stamped(s, &sl, mine, nruns, s->defer_check && sl.count >= DECODE_THREAD_MIN);
 }

@@ -85,7 +85,8 @@ struct ulp_snapshot {
 
     /* snapshot_summary.h, one allocation; NULL until asked */
     struct ulp__snapshot_summary *summary;
-    int stream; /* ulp_snapshot_open_stream(): pages, which a diff may trim */
+    int stream;   /* ulp_snapshot_open_stream(): pages, which a diff may trim */
+    int from_map; /* opened from its open map: s->file opened when first needed */
 
     int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
     struct ulp__index_check *check; /* its seal hash, still running, or NULL */
@@ -272,6 +273,29 @@ size_t ulp__record_take(const ulp_snapshot *s, const unsigned char *p, size_t av
  * leaves out; ULP__INDEX_NO_JOURNAL for a file without a journal.
  */
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
+
+/*
+ * snapshot_index.c: the same from the seal at `seal_off` and the records'
+ * `nruns` runs, as the open map gives them (no HDF5 call): 1 read, 0 when
+ * the seal is not one trusted without a hash (index.h) or the runs do not
+ * hold its records (nothing set), -1 out of memory.
+ */
+int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem *runs,
+                       size_t nruns);
+
+/*
+ * snapshot_map.c: opens `s`, its file open (fd, size, mtime, mapping),
+ * from the open map at the file's end (common/open_map.h) without HDF5:
+ * 1 opened, 0 not (nothing set: the HDF5 way opens it), -1 out of memory.
+ */
+int ulp__snapshot_open_map(ulp_snapshot *s);
+
+/*
+ * snapshot.c: the snapshot's HDF5 file, opened now if it was opened from
+ * its map; -1 when HDF5 cannot open it.  Callers that may run on several
+ * threads hold s->h5->lock.
+ */
+hid_t ulp__snap_file(const ulp_snapshot *s);
 
 /* snapshot_index.c: how many seal hashes this process has computed (for tests). */
 uint64_t ulp__index_hash_count(void);

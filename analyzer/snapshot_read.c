@@ -132,7 +132,7 @@ static ulp_status read_h5(const ulp_snapshot *s, size_t i, const ulp_capture_inf
         s->h5->dset = -1;
     }
     if (s->h5->dset < 0) {
-        s->h5->dset = open_for_reading(s->file, src);
+        s->h5->dset = open_for_reading(ulp__snap_file(s), src);
         s->h5->idx = i;
     }
     d = s->h5->dset;

@@ -160,6 +160,7 @@ static void writer_free(ulp__writer *w)
     ulp__writer_attrs_release(w);
     ulp__writer_trace_release(w);
     ulp__writer_index_release(w);
+    ulp__writer_map_release(w);
     for (int i = 0; i < ULP_DTYPE_COUNT; i++)
         close_id(&w->types[i], H5Tclose);
     close_id(&w->groups[0], H5Gclose);
@@ -344,15 +345,18 @@ static ulp_status file_layout(ulp__writer *w, const char *label, const char *wri
         st = ulp__writer_h5_fail(err, w, "set up property lists");
         goto cleanup;
     }
+    label = label != NULL ? label : "";
+    writer_name = writer_name != NULL ? writer_name : "";
+    int64_t created = created_unix_ns != 0 ? created_unix_ns : now_unix_ns();
     if (ulp__h5_attr_write_str(w->file, "format", ULP__FORMAT_NAME) < 0 ||
         ulp__h5_attr_write_i32(w->file, "format_version", ULP_FORMAT_VERSION) < 0 ||
-        ulp__h5_attr_write_str(w->file, "label", label != NULL ? label : "") < 0 ||
-        ulp__h5_attr_write_str(w->file, "writer", writer_name != NULL ? writer_name : "") < 0 ||
-        ulp__h5_attr_write_i64(w->file, "created_unix_ns",
-                               created_unix_ns != 0 ? created_unix_ns : now_unix_ns()) < 0) {
+        ulp__h5_attr_write_str(w->file, "label", label) < 0 ||
+        ulp__h5_attr_write_str(w->file, "writer", writer_name) < 0 ||
+        ulp__h5_attr_write_i64(w->file, "created_unix_ns", created) < 0) {
         st = ulp__writer_h5_fail(err, w, "write the root attributes");
         goto cleanup;
     }
+    ulp__writer_map_root(w, label, writer_name, created);
     w->groups[ULP__WRITER_RUN] = H5Gcreate2(w->file, "run", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     w->groups[ULP__WRITER_ENV] = H5Gcreate2(w->file, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     w->captures = H5Gcreate2(w->file, "captures", H5P_DEFAULT, captures_gcpl, H5P_DEFAULT);
@@ -480,6 +484,7 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
         close(mark_fd);
     }
     free(seal.ranges);
+    free(seal.map);
     free(path);
     ulp__writer_quiet_end(&q);
     return st;
@@ -494,7 +499,9 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
     ulp__writer_quiet q;
     ulp__writer_quiet_begin(&q);
     ulp_status st = ULP_OK;
-    if (ulp__h5_attr_write_str(w->groups[group], key, value) < 0)
+    int written = ulp__h5_attr_write_str(w->groups[group], key, value) == 0;
+    ulp__writer_map_attr(w, group, key, value, written);
+    if (!written)
         st = ulp__writer_h5_fail(err, w,
                                  group == ULP__WRITER_RUN ? "write a /run attribute"
                                                           : "write an /env attribute");

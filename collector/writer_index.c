@@ -181,6 +181,7 @@ int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job)
         return -1;
     if (ulp__index_seal_create(w->file, w->ibytes, w->icount, &job->seal_off, &job->stamp) < 0)
         return -1;
+    ulp__writer_map_finish(w, job);
     job->ranges = w->iranges;
     job->nranges = w->nranges;
     job->ranges_cap = w->ranges_cap;
@@ -194,9 +195,15 @@ int ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
     int rc = -1;
     /* Room for the seal's fields and the journal's closed mark. */
     if (fd >= 0 && job->seal_off > 0 &&
-        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0)
+        ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0) {
+        /* The open map first: the seal's size and hash cover it. */
+        if (job->map != NULL)
+            (void)ulp__writer_map_append(fd, job);
         rc = ulp__index_seal_write(fd, job->seal_off, jfirst, job->ranges, job->nranges);
+    }
     free(job->ranges);
+    free(job->map);
+    job->map = NULL;
     job->ranges = NULL;
     job->nranges = job->ranges_cap = 0;
     return rc;

@@ -75,6 +75,15 @@ struct ulp__writer {
     ulp__index_range *iranges;
     size_t nranges, ranges_cap;
     int index_off; /* something failed: no index         */
+
+    /* What the open map repeats (writer_map.c): the root's strings, /run
+     * and /env as written (their latest value a key). */
+    char *map_label, *map_writer;
+    int64_t map_created;
+    struct ulp__map_kv *map_kv[2];
+    uint32_t map_n[2];
+    size_t map_cap[2];
+    int map_off; /* a value it could not keep: no map */
 };
 
 /* Saves and silences the calling thread's HDF5 error printing; quiet_end restores it. */
@@ -142,6 +151,8 @@ typedef struct ulp__index_seal_job {
     uint64_t stamp;    /* its stamp (common/index.h) */
     ulp__index_range *ranges;
     size_t nranges, ranges_cap;
+    unsigned char *map; /* the open map to append, or NULL (writer_map.c) */
+    size_t map_len;
 } ulp__index_seal_job;
 
 /* Before H5Fclose: the last records and /index/seal (hash 0).  0, or -1: no index. */
@@ -153,6 +164,28 @@ int ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job);
 
 /* Closes /index/records and frees the buffers. */
 void ulp__writer_index_release(ulp__writer *w);
+
+/* --- the open map (writer_map.c, common/open_map.h) ------------------------------------- */
+
+/* The root's strings and creation time as written. */
+void ulp__writer_map_root(ulp__writer *w, const char *label, const char *writer_name,
+                          int64_t created_unix_ns);
+
+/* A /run or /env attribute as written (`ok`), or one that may or may not
+ * be (!ok: the file gets no map). */
+void ulp__writer_map_attr(ulp__writer *w, ulp__writer_group group, const char *key,
+                          const char *value, int ok);
+
+/* Before H5Fclose, after /index/seal is made: the map's bytes, in job->map
+ * (none when anything is missing). */
+void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job);
+
+/* After H5Fclose, before the seal's hash: the map appended to the file at
+ * `fd`.  0, or -1 (what was appended, if anything, is no valid map). */
+int ulp__writer_map_append(int fd, const ulp__index_seal_job *job);
+
+/* Frees what the map keeps. */
+void ulp__writer_map_release(ulp__writer *w);
 
 /* --- links into the capture groups (writer_link.c) -------------------------------------- */
 

@@ -54,13 +54,27 @@ def superblock_v0(path):
     return head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] == 0
 
 
-def add_truncations(corpus, src, tag, bad):
-    """Cuts of corpus/src: plain, and with the superblock's EOF rewritten."""
+def add_truncations(corpus, src, tag, bad, good=None):
+    """Cuts of corpus/src: plain, and with the superblock's EOF rewritten.
+
+    A cut that takes only (some of) the open map after HDF5's end leaves the
+    HDF5 file whole: its captures are all read, through HDF5 (with `good`,
+    such cuts are checked as good files; without, left out)."""
     path = os.path.join(corpus, src)
     size = os.path.getsize(path)
+    end = size - rc.open_map_bytes(path)
     cuts = sorted({size * i // 16 for i in range(1, 16)} |
-                  {size - 1, size - 7, size - 64, size - 511, 9, 47, 100} - {0})
+                  {end - 1, end - 7, end - 64, end - 511, 9, 47, 100} - {0})
+    if end < size:
+        check(rc.open_map_bytes(path) > 32, "%s: an open map without a body" % src)
+        for c in sorted({end, end + 1, size - 1}):
+            name = "mapcut_%s_%d.h5" % (tag, c)
+            if good is not None:
+                cut(path, os.path.join(corpus, name), c)
+                good.append(name)
     for c in cuts:
+        if c >= end:
+            continue
         name = "cut_%s_%d.h5" % (tag, c)
         cut(path, os.path.join(corpus, name), c)
         bad[name] = "truncated"
@@ -375,7 +389,7 @@ def main():
                             "--elements", "700", "--names", "4"], capture_output=True)
         check(p.returncode == 0, "capture_loop: %r" % p.stderr)
         good.append("loop.h5")
-        add_truncations(corpus, "loop.h5", "writer", bad)
+        add_truncations(corpus, "loop.h5", "writer", bad, good)
         # The same file as a killed writer leaves it (no closed mark), which
         # the reader reads through its capture journal: cut, it is refused too.
         unclosed = os.path.join(corpus, "loop_unclosed.h5")

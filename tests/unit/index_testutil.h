@@ -1,24 +1,33 @@
 /*
  * What the index tests share: the re-read (whether the reader can use an
  * opened snapshot's index, decided again as ulp_snapshot_open() decides
- * it), a capture added through the writer, where the records lie.
+ * it), a capture added through the writer, where the records lie, an
+ * edit that keeps the file's size.
  * Include after cmocka.h.
  */
 #ifndef ULPPROF_TESTS_INDEX_TESTUTIL_H
 #define ULPPROF_TESTS_INDEX_TESTUTIL_H
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "analyzer/snapshot_priv.h"
 #include "capture_testutil.h"
 #include "collector/writer.h"
 #include "common/index.h"
 #include "common/journal.h"
+#include "common/le.h"
+#include "common/open_map.h"
 #include "ulpprof/diff.h"
 
 /* 1 if the file's index is usable: read again into `s`, whose own arrays are kept. */
 static inline int index_usable(ulp_snapshot *s)
 {
+    /* The HDF5 way's own reads, on a snapshot opened from its open map too. */
+    assert_true(ulp__snap_file(s) >= 0);
     ulp__journal_state js;
     ulp__journal_find(s, &js);
     assert_true(!js.found || js.closed); /* a copy has no journal */
@@ -86,6 +95,35 @@ static inline uint64_t records_offset(const char *path)
     H5Fclose(f);
     assert_true(addr != HADDR_UNDEF);
     return (uint64_t)addr;
+}
+
+/*
+ * An edit of `path` through HDF5 opened for writing, as `edit(ctx)` makes
+ * it, that keeps the file's size: HDF5 cuts what lies past its end (the
+ * open map, FORMAT.md) at close, and it is put back, so that only the
+ * seal's hash can find the edit.
+ */
+static inline void tu_edit_keeping_size(const char *path, void (*edit)(void *), void *ctx)
+{
+    int fd = open(path, O_RDONLY);
+    struct stat sb;
+    unsigned char foot[ULP__MAP_FOOTER_BYTES];
+    assert_true(fd >= 0 && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size > sizeof foot);
+    uint64_t size = (uint64_t)sb.st_size, keep = 0;
+    assert_int_equal(ulp__journal_pread(fd, foot, sizeof foot, size - sizeof foot), 0);
+    if (memcmp(foot, ULP__MAP_MAGIC, 8) == 0)
+        keep = sizeof foot + ulp__le64_get(foot + 8);
+    unsigned char *tail = malloc(keep ? keep : 1);
+    assert_int_equal(ulp__journal_pread(fd, tail, keep, size - keep), 0);
+    close(fd);
+    edit(ctx);
+    fd = open(path, O_WRONLY);
+    assert_true(fd >= 0 && fstat(fd, &sb) == 0);
+    if (keep > 0 && (uint64_t)sb.st_size == size - keep)
+        assert_int_equal(ulp__journal_pwrite(fd, tail, keep, size - keep), 0);
+    assert_true(fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == size);
+    close(fd);
+    free(tail);
 }
 
 #endif

@@ -471,6 +471,20 @@ static void test_index__repair_copy(void **state)
  * ulp_snapshot_confirm() waits for it: the same snapshot when the seal
  * holds, the file opened again through the groups when it does not.
  */
+/* The first capture's layer set to 77 in place. */
+static void layer_77(void *ctx)
+{
+    (void)ctx;
+    hid_t f = H5Fopen(g_path, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t o = H5Oopen(f, "/captures/t.0/0", H5P_DEFAULT);
+    hid_t a = H5Aopen(o, "layer", H5P_DEFAULT);
+    int32_t layer = 77;
+    assert_true(f >= 0 && o >= 0 && a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &layer) >= 0);
+    H5Aclose(a);
+    H5Oclose(o);
+    H5Fclose(f);
+}
+
 static void test_index__deferred(void **state)
 {
     (void)state;
@@ -506,14 +520,7 @@ static void test_index__deferred(void **state)
     ulp_snapshot_close(slow); /* HDF5 opens a file once to write it */
     /* The first capture's layer written in place (the file keeps its size):
      * stale, the deferred open still reads the index; the confirmation not. */
-    hid_t f = H5Fopen(g_path, H5F_ACC_RDWR, H5P_DEFAULT);
-    hid_t o = H5Oopen(f, "/captures/t.0/0", H5P_DEFAULT);
-    hid_t a = H5Aopen(o, "layer", H5P_DEFAULT);
-    int32_t layer = 77;
-    assert_true(f >= 0 && o >= 0 && a >= 0 && H5Awrite(a, H5T_NATIVE_INT32, &layer) >= 0);
-    H5Aclose(a);
-    H5Oclose(o);
-    H5Fclose(f);
+    tu_edit_keeping_size(g_path, layer_77, NULL);
     assert_int_equal(ulp_snapshot_open_deferred(g_path, &s, &err), ULP_OK);
     assert_non_null(s->check);
     assert_int_equal(ulp_snapshot_capture(s, 0)->layer, 0); /* not to be used: only here */
