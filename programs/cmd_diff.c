@@ -17,7 +17,7 @@
 #include "ulpprof/report.h"
 
 #define DIFF_USAGE                                                                                 \
-    "ulpprof diff [--format table|markdown|csv|json] [--out FILE] [--match GLOB]\n"                \
+    "ulpprof diff [--format table|markdown|md|csv|json] [--out FILE] [--match GLOB]\n"             \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
     "                    [--threads N] [--plot DIR]\n"                                             \
     "                    A B     (snapshot files, or run directories of per-rank files)"
@@ -110,7 +110,8 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         case 'f': {
             int fmt = ulp_report_format_from_name(optarg);
             if (fmt < 0) {
-                fprintf(stderr, "ulpprof diff: unknown format '%s' (table, markdown, csv, json)\n",
+                fprintf(stderr,
+                        "ulpprof diff: unknown format '%s' (table, markdown or md, csv, json)\n",
                         optarg);
                 return CLI_EXIT_ERROR;
             }

@@ -102,7 +102,8 @@ static int parse(int argc, char **argv, ladder_args *a)
         case 'f': {
             int fmt = ulp_report_format_from_name(optarg);
             if (fmt < 0 || fmt == ULP_REPORT_CSV) {
-                fprintf(stderr, "ulpprof ladder: unknown format '%s' (table, markdown, json)\n",
+                fprintf(stderr,
+                        "ulpprof ladder: unknown format '%s' (table, markdown or md, json)\n",
                         optarg);
                 return CLI_EXIT_ERROR;
             }

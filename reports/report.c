@@ -17,6 +17,9 @@ int ulp_report_format_from_name(const char *name)
     for (size_t i = 0; name && i < sizeof format_names / sizeof format_names[0]; i++)
         if (strcmp(format_names[i], name) == 0)
             return (int)i;
+    /* What a bug thread's file is called, and what users type. */
+    if (name != NULL && strcmp(name, "md") == 0)
+        return ULP_REPORT_MARKDOWN;
     return -1;
 }
 

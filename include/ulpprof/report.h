@@ -25,7 +25,7 @@ typedef enum ulp_report_format {
     ULP_REPORT_JSON
 } ulp_report_format;
 
-/* Parses "table", "markdown", "csv", "json"; -1 when unknown. */
+/* Parses "table", "markdown" (or "md"), "csv", "json"; -1 when unknown. */
 ULP_API int ulp_report_format_from_name(const char *name);
 
 /*

@@ -82,6 +82,9 @@ assert keys == ["name", "occurrence", "layer", "role", "dtype", "shape", "elemen
 # --out writes the same bytes; --color=always colours the table, a pipe does not.
 expect_rc 1 "$ULPPROF" diff --out report.md --format markdown a.h5 b.h5
 cmp -s report.md "$HERE/golden.markdown" || fail "--out report differs from golden"
+# "md" is markdown, for diff and ladder alike.
+expect_rc 1 "$ULPPROF" diff -f md -o report2.md a.h5 b.h5
+cmp -s report2.md "$HERE/golden.markdown" || fail "-f md differs from --format markdown"
 [ -s "$TMP/out" ] && fail "--out still wrote to stdout"
 expect_rc 1 "$ULPPROF" diff --color=always a.h5 b.h5
 grep -q $'\033\[31mdiffers' "$TMP/out" || fail "--color=always has no colour"
