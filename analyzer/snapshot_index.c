@@ -757,6 +757,13 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     return used;
 }
 
+int ulp__index_stamped_at(const ulp_snapshot *s, uint64_t seal_off)
+{
+    const char *env = getenv("ULPPROF_INDEX");
+    seal_fields sl;
+    return index_usable(env) && seal_at(s, seal_off, &sl) == 0 && seal_stamped(s, &sl, env);
+}
+
 int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem *runs, size_t nruns)
 {
     const char *env = getenv("ULPPROF_INDEX");

@@ -61,7 +61,8 @@ static int set_kv(ulp_snapshot *s, const ulp__map_kv *in, uint32_t n, ulp_kv **o
     return 0;
 }
 
-/* The map's body into *body (malloc'd) and *m; 0, or -1 when the file has no valid map. */
+/* The map's body into *body (malloc'd) and *m; 0, or -1 when the file has no valid map
+ * or its seal is not one trusted without a hash. */
 static int read_map(const ulp_snapshot *s, unsigned char **body, ulp__open_map *m,
                     uint64_t *seal_off)
 {
@@ -74,7 +75,10 @@ static int read_map(const ulp_snapshot *s, unsigned char **body, ulp__open_map *
     uint32_t crc;
     if (buf == NULL || ulp__journal_pread(s->fd, buf, (size_t)tail, s->file_size - tail) != 0 ||
         ulp__map_footer(buf + tail - ULP__MAP_FOOTER_BYTES, s->file_size, &boff, &blen, seal_off,
-                        &crc) != 0) {
+                        &crc) != 0 ||
+        !ulp__index_stamped_at(s, *seal_off)) {
+        /* Nothing of a body is read before the seal is trusted: its length
+         * is the footer's word, up to the whole file. */
         free(buf);
         return -1;
     }

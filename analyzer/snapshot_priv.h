@@ -275,6 +275,12 @@ size_t ulp__record_take(const ulp_snapshot *s, const unsigned char *p, size_t av
 int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
 
 /*
+ * snapshot_index.c: whether the seal at `seal_off` is one the index may be
+ * read from without a hash (index.h, and ULPPROF_INDEX): 1 or 0.
+ */
+int ulp__index_stamped_at(const ulp_snapshot *s, uint64_t seal_off);
+
+/*
  * snapshot_index.c: the same from the seal at `seal_off` and the records'
  * `nruns` runs, as the open map gives them (no HDF5 call): 1 read, 0 when
  * the seal is not one trusted without a hash (index.h) or the runs do not

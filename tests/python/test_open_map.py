@@ -16,7 +16,9 @@ capture_loop) are checked against h5py and numpy only:
   - a map whose byte changed (the mtime set back to the stamp), a file
     touched, ULPPROF_INDEX=0 or =hash, a file with a kernel trace, one
     without its closed mark: never opened from the map, and read through
-    HDF5 with the same output as before.
+    HDF5 with the same output as before;
+  - a footer whose length claims the whole file, where no trusted seal is:
+    its body is not read (the open's peak RSS stays small).
 """
 import json
 import os
@@ -232,6 +234,26 @@ def main():
     want_u = run(["ls", "--json", unclosed], "0")
     check(want_u[0] == 0 and "did not close it" in want_u[2], "unclosed.h5: %r" % (want_u[2],))
     not_from_map("unclosed", unclosed, ["ls", "--json", unclosed], want_u)
+
+    # A footer whose length claims the whole file, on a file whose seal is
+    # not trusted (here: none at the offset it names): the body is never
+    # read, so the open does not read the file into memory (512 MiB, sparse).
+    huge = os.path.join(tmp, "huge_footer.h5")
+    shutil.copy(a, huge)
+    with open(huge, "r+b") as fh:
+        fh.truncate(512 << 20)
+        fh.seek((512 << 20) - 32)
+        fh.write(b"ULPOMAP1" + ((512 << 20) - 32).to_bytes(8, "little") + bytes(16))
+    env = dict(os.environ, ULPPROF_OPEN_MAP="")
+    p = subprocess.Popen([ULPPROF, "ls", huge], env=env, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    p.stderr.close()
+    check(p.returncode == 0 and usage.ru_maxrss < (256 << 10),
+          "huge_footer.h5: exit %d, peak RSS %d KiB (the map's body read before the seal "
+          "was trusted)" % (p.returncode, usage.ru_maxrss))
+    os.unlink(huge)
 
     if not failures:
         shutil.rmtree(tmp)
