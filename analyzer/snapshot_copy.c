@@ -92,8 +92,12 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     ulp__h5_silence();
     if (access(path, F_OK) == 0)
         return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
-    /* A snapshot opened from its open map has its HDF5 file opened now. */
-    if (ulp__snap_file(s) < 0)
+    /* A snapshot opened from its open map has its HDF5 file opened now,
+     * under the lock that ulp_snapshot_read()'s own lazy open holds. */
+    pthread_mutex_lock(&s->h5->lock);
+    hid_t file = ulp__snap_file(s);
+    pthread_mutex_unlock(&s->h5->lock);
+    if (file < 0)
         return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
     /* Same layout rules as the writer's: the earliest file format. */
     hid_t out = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
