@@ -114,6 +114,12 @@ bench() {
     local case=$1 a=$2 b=$3
     shift 3
     local tools=("$@") n=$# r i
+    # The files just written are flushed first: the kernel writing back
+    # hundreds of MB of them (the pairs, the many files) during the rounds
+    # took CPU from whichever tool ran then (10,000 captures: ulpprof's CPU
+    # time 10 -> 14 ms at the median, one round 10x cat).  sync keeps
+    # them in the page cache; the cat below warms it.
+    sync
     cat "$a" "$b" >/dev/null
     for ((r = 0; r < rounds; r++)); do
         for ((i = 0; i < n; i++)); do
