@@ -115,44 +115,31 @@ static void place_runs(ulp__index_mem *runs, size_t n, unsigned char *buf)
 }
 
 /*
- * Reads the `bytes` bytes of uint8 dataset `d` into `buf` with pread(2),
- * from where HDF5 says they are (ulp__index_runs()), the runs in
- * (*out)[0..*nruns) (allocated here, freed by the caller).  H5Dread reads
- * each chunk into its chunk cache and copies it again: 1.0-1.4 ms for the
- * 1.8 MB of 10,000 records.  Without `reads` the runs are only found
- * (read_runs() reads them; no HDF5 call needed).  0, or -1 when the layout
- * is another (compact, filtered, a chunk not written, out of the file):
- * H5Dread then reads it.
- */
-static int read_direct(const ulp_snapshot *s, hid_t d, unsigned char *buf, uint64_t bytes,
-                       ulp__index_mem **out, size_t *nruns, int reads)
-{
-    if (ulp__index_runs(d, bytes, s->file_size, out, nruns) != 0)
-        return -1;
-    place_runs(*out, *nruns, buf);
-    return reads ? read_runs(s->fd, *out, *nruns) : 0;
-}
-
-/*
  * The records, read whole (kept by the snapshot when used); NULL if they
- * cannot be.  Where they lie in the file, when they were read from there
- * rather than by H5Dread, in *runs (*nruns of them; the caller frees).
- * With `*defer` set, runs are left to read_runs() (on another thread), and
- * *defer says whether any were left.
+ * cannot be.  Read with pread(2) from where HDF5 says they lie
+ * (ulp__index_runs(); H5Dread reads each chunk into its chunk cache and
+ * copies it again: 1.0-1.4 ms for the 1.8 MB of 10,000 records), those
+ * runs in *runs (*nruns of them; the caller frees); in another layout
+ * (compact, filtered, a chunk not written, out of the file) by H5Dread,
+ * *nruns 0.
  */
 static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__index_mem **runs,
-                                   size_t *nruns, int *defer)
+                                   size_t *nruns)
 {
-    int want = *defer;
-    *defer = 0;
     *runs = NULL;
     *nruns = 0;
     unsigned char *buf = ulp__big_alloc((size_t)bytes, 0);
     if (buf == NULL || bytes == 0)
         return buf;
-    ulp__index_mem *v = NULL;
     hid_t d = open_bytes(s, ULP__INDEX_RECORDS, bytes);
-    if (d < 0 || read_direct(s, d, buf, bytes, &v, nruns, !want) < 0) {
+    int direct = d >= 0 && ulp__index_runs(d, bytes, s->file_size, runs, nruns) == 0;
+    if (direct) {
+        place_runs(*runs, *nruns, buf);
+        direct = read_runs(s->fd, *runs, *nruns) == 0;
+    }
+    if (!direct) {
+        free(*runs);
+        *runs = NULL;
         *nruns = 0;
         if (d < 0 || H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) {
             free(buf);
@@ -161,11 +148,6 @@ static unsigned char *read_records(const ulp_snapshot *s, uint64_t bytes, ulp__i
     }
     if (d >= 0)
         H5Dclose(d);
-    if (*nruns > 0)
-        *runs = v;
-    else
-        free(v);
-    *defer = want && *nruns > 0;
     return buf;
 }
 
@@ -672,13 +654,14 @@ static int read_hashed(ulp_snapshot *s, const seal_fields *sl, uint64_t jfirst, 
 
 /*
  * The records of a stamped seal `sl` from their `nruns` runs (taken: kept
- * or freed): decoded on a second thread when `thread` (s->check), else
- * here; as a table made in pages where ulp__lazy_wanted().  What
- * ulp__index_read() returns.
+ * or freed): as a table made in pages where ulp__lazy_wanted(), else
+ * whole.  A deferred open of many leaves the reads and the decode to a
+ * second thread (s->check), which ulp_snapshot_confirm() waits for and
+ * installs.  What ulp__index_read() returns.
  */
-static int read_stamped(ulp_snapshot *s, const seal_fields *sl, ulp__index_mem *runs, size_t nruns,
-                        int thread)
+static int read_stamped(ulp_snapshot *s, const seal_fields *sl, ulp__index_mem *runs, size_t nruns)
 {
+    int thread = s->defer_check && sl->count >= DECODE_THREAD_MIN;
     if (ulp__lazy_wanted(s, sl->count)) {
         place_runs(runs, nruns, NULL);
         if (thread && decoder_start(s, NULL, sl->bytes, sl->count, runs, nruns, 1) == 0)
@@ -726,10 +709,6 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     if (!index_usable(env) || read_seal(s, &sl) < 0)
         return 0;
     int stamped = seal_stamped(s, &sl, env);
-    /* A deferred open of such a file leaves the records' reads (those that
-     * need no HDF5 call) and their decode to s->check, which
-     * ulp_snapshot_confirm() waits for and installs. */
-    int thread = stamped && s->defer_check && sl.count >= DECODE_THREAD_MIN;
     if (stamped && sl.bytes > 0) {
         ulp__index_mem *runs = NULL;
         size_t nruns = 0;
@@ -738,13 +717,12 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
         if (d >= 0)
             H5Dclose(d);
         if (found)
-            return read_stamped(s, &sl, runs, nruns, thread);
+            return read_stamped(s, &sl, runs, nruns);
     }
     /* Unstamped (hashed), or records that H5Dread reads. */
     ulp__index_mem *runs;
     size_t nruns;
-    int unread = 0;
-    unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns, &unread);
+    unsigned char *buf = read_records(s, sl.bytes, &runs, &nruns);
     if (!stamped)
         return read_hashed(s, &sl, jfirst, buf, runs, nruns);
     free(runs);
@@ -757,18 +735,24 @@ int ulp__index_read(ulp_snapshot *s, uint64_t jfirst)
     return used;
 }
 
-int ulp__index_stamped_at(const ulp_snapshot *s, uint64_t seal_off)
+/* The seal at `seal_off`, if it is one trusted without a hash (and ULPPROF_INDEX allows the index).
+ */
+static int trusted_seal_at(const ulp_snapshot *s, uint64_t seal_off, seal_fields *sl)
 {
     const char *env = getenv("ULPPROF_INDEX");
+    return index_usable(env) && seal_at(s, seal_off, sl) == 0 && seal_stamped(s, sl, env);
+}
+
+int ulp__index_stamped_at(const ulp_snapshot *s, uint64_t seal_off)
+{
     seal_fields sl;
-    return index_usable(env) && seal_at(s, seal_off, &sl) == 0 && seal_stamped(s, &sl, env);
+    return trusted_seal_at(s, seal_off, &sl);
 }
 
 int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem *runs, size_t nruns)
 {
-    const char *env = getenv("ULPPROF_INDEX");
     seal_fields sl;
-    if (!index_usable(env) || seal_at(s, seal_off, &sl) < 0 || !seal_stamped(s, &sl, env))
+    if (!trusted_seal_at(s, seal_off, &sl))
         return 0;
     uint64_t total = 0;
     for (size_t i = 0; i < nruns; i++) {
@@ -783,5 +767,5 @@ int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem 
         return 0;
     }
     memcpy(mine, runs, nruns * sizeof *mine);
-    return read_stamped(s, &sl, mine, nruns, s->defer_check && sl.count >= DECODE_THREAD_MIN);
+    return read_stamped(s, &sl, mine, nruns);
 }
