@@ -69,15 +69,27 @@ static int find_first_block(const ulp_snapshot *s, uint64_t *off, uint64_t *byte
     return 0;
 }
 
+/* Whether the first block at `first` carries the writer's closed mark. */
+static int mark_set(const ulp_snapshot *s, uint64_t first)
+{
+    char mark[4];
+    return ulp__journal_pread(s->fd, mark, 4, first + ULP__JOURNAL_CLOSED_AT) == 0 &&
+           memcmp(mark, ULP__JOURNAL_CLOSED, 4) == 0;
+}
+
 void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js)
 {
     memset(js, 0, sizeof *js);
     if (!find_first_block(s, &js->first, &js->first_bytes))
         return;
     js->found = 1;
-    char mark[4];
-    js->closed = ulp__journal_pread(s->fd, mark, 4, js->first + ULP__JOURNAL_CLOSED_AT) == 0 &&
-                 memcmp(mark, ULP__JOURNAL_CLOSED, 4) == 0;
+    js->closed = mark_set(s, js->first);
+}
+
+int ulp__journal_closed_at(const ulp_snapshot *s, uint64_t off)
+{
+    uint64_t bytes = 0;
+    return block_at(s, off, ULP__JOURNAL_FIRST_BLOCK, &bytes) && mark_set(s, off);
 }
 
 int ulp__offsets_add(ulp__offsets *l, uint64_t off)

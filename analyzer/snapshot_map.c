@@ -20,17 +20,6 @@
 /* The file's tail read at once: the footer and, in the files seen, the whole body. */
 #define TAIL_BYTES ((uint64_t)64 << 10)
 
-/* Whether the journal's first block is at `off`, with its closed mark. */
-static int journal_closed(const ulp_snapshot *s, uint64_t off)
-{
-    unsigned char head[ULP__JOURNAL_HEADER_BYTES];
-    uint64_t bytes = 0;
-    return off <= s->file_size && s->file_size - off >= sizeof head &&
-           ulp__journal_pread(s->fd, head, sizeof head, off) == 0 &&
-           ulp__journal_header_decode(head, off, &bytes) == ULP__JOURNAL_FIRST_BLOCK &&
-           memcmp(head + ULP__JOURNAL_CLOSED_AT, ULP__JOURNAL_CLOSED, 4) == 0;
-}
-
 static int kv_cmp(const void *a, const void *b)
 {
     return strcmp(((const ulp_kv *)a)->key, ((const ulp_kv *)b)->key);
@@ -115,7 +104,7 @@ int ulp__snapshot_open_map(ulp_snapshot *s)
     /* What this build reads as the HDF5 way would; the rest goes that way
      * (which also says why a version is not supported). */
     if (m.flags != 0 || strcmp(m.format, ULP__FORMAT_NAME) != 0 || m.format_version < 1 ||
-        m.format_version > ULP_FORMAT_VERSION || !journal_closed(s, m.journal))
+        m.format_version > ULP_FORMAT_VERSION || !ulp__journal_closed_at(s, m.journal))
         goto done;
     rc = ulp__index_read_at(s, seal_off, m.runs, (size_t)m.nruns);
     if (rc != 1)

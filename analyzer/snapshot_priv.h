@@ -379,6 +379,10 @@ typedef struct ulp__journal_state {
 /* Looks for the journal: at /journal, else by its magic near the file's start. */
 void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js);
 
+/* Whether the journal's first block is at file offset `off` (no HDF5 call),
+ * with the writer's closed mark: 1 or 0. */
+int ulp__journal_closed_at(const ulp_snapshot *s, uint64_t off);
+
 /*
  * Walks the journal that ulp__journal_find() found.  `visit` is called for
  * each capture record, in the order written, and returns 0 to go on, 1 to
