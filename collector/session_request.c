@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_copy.h"
 #include "capture_name.h"
 #include "capture_rows.h"
 #include "session_internal.h"
@@ -225,7 +226,7 @@ static void build_capture(ulp__item *it, void *arg)
     it->nbytes = a->nbytes;
     if (a->kind == ITEM_CAPTURE) {
         if (a->nbytes > 0)
-            memcpy((char *)it + off, d->data, a->nbytes);
+            ulp__capture_copy((char *)it + off, d->data, a->nbytes);
         it->data = (char *)it + off;
     } else {
         it->buf = a->buf;
