@@ -233,7 +233,7 @@ typedef struct blk_res {
             memcpy(&vx, &bx, 4);                                                                   \
             memcpy(&vy, &by, 4);                                                                   \
             double d = fabs((double)vx - (double)vy);                                              \
-            d = (mx < (NF)) & (my < (NF)) ? d : 0.0;                                               \
+            d = ((mx < (NF)) & (my < (NF))) ? d : 0.0;                                             \
             maxd = d > maxd ? d : maxd;                                                            \
         }                                                                                          \
         return maxd;                                                                               \
