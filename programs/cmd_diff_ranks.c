@@ -59,14 +59,19 @@ int cli_check_run(const char *path)
     return rc;
 }
 
-/* A JSON string literal of `s`. */
-static void json_str(FILE *f, const char *s)
+/* A JSON string literal of `s`; -1 (said) when out of memory. */
+static int json_str(FILE *f, const char *s)
 {
     json_t *v = json_string(s);
     char *t = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
-    fputs(t ? t : "null", f);
-    free(t);
     json_decref(v);
+    if (t == NULL) {
+        cli_error("out of memory writing the JSON report");
+        return -1;
+    }
+    fputs(t, f);
+    free(t);
+    return 0;
 }
 
 static int plot_rank(const ulp_diff_result *res, const char *dir, int rank)
@@ -111,9 +116,11 @@ static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
     }
     if (x->format == ULP_REPORT_JSON) {
         fprintf(out, "%s    {\"rank\": %d, \"a\": ", first ? "" : ",\n", fa->rank);
-        json_str(out, fa->path);
+        if (json_str(out, fa->path) != 0)
+            goto done;
         fputs(", \"b\": ", out);
-        json_str(out, fb->path);
+        if (json_str(out, fb->path) != 0)
+            goto done;
         fputs(", \"report\":\n", out);
     } else {
         fprintf(out,
@@ -181,9 +188,11 @@ int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out)
     }
     if (json) {
         fputs("{\n  \"format\": \"ulpprof-diff-ranks\",\n  \"format_version\": 1,\n  \"a\": ", out);
-        json_str(out, x->a);
+        if (json_str(out, x->a) != 0)
+            goto done;
         fputs(",\n  \"b\": ", out);
-        json_str(out, x->b);
+        if (json_str(out, x->b) != 0)
+            goto done;
         fputs(",\n  \"ranks\": [\n", out);
     } else {
         fprintf(out, "ulpprof diff: run %s (%zu rank%s) vs run %s (%zu rank%s), rank by rank\n",

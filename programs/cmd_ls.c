@@ -299,7 +299,10 @@ int cmd_ls(int argc, char **argv)
         ulp_snapshot_close(s);
     }
     if (o.json) {
-        ulp_json_print(all, stdout);
+        if (ulp_json_print(all, stdout) != 0) {
+            cli_error("out of memory writing the JSON listing");
+            rc = CLI_EXIT_ERROR;
+        }
         json_decref(all);
     }
     return rc;

@@ -344,11 +344,16 @@ void ulp__json_marks(void)
 
 char *ulp__json_frame(const ulp_diff_result *r, size_t not_identical, size_t *at, size_t *rest)
 {
+    unsigned long lost = ulp__json_lost();
     json_t *doc = build(r, not_identical);
     if (doc == NULL)
         return NULL;
     char *text = json_dumps(doc, DUMP_FLAGS);
     json_decref(doc);
+    if (ulp__json_lost() != lost) { /* a field of the document was not allocated */
+        free(text);
+        return NULL;
+    }
     char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
     free(text);
     if (plain == NULL)

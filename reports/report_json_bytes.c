@@ -34,8 +34,10 @@ static char *marked(const char *s, size_t *len)
     if (bad == 0)
         return NULL;
     char *out = malloc(n + 2 * bad + 1), *q = out;
-    if (out == NULL)
+    if (out == NULL) {
+        ulp__json_lose();
         return NULL;
+    }
     for (size_t i = 0; i < n;) {
         size_t k = ulp__utf8_len(p + i);
         if (k == 0) {
@@ -101,7 +103,19 @@ char *ulp__json_unmark(const char *text)
 
 int ulp_json_print(json_t *doc, FILE *f)
 {
+    /* A document built while an allocation failed lacks what it was for. */
+    static _Thread_local unsigned long printed;
+    unsigned long lost = ulp__json_lost();
+    int whole = lost == printed;
+    printed = lost;
+    if (!whole)
+        return -1;
     char *text = json_dumps(doc, JSON_INDENT(2));
+    if (ulp__json_lost() != lost) { /* the dump lost a piece: jansson may not say */
+        printed = ulp__json_lost();
+        free(text);
+        return -1;
+    }
     char *plain = text != NULL ? ulp__json_unmark(text) : NULL;
     free(text);
     if (plain == NULL)

@@ -26,6 +26,11 @@ void ulp__report_display_free(ulp_diff_result *d);
 /* ulp_json_str() and ulp_json_set() are public (ulpprof/report.h). */
 char *ulp__json_unmark(const char *text); /* the dump with \udcXX; NULL: out of memory */
 
+/* report_json_alloc.c: allocations lost while JSON was built, on this thread.
+ * A document built while ulp__json_lost() moved lacks what they were for. */
+unsigned long ulp__json_lost(void);
+void ulp__json_lose(void); /* counts one: a buffer of our own was not given */
+
 /* report_num.c: numbers without printf where the value allows, byte for byte
  * what the printf format named prints. */
 /* A double compactly: "0", integers below 1e7 ("%.0f"), else "%.3g"; "nan", "inf". */

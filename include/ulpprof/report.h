@@ -41,7 +41,10 @@ struct json_t;
 ULP_API struct json_t *ulp_json_str(const char *s);
 /* json_object_set_new() for any key, bytes that are not UTF-8 included. */
 ULP_API int ulp_json_set(struct json_t *o, const char *key, struct json_t *v);
-/* Writes doc indented by 2, then a newline, to f; 0, or -1 (out of memory). */
+/* Writes doc indented by 2, then a newline, to f; 0, or -1 when out of
+ * memory, now or while doc was built: when an allocation of jansson's or of
+ * ulp_json_str()/ulp_json_set() failed on this thread since the previous
+ * ulp_json_print(), doc may lack fields, and nothing is written. */
 ULP_API int ulp_json_print(struct json_t *doc, FILE *f);
 
 /*
