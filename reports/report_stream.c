@@ -185,6 +185,9 @@ ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t
      * caller has opened (truncated) the report's own file. */
     if (ulp__spool_flush(&s->sp) != 0) {
         int e = errno;
+        /* The rows still in memory, or tmpfile()'s stream, not given. */
+        if (e == ENOMEM)
+            return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
         return ulp__error(err, ULP_EIO, "cannot write the report's temporary file: %s",
                           e != 0 ? strerror(e) : "write error");
     }

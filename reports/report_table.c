@@ -353,7 +353,10 @@ ulp_status ulp__table_tail(const ulp_diff_result *r, const ulp__tally *t, FILE *
     if (mem == NULL)
         return ULP_ENOMEM;
     ulp__report_summary(r, t, mem, "", "");
-    if (fclose(mem) != 0) {
+    /* A write that found no memory sets the error; glibc's close may then
+     * still fail to shrink the buffer, and leave text NULL with 0. */
+    int lost = ferror(mem);
+    if (fclose(mem) != 0 || lost || text == NULL) {
         free(text);
         return ULP_ENOMEM;
     }
