@@ -110,6 +110,8 @@ static ulp_status open_hdf5(ulp_snapshot *s, ulp_error *err)
     if (is <= 0) {
         ulp__h5_err_info info;
         ulp__h5_last_error(&info);
+        if (is < 0 && info.nomem)
+            return ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", s->path);
         if (is < 0 && info.truncated)
             return ulp__error(err, ULP_ETRUNC, "cannot open '%s': file is truncated", s->path);
         return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file", s->path);
@@ -119,6 +121,8 @@ static ulp_status open_hdf5(ulp_snapshot *s, ulp_error *err)
         ulp__h5_err_info info;
         ulp__h5_last_error(&info);
         const char *eof = strstr(info.desc, "stored_eof = ");
+        if (info.nomem)
+            return ulp__error(err, ULP_ENOMEM, "cannot open '%s': out of memory", s->path);
         if (info.truncated && eof != NULL)
             return ulp__error(err, ULP_ETRUNC,
                               "cannot open '%s': file is truncated (%" PRIu64
@@ -310,6 +314,9 @@ static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_sna
             st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     }
     ulp__h5_silence();
+    /* What HDF5 could not read for want of memory, it reported as unreadable. */
+    if (sticky.nomem && st != ULP_ENOMEM)
+        st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     if (st != ULP_OK && st != ULP_ENOMEM && st != ULP_ETRUNC && sticky.truncated) {
         /* The problem found is a symptom; the cause is a file cut short. */
         char what[ULP_ERROR_MSG_MAX];

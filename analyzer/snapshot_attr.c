@@ -53,13 +53,13 @@ static int read_strings(hid_t a, hid_t ftype, size_t n, char **out)
             free(v);
             if (mt >= 0)
                 H5Tclose(mt);
-            return -1;
+            return v == NULL ? -2 : -1;
         }
         rc = 0;
         for (size_t i = 0; i < n; i++) {
             out[i] = strdup(v[i] ? v[i] : "");
             if (out[i] == NULL)
-                rc = -1;
+                rc = -2;
             H5free_memory(v[i]);
         }
         free(v);
@@ -71,6 +71,8 @@ static int read_strings(hid_t a, hid_t ftype, size_t n, char **out)
     size_t width = H5Tget_size(ftype);
     char *buf = calloc(n * width + 1, 1);
     hid_t mt = H5Tcopy(ftype);
+    if (buf == NULL)
+        rc = -2;
     if (buf != NULL && mt >= 0 && H5Aread(a, mt, buf) >= 0) {
         int spacepad = H5Tget_strpad(ftype) == H5T_STR_SPACEPAD;
         rc = 0;
@@ -81,7 +83,7 @@ static int read_strings(hid_t a, hid_t ftype, size_t n, char **out)
                     len--;
             out[i] = strndup(buf + i * width, len);
             if (out[i] == NULL)
-                rc = -1;
+                rc = -2;
         }
     }
     free(buf);
@@ -103,10 +105,9 @@ int ulp__attr_read_str(hid_t obj, const char *name, char **out, const char **why
         *why = "is not a string";
     else if (np != 1)
         *why = "is not a single string";
-    else if (read_strings(a, type, 1, out) < 0)
-        *why = "cannot be read";
-    else
-        rc = 0;
+    else if ((rc = read_strings(a, type, 1, out)) < 0)
+        *why = rc == -2 ? "cannot be read: out of memory" : "cannot be read";
+    rc = rc < 0 ? -1 : 0;
     H5Tclose(type);
     H5Aclose(a);
     return rc;
@@ -181,9 +182,11 @@ int ulp__attr_read_str_array(hid_t obj, const char *name, char ***out, size_t *n
     char **v = NULL;
     if (H5Tget_class(type) != H5T_STRING) {
         *why = "is not a string";
-    } else if ((v = calloc(np > 0 ? (size_t)np : 1, sizeof *v)) == NULL ||
-               read_strings(a, type, (size_t)np, v) < 0) {
-        *why = "cannot be read";
+    } else if ((v = calloc(np > 0 ? (size_t)np : 1, sizeof *v)) == NULL) {
+        *why = "cannot be read: out of memory";
+    } else if ((rc = read_strings(a, type, (size_t)np, v)) < 0) {
+        *why = rc == -2 ? "cannot be read: out of memory" : "cannot be read";
+        rc = -1;
     } else {
         *out = v;
         *n = (size_t)np;
@@ -260,7 +263,14 @@ static char *render_attr(hid_t a)
     }
     if (cls == H5T_STRING) {
         strs = calloc(n ? n : 1, sizeof *strs);
-        if (strs == NULL || read_strings(a, type, n, strs) < 0) {
+        if (strs == NULL) {
+            b.oom = 1;
+            goto done;
+        }
+        int got = read_strings(a, type, n, strs);
+        if (got == -2)
+            b.oom = 1;
+        if (got < 0) {
             sb_add(&b, "(unreadable)");
             goto done;
         }
@@ -269,7 +279,11 @@ static char *render_attr(hid_t a)
         hid_t mt = cls == H5T_FLOAT                    ? H5T_NATIVE_DOUBLE
                    : H5Tget_sign(type) == H5T_SGN_NONE ? H5T_NATIVE_UINT64
                                                        : H5T_NATIVE_INT64;
-        if (vals == NULL || (n > 0 && H5Aread(a, mt, vals) < 0)) {
+        if (vals == NULL) {
+            b.oom = 1;
+            goto done;
+        }
+        if (n > 0 && H5Aread(a, mt, vals) < 0) {
             sb_add(&b, "(unreadable)");
             goto done;
         }

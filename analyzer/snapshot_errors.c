@@ -26,6 +26,8 @@ static herr_t h5_err_visit(unsigned n, const H5E_error2_t *e, void *data)
         info->truncated = 1;
     if (e->min_num == H5E_CANTLOCKFILE)
         info->locked = 1;
+    if (e->maj_num == H5E_RESOURCE || e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE)
+        info->nomem = 1;
     return 0;
 }
 
@@ -41,15 +43,19 @@ void ulp__h5_last_error(ulp__h5_err_info *info)
 /*
  * Installed as HDF5's automatic error handler while a file is validated: it
  * prints nothing, and remembers whether any failure came from reading past
- * the end of the file, so that the message can say "truncated".
+ * the end of the file, so that the message can say "truncated", and
+ * whether any came from an allocation HDF5 could not make: what it then
+ * could not read is not the file's fault, and not to be shown as such.
  */
 herr_t ulp__h5_err_note(hid_t estack, void *data)
 {
     ulp__h5_err_info *sticky = data, now;
     memset(&now, 0, sizeof now);
     H5Ewalk2(estack, H5E_WALK_UPWARD, h5_err_visit, &now);
+    int nomem = sticky->nomem || now.nomem;
     if (now.truncated && !sticky->truncated)
         *sticky = now;
+    sticky->nomem = nomem;
     return 0;
 }
 

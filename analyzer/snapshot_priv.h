@@ -160,6 +160,7 @@ typedef struct ulp__h5_err_info {
     char desc[256]; /* the innermost error's description */
     int truncated;  /* some entry says the file is truncated */
     int locked;     /* some entry says the file is locked */
+    int nomem;      /* some entry says HDF5 found no memory */
     int seen;
 } ulp__h5_err_info;
 
@@ -170,7 +171,7 @@ void ulp__h5_last_error(ulp__h5_err_info *info);
  * Installed as HDF5's automatic error handler while a file is validated
  * (`data` is an ulp__h5_err_info): it prints nothing, and remembers whether
  * any failure came from reading past the end of the file, so that the
- * message can say "truncated".
+ * message can say "truncated", and whether any from a lack of memory.
  */
 herr_t ulp__h5_err_note(hid_t estack, void *data);
 
