@@ -223,6 +223,20 @@ def part_d(tmp):
     want_key = b"k\xc3\xbfey"  # h5py wrote the str attribute name as UTF-8
     check(keys.get(want_key) == (b"v\n`|\xfe2", b"v\n`|\xfe1"), "D json: /run keys %r" % keys)
 
+    # Run directories whose paths are not UTF-8: the paths come out as \udcXX
+    # too, in the frame as in the rank reports, not as a failure.
+    ra, rb = os.path.join(os.fsencode(tmp), b"run\xff"), os.path.join(os.fsencode(tmp), b"run2")
+    for d, src in ((ra, a), (rb, b)):
+        os.mkdir(d)
+        shutil.copy(src, os.path.join(d, b"r.h5"))
+    r = subprocess.run([os.fsencode(rc.ULPPROF), b"diff", b"-f", b"json", ra, rb],
+                       capture_output=True, timeout=60)
+    check(r.returncode == 1, "D json of run directories: exit %d %r" % (r.returncode, r.stderr))
+    if r.returncode == 1:
+        j = json.loads(r.stdout)
+        got = (raw(j["a"]), raw(j["b"]), raw(j["ranks"][0]["a"]))
+        check(got == (ra, rb, os.path.join(ra, b"r.h5")), "D json of run directories: %r" % (got,))
+
     r = rc.ulpprof(["ls", "--json", a])
     j = json.loads(r.stdout)[0]
     got = [raw(c["name"]) for c in j["captures"]]
