@@ -40,7 +40,9 @@ static uint64_t le(const unsigned char *p, int n)
     return v;
 }
 
-/* Whether the collection at `addr` decodes without looping or overrunning. */
+/* Whether the collection at `addr` decodes without looping or overrunning:
+ * 1 or 0, or -2 when there was no memory to read it (which says nothing of
+ * the file). */
 static int collection_ok(const ulp_snapshot *s, uint64_t addr)
 {
     unsigned char head[GCOL_HEADER];
@@ -52,7 +54,9 @@ static int collection_ok(const ulp_snapshot *s, uint64_t addr)
     if (size < GCOL_HEADER || size > s->file_size - addr)
         return 0;
     unsigned char *c = malloc((size_t)size);
-    if (c == NULL || ulp__journal_pread(s->fd, c, (size_t)size, addr) < 0) {
+    if (c == NULL)
+        return -2;
+    if (ulp__journal_pread(s->fd, c, (size_t)size, addr) < 0) {
         free(c);
         return 0;
     }
@@ -132,12 +136,15 @@ int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_a
             break;
         }
         unsigned char *b = realloc(buf, (size_t)(count * VLEN_BYTES));
-        if (b == NULL || ulp__journal_pread(s->fd, b, (size_t)(count * VLEN_BYTES), addr) < 0) {
-            buf = b != NULL ? b : buf;
-            rc = -1;
+        if (b == NULL) {
+            rc = -2;
             break;
         }
         buf = b;
+        if (ulp__journal_pread(s->fd, b, (size_t)(count * VLEN_BYTES), addr) < 0) {
+            rc = -1;
+            break;
+        }
         for (uint64_t k = 0; k < count && rc == 1; k++) {
             const unsigned char *e = buf + k * VLEN_BYTES;
             uint64_t caddr = le(e + 4, 8);
@@ -145,14 +152,15 @@ int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_a
                 continue; /* an empty string: no heap object */
             int added = ulp__offsets_add(&seen, caddr);
             if (added < 0) {
-                rc = -1;
+                rc = -2;
                 break;
             }
             if (added == 0)
                 continue; /* checked already */
-            if (!collection_ok(s, caddr)) {
+            int ok = collection_ok(s, caddr);
+            if (ok != 1) {
                 *bad_addr = caddr;
-                rc = 0;
+                rc = ok;
                 break;
             }
         }

@@ -363,7 +363,7 @@ int ulp__offsets_add(ulp__offsets *l, uint64_t off);
  * Checks the global heap collections that the first `n` elements of `d`, a
  * 1-D dataset of variable-length strings, point to (snapshot_gheap.c):
  * 1 all decode, 0 one is damaged (its file offset in *bad_addr), -1 not
- * checked (a layout or filter this check does not read).
+ * checked (a layout or filter this check does not read), -2 out of memory.
  */
 int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_addr);
 

@@ -97,7 +97,10 @@ static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
         goto cleanup;
     if (H5Tis_variable_str(type) > 0) {
         uint64_t bad = 0;
-        if (ulp__gheap_check(s, d, (uint64_t)n, &bad) == 0) {
+        int checked = ulp__gheap_check(s, d, (uint64_t)n, &bad);
+        if (checked == -2)
+            goto oom;
+        if (checked == 0) {
             st = ulp__error(err, ULP_EFORMAT,
                             "'%s': '/trace/names' cannot be read: its global heap at byte %" PRIu64
                             " is damaged (a torn write?)",

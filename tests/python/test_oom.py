@@ -35,10 +35,16 @@ against are the same program's without failures: what is checked here is
 that a failure changes nothing but the exit; the answers themselves are
 checked against h5py by the other tests.
 
+And one allocation by its size: the buffer in which ulpprof checks a global
+heap collection of /trace/names (a 20 KiB kernel name has one of its own)
+before HDF5 decodes it.  Failing, it must say out of memory, not that the
+file is damaged.
+
 Skipped under AddressSanitizer, whose allocator the shim would replace.
 """
 import bisect
 import os
+import struct
 import subprocess
 import sys
 
@@ -46,6 +52,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "reliability"))
 import relcheck as rc  # noqa: E402
 from relcheck import check  # noqa: E402
+
+import h5py  # noqa: E402
 
 import make_snapshots as ms  # noqa: E402
 
@@ -221,6 +229,32 @@ def capture_loop(d):
           % (tag, n, len(points(n)), clean, told, hdf5s))
 
 
+def gheap_buffer(d):
+    """The global heap check's buffer lacking: out of memory, not a damaged file."""
+    path, who = os.path.join(d, "gheap.h5"), os.path.join(d, "who")
+    with h5py.File(path, "w") as f:
+        ms.root(f)
+        ms.add_trace(f, ["k" * 20000, "short"], ms.KERNELS[:2])
+    with open(path, "rb") as fh:
+        data = fh.read()
+    sizes, at = [], data.find(b"GCOL")
+    while at >= 0:
+        sizes.append(struct.unpack("<Q", data[at + 8:at + 16])[0])
+        at = data.find(b"GCOL", at + 1)
+    if not check(len(sizes) == 2 and max(sizes) > 20000, "gheap: collections %r" % sizes):
+        return
+    if os.path.exists(who):
+        os.unlink(who)
+    env = dict(os.environ, LD_PRELOAD=SHIM, ULP_FAIL_MALLOC_SIZE=str(max(sizes)),
+               ULP_MALLOC_WHO=who)
+    r = subprocess.run([rc.ULPPROF, "ls", path], capture_output=True, text=True, timeout=60,
+                       env=env)
+    check(os.path.exists(who), "gheap: no allocation of %d bytes failed" % max(sizes))
+    lines = r.stderr.splitlines()
+    check(r.returncode == 2 and len(lines) == 1 and "out of memory" in lines[0],
+          "gheap: its buffer lacking: exit %d, %r" % (r.returncode, r.stderr))
+
+
 def main():
     if sanitized():
         print("ok: skipped: a sanitized build (the shim would replace its allocator)")
@@ -243,6 +277,7 @@ def main():
     one_command("ls --json (h5py)", ["ls", "--json", c], {}, d)
     one_command("diff -f json (h5py)", ["diff", "-f", "json", c, e], {}, d)
     capture_loop(d)
+    gheap_buffer(d)
     return rc.finish("every allocation failing in turn: exit 2 with one line, the same answer, "
                      "or a capture session that says what it lost")
 

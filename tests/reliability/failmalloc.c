@@ -7,6 +7,11 @@
  *                          realloc, posix_memalign, aligned_alloc, memalign
  *                          or valloc returns NULL (ENOMEM); every other
  *                          call is served by glibc's own allocator
+ *   ULP_FAIL_MALLOC_SIZE=S instead, the first of those calls that asks for
+ *                          exactly S bytes fails (calloc: their product):
+ *                          to reach one allocation whose size a test knows
+ *                          (a buffer the size of a structure in the file)
+ *                          wherever it falls in the sequence
  *   ULP_MALLOC_COUNT=F     at exit, write the number of calls to file F
  *   ULP_MALLOC_WHO=F       write to file F, at the failed call, its stack:
  *                          one line "<object path> <offset>" per frame,
@@ -38,6 +43,8 @@ extern void *__libc_memalign(size_t, size_t);
 
 static atomic_long calls;
 static long fail_at = -1;
+static size_t fail_size;         /* 0: none */
+static atomic_int size_done;     /* the call of fail_size bytes has failed */
 static _Thread_local int t_busy; /* inside the shim: its own allocations are not counted */
 
 __attribute__((constructor)) static void failmalloc_init(void)
@@ -49,6 +56,8 @@ __attribute__((constructor)) static void failmalloc_init(void)
     backtrace(frame, 2);
     t_busy = 0;
     fail_at = s != NULL && *s ? atol(s) : -1;
+    const char *z = getenv("ULP_FAIL_MALLOC_SIZE");
+    fail_size = z != NULL && *z ? (size_t)strtoull(z, NULL, 10) : 0;
 }
 
 /* The failed call's stack into $ULP_MALLOC_WHO, with no allocation. */
@@ -104,13 +113,13 @@ __attribute__((destructor)) static void failmalloc_fini(void)
     write_file("ULP_MALLOC_COUNT", text);
 }
 
-/* Whether this call is the one to fail; it leaves its stack for the test. */
-static int fails(void)
+/* Whether this call, for `size` bytes, is the one to fail; it leaves its stack for the test. */
+static int fails(size_t size)
 {
     if (t_busy)
         return 0;
     long n = atomic_fetch_add(&calls, 1) + 1;
-    if (n != fail_at)
+    if (n != fail_at && (fail_size == 0 || size != fail_size || atomic_exchange(&size_done, 1)))
         return 0;
     t_busy = 1;
     write_stack();
@@ -121,22 +130,22 @@ static int fails(void)
 
 void *malloc(size_t n)
 {
-    return fails() ? NULL : __libc_malloc(n);
+    return fails(n) ? NULL : __libc_malloc(n);
 }
 
 void *calloc(size_t k, size_t n)
 {
-    return fails() ? NULL : __libc_calloc(k, n);
+    return fails(k * n) ? NULL : __libc_calloc(k, n);
 }
 
 void *realloc(void *p, size_t n)
 {
-    return fails() ? NULL : __libc_realloc(p, n);
+    return fails(n) ? NULL : __libc_realloc(p, n);
 }
 
 int posix_memalign(void **out, size_t align, size_t n)
 {
-    if (fails())
+    if (fails(n))
         return ENOMEM;
     void *p = __libc_memalign(align, n);
     if (p == NULL)
@@ -147,15 +156,15 @@ int posix_memalign(void **out, size_t align, size_t n)
 
 void *aligned_alloc(size_t align, size_t n)
 {
-    return fails() ? NULL : __libc_memalign(align, n);
+    return fails(n) ? NULL : __libc_memalign(align, n);
 }
 
 void *memalign(size_t align, size_t n)
 {
-    return fails() ? NULL : __libc_memalign(align, n);
+    return fails(n) ? NULL : __libc_memalign(align, n);
 }
 
 void *valloc(size_t n)
 {
-    return fails() ? NULL : __libc_memalign((size_t)sysconf(_SC_PAGESIZE), n);
+    return fails(n) ? NULL : __libc_memalign((size_t)sysconf(_SC_PAGESIZE), n);
 }
