@@ -132,7 +132,9 @@ static int read_ints(hid_t obj, const char *name, void *out, size_t n, int want_
         /* Read in the file's signedness, then check the range ourselves:
          * HDF5 would silently clamp an out-of-range value. */
         uint64_t *v = calloc(n, sizeof *v);
-        if (v != NULL && H5Aread(a, file_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, v) >= 0) {
+        if (v == NULL) {
+            *why = "cannot be read: out of memory";
+        } else if (H5Aread(a, file_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64, v) >= 0) {
             rc = 0;
             for (size_t i = 0; i < n; i++) {
                 if (want_signed && !file_signed && v[i] > (uint64_t)INT64_MAX)

@@ -249,6 +249,7 @@ int ulp__json_spool_rows(const ulp_diff_row *rows, size_t n, FILE *spool)
 typedef struct dec {
     const unsigned char *p, *end;
     int bad; /* read past the record, or a value out of range */
+    int oom; /* or no memory for what it holds */
 } dec;
 
 static inline uint64_t get_u(dec *d)
@@ -358,8 +359,9 @@ static void scratch_free(scratch *s)
 static ulp_diff_kernel *get_kernels(dec *d, scratch *s, int b, size_t *n)
 {
     *n = get_n(d, 7);
-    if (d->bad || ULP__GROW(s->kernels[b], s->cap_kernels[b], *n + 1) != 0) {
-        d->bad = 1;
+    if (!d->bad && ULP__GROW(s->kernels[b], s->cap_kernels[b], *n + 1) != 0)
+        d->bad = d->oom = 1;
+    if (d->bad) {
         *n = 0;
         return NULL;
     }
@@ -389,8 +391,9 @@ static void get_fixed(dec *d, char *field, size_t size)
 static ulp_gemm_info *get_gemms(dec *d, scratch *s, int b, size_t *n)
 {
     *n = get_n(d, 22);
-    if (d->bad || ULP__GROW(s->gemms[b], s->cap_gemms[b], *n + 1) != 0) {
-        d->bad = 1;
+    if (!d->bad && ULP__GROW(s->gemms[b], s->cap_gemms[b], *n + 1) != 0)
+        d->bad = d->oom = 1;
+    if (d->bad) {
         *n = 0;
         return NULL;
     }
@@ -464,8 +467,9 @@ static void get_aligned(dec *d, scratch *s, ulp_diff_row *row)
     row->worst_request = get_i(d);
     row->worst_position = get_i(d);
     row->n_inputs = get_n(d, 1);
-    if (d->bad || ULP__GROW(s->inputs, s->cap_inputs, row->n_inputs + 1) != 0) {
-        d->bad = 1;
+    if (!d->bad && ULP__GROW(s->inputs, s->cap_inputs, row->n_inputs + 1) != 0)
+        d->bad = d->oom = 1;
+    if (d->bad) {
         return;
     }
     for (size_t k = 0; k < row->n_inputs; k++)
@@ -477,8 +481,9 @@ static void get_aligned(dec *d, scratch *s, ulp_diff_row *row)
     row->capture_first = get_i(d);
     row->capture_last = get_i(d);
     row->n_keys = get_n(d, 7);
-    if (d->bad || ULP__GROW(s->keys, s->cap_keys, row->n_keys + 1) != 0) {
-        d->bad = 1;
+    if (!d->bad && ULP__GROW(s->keys, s->cap_keys, row->n_keys + 1) != 0)
+        d->bad = d->oom = 1;
+    if (d->bad) {
         return;
     }
     for (size_t k = 0; k < row->n_keys; k++) {
@@ -549,7 +554,7 @@ int ulp__json_unspool(FILE *spool, FILE *f)
     scratch s;
     memset(&s, 0, sizeof s);
     ulp__jw *w = malloc(sizeof *w);
-    int rc = w != NULL ? 0 : -1;
+    int rc = w != NULL ? 0 : -2;
     if (w != NULL)
         ulp__jw_init(w, f, 2);
     for (size_t i = 0; rc == 0; i++) {
@@ -557,15 +562,18 @@ int ulp__json_unspool(FILE *spool, FILE *f)
         size_t got = fread(&len, 1, sizeof len, spool);
         if (got == 0 && !ferror(spool))
             break; /* the end */
-        if (got != sizeof len || ULP__GROW(s.rec, s.cap_rec, (size_t)len + 1) != 0 ||
-            fread(s.rec, 1, len, spool) != len) {
+        if (got == sizeof len && ULP__GROW(s.rec, s.cap_rec, (size_t)len + 1) != 0) {
+            rc = -2;
+            break;
+        }
+        if (got != sizeof len || fread(s.rec, 1, len, spool) != len) {
             rc = -1;
             break;
         }
-        dec d = {s.rec, s.rec + len, 0};
+        dec d = {s.rec, s.rec + len, 0, 0};
         ulp_diff_row row;
         if (get_row(&d, &s, &row) != 0) {
-            rc = -1;
+            rc = d.oom ? -2 : -1;
             break;
         }
         ulp__jw_raw(w, i == 0 ? "[\n    " : ",\n    ", 6);

@@ -127,7 +127,8 @@ int ulp__json_rows(const ulp_diff_row *rows, size_t n, size_t first, FILE *f);
 void ulp__json_rows_end(size_t total, FILE *f);
 /* report_json_spool.c: rows as records in a streamed report's temporary file
  * (-1 when out of memory), and all of them back as ulp__json_rows() writes
- * them from the first (-1 when the file does not hold such records). */
+ * them from the first (-1 when the file does not hold such records, -2 when
+ * out of memory). */
 int ulp__json_spool_rows(const ulp_diff_row *rows, size_t n, FILE *spool);
 int ulp__json_unspool(FILE *spool, FILE *f);
 

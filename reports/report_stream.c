@@ -252,6 +252,8 @@ static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FIL
     ulp__json_rows_end(r->n_rows, f);
     ulp__json_emit(plain + rest, strlen(plain + rest), f);
     free(plain);
+    if (rc == -2)
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     /* Its rows not read back whole: the temporary file failed, not `f`. */
     if (rc != 0 && !ferror(f))
         return ulp__error(err, ULP_EIO, "cannot read the report's temporary file back (damaged?)");
@@ -266,7 +268,10 @@ ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *
     ulp_status st = ULP_OK;
     const char *mem;
     size_t len;
+    errno = 0;
     FILE *spool = ulp__spool_rewind(&s->sp, &mem, &len);
+    if (spool == NULL && errno == ENOMEM) /* the spool's reader in memory not given */
+        return ulp__error(err, ULP_ENOMEM, "out of memory writing the report");
     if (spool == NULL)
         return ulp__error(err, ULP_EIO, "cannot read the report's temporary file");
     errno = 0;
