@@ -1,7 +1,11 @@
 /*
  * Interposed cuBLAS / cuBLASLt entry points: cublasLtMatmul, cublasGemmEx,
- * cublasGemmStridedBatchedEx.  They take effect when libulpprof_cuda.so
- * is preloaded (LD_PRELOAD, `ulpprof record --gemms`): the program's
+ * cublasGemmStridedBatchedEx, and the typed cublasSgemm_v2 and
+ * cublasDgemm_v2 (PyTorch's f32 and f64 matmuls call them) with their
+ * strided-batched forms (its bmm); cublasHgemm is declared for C++ only,
+ * and half-precision callers mostly use cublasGemmEx.  They take effect
+ * when libulpprof_cuda.so is preloaded (LD_PRELOAD, `ulpprof record
+ * --gemms`): the program's
  * calls reach these definitions first, which describe the call
  * (cuda_gemm.h), forward it to the next definition (dlsym RTLD_NEXT, else
  * the already-loaded library), note the CUPTI correlation ids of the
@@ -227,6 +231,106 @@ ULP_API cublasStatus_t cublasGemmStridedBatchedEx(
     end(rec, &row, st);
     return st;
 }
+
+/* --- the typed calls ------------------------------------------------------------ */
+
+static _Atomic(void *) g_get_math;
+
+/*
+ * The compute type a typed call runs with, which the handle's math mode
+ * decides (cuBLAS's documentation of cublasMath_t): pedantic, TF32 tensor
+ * cores for single precision, or the type's own.
+ */
+static int typed_compute(cublasHandle_t h, cudaDataType_t t)
+{
+    RESOLVE(g_get_math, "cublasGetMathMode", NULL);
+    void *p = atomic_load(&g_get_math);
+    cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+    if (p != NULL) {
+        cublasStatus_t (*fn)(cublasHandle_t, cublasMath_t *);
+        memcpy(&fn, &p, sizeof(p));
+        if (fn(h, &mode) != CUBLAS_STATUS_SUCCESS)
+            mode = CUBLAS_DEFAULT_MATH;
+    }
+    int pedantic = ((unsigned)mode & 0xfu) == CUBLAS_PEDANTIC_MATH;
+    int tf32 = ((unsigned)mode & 0xfu) == CUBLAS_TF32_TENSOR_OP_MATH;
+    switch (t) {
+    case CUDA_R_64F:
+        return pedantic ? CUBLAS_COMPUTE_64F_PEDANTIC : CUBLAS_COMPUTE_64F;
+    default:
+        return pedantic ? CUBLAS_COMPUTE_32F_PEDANTIC
+               : tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                        : CUBLAS_COMPUTE_32F;
+    }
+}
+
+/* begin() for a typed call: its row, described, when it is recorded. */
+static int typed_begin(ulp__gemm_row *row, const char *api, cublasHandle_t h, cublasOperation_t ta,
+                       cublasOperation_t tb, int m, int n, int k, int batch, cudaDataType_t t)
+{
+    int rec = begin(row);
+    if (rec) {
+        ulp__gemm_describe_ex(api, ta, tb, m, n, k, batch, t, t, t, typed_compute(h, t),
+                              CUBLAS_GEMM_DEFAULT, row);
+        row->stream = handle_stream(h);
+    }
+    return rec;
+}
+
+/*
+ * One typed GEMM entry point: its parameters, the call forwarded with them,
+ * and its row.  T is the element type, DT its cudaDataType.
+ */
+#define TYPED_GEMM(NAME, T, DT)                                                                    \
+    typedef cublasStatus_t (*NAME##_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, \
+                                        int, int, const T *, const T *, int, const T *, int,       \
+                                        const T *, T *, int);                                      \
+    static _Atomic(void *) g_##NAME;                                                               \
+    ULP_API cublasStatus_t NAME(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,      \
+                                int m, int n, int k, const T *alpha, const T *A, int lda,          \
+                                const T *B, int ldb, const T *beta, T *C, int ldc)                 \
+    {                                                                                              \
+        RESOLVE(g_##NAME, #NAME, NAME);                                                            \
+        void *p = atomic_load(&g_##NAME);                                                          \
+        if (p == NULL)                                                                             \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                                  \
+        NAME##_fn real;                                                                            \
+        memcpy(&real, &p, sizeof(p));                                                              \
+        ulp__gemm_row row;                                                                         \
+        int rec = typed_begin(&row, #NAME, h, ta, tb, m, n, k, 1, DT);                             \
+        cublasStatus_t st = real(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);         \
+        end(rec, &row, st);                                                                        \
+        return st;                                                                                 \
+    }
+
+#define TYPED_GEMM_STRIDED(NAME, T, DT)                                                            \
+    typedef cublasStatus_t (*NAME##_fn)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, \
+                                        int, int, const T *, const T *, int, long long, const T *, \
+                                        int, long long, const T *, T *, int, long long, int);      \
+    static _Atomic(void *) g_##NAME;                                                               \
+    ULP_API cublasStatus_t NAME(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,      \
+                                int m, int n, int k, const T *alpha, const T *A, int lda,          \
+                                long long sa, const T *B, int ldb, long long sb, const T *beta,    \
+                                T *C, int ldc, long long sc, int batch)                            \
+    {                                                                                              \
+        RESOLVE(g_##NAME, #NAME, NAME);                                                            \
+        void *p = atomic_load(&g_##NAME);                                                          \
+        if (p == NULL)                                                                             \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                                  \
+        NAME##_fn real;                                                                            \
+        memcpy(&real, &p, sizeof(p));                                                              \
+        ulp__gemm_row row;                                                                         \
+        int rec = typed_begin(&row, #NAME, h, ta, tb, m, n, k, batch, DT);                         \
+        cublasStatus_t st =                                                                        \
+            real(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);      \
+        end(rec, &row, st);                                                                        \
+        return st;                                                                                 \
+    }
+
+TYPED_GEMM(cublasSgemm_v2, float, CUDA_R_32F)
+TYPED_GEMM(cublasDgemm_v2, double, CUDA_R_64F)
+TYPED_GEMM_STRIDED(cublasSgemmStridedBatched, float, CUDA_R_32F)
+TYPED_GEMM_STRIDED(cublasDgemmStridedBatched, double, CUDA_R_64F)
 
 int ulp__cublas_interposing(void)
 {

@@ -5,8 +5,11 @@
  * algorithm of its own -- tile 256x64, stages 64x5, split-K 2, reduction
  * compute -- so the collector's wrapper sees a nested call.  The real
  * libcublasLt refuses it (no handle); cublasGemmEx returns that status.
- * cublasGetStream_v2 reports stream 0x5150.  Test-only: ulpprof_lt_calls_fake
- * (lt_calls.c) links it instead of libcublas.
+ * cublasGetStream_v2 reports stream 0x5150.  Its cublasSgemm_v2 does the
+ * same as its cublasGemmEx, and cublasGetMathMode says TF32 tensor-op math
+ * (what PyTorch sets for allow_tf32), so the f32 rows name 32F_FAST_TF32;
+ * its cublasDgemm_v2 and strided-batched calls only refuse.  Test-only:
+ * ulpprof_lt_calls_fake (lt_calls.c) links it instead of libcublas.
  */
 #include <stdint.h>
 #include <string.h>
@@ -57,4 +60,53 @@ cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(desc);
     return st;
+}
+
+__attribute__((visibility("default"))) cublasStatus_t cublasGetMathMode(cublasHandle_t h,
+                                                                        cublasMath_t *mode)
+{
+    (void)h;
+    *mode = CUBLAS_TF32_TENSOR_OP_MATH;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+__attribute__((visibility("default"))) cublasStatus_t
+cublasSgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+               const float *alpha, const float *A, int lda, const float *B, int ldb,
+               const float *beta, float *C, int ldc)
+{
+    return cublasGemmEx(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C,
+                        CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+}
+
+__attribute__((visibility("default"))) cublasStatus_t
+cublasDgemm_v2(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+               const double *alpha, const double *A, int lda, const double *B, int ldb,
+               const double *beta, double *C, int ldc)
+{
+    (void)h, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)lda;
+    (void)B, (void)ldb, (void)beta, (void)C, (void)ldc;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+__attribute__((visibility("default"))) cublasStatus_t
+cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                          int n, int k, const float *alpha, const float *A, int lda, long long sa,
+                          const float *B, int ldb, long long sb, const float *beta, float *C,
+                          int ldc, long long sc, int batch)
+{
+    (void)h, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)lda;
+    (void)sa, (void)B, (void)ldb, (void)sb, (void)beta, (void)C, (void)ldc, (void)sc, (void)batch;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+__attribute__((visibility("default"))) cublasStatus_t
+cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                          int n, int k, const double *alpha, const double *A, int lda, long long sa,
+                          const double *B, int ldb, long long sb, const double *beta, double *C,
+                          int ldc, long long sc, int batch)
+{
+    (void)h, (void)ta, (void)tb, (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)lda;
+    (void)sa, (void)B, (void)ldb, (void)sb, (void)beta, (void)C, (void)ldc, (void)sc, (void)batch;
+    return CUBLAS_STATUS_NOT_SUPPORTED;
 }

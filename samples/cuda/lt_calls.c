@@ -14,6 +14,10 @@
  * README: miss M=127 N=64 K=96, tile 128x128, stages 64x3, split-K 1,
  * reduction none; hit M=15, tile 64x64, stages 64x4, split-K 4, inplace.
  * The last layer's matmul passes no algorithm (cuBLASLt's heuristic).
+ * With --typed, each layer then also makes the typed calls, before its
+ * mark: cublasSgemm_v2 (T N, M x 24 x 8), cublasDgemm_v2 (N T, M x 12 x 4),
+ * cublasSgemmStridedBatched (N N, M x 16 x 8, batch 3) and
+ * cublasDgemmStridedBatched (T T, M x 6 x 2, batch 2), M as above.
  */
 #include <math.h>
 #include <stdint.h>
@@ -36,10 +40,12 @@ static int check(cublasStatus_t s, const char *what)
 
 int main(int argc, char **argv)
 {
-    int hit = 0, layers = 2;
+    int hit = 0, layers = 2, typed = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc)
             hit = strcmp(argv[++i], "hit") == 0;
+        else if (strcmp(argv[i], "--typed") == 0)
+            typed = 1;
         else if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
             layers = atoi(argv[++i]);
     }
@@ -90,6 +96,21 @@ int main(int argc, char **argv)
                          (int)m, NULL, CUDA_R_16F, 16, NULL, NULL, CUDA_R_32F, (int)m,
                          CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
         printf("layer %d: cublasGemmEx -> %d\n", l, (int)s);
+        if (typed) {
+            int mi = (int)m;
+            s = cublasSgemm_v2(NULL, CUBLAS_OP_T, CUBLAS_OP_N, mi, 24, 8, NULL, NULL, 8, NULL, 8,
+                               NULL, NULL, mi);
+            printf("layer %d: cublasSgemm_v2 -> %d\n", l, (int)s);
+            s = cublasDgemm_v2(NULL, CUBLAS_OP_N, CUBLAS_OP_T, mi, 12, 4, NULL, NULL, mi, NULL, 12,
+                               NULL, NULL, mi);
+            printf("layer %d: cublasDgemm_v2 -> %d\n", l, (int)s);
+            s = cublasSgemmStridedBatched(NULL, CUBLAS_OP_N, CUBLAS_OP_N, mi, 16, 8, NULL, NULL, mi,
+                                          8L * mi, NULL, 8, 128, NULL, NULL, mi, 16L * mi, 3);
+            printf("layer %d: cublasSgemmStridedBatched -> %d\n", l, (int)s);
+            s = cublasDgemmStridedBatched(NULL, CUBLAS_OP_T, CUBLAS_OP_T, mi, 6, 2, NULL, NULL, 2,
+                                          2L * mi, NULL, 6, 12, NULL, NULL, mi, 6L * mi, 2);
+            printf("layer %d: cublasDgemmStridedBatched -> %d\n", l, (int)s);
+        }
         for (int i = 0; i < 8; i++)
             out[i] = (float)(i - 3) * 0.5f + (float)l;
         if (hit && l == 0)

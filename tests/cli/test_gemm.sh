@@ -35,6 +35,12 @@ if [[ -x "$PROG" && -f "$LIB" ]]; then
     # real one does): one row, the outer call's, with the inner algorithm.
     "$ULPPROF" record --gemms -o "$T/nested.h5" -- "$PROG"_fake --mode hit >/dev/null 2>&1 ||
         fail "record of the nested calls"
+    # The typed calls (lt_calls.c --typed), through the real libcublas and
+    # through the stand-in (TF32 math mode, cublasSgemm_v2 nesting).
+    "$ULPPROF" record --gemms -o "$T/typed.h5" -- "$PROG" --mode miss --typed >/dev/null 2>&1 ||
+        fail "record of the typed calls"
+    "$ULPPROF" record --gemms -o "$T/typed_nested.h5" -- "$PROG"_fake --mode hit --typed \
+        >/dev/null 2>&1 || fail "record of the typed calls, nested"
     "$ULPPROF" diff "$T/miss.h5" "$T/hit.h5" >"$T/diff.txt" 2>&1
     rc=$?
     [[ $rc == 1 ]] || fail "diff exit $rc, expected 1: $(cat "$T/diff.txt")"
@@ -92,6 +98,47 @@ for i in (1, 3):
                 stages="64x5", splitk=2, reduction="compute", stream=0x5150)
     assert all(got[k] == v for k, v in want.items()), (i, got)
 f.close()
+# The typed calls, per lt_calls.c's header: after each layer's two calls,
+# Sgemm (T N, M x 24 x 8), Dgemm (N T, M x 12 x 4), SgemmStridedBatched (N N,
+# M x 16 x 8, batch 3), DgemmStridedBatched (T T, M x 6 x 2, batch 2).
+def typed(m, f32_compute):
+    f32 = dict(a_type="f32", b_type="f32", c_type="f32", d_type="f32", compute=f32_compute,
+               algo="cublas", algo_id=-1)
+    f64 = dict(a_type="f64", b_type="f64", c_type="f64", d_type="f64", compute="64F",
+               algo="cublas", algo_id=-1)
+    return [dict(f32, api="cublasSgemm_v2", m=m, n=24, k=8, batch=1, transa="T", transb="N"),
+            dict(f64, api="cublasDgemm_v2", m=m, n=12, k=4, batch=1, transa="N", transb="T"),
+            dict(f32, api="cublasSgemmStridedBatched", m=m, n=16, k=8, batch=3, transa="N",
+                 transb="N"),
+            dict(f64, api="cublasDgemmStridedBatched", m=m, n=6, k=2, batch=2, transa="T",
+                 transb="T")]
+
+for name, m, compute, nested in (("typed", 127, "32F", False),
+                                 ("typed_nested", 15, "32F_FAST_TF32", True)):
+    f = h5py.File(f"{t}/{name}.h5", "r")
+    g = f["trace/gemms"][()]
+    assert len(g) == 12, (name, len(g))   # 2 layers x (Lt, GemmEx, 4 typed)
+    for layer in range(2):
+        for j, w in enumerate(typed(m, compute)):
+            if nested and j == 0:
+                w["algo_id"] = 0   # the inner cublasLtMatmul's algorithm, the stand-in's id 0
+            r = g[6 * layer + 2 + j]
+            for key, val in w.items():
+                got = s(r[key]) if isinstance(val, str) else int(r[key])
+                assert got == val, (name, layer, j, key, got, val)
+            assert int(r["status"]) != 0, (name, "no GPU here: every call must have failed")
+        a = f[f"captures/model.layers.{layer}.out/0"].attrs
+        assert list(a["gemms"]) == [6 * layer, 6 * layer + 6], (name, layer, a["gemms"])
+    if nested:
+        # The stand-in's cublasSgemm_v2 goes through cublasGemmEx to cublasLtMatmul:
+        # one row, the outermost call's, with the inner algorithm and the stream.
+        r = g[2]
+        got = {k: s(r[k]) if r.dtype[k].kind == "S" else int(r[k]) for k in r.dtype.names}
+        want = dict(api="cublasSgemm_v2", tile="256x64", stages="64x5", splitk=2,
+                    reduction="compute", stream=0x5150, compute="32F_FAST_TF32")
+        assert all(got[k] == v for k, v in want.items()), got
+    f.close()
+
 f = h5py.File(f"{t}/plain.h5", "r")
 assert "trace" not in f or "gemms" not in f["trace"], "recorded without --gemms"
 assert "gemms" not in f["captures/model.layers.0.out/0"].attrs
