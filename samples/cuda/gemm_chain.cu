@@ -25,7 +25,16 @@
  *                    tracing overhead is this under record against without);
  *   --bench-copy MB  capture one MB-MiB device tensor 8 times through
  *                    ulp_capture_device() and copy it 8 times with a pinned
- *                    cudaMemcpyAsync; print both rates in GB/s.
+ *                    cudaMemcpyAsync; print both rates in GB/s;
+ *   --typed MATH     (MATH: default or tf32, the handle's math mode) one
+ *                    cublasSgemm_v2 (64 x 48 x 96), one
+ *                    cublasSgemmStridedBatched (batch 2) and one
+ *                    cublasDgemm_v2, of small integers whose products and
+ *                    sums are exact in TF32, f32 and f64: each result must
+ *                    equal the CPU's exactly, so a wrapper that forwarded
+ *                    an argument wrongly (record --gemms) shows; the
+ *                    Sgemm's result is announced (typed.sgemm, f32); prints
+ *                    "typed: ok".
  */
 #include <cstdint>
 #include <cstdio>
@@ -150,7 +159,7 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--mode miss|hit] [--tokens T] [--hit-tokens H] [--hidden D]\n"
             "          [--layers L] [--vocab V] [--seed S] [--api] [--graph R]\n"
-            "          [--time-steps N] [--bench-copy MB]\n",
+            "          [--time-steps N] [--bench-copy MB] [--typed default|tf32]\n",
             argv0);
     exit(2);
 }
@@ -198,11 +207,110 @@ static void bench_copy(int mb, cudaStream_t stream)
     cudaFree(src);
 }
 
+/* Small integers in [-3, 3], a function of (seed, index). */
+static double small_int(uint32_t seed, size_t i)
+{
+    uint32_t h = (uint32_t)i * 0x9e3779b9u ^ (seed * 0x85ebca6bu + 0x7f4a7c15u);
+    h ^= h >> 15;
+    h *= 0x2c1b3c6du;
+    h ^= h >> 12;
+    return (double)(int)(h % 7u) - 3.0;
+}
+
+/* C (m x n) = A (m x k) B (k x n), column-major, `batch` times, on the CPU. */
+static void ref_gemm(const double *a, const double *b, double *c, int m, int n, int k, int batch)
+{
+    for (int t = 0; t < batch; t++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double acc = 0.0;
+                for (int p = 0; p < k; p++)
+                    acc += a[(size_t)t * m * k + (size_t)p * m + i] *
+                           b[(size_t)t * k * n + (size_t)j * k + p];
+                c[(size_t)t * m * n + (size_t)j * m + i] = acc;
+            }
+}
+
+/* The typed cuBLAS calls, checked exactly against the CPU (--typed). */
+static int typed_check(cublasHandle_t blas, cudaStream_t stream, int tf32)
+{
+    const int m = 64, n = 48, k = 96, batch = 2;
+    size_t na = (size_t)batch * m * k, nb = (size_t)batch * k * n, nc = (size_t)batch * m * n;
+    std::vector<double> a(na), b(nb), want(nc), got64(nc);
+    std::vector<float> a32(na), b32(nb), got32(nc);
+    for (size_t i = 0; i < na; i++)
+        a32[i] = (float)(a[i] = small_int(1, i));
+    for (size_t i = 0; i < nb; i++)
+        b32[i] = (float)(b[i] = small_int(2, i));
+    ref_gemm(a.data(), b.data(), want.data(), m, n, k, batch);
+    CHECK_CUBLAS(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    float *da32, *db32, *dc32;
+    double *da, *db, *dc;
+    CHECK_CUDA(cudaMalloc(&da32, na * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&db32, nb * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&dc32, nc * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&da, na * sizeof(double)));
+    CHECK_CUDA(cudaMalloc(&db, nb * sizeof(double)));
+    CHECK_CUDA(cudaMalloc(&dc, nc * sizeof(double)));
+    CHECK_CUDA(cudaMemcpy(da32, a32.data(), na * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(db32, b32.data(), nb * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(da, a.data(), na * sizeof(double), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(db, b.data(), nb * sizeof(double), cudaMemcpyHostToDevice));
+    const float one32 = 1.0f, zero32 = 0.0f;
+    const double one = 1.0, zero = 0.0;
+    int bad = 0;
+    /* Sgemm: the first matrix of each; the strided batch: both. */
+    CHECK_CUDA(cudaMemsetAsync(dc32, 0, nc * sizeof(float), stream));
+    CHECK_CUBLAS(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one32, da32, m, db32, k,
+                             &zero32, dc32, m));
+    /* One capture, so that `record` has a snapshot to write: C, n rows of m. */
+    char msg[256];
+    snprintf(msg, sizeof(msg),
+             "ulp1|name=typed.sgemm|ptr=0x%llx|dtype=f32|shape=%d,%d|layer=0|role=activation"
+             "|stream=0x%llx|bytes=%lld",
+             (unsigned long long)(uintptr_t)dc32, n, m, (unsigned long long)(uintptr_t)stream,
+             (long long)m * n * 4);
+    nvtxMarkA(msg);
+    CHECK_CUDA(cudaMemcpyAsync(got32.data(), dc32, (size_t)m * n * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < (size_t)m * n; i++)
+        bad += (double)got32[i] != want[i];
+    CHECK_CUBLAS(cublasSgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one32, da32, m,
+                                           (long long)m * k, db32, k, (long long)k * n, &zero32,
+                                           dc32, m, (long long)m * n, batch));
+    CHECK_CUDA(
+        cudaMemcpyAsync(got32.data(), dc32, nc * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < nc; i++)
+        bad += (double)got32[i] != want[i];
+    CHECK_CUBLAS(
+        cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, da, m, db, k, &zero, dc, m));
+    CHECK_CUDA(cudaMemcpyAsync(got64.data(), dc, (size_t)m * n * sizeof(double),
+                               cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+    for (size_t i = 0; i < (size_t)m * n; i++)
+        bad += got64[i] != want[i];
+    cudaFree(da32);
+    cudaFree(db32);
+    cudaFree(dc32);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+    if (bad) {
+        fprintf(stderr, "gemm_chain: typed: %d elements differ from the CPU's\n", bad);
+        return 1;
+    }
+    printf("typed: ok (cublasSgemm_v2, cublasSgemmStridedBatched, cublasDgemm_v2 exact, %s math)\n",
+           tf32 ? "TF32" : "default");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int hit = 0, tokens = 384, hit_tokens = 1, d = 2048, layers = 8, vocab = 32000;
     uint32_t seed = 1234;
-    int graph_replays = 0, time_steps = 0, copy_mb = 0;
+    int graph_replays = 0, time_steps = 0, copy_mb = 0, typed = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -233,6 +341,8 @@ int main(int argc, char **argv)
             time_steps = atoi(v);
         else if (strcmp(a, "--bench-copy") == 0)
             copy_mb = atoi(v);
+        else if (strcmp(a, "--typed") == 0 && (strcmp(v, "default") == 0 || strcmp(v, "tf32") == 0))
+            typed = strcmp(v, "tf32") == 0;
         else
             usage(argv[0]);
     }
@@ -252,6 +362,12 @@ int main(int argc, char **argv)
         cublasDestroy(blas);
         cudaStreamDestroy(stream);
         return 0;
+    }
+    if (typed >= 0) {
+        int rc = typed_check(blas, stream, typed);
+        cublasDestroy(blas);
+        cudaStreamDestroy(stream);
+        return rc;
     }
     /* A workspace of our own: cuBLAS must not allocate one while a graph
      * is being captured. */

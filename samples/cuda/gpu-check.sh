@@ -8,7 +8,9 @@
 # graph_replay, values against the eager run), GEMM attribution (record
 # --gemms: the GEMM line at the first divergence of miss/hit, GEMMs beside
 # kernels), capture bandwidth against a pinned cudaMemcpy, and the time of a
-# step plain, under record, and under record --gemms.  Not yet run on a GPU.
+# step plain, under record, and under record --gemms; the typed cuBLAS calls
+# (cublasSgemm_v2 under TF32 math) through the GEMM wrappers, checked
+# exactly against the CPU.  Not yet run on a GPU.
 #
 #   samples/cuda/gpu-check.sh [BUILD_DIR]      (default: build-gpu)
 #
@@ -162,6 +164,25 @@ print("  %d GEMM rows; first: %s" % (len(g), g[0] if len(g) else None))
 linked = sum(1 for r in g if r["corr_first"] != 0)
 print("  %d of them with the correlation ids of their kernels" % linked)
 sys.exit(0 if len(g) and linked else 1)
+PY
+fi
+
+step "GEMM attribution of the typed calls (cublasSgemm_v2, TF32 math mode)"
+"$U" record --gemms -o "$OUTDIR/typed.h5" -- "$S" --typed tf32 2>&1 | tee "$OUTDIR/typed.txt"
+grep -q "^typed: ok" "$OUTDIR/typed.txt" || fail "typed calls through the wrappers: wrong results"
+if "$PY" -c "import h5py" 2>/dev/null; then
+    "$PY" - "$OUTDIR/typed.h5" <<'PY' || fail "/trace/gemms of the typed calls"
+import sys, h5py
+s = lambda v: v.decode() if isinstance(v, bytes) else str(v)
+g = h5py.File(sys.argv[1], "r")["trace/gemms"][()]
+rows = [(s(r["api"]), int(r["m"]), int(r["n"]), int(r["k"]), int(r["batch"]), s(r["compute"]),
+         int(r["status"])) for r in g]
+for r in rows:
+    print("  ", r)
+want = [("cublasSgemm_v2", 64, 48, 96, 1, "32F_FAST_TF32", 0),
+        ("cublasSgemmStridedBatched", 64, 48, 96, 2, "32F_FAST_TF32", 0),
+        ("cublasDgemm_v2", 64, 48, 96, 1, "64F", 0)]
+sys.exit(0 if rows == want else 1)
 PY
 fi
 
