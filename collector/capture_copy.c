@@ -29,13 +29,27 @@
 
 #include "capture_copy.h"
 
-#if defined(__SSE2__)
+/*
+ * Sanitizers do not see the intrinsics' stores (ASan does not flag a
+ * streaming store past a block; TSan loses them): under one, memcpy()
+ * copies, so that an overflow of a staging block shows.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define COPY_PLAIN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define COPY_PLAIN 1
+#endif
+#endif
+
+#if defined(__SSE2__) && !defined(COPY_PLAIN)
+#define COPY_STREAMING 1
 #include <emmintrin.h>
 #endif
 
 #define STREAM_MIN ((size_t)256 << 10)
 
-#if defined(__SSE2__)
+#ifdef COPY_STREAMING
 /* Non-temporal copy: the unaligned head and the tail by memcpy(), the rest 64 bytes a step. */
 static void copy_streaming(void *dst, const void *src, size_t n)
 {
@@ -65,7 +79,7 @@ static void copy_streaming(void *dst, const void *src, size_t n)
 
 void ulp__capture_copy(void *dst, const void *src, size_t n)
 {
-#if defined(__SSE2__)
+#ifdef COPY_STREAMING
     if (n >= STREAM_MIN) {
         copy_streaming(dst, src, n);
         return;
