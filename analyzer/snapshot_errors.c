@@ -26,7 +26,8 @@ static herr_t h5_err_visit(unsigned n, const H5E_error2_t *e, void *data)
         info->truncated = 1;
     if (e->min_num == H5E_CANTLOCKFILE)
         info->locked = 1;
-    if (e->maj_num == H5E_RESOURCE || e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE)
+    /* Not every H5E_RESOURCE error is one (CANTLOCK, OBJOPEN, CANTGC are not). */
+    if (e->min_num == H5E_CANTALLOC || e->min_num == H5E_NOSPACE)
         info->nomem = 1;
     return 0;
 }

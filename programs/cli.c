@@ -222,7 +222,7 @@ static ulp_status guarded(const char *path, open_how how, ulp_snapshot **s, ulp_
     escape_into(esc, sizeof esc, path);
     snprintf(guard_crash_msg, sizeof guard_crash_msg,
              "ulpprof: cannot open '%s': the HDF5 library crashed decoding its metadata "
-             "(damaged file)\n",
+             "(damaged file, or HDF5 out of memory)\n",
              esc);
     snprintf(
         guard_hang_msg, sizeof guard_hang_msg,
