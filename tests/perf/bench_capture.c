@@ -14,7 +14,11 @@
  *                 ulp_capture_host() calls divided by a loop of plain
  *                 memcpy() of the same bytes into as many buffers that are
  *                 already mapped and written, on huge pages (a user's own
- *                 copy at its fastest; 1.0 would be free), timed right
+ *                 copy with glibc's memcpy, the best case of its memory;
+ *                 not the fastest copy there is: below glibc's
+ *                 non-temporal threshold, 288 MiB on the 2-vCPU VM, a
+ *                 streaming copy such as the capture's from 256 KiB
+ *                 beats it, so the ratio can fall below 1), timed right
  *                 before each pass of captures (interleaved: one memcpy
  *                 loop a repetition moved by 20% from run to run at 64 MiB,
  *                 where a pass is 2 copies), in wall time and in the
@@ -169,7 +173,8 @@ static int run_once(const char *dir, const uint16_t *src, uint8_t *dst, size_t b
         if (pass == PASSES - 1 && (ulp_capture_close() != ULP_OK || unlink(path) != 0 ||
                                    open_timed(path, res, 1, rep) != 0))
             return -1;
-        /* The baseline, right before the pass: the same machine, the writer idle. */
+        /* The baseline, right before the pass: the same machine, the writer idle
+         * (in a fresh session the prefault thread may still top the ring up). */
         t0 = now_s();
         c0 = cpu_s();
         for (int i = 0; i < n; i++) {
