@@ -13,10 +13,12 @@
  * It has a sealed capture index (snapshot_copy_index.c).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -84,6 +86,14 @@ cleanup:
     return st;
 }
 
+/* Removes `path` if it is still the file this copy created. */
+static void remove_made(const char *path, const struct stat *made)
+{
+    struct stat now;
+    if (stat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
+        unlink(path);
+}
+
 ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err)
 {
     ulp_error_clear(err);
@@ -99,11 +109,28 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     pthread_mutex_unlock(&s->h5->lock);
     if (file < 0)
         return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
+    /* The file is created here, so that it is ours to remove if HDF5 then
+     * fails (it left an empty one behind when out of memory). */
+    struct stat made;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 || fstat(fd, &made) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, strerror(e));
+    }
+    close(fd);
     /* Same layout rules as the writer's: the earliest file format. */
-    hid_t out = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
-    if (out < 0)
-        return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path,
-                          errno != 0 ? strerror(errno) : "HDF5 error");
+    hid_t out = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (out < 0) {
+        ulp__h5_err_info info;
+        ulp__h5_last_error(&info);
+        remove_made(path, &made);
+        return ulp__error(err, info.nomem ? ULP_ENOMEM : ULP_EIO, "cannot create '%s': %s", path,
+                          info.nomem ? "out of memory" : info.desc);
+    }
     ulp_status st = ULP_OK;
     if (ulp__h5_attr_write_str(out, "format", ULP__FORMAT_NAME) < 0 ||
         ulp__h5_attr_write_i32(out, "format_version", s->format_version) < 0 ||
@@ -127,6 +154,6 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     if (indexed && (st != ULP_OK || ulp__copy_index_seal(path, &seal) != 0))
         free(seal.skip); /* unsealed: read through the groups */
     if (st != ULP_OK)
-        unlink(path);
+        remove_made(path, &made);
     return st;
 }

@@ -31,7 +31,10 @@ without saying so.  Each run must end its loop (exit 0) and either close
 cleanly with every capture it accepted in the file (h5py reads them bit
 for bit), or say what failed, on stderr, in lines of its own ("ulpprof:
 ..."), and return the failure from the capture or the close; or, when the
-session could not be opened, exit 2 with such a line.  The answers compared
+session could not be opened, exit 2 with such a line.
+
+And `ulpprof repair`: a whole copy, or exit 2 with one line and no output
+file left behind.  The answers compared
 against are the same program's without failures: what is checked here is
 that a failure changes nothing but the exit; the answers themselves are
 checked against h5py by the other tests.
@@ -115,12 +118,12 @@ def hdf5_allocation(who_file):
     return False
 
 
-def points(n):
-    """Which allocations to fail: all of them, or MAX_RUNS spread evenly
+def points(n, most=MAX_RUNS):
+    """Which allocations to fail: all of them, or `most` spread evenly
     (the first and the last included)."""
-    if n <= MAX_RUNS:
+    if n <= most:
         return list(range(1, n + 1))
-    return sorted({1 + (i * (n - 1)) // (MAX_RUNS - 1) for i in range(MAX_RUNS)})
+    return sorted({1 + (i * (n - 1)) // (most - 1) for i in range(most)})
 
 
 def one_command(tag, args, env_extra, d):
@@ -261,6 +264,44 @@ def gheap_buffer(d):
           "gheap: its buffer lacking: exit %d, %r" % (r.returncode, r.stderr))
 
 
+def repair(d, a):
+    """`ulpprof repair` with each allocation failing in turn: a whole copy
+    (h5py reads the captures bit for bit) with exit 0, or exit 2 with one
+    line and no output file left behind (a rerun would refuse it)."""
+    tag = "repair"
+    out, count_file, who = (os.path.join(d, n) for n in ("copy.h5", "count", "who"))
+    ref = run(["repair", a, out], {}, count_file=count_file)
+    if not check(ref.returncode == 0, "%s without failures: exit %d, %r"
+                 % (tag, ref.returncode, ref.stderr[-300:])):
+        return
+    os.unlink(out)
+    with open(count_file) as fh:
+        n = int(fh.read())
+    whole = refused = hdf5s = 0
+    for k in points(n, 300):
+        for stale in (out, who):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        r = run(["repair", a, out], {}, fail_at=k, who_file=who)
+        what = "%s: allocation %d of %d failing" % (tag, k, n)
+        lines = r.stderr.decode(errors="replace").splitlines()
+        if r.returncode == 0:
+            got = rc.check_loop_file(out, 64, "bf16", 3, what, n_min=6, n_max=6)
+            check(got == 6 and r.stdout == ref.stdout, "%s: exit 0, %d captures" % (what, got))
+            whole += 1
+        elif r.returncode == 2 and len(lines) == 1 and lines[0].startswith("ulpprof: "):
+            check(not os.path.exists(out), "%s: exit 2 (%r) and %s left behind"
+                  % (what, lines[0], out))
+            refused += 1
+        elif hdf5_allocation(who):
+            hdf5s += 1
+        else:
+            check(False, "%s: exit %d, stderr %r" % (what, r.returncode, r.stderr[-400:]))
+    print("%s: %d allocations, %d runs: %d whole copies, %d refused (exit 2, one line, no file), "
+          "%d HDF5's own allocation and HDF5 did not recover"
+          % (tag, n, len(points(n, 300)), whole, refused, hdf5s))
+
+
 def main():
     if sanitized():
         print("ok: skipped: a sanitized build (the shim would replace its allocator)")
@@ -283,6 +324,7 @@ def main():
     one_command("ls --json (h5py)", ["ls", "--json", c], {}, d)
     one_command("diff -f json (h5py)", ["diff", "-f", "json", c, e], {}, d)
     capture_loop(d)
+    repair(d, a)
     gheap_buffer(d)
     return rc.finish("every allocation failing in turn: exit 2 with one line, the same answer, "
                      "or a capture session that says what it lost")
