@@ -11,12 +11,14 @@
  * host's, hundreds of MiB), so a tensor of a few MiB gets the plain copy.
  *
  * From STREAM_MIN bytes on, the copy here uses non-temporal stores: no
- * destination read, no eviction.  On the 2-vCPU EPYC VM of
- * tests/perf/bench_capture.c this took a 1 MiB copy from 38 to 27 us and
- * 8 MiB from 352 to 206 us, and with the writer thread's page-cache
- * writes running beside it (as they do during a burst of captures) 1 MiB
- * from 55 to 33 us.  The writer then reads the staged bytes from memory
- * instead of the cache, which for tensors this large it mostly did anyway.
+ * destination read, no eviction.  On the 2-vCPU EPYC VM where
+ * tests/perf/bench_capture.c runs, a loop of copies alone took 1 MiB from
+ * 38 to 27 us and 8 MiB from 352 to 206 us, and beside a thread writing a
+ * file (as the writer does during a burst of captures) 1 MiB from 55 to
+ * 33 us; bench_capture's calling-thread ratio over memcpy went from
+ * 1.04-1.91 to 0.70-0.99 at 1, 8 and 64 MiB.  The writer then reads the
+ * staged bytes from memory instead of the cache, which for tensors this
+ * large it mostly did anyway (its throughput stayed within its noise).
  * Below STREAM_MIN the ring's warm start (session_staging.c) keeps the
  * blocks in cache for a writer that keeps up, and memcpy() stays.
  *
