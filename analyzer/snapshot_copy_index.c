@@ -153,12 +153,23 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job)
         rc = write_records(out, buf, used);
     if (rc == 0)
         rc = ulp__index_seal_create(out, used, s->ncaps, &job->seal_off, &job->stamp);
-    free(buf);
-    if (rc != 0) {
-        free(job->skip);
-        memset(job, 0, sizeof *job);
+    /* Without a map the copy opens through HDF5, as before. */
+    if (rc == 0 && ulp__copy_map_make(s, out, used, job) != 0) {
+        free(job->map);
+        job->map = NULL;
+        job->map_len = 0;
     }
+    free(buf);
+    if (rc != 0)
+        ulp__copy_seal_drop(job);
     return rc;
+}
+
+void ulp__copy_seal_drop(ulp__copy_seal *job)
+{
+    free(job->skip);
+    free(job->map);
+    memset(job, 0, sizeof *job);
 }
 
 int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
@@ -167,6 +178,9 @@ int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
     if (job->skip != NULL) {
         int fd = open(path, O_RDWR | O_CLOEXEC);
         if (fd >= 0) {
+            /* The open map first: the seal's size and hash cover it. */
+            if (job->map != NULL)
+                (void)ulp__copy_map_append(fd, job);
             rc = ulp__index_seal_write(fd, job->seal_off, ULP__INDEX_NO_JOURNAL, job->skip,
                                        job->nskip);
             /* The last change to the copy: its stamp (common/index.h). */
@@ -176,7 +190,6 @@ int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
                 rc = -1;
         }
     }
-    free(job->skip);
-    memset(job, 0, sizeof *job);
+    ulp__copy_seal_drop(job);
     return rc;
 }

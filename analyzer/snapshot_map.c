@@ -103,8 +103,11 @@ int ulp__snapshot_open_map(ulp_snapshot *s)
     int rc = 0;
     /* What this build reads as the HDF5 way would; the rest goes that way
      * (which also says why a version is not supported). */
+    /* A copy (ulp_snapshot_copy) has no journal: its trusted seal, written
+     * after its close, is what says it was written whole. */
     if (m.flags != 0 || strcmp(m.format, ULP__FORMAT_NAME) != 0 || m.format_version < 1 ||
-        m.format_version > ULP_FORMAT_VERSION || !ulp__journal_closed_at(s, m.journal))
+        m.format_version > ULP_FORMAT_VERSION ||
+        (m.journal != ULP__INDEX_NO_JOURNAL && !ulp__journal_closed_at(s, m.journal)))
         goto done;
     rc = ulp__index_read_at(s, seal_off, m.runs, (size_t)m.nruns);
     if (rc != 1)

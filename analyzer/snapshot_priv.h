@@ -332,9 +332,20 @@ typedef struct ulp__copy_seal {
     uint64_t seal_off, stamp;
     ulp__index_range *skip; /* the captures' data, room for two more */
     size_t nskip;
+    unsigned char *map; /* the copy's open map, appended before the seal; or NULL */
+    size_t map_len;
 } ulp__copy_seal;
 int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job);
 int ulp__copy_index_seal(const char *path, ulp__copy_seal *job);
+/* Frees an unsealed job's buffers. */
+void ulp__copy_seal_drop(ulp__copy_seal *job);
+
+/* snapshot_copy_map.c: the copy's open map into job->map (its records,
+ * `records_bytes`, already written to `out`); 0, or -1 (then no map). */
+int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
+                       ulp__copy_seal *job);
+/* Appends job->map at the end of the file `fd`; 0, or -1. */
+int ulp__copy_map_append(int fd, const ulp__copy_seal *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
 void ulp__open_progress_add(uint64_t n);

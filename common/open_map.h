@@ -14,7 +14,8 @@
  * HDF5's end of allocation (HDF5 and h5py ignore bytes past it):
  *   body:
  *       0  u32 version (1)          4  u32 flags (ULP__MAP_*)
- *       8  u64 file offset of the journal's first block
+ *       8  u64 file offset of the journal's first block (ULP__INDEX_NO_JOURNAL:
+ *          none, a copy)
  *      16  i64 format_version      24  i64 created_unix_ns
  *      32  u32 /run entries        36  u32 /env entries
  *      40  u64 runs of the records (n)
@@ -31,8 +32,10 @@
  * hash and the seal's file size cover it: readers that do not know it see
  * an unchanged, sealed file.  A reader trusts it only where it trusts the
  * seal without hashing (the stamp, index.h) and the journal's closed mark
- * is set; anything else, and any flag it does not know, sends it through
- * HDF5 as before.
+ * is set (a copy has no journal: its trusted seal says it was written
+ * whole); anything else, and any flag it does not know, sends it through
+ * HDF5 as before.  ulp_snapshot_copy writes one too
+ * (analyzer/snapshot_copy_map.c).
  */
 #ifndef ULPPROF_COMMON_OPEN_MAP_H
 #define ULPPROF_COMMON_OPEN_MAP_H

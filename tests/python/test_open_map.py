@@ -18,7 +18,12 @@ capture_loop) are checked against h5py and numpy only:
     without its closed mark: never opened from the map, and read through
     HDF5 with the same output as before;
   - a footer whose length claims the whole file, where no trusted seal is:
-    its body is not read (the open's peak RSS stays small).
+    its body is not read (the open's peak RSS stays small);
+  - copies written by `ulpprof repair` (of the package's, capture_loop's
+    and an h5py file with integer /run values) have a map too: no journal
+    (2^64 - 1), the root, /run and /env as h5py reads them (integers as
+    their decimal text), the records' run, the seal covering the map; and
+    are read from it as through HDF5.
 """
 import json
 import os
@@ -119,6 +124,31 @@ def check_map(path):
     r = subprocess.run(["h5dump", "-H", path], capture_output=True)
     check(r.returncode == 0, "%s: h5dump -H exit %d" % (path, r.returncode))
     return chunked
+
+
+def check_copy_map(path):
+    """The map of a copy `ulpprof repair` wrote, against h5py."""
+    m = parse_map(path)
+    if not check(m is not None, "%s: no open map" % path):
+        return
+    with h5py.File(path, "r") as f:
+        check(m["version"] == 1 and m["flags"] == 0 and m["journal"] == (1 << 64) - 1,
+              "%s: version/flags/journal %r" % (path, (m["version"], m["flags"], m["journal"])))
+        check("journal" not in f, "%s: a copy with a journal" % path)
+        check(m["format"] == text(f.attrs["format"]) and
+              m["format_version"] == int(f.attrs["format_version"]) and
+              m["label"] == text(f.attrs["label"]) and m["writer"] == text(f.attrs["writer"]) and
+              m["created"] == int(f.attrs.get("created_unix_ns", 0)), "%s: root attributes" % path)
+        for g in ("run", "env"):
+            want = {k: text(v) for k, v in f[g].attrs.items()} if g in f else {}
+            check(m[g] == want, "%s: /%s %r, h5py %r" % (path, g, m[g], want))
+        check(m["seal"] == f["index/seal"].id.get_offset(), "%s: seal offset" % path)
+        check(m["records"] == f["index/records"][:].tobytes(), "%s: records' runs" % path)
+        seal = f["index/seal"][:].tobytes()
+        check(int.from_bytes(seal[16:24], "little") == os.path.getsize(path),
+              "%s: the seal's size leaves the map out" % path)
+    rc, out, err = run(["ls", path], "1")
+    check(rc == 0, "%s: not opened from its map: %r" % (path, err))
 
 
 def same_output(tag, args, want_rc):
@@ -260,10 +290,33 @@ def main():
           "before the seal was trusted)" % (rc, rss, base))
     os.unlink(huge)
 
+    # Copies written by `ulpprof repair` open from their map too.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import make_snapshots as ms
+    plain = os.path.join(tmp, "plain.h5")
+    ms.write_plain(plain, label="h5py")
+    with h5py.File(plain, "r+") as f:
+        f.require_group("run").attrs["batch"] = np.int64(8)
+        f["run"].attrs["cache"] = "hit"
+    copies = {}
+    for src in (small, a, b, plain):
+        dst = src[:-3] + "_copy.h5"
+        r = subprocess.run([ULPPROF, "repair", src, dst], capture_output=True, text=True)
+        check(r.returncode == 0, "repair %s: %r" % (src, r.stderr))
+        copies[src] = dst
+        check_copy_map(dst)
+        same_output(dst, ["ls", dst], 0)
+        same_output(dst, ["ls", "--json", dst], 0)
+    for fmt in ("table", "json"):
+        same_output("copies", ["diff", "-f", fmt, copies[a], copies[b]], 1)
+    check(run(["diff", "-f", "json", copies[a], copies[b]], "1")[1] ==
+          want[1].replace(a, copies[a]).replace(b, copies[b]),
+          "the copies' diff is not the originals'")
+
     if not failures:
         shutil.rmtree(tmp)
-        print("open map: 3 writers' files read from the map as through HDF5; 6 kinds of "
-              "file left to HDF5")
+        print("open map: 3 writers' files and 4 repaired copies read from the map as through "
+              "HDF5; 6 kinds of file left to HDF5")
         return 0
     return 1
 
