@@ -39,7 +39,11 @@ static int attr_open(hid_t obj, const char *name, hid_t *a, hid_t *type, hssize_
     return 0;
 }
 
-/* Reads `n` strings of a string attribute into malloc'd copies in out[]. */
+/* The most bytes of fixed-length strings one attribute is read with. */
+#define STRINGS_MAX_BYTES ((size_t)16 << 20)
+
+/* Reads `n` strings of a string attribute into malloc'd copies in out[]:
+ * 0, -1 (cannot be read), or -2 (out of memory). */
 static int read_strings(hid_t a, hid_t ftype, size_t n, char **out)
 {
     int rc = -1;
@@ -67,8 +71,12 @@ static int read_strings(hid_t a, hid_t ftype, size_t n, char **out)
         return rc;
     }
     /* Fixed length: read with the file's own padding so that a string filling
-     * its whole width is not cut by a forced terminator. */
+     * its whole width is not cut by a forced terminator.  A width a damaged
+     * or hostile file declares past any real attribute is unreadable, not a
+     * lack of memory (the calloc would fail). */
     size_t width = H5Tget_size(ftype);
+    if (width == 0 || n > STRINGS_MAX_BYTES / width)
+        return -1;
     char *buf = calloc(n * width + 1, 1);
     hid_t mt = H5Tcopy(ftype);
     if (buf == NULL)
@@ -260,6 +268,12 @@ static char *render_attr(hid_t a)
      * make us allocate for billions of elements before HDF5 reads them. */
     if (n > RENDER_MAX_ELEMENTS) {
         snprintf(num, sizeof num, "(%zu elements, not shown)", n);
+        sb_add(&b, num);
+        goto done;
+    }
+    size_t width = cls == H5T_STRING && H5Tis_variable_str(type) <= 0 ? H5Tget_size(type) : 0;
+    if (width > 0 && n > STRINGS_MAX_BYTES / width) {
+        snprintf(num, sizeof num, "(%zu bytes, not shown)", n * width);
         sb_add(&b, num);
         goto done;
     }

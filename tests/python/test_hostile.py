@@ -19,7 +19,8 @@ The corpus is tests/python/make_snapshots.py's (imported, not copied), plus:
     cyclic links, data in an external raw file, a huge format_version;
   - awkward valid files: all-NaN tensors (checked against numpy through
     `diff --format json`), scalars of every dtype, empty tensors with a huge
-    other axis, an empty /captures, names in several scripts.
+    other axis, an empty /captures, names in several scripts, /run values
+    of fixed-length strings 1 MiB and 17 MiB wide (the second "not shown").
 Run under the ASan+UBSan build (.ci/sanitize), a crash anywhere fails here.
 """
 import json
@@ -276,6 +277,20 @@ def add_awkward(corpus, good):
             w.capture("loop", i, 299 - i, "u8", [2])
     G("many_occurrences.h5", many_occ)
 
+    # /run values of fixed-length strings 1 MiB and 17 MiB wide (dense
+    # attribute storage): the first shown, the second said to be too large
+    # to show (past 16 MiB), not read into memory nor called unreadable.
+    with h5py.File(os.path.join(corpus, "wide_run_strings.h5"), "w", libver="latest") as f:
+        ms.root(f)
+        ms.Writer(f).capture("a", 0, 0, "f32", [2])
+        g = f.create_group("run")
+        for name, size in ((b"fine", 1 << 20), (b"wide", 17 << 20)):
+            t = h5py.h5t.C_S1.copy()
+            t.set_size(size)
+            a = h5py.h5a.create(g.id, name, t, h5py.h5s.create(h5py.h5s.SCALAR))
+            a.write(np.array(b"x" * 10, dtype="S%d" % size))
+    good.append("wide_run_strings.h5")
+
 
 # --- Checks -------------------------------------------------------------------------
 
@@ -411,6 +426,10 @@ def main():
 
     for fname in good:
         check_good(corpus, fname)
+    r = rc.ulpprof(["ls", "--json", "wide_run_strings.h5"], cwd=corpus)
+    run_kv = json.loads(r.stdout)[0]["run"] if r.returncode == 0 else {}
+    check(run_kv == {"fine": "x" * 10, "wide": "(%d bytes, not shown)" % (17 << 20)},
+          "wide_run_strings.h5: /run %r" % {k: v[:40] for k, v in run_kv.items()})
     for fname, word in sorted(bad.items()):
         check_bad(corpus, fname, word)
     check_nan(corpus, nan)
