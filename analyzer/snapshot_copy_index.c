@@ -19,6 +19,7 @@
 
 #include "common/grow.h"
 #include "common/index_seal.h"
+#include "common/open_map.h"
 #include "snapshot_priv.h"
 
 /* Where the copy of capture `c` keeps its bytes: as the groups' reader locates them. */
@@ -180,7 +181,7 @@ int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
         if (fd >= 0) {
             /* The open map first: the seal's size and hash cover it. */
             if (job->map != NULL)
-                (void)ulp__copy_map_append(fd, job);
+                (void)ulp__map_append(fd, job->map, job->map_len);
             rc = ulp__index_seal_write(fd, job->seal_off, ULP__INDEX_NO_JOURNAL, job->skip,
                                        job->nskip);
             /* The last change to the copy: its stamp (common/index.h). */

@@ -9,11 +9,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/h5types.h"
 #include "common/index_runs.h"
-#include "common/journal.h"
 #include "common/open_map.h"
 #include "snapshot_priv.h"
 
@@ -66,12 +64,4 @@ int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
     free(env);
     free(runs);
     return rc;
-}
-
-int ulp__copy_map_append(int fd, const ulp__copy_seal *job)
-{
-    struct stat sb;
-    if (job->map == NULL || fstat(fd, &sb) != 0 || sb.st_size <= 0)
-        return -1;
-    return ulp__journal_pwrite(fd, job->map, job->map_len, (uint64_t)sb.st_size) < 0 ? -1 : 0;
 }

@@ -344,8 +344,6 @@ void ulp__copy_seal_drop(ulp__copy_seal *job);
  * `records_bytes`, already written to `out`); 0, or -1 (then no map). */
 int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
                        ulp__copy_seal *job);
-/* Appends job->map at the end of the file `fd`; 0, or -1. */
-int ulp__copy_map_append(int fd, const ulp__copy_seal *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
 void ulp__open_progress_add(uint64_t n);

@@ -12,6 +12,7 @@
 
 #include "common/grow.h"
 #include "common/index_seal.h"
+#include "common/open_map.h"
 #include "writer_internal.h"
 
 #define SPILL_BYTES ((size_t)256 << 10) /* records buffered before they go to the file */
@@ -198,7 +199,7 @@ int ulp__writer_index_seal(int fd, uint64_t jfirst, ulp__index_seal_job *job)
         ULP__GROW(job->ranges, job->ranges_cap, job->nranges + 2) == 0) {
         /* The open map first: the seal's size and hash cover it. */
         if (job->map != NULL)
-            (void)ulp__writer_map_append(fd, job);
+            (void)ulp__map_append(fd, job->map, job->map_len);
         rc = ulp__index_seal_write(fd, job->seal_off, jfirst, job->ranges, job->nranges);
     }
     free(job->ranges);

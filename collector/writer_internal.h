@@ -180,10 +180,6 @@ void ulp__writer_map_attr(ulp__writer *w, ulp__writer_group group, const char *k
  * (none when anything is missing). */
 void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job);
 
-/* After H5Fclose, before the seal's hash: the map appended to the file at
- * `fd`.  0, or -1 (what was appended, if anything, is no valid map). */
-int ulp__writer_map_append(int fd, const ulp__index_seal_job *job);
-
 /* Frees what the map keeps. */
 void ulp__writer_map_release(ulp__writer *w);
 

@@ -10,7 +10,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/grow.h"
 #include "common/index_runs.h"
@@ -95,14 +94,6 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
     if (ulp__map_encode(&m, job->seal_off, &job->map, &job->map_len) != 0)
         job->map = NULL;
     free(runs);
-}
-
-int ulp__writer_map_append(int fd, const ulp__index_seal_job *job)
-{
-    struct stat sb;
-    if (job->map == NULL || fstat(fd, &sb) != 0 || sb.st_size <= 0)
-        return -1;
-    return ulp__journal_pwrite(fd, job->map, job->map_len, (uint64_t)sb.st_size);
 }
 
 void ulp__writer_map_release(ulp__writer *w)

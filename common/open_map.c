@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "journal.h"
 #include "le.h"
@@ -171,4 +172,12 @@ void ulp__map_release(ulp__open_map *m)
     free((void *)(uintptr_t)m->runs);
     m->run = m->env = NULL;
     m->runs = NULL;
+}
+
+int ulp__map_append(int fd, const unsigned char *map, size_t len)
+{
+    struct stat sb;
+    if (map == NULL || fstat(fd, &sb) != 0 || sb.st_size <= 0)
+        return -1;
+    return ulp__journal_pwrite(fd, map, len, (uint64_t)sb.st_size) < 0 ? -1 : 0;
 }

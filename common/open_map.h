@@ -77,6 +77,13 @@ typedef struct ulp__open_map {
 int ulp__map_encode(const ulp__open_map *m, uint64_t seal_off, unsigned char **out, size_t *len);
 
 /*
+ * Appends the encoded map (`len` bytes) at the end of the file `fd`: after
+ * H5Fclose, before the seal's hash.  0, or -1 (what was appended, if
+ * anything, is no valid map).
+ */
+int ulp__map_append(int fd, const unsigned char *map, size_t len);
+
+/*
  * The footer `f` of a file of `file_size` bytes: where its body starts and
  * how long it is, the seal's offset and the body's CRC.  0, or -1 when it
  * is no footer (then the file has no map).
