@@ -101,19 +101,13 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     if (s == NULL || path == NULL || path[0] == '\0')
         return ulp__error(err, ULP_EINVAL, "ulp_snapshot_copy: no snapshot or no path");
     ulp__h5_silence();
-    if (access(path, F_OK) == 0)
-        return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
-    /* A snapshot opened from its open map has its HDF5 file opened now,
-     * under the lock that ulp_snapshot_read()'s own lazy open holds. */
-    pthread_mutex_lock(&s->h5->lock);
-    hid_t file = ulp__snap_file(s);
-    pthread_mutex_unlock(&s->h5->lock);
-    if (file < 0)
-        return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
-    /* The file is created here, so that it is ours to remove if HDF5 then
-     * fails (it left an empty one behind when out of memory). */
+    /* The file is created here, never over one that exists, so that it is
+     * ours to remove if HDF5 then fails (it left an empty one behind when
+     * out of memory). */
     struct stat made;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST)
+        return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
     if (fd < 0 || fstat(fd, &made) != 0) {
         int e = errno;
         if (fd >= 0) {
@@ -123,6 +117,15 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
         return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, strerror(e));
     }
     close(fd);
+    /* A snapshot opened from its open map has its HDF5 file opened now,
+     * under the lock that ulp_snapshot_read()'s own lazy open holds. */
+    pthread_mutex_lock(&s->h5->lock);
+    hid_t file = ulp__snap_file(s);
+    pthread_mutex_unlock(&s->h5->lock);
+    if (file < 0) {
+        remove_made(path, &made);
+        return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
+    }
     /* Same layout rules as the writer's: the earliest file format. */
     hid_t out = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (out < 0) {
