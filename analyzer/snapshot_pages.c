@@ -1,5 +1,5 @@
 /*
- * The capture table made in pages (issue #16): the open of a snapshot of
+ * The capture table made in pages: the open of a snapshot of
  * 100,000 captures peaked with its whole table -- the index records (377 B
  * a capture) and the decoded ulp_capture_info (293 B) -- and kept the
  * latter to the close.  A table in
@@ -45,7 +45,7 @@
  * 100,000, 81.5 against 79.0 ms and 15.2 against 89.8 MiB (README,
  * "Memory").  Read whole, the diff's peak grows about 1.25 KiB a capture
  * (its arrays end on whole huge pages): 28.7 MiB at 16,000, too near the
- * 32 MiB that issue #16 allows; from 12,288 on, pages.
+ * 32 MiB a diff's peak is held to; from 12,288 on, pages.
  */
 #define LAZY_MIN ((uint64_t)12288)
 /*

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark of `ulpprof diff` (issue #16): every tool timed the same way, in
+# Benchmark of `ulpprof diff`: every tool timed the same way, in
 # one run, on the same warm page cache.
 #
 #   tests/perf/bench_diff.sh [SIZE_MIB...]      (default: 261 1024)
