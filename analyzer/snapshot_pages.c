@@ -42,8 +42,8 @@
  * would cost 0.3-0.4 ms of CPU a file (bench_pages: open + walk 1.3-1.5 ms
  * against 1.0-1.2) to save 4.7 MiB of the diff's 18.9; at 20,000 the diff
  * takes 22.0 ms in pages against 19.9 and 15.0 MiB against 26.2; at
- * 100,000, 81.5 against 79.0 ms and 15.2 against 89.8 MiB (README,
- * "Memory").  Read whole, the diff's peak grows about 1.25 KiB a capture
+ * 100,000, 81.5 against 79.0 ms and 15.2 against 89.8 MiB
+ * (docs/performance.md, "Memory").  Read whole, the diff's peak grows about 1.25 KiB a capture
  * (its arrays end on whole huge pages): 28.7 MiB at 16,000, too near the
  * 32 MiB a diff's peak is held to; from 12,288 on, pages.
  */
