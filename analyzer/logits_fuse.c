@@ -1,5 +1,5 @@
 /*
- * The logits rows' statistics folded into the element pass (issue #16):
+ * The logits rows' statistics folded into the element pass:
  * while a worker thread holds a chunk of a logits pair (mapped or copied,
  * diff_jobs.c), it also takes the rows' top two and largest |z_A - z_B|
  * over the chunk's elements, so that the logits are read from memory once

@@ -1,5 +1,5 @@
 /*
- * The capture table made in pages (issue #16): the open of a snapshot of
+ * The capture table made in pages: the open of a snapshot of
  * 100,000 captures peaked with its whole table -- the index records (377 B
  * a capture) and the decoded ulp_capture_info (293 B) -- and kept the
  * latter to the close.  A table in
@@ -42,10 +42,10 @@
  * would cost 0.3-0.4 ms of CPU a file (bench_pages: open + walk 1.3-1.5 ms
  * against 1.0-1.2) to save 4.7 MiB of the diff's 18.9; at 20,000 the diff
  * takes 22.0 ms in pages against 19.9 and 15.0 MiB against 26.2; at
- * 100,000, 81.5 against 79.0 ms and 15.2 against 89.8 MiB (README,
- * "Memory").  Read whole, the diff's peak grows about 1.25 KiB a capture
+ * 100,000, 81.5 against 79.0 ms and 15.2 against 89.8 MiB
+ * (docs/performance.md, "Memory").  Read whole, the diff's peak grows about 1.25 KiB a capture
  * (its arrays end on whole huge pages): 28.7 MiB at 16,000, too near the
- * 32 MiB that issue #16 allows; from 12,288 on, pages.
+ * 32 MiB a diff's peak is held to; from 12,288 on, pages.
  */
 #define LAZY_MIN ((uint64_t)12288)
 /*

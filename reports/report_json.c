@@ -3,8 +3,8 @@
  * built with jansson, the rows written one by one without a tree
  * (report_json_row.c).
  *
- * The FORMAT.md keys keep their names and meanings; the extra keys are
- * documented in the README/FORMAT.md by the project.  Conventions: a value
+ * The keys FORMAT.md lists keep their names and meanings; a key added here
+ * is added to FORMAT.md too.  Conventions: a value
  * that does not exist is null (layer absent, a row that was not compared,
  * a non-finite double, which JSON cannot spell); counts are integers.
  */

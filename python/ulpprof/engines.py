@@ -13,8 +13,8 @@ request).  Two differences from HF, handled by attach():
     `lm_head`, whose forward is never called.
 Per-layer capture needs eager execution: vLLM `enforce_eager=True`, SGLang
 `--disable-cuda-graph` (CUDA graphs replay without Python, so no hook runs;
-the CUDA collector skips and counts marks during graph capture).  README.md
-("Engines") has the recipes.
+the CUDA collector skips and counts marks during graph capture).
+docs/engines.md has the recipes.
 """
 from .torch import capture
 

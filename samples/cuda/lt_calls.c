@@ -10,8 +10,8 @@
  * algorithm, bf16 in and out, f32 compute, on stream 0x1000 + l; then one
  * cublasGemmEx; then the mark of "model.layers.<l>.out" (f32[2,4], element
  * i = (i - 3) * 0.5 + l, and in --mode hit element 4 of layer 0 is one ULP
- * above).  The shapes and algorithms are the cache miss/hit pair of the
- * README: miss M=127 N=64 K=96, tile 128x128, stages 64x3, split-K 1,
+ * above).  The shapes and algorithms are the cache miss/hit pair of
+ * docs/capture.md: miss M=127 N=64 K=96, tile 128x128, stages 64x3, split-K 1,
  * reduction none; hit M=15, tile 64x64, stages 64x4, split-K 4, inplace.
  * The last layer's matmul passes no algorithm (cuBLASLt's heuristic).
  * With --typed, each layer then also makes the typed calls, before its

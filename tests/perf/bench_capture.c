@@ -1,5 +1,5 @@
 /*
- * Benchmark of the host capture API (issues #2, #16): for each tensor size
+ * Benchmark of the host capture API: for each tensor size
  * (default 512 bytes, 1, 8 and 64 MiB of bf16), enough captures through
  * ulp_capture_host() to make 128 MiB (128, 16 and 2 captures; 4,096 of
  * 512 bytes, 2 MiB, which the writer takes about 0.2 s to store), within

@@ -1,6 +1,6 @@
 /*
  * Cost of the element comparison against the share of elements that differ
- * (issue #16: no cliff at any density).  For bf16 and f32 tensors of 8 Mi
+ * (no cliff at any density).  For bf16 and f32 tensors of 8 Mi
  * elements (N(0,1)-like values), B moves a given fraction of the elements
  * by 1..4 ULP; ulp_diff_buffers() compares them in memory (no file, one
  * thread).  Prints, per density, the CPU nanoseconds per element pair (the

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmark of `ulpprof diff` (issue #16): every tool timed the same way, in
+# Benchmark of `ulpprof diff`: every tool timed the same way, in
 # one run, on the same warm page cache.
 #
 #   tests/perf/bench_diff.sh [SIZE_MIB...]      (default: 261 1024)
@@ -87,7 +87,7 @@ fi
 timed() {
     local case=$1 round=$2 tool=$3 want=$4 rc=0 t0 t1 out=$dir/out.$3
     shift 4
-    [ "$tool" != cat ] || out=/dev/null # cat A B > /dev/null, as the README says
+    [ "$tool" != cat ] || out=/dev/null # cat A B > /dev/null, as docs/performance.md says
     t0=$EPOCHREALTIME
     "$@" >"$out" 2>"$dir/err.$tool" || rc=$?
     t1=$EPOCHREALTIME

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long and large sessions (issue #6, item 5): memory stays flat.
+# Long and large sessions: memory stays flat.
 #
 #   tests/perf/bench_long.sh [BUILD_DIR]        (default build-rel, else build)
 #   BENCH_DIR=dir       where the files go (default $BUILD_DIR/bench-long; the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Many occurrences of one name (issue #12, item 10): is the writer and is
+# Many occurrences of one name: is the writer and is
 # `ulpprof ls` linear in the number of captures of one name?
 #
 #   tests/perf/bench_occurrences.sh [BUILD_DIR] [N...]   (default N: 10000 100000 1000000)

@@ -1,5 +1,5 @@
 /*
- * The report writers alone (issue #16: the JSON report beside the table):
+ * The report writers alone (the JSON report beside the table):
  * the CPU time each format takes to write the report of one diff, whole
  * (ulp_report_write()) and streamed (ulp_report_stream_*(): the rows go
  * through the temporary file in batches of 1,024, as `ulpprof diff` does).

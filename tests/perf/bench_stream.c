@@ -1,5 +1,5 @@
 /*
- * The streamed comparison alone (issue #16: 10,000 small captures): what
+ * The streamed comparison alone (10,000 small captures): what
  * `ulpprof diff` spends between opening the files and printing the report,
  * ulp_diff_stream() with the table's stream (ulp_report_stream_rows, into
  * its temporary file) as the callback, beside the machine's limit for the

@@ -1,4 +1,4 @@
-"""The PyTorch helper against torch.save (issue #16): what ulpprof.torch adds
+"""The PyTorch helper against torch.save: what ulpprof.torch adds
 to a small real model's forward passes, beside hooks that torch.save the
 same tensors.
 

@@ -8,17 +8,17 @@ build=${1:-${ULPPROF_BUILD_DIR:-build}}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Host capture API (issues #2, #16): 128 MiB passes of 512 B, 1, 8 and 64 MiB
+# Host capture API: 128 MiB passes of 512 B, 1, 8 and 64 MiB
 # bf16 tensors through ulp_capture_host, a fresh session and two more passes;
 # prints the open's cost and the call/memcpy and write/fwrite ratios.
 "$build/tests/bench_capture" "$tmp"
 
-# The PyTorch helper against torch.save of the same tensors (issue #16): a
+# The PyTorch helper against torch.save of the same tensors: a
 # random Qwen2's forward passes bare, under ulpprof.torch, with torch.save hooks.
 /usr/bin/python3 "$(dirname "$0")/bench_torch.py" "$build" --dir "$tmp"
 
-# The element comparison against the share of differing elements (issue #16:
-# no cliff at any density); CPU ns per element pair for bf16 and f32.
+# The element comparison against the share of differing elements (no
+# cliff at any density); CPU ns per element pair for bf16 and f32.
 "$build/tests/bench_density"
 
 # ulpprof diff beside cat, a plain walk of the files, and numpy: the realistic

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Adversarial inputs to the `ulpprof` program (issue #12, items 6-9, 11):
+"""Adversarial inputs to the `ulpprof` program:
 
   A. output flags onto inputs: `diff --out`, `diff --plot`, `plot -o` never
      replace a snapshot they read (directly, through a symbolic or a hard

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Crash safety: a capturing program killed with SIGKILL leaves a snapshot that
 `ulpprof ls` and `ulpprof diff` read as it is, with every capture that was
-complete before the kill (issue #6, item 1).
+complete before the kill.
 
   A. capture_loop --flush-each: killed right after it printed "flushed k"
      (ulp_session_flush() returned: capture k is in the file), for several k.

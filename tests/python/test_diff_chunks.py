@@ -1,5 +1,5 @@
 """`ulpprof diff` of tensors larger than its chunks, read in place from the
-files' mappings (issue #16), gives numpy's numbers whatever the threads and
+files' mappings, gives numpy's numbers whatever the threads and
 the chunk size.
 
 The pair holds tensors of 9 MiB (several 2 MiB spans of the mapping, at

@@ -1,4 +1,4 @@
-"""`ulpprof diff` of files of many small captures (issue #16) gives numpy's
+"""`ulpprof diff` of files of many small captures gives numpy's
 numbers whatever the threads, the chunk size and the way of reading.
 
 Small captures are compared in groups that lie within one read-ahead

@@ -1,4 +1,4 @@
-"""`ulpprof diff` streams its rows (issue #16): the comparison hands them to
+"""`ulpprof diff` streams its rows: the comparison hands them to
 the report in batches (ulp_diff_stream, ulp_report_stream_*) and keeps only
 those the summary points at, so that its memory does not grow with the
 captures.  The report must be byte for byte the one written from a whole

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Disk full (issue #6, item 1): when the snapshot cannot grow, the capture
+"""Disk full: when the snapshot cannot grow, the capture
 library prints ONE clear stderr line, refuses later captures with an error
 status, keeps every capture flushed before intact and readable by `ulpprof ls`
 and `ulpprof diff`, and the host program runs on to its end.

@@ -1,21 +1,21 @@
 #!/usr/bin/python3
-"""The host program never hangs, crashes or loses what the library accepted
-(issue #12, items 1, 3, 4, 5 and the writer-side messages of 11).  Each
+"""The host program never hangs, crashes or loses what the library accepted,
+and the writer's own failures say so in one line.  Each
 case runs tests/reliability/host_abuse.c under a timeout (a hang fails the
 case instead of the suite) and checks the file with h5py and `ulpprof`:
 
-  1. ulp_capture_close() while three threads capture without pause, and
+  - ulp_capture_close() while three threads capture without pause, and
      main returning while they capture (exit() closes): both end; every
      capture accepted before close is in the file, none after it;
-  3. captures from a SIGALRM handler while main captures: no deadlock (a
+  - captures from a SIGALRM handler while main captures: no deadlock (a
      re-entered call is refused with a status), every accepted one stored;
-  4. backwards and negative kernel ranges and a 70,000-byte /run key or
+  - backwards and negative kernel ranges and a 70,000-byte /run key or
      value are refused at the call; the captures around them are kept and
      ls, diff and repair read the file;
-  5. a second writer on a live writer's path is refused in one line and
+  - a second writer on a live writer's path is refused in one line and
      leaves the first writer's file intact; meanwhile `ulpprof ls` says the
      file is locked by a running writer;
- 11. a failed create says so in one line, without HDF5 noise.
+  - a failed create says so in one line, without HDF5 noise.
 """
 import json
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Hostile input (issue #6, item 2): every malformed snapshot is refused by
+"""Hostile input: every malformed snapshot is refused by
 BOTH `ulpprof ls` and `ulpprof diff` (the bad file first and second, paired
 with a good one) with exit 2, nothing on stdout, and exactly one stderr line
 that names the file and the problem; valid but awkward files are read.

@@ -1,4 +1,4 @@
-"""The lean pairing (analyzer/diff_lean.c, issue #16: memory flat in the
+"""The lean pairing (analyzer/diff_lean.c: memory flat in the
 capture count) pairs A and B as both stream by in seq order.  Its reports
 must be byte for byte those of the pairing over whole tables
 (ULPPROF_PAIRING=whole), whatever the order of B's captures against A's:

@@ -1,6 +1,6 @@
 /*
- * host_abuse: host programs that use the capture API the way issue #12
- * found it hangs, crashes or loses captures; tests/python/test_host.py runs
+ * host_abuse: host programs that misuse the capture API in the ways that
+ * once hung, crashed or lost captures; tests/python/test_host.py runs
  * each under a timeout and checks the file with h5py and `ulpprof ls`.
  *
  *   host_abuse close-race OUT   3 threads capture without pause; main calls
