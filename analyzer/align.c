@@ -245,8 +245,10 @@ static ulp_status copy_inputs(const ulp_snapshot *a, const size_t *ia, size_t na
 /* The compared keys and the segments that cover them. */
 static ulp_status merge_keys(const ulp_snapshot *a, const entry *ea, size_t na,
                              const ulp_snapshot *b, const entry *eb, size_t nb, uint64_t rowlen,
-                             ulp_diff_row *row, ulp__segs *segs)
+                             const ulp_diff_result *r, ulp_diff_row *row, ulp__segs *segs)
 {
+    int64_t part_req = 0, part_at = -1; /* the parted stream of the request in hand */
+    int part_known = 0;
     size_t i = 0, j = 0, k = 0;
     size_t most = na < nb ? na : nb;
     row->keys = calloc(most ? most : 1, sizeof *row->keys);
@@ -266,6 +268,17 @@ static ulp_status merge_keys(const ulp_snapshot *a, const entry *ea, size_t na,
         }
         if (c > 0) {
             row->positions_only_in_b++;
+            j++;
+            continue;
+        }
+        if (r->n_parts > 0 && (!part_known || part_req != ea[i].request)) {
+            part_req = ea[i].request;
+            part_at = ulp__streams_parted_at(r, part_req);
+            part_known = 1;
+        }
+        if (part_at >= 0 && ea[i].position >= part_at) {
+            row->positions_parted++; /* another token's stream: not compared */
+            i++;
             j++;
             continue;
         }
@@ -306,8 +319,8 @@ static ulp_status merge_keys(const ulp_snapshot *a, const entry *ea, size_t na,
 }
 
 ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, const ulp_snapshot *b,
-                          const size_t *ib, size_t nb, ulp_diff_row *row, ulp__segs *segs,
-                          uint64_t *rowlen, ulp_error *err)
+                          const size_t *ib, size_t nb, const ulp_diff_result *r, ulp_diff_row *row,
+                          ulp__segs *segs, uint64_t *rowlen, ulp_error *err)
 {
     const ulp_capture_info *ref = ulp_snapshot_capture(a, ia[0]);
     const ulp_capture_info *refb = ulp_snapshot_capture(b, ib[0]);
@@ -349,14 +362,20 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
             row->status = ULP_DIFF_SHAPE_MISMATCH;
         }
     }
-    st = merge_keys(a, ea, nea, b, eb, neb, *rowlen, row, segs);
+    st = merge_keys(a, ea, nea, b, eb, neb, *rowlen, r, row, segs);
     free(ea);
     free(eb);
     if (st != ULP_OK)
         return ulp__error(err, st, "out of memory");
     row->shape_a[0] = row->shape_b[0] = (int64_t)row->positions_compared;
     row->elements = row->positions_compared * *rowlen;
-    if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0) {
+    if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0 &&
+        row->positions_parted > 0) {
+        /* Every key in common follows parted streams: nothing to compare,
+         * and not a divergence of its own (the part is reported). */
+        row->hint = strdup("every (request, position) in common follows token streams that "
+                           "parted: not compared");
+    } else if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0) {
         /* Nothing in common is not "identical": a mismatch that says why. */
         char hint[200];
         snprintf(hint, sizeof hint,

@@ -193,6 +193,29 @@ static void fuse_release(ulp__logits_fuse *fuse, size_t nfuse)
     free(fuse);
 }
 
+/*
+ * The (request, position) of each flipped row: an aligned row's compared
+ * key; else, for a whole pair whose capture in A (`ia`) has positions over
+ * every axis but the vocabulary, the row's there; else unknown (-1).
+ */
+static void flip_keys(const ulp_snapshot *a, const ulp_diff_row *row, size_t ia,
+                      ulp_diff_logits *lg)
+{
+    const ulp_capture_info *c = ulp_snapshot_capture(a, ia);
+    int by_capture = !row->aligned && !row->sliced && c != NULL && c->positions != NULL &&
+                     c->row_rank == c->ndim - 1 && c->rows == lg->rows;
+    for (size_t k = 0; k < lg->n_flips; k++) {
+        ulp_diff_flip *f = &lg->flips[k];
+        if (row->aligned && f->row < row->n_keys) {
+            f->request = row->keys[f->row].request;
+            f->position = row->keys[f->row].position;
+        } else if (by_capture) {
+            f->request = c->requests != NULL ? c->requests[f->row] : 0;
+            f->position = c->positions[f->row];
+        }
+    }
+}
+
 /* The logits analysis of every compared pair whose role is logits (those of
  * fuse[0..nfuse) from what the element pass gathered), appended to
  * r->logits; the pairs' rows are rows [base, ...) of the result. */
@@ -238,6 +261,8 @@ static ulp_status logits(const ulp_snapshot *a, const ulp_snapshot *b, const ulp
         if (st == ULP_OK)
             st = ulp__logits_run_view(a, b, segs.v, segs.n, row->ndim_a, row->shape_a, opts, fu, lg,
                                       err);
+        if (st == ULP_OK)
+            flip_keys(a, row, segs.v[0].ia, lg);
     }
     free(segs.v);
     return st;
@@ -529,7 +554,12 @@ static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_di
     p.batch = batch_rows(a, b, fn);
     p.pend = (pending){r, &v, &keep, fn, ctx, NULL, 0, 0, 0};
     ulp__diff_keep_init(&keep);
-    ulp_status st = ulp__pairing_new(a, b, opts, r, &p.pc, err);
+    ulp_status st = ulp__streams_find(a, b, r, err);
+    if (st != ULP_OK)
+        return st;
+    if (r->n_parts > 0)
+        r->identical = 0; /* the runs fed different tokens */
+    st = ulp__pairing_new(a, b, opts, r, &p.pc, err);
     if (st != ULP_OK)
         return st;
     /* A stream of several batches has its three buffers in one block, in
@@ -645,6 +675,7 @@ void ulp_diff_result_free(ulp_diff_result *r)
     ulp__ladder_free(&r->ladder);
     free(r->rows);
     free(r->kept_index);
+    free(r->parts);
     free(r->path_a);
     free(r->path_b);
     free(r->label_a);

@@ -235,7 +235,8 @@ static ulp_status pair_aligned(pair_ctx *pc, const ulp_capture_info *ca, const s
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     uint64_t rowlen = 0;
     pc->segs.n = 0;
-    ulp_status st = ulp__align_row(pc->a, ia, na, pc->b, ib, nb, row, &pc->segs, &rowlen, err);
+    ulp_status st =
+        ulp__align_row(pc->a, ia, na, pc->b, ib, nb, pc->r, row, &pc->segs, &rowlen, err);
     if (st != ULP_OK || row->status != ULP_DIFF_IDENTICAL)
         return st;
     for (size_t q = 0; q < pc->segs.n; q++)

@@ -187,13 +187,22 @@ int ulp__names_positions(const ulp__names *n, const size_t *idx, size_t count);
  * positions) on their (request, position) keys: fills the row's aligned
  * fields, keys, inputs, compared shape, status (identical until compared,
  * or a dtype / row-shape mismatch) and appends the segments to `segs`
- * (none for a mismatch: the caller passes an empty `segs`).  *rowlen:
- * elements per key.  ULP_EBADATTR when a side has one key in two
- * occurrences.
+ * (none for a mismatch: the caller passes an empty `segs`), leaving out
+ * the keys of r's parted streams.  *rowlen: elements per key.  ULP_EBADATTR when a side has one key
+ * in two occurrences.
  */
 ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, const ulp_snapshot *b,
-                          const size_t *ib, size_t nb, ulp_diff_row *row, ulp__segs *segs,
-                          uint64_t *rowlen, ulp_error *err);
+                          const size_t *ib, size_t nb, const ulp_diff_result *r, ulp_diff_row *row,
+                          ulp__segs *segs, uint64_t *rowlen, ulp_error *err);
+
+/*
+ * streams.c: the parted token streams of A and B (r->parts), found before
+ * the pairing; the keys they exclude leave the aligned rows.
+ */
+ulp_status ulp__streams_find(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_result *r,
+                             ulp_error *err);
+/* The first position of `request` that follows a parted stream, or -1. */
+int64_t ulp__streams_parted_at(const ulp_diff_result *r, int64_t request);
 
 /* rows_slice.c: `--rows` and the shape hint. */
 typedef struct ulp__rows_spec {

@@ -166,6 +166,9 @@ void ulp__logits_free(ulp_diff_logits *lg)
 static void explain(const ulp_diff_logits *lg, const double *z4, uint64_t row, ulp_diff_flip *f)
 {
     f->row = row;
+    f->request = f->position = -1; /* the caller knows the keys */
+    f->tied_a = lg->margin_a[row] == 0;
+    f->tied_b = lg->margin_b[row] == 0;
     f->argmax_a = lg->argmax_a[row];
     f->argmax_b = lg->argmax_b[row];
     f->margin_a = lg->margin_a[row];
@@ -256,16 +259,18 @@ static int scratch_init(lg_scratch *s, const lg_job *j)
     return 0;
 }
 
-/* A row tied in one run (margin 0: its argmax is the lowest index of the
- * tied tokens) that picks another token is a tie, not a flip. */
-static int is_tie(const ulp__logits_row *rs)
-{
-    return rs->argmax_a != rs->argmax_b && (rs->margin_a == 0 || rs->margin_b == 0);
-}
-
+/* The emitted token (argmax, lowest index on ties) differs: a flip, also
+ * where a run's top two tie -- greedy decode emits the lower index and the
+ * text changes there. */
 static int is_flip(const ulp__logits_row *rs)
 {
-    return rs->argmax_a != rs->argmax_b && !is_tie(rs);
+    return rs->argmax_a != rs->argmax_b;
+}
+
+/* A flip where one run's top two are equal (margin 0). */
+static int is_tie(const ulp__logits_row *rs)
+{
+    return is_flip(rs) && (rs->margin_a == 0 || rs->margin_b == 0);
 }
 
 /* A row's flags and, for a flipped row, why it flipped (z4 as explain() takes it). */

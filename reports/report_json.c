@@ -89,6 +89,34 @@ static json_t *jdoubles(const double *v, uint64_t n)
     return a;
 }
 
+/* Parted token streams: where, the tokens fed, the logits at the step before. */
+static json_t *jparts(const ulp_diff_result *r)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; k < r->n_parts; k++) {
+        const ulp_diff_part *p = &r->parts[k];
+        json_t *x = json_object();
+        json_object_set_new(x, "request", json_integer(p->request));
+        json_object_set_new(x, "position", json_integer(p->position));
+        json_object_set_new(x, "token_a", json_integer(p->token_a));
+        json_object_set_new(x, "token_b", json_integer(p->token_b));
+        json_object_set_new(x, "from", ulp_json_str(p->from_ids ? "ids" : "argmax"));
+        json_object_set_new(x, "source", ulp_json_str(p->source));
+        json_object_set_new(x, "logits", p->has_logits ? ulp_json_str(p->logits) : json_null());
+        json_object_set_new(x, "logits_position",
+                            p->has_logits ? json_integer(p->position - 1) : json_null());
+        json_object_set_new(x, "step",
+                            p->has_logits && p->step >= 0 ? json_integer(p->step) : json_null());
+        json_object_set_new(x, "argmax_a", p->has_logits ? json_integer(p->argmax_a) : json_null());
+        json_object_set_new(x, "argmax_b", p->has_logits ? json_integer(p->argmax_b) : json_null());
+        json_object_set_new(x, "margin_a", p->has_logits ? jnum(p->margin_a) : json_null());
+        json_object_set_new(x, "margin_b", p->has_logits ? jnum(p->margin_b) : json_null());
+        json_object_set_new(x, "positions_parted", ju64(p->positions_parted));
+        json_array_append_new(a, x);
+    }
+    return a;
+}
+
 static json_t *jlogits(const ulp_diff_logits *lg)
 {
     json_t *o = json_object();
@@ -110,10 +138,19 @@ static json_t *jlogits(const ulp_diff_logits *lg)
         json_object_set_new(x, "gap_perturbation", jnum(f->gap_perturbation));
         json_object_set_new(x, "magnitude", jnum(f->magnitude));
         json_object_set_new(x, "gap_perturbation_ulps", jnum(f->gap_perturbation_ulps));
+        json_object_set_new(x, "request",
+                            f->position >= 0 ? json_integer(f->request) : json_null());
+        json_object_set_new(x, "position",
+                            f->position >= 0 ? json_integer(f->position) : json_null());
+        json_object_set_new(x, "tied",
+                            f->tied_a && f->tied_b ? ulp_json_str("both")
+                            : f->tied_a            ? ulp_json_str("a")
+                            : f->tied_b            ? ulp_json_str("b")
+                                                   : json_null());
         json_array_append_new(fl, x);
     }
     json_object_set_new(o, "flipped", fl);
-    /* Rows whose argmax differs only because one run's top two tie (margin 0). */
+    /* The flipped rows where one run's top two tie (margin 0); also in `flipped`. */
     json_object_set_new(o, "argmax_ties", ju64(lg->argmax_ties));
     json_t *ties = json_array();
     for (uint64_t r = 0; lg->tied != NULL && r < lg->rows; r++) {
@@ -125,6 +162,11 @@ static json_t *jlogits(const ulp_diff_logits *lg)
         json_object_set_new(x, "argmax_b", json_integer(lg->argmax_b[r]));
         json_object_set_new(x, "margin_a", jnum(lg->margin_a[r]));
         json_object_set_new(x, "margin_b", jnum(lg->margin_b[r]));
+        for (size_t k = 0; k < lg->n_flips; k++) /* in row order: few ties */
+            if (lg->flips[k].row == r && lg->flips[k].position >= 0) {
+                json_object_set_new(x, "request", json_integer(lg->flips[k].request));
+                json_object_set_new(x, "position", json_integer(lg->flips[k].position));
+            }
         json_array_append_new(ties, x);
     }
     json_object_set_new(o, "tied", ties);
@@ -231,6 +273,7 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
                         r->ladder.level_name ? ulp_json_str(r->ladder.level_name) : json_null());
     json_object_set_new(lad, "keys", kv);
     json_object_set_new(doc, "ladder", lad);
+    json_object_set_new(doc, "streams_part", jparts(r));
 
     /* Extra top-level keys. */
     size_t ndiff = not_identical;

@@ -181,6 +181,8 @@ static void set_aligned_keys(ulp__jw *w, const ulp_diff_row *row)
     ulp__jw_u64(w, row->positions_only_in_b);
     ulp__jw_key(w, "positions_differing");
     ulp__jw_u64(w, row->positions_differing);
+    ulp__jw_key(w, "positions_parted");
+    ulp__jw_u64(w, row->positions_parted);
     jkey(w, "first_differing", row->first_position >= 0, row->first_request, row->first_position);
     jkey(w, "worst_key", row->worst_position >= 0, row->worst_request, row->worst_position);
     ulp__jw_key(w, "inputs");

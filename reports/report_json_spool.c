@@ -159,6 +159,7 @@ static void put_aligned(enc *e, const ulp_diff_row *row)
     put_u(e, row->positions_only_in_a);
     put_u(e, row->positions_only_in_b);
     put_u(e, row->positions_differing);
+    put_u(e, row->positions_parted);
     put_i(e, row->first_request);
     put_i(e, row->first_position);
     put_i(e, row->worst_request);
@@ -462,6 +463,7 @@ static void get_aligned(dec *d, scratch *s, ulp_diff_row *row)
     row->positions_only_in_a = get_u(d);
     row->positions_only_in_b = get_u(d);
     row->positions_differing = get_u(d);
+    row->positions_parted = get_u(d);
     row->first_request = get_i(d);
     row->first_position = get_i(d);
     row->worst_request = get_i(d);

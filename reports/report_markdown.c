@@ -206,13 +206,22 @@ ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f)
         fprintf(f, "\n**Flipped rows of `");
         md_text(f, lg->name);
         fprintf(f,
-                "` (%s)**\n\n| row | argmax A | argmax B | margin A | margin B | gap A | "
-                "gap B | perturbation | ULPs |\n|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+                "` (%s)**\n\n| row | request | position | argmax A | argmax B | tied | "
+                "margin A | margin B | gap A | gap B | perturbation | ULPs "
+                "|\n|--:|--:|--:|--:|--:|:-:|--:|--:|--:|--:|--:|--:|\n",
                 ulp_dtype_name(lg->dtype));
         for (size_t k = 0; k < lg->n_flips; k++) {
             const ulp_diff_flip *fl = &lg->flips[k];
-            fprintf(f, "| %" PRIu64 " | %" PRId64 " | %" PRId64 " | ", fl->row, fl->argmax_a,
-                    fl->argmax_b);
+            fprintf(f, "| %" PRIu64 " | ", fl->row);
+            if (fl->position >= 0)
+                fprintf(f, "%" PRId64 " | %" PRId64 " | ", fl->request, fl->position);
+            else
+                fputs("- | - | ", f);
+            fprintf(f, "%" PRId64 " | %" PRId64 " | %s | ", fl->argmax_a, fl->argmax_b,
+                    fl->tied_a && fl->tied_b ? "A, B"
+                    : fl->tied_a             ? "A"
+                    : fl->tied_b             ? "B"
+                                             : "");
             const double v[] = {fl->margin_a, fl->margin_b,         fl->gap_a,
                                 fl->gap_b,    fl->gap_perturbation, fl->gap_perturbation_ulps};
             for (size_t q = 0; q < sizeof v / sizeof v[0]; q++) {

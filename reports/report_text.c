@@ -162,9 +162,9 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
                     lg->rows_at_risk);
         if (lg->argmax_ties)
             fprintf(f,
-                    ", %" PRIu64 " tie%s (the top two tokens are equal in one run, which picks "
-                    "the lower index: not a flip)",
-                    lg->argmax_ties, lg->argmax_ties > 1 ? "s" : "");
+                    "; %" PRIu64 " of the flips %s a tie (one run's top two tokens are equal "
+                    "and it emits the lower index)",
+                    lg->argmax_ties, lg->argmax_ties > 1 ? "are" : "is");
         fputc('\n', f);
         for (size_t k = 0; k < lg->n_flips && k < max_flips; k++) {
             const ulp_diff_flip *fl = &lg->flips[k];
@@ -174,10 +174,19 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
             ulp__fmt_num(b4, sizeof b4, fl->gap_perturbation_ulps);
             ulp__fmt_num(b5, sizeof b5, fl->magnitude);
             ulp__fmt_num(b6, sizeof b6, fl->margin_a);
+            char key[80] = "", tie[80] = "";
+            if (fl->position >= 0)
+                snprintf(key, sizeof key, " (request %" PRId64 ", position %" PRId64 ")",
+                         fl->request, fl->position);
+            if (fl->tied_a || fl->tied_b)
+                snprintf(tie, sizeof tie, " (%s tied: its top two are equal)",
+                         fl->tied_a && fl->tied_b ? "A and B"
+                         : fl->tied_a             ? "A"
+                                                  : "B");
             fprintf(f,
-                    "%srow %" PRIu64 ": token %" PRId64 " -> %" PRId64 "; margin %s in A; gap "
+                    "%srow %" PRIu64 "%s: token %" PRId64 " -> %" PRId64 "%s; margin %s in A; gap "
                     "%s in A, %s in B; perturbation %s = %s ULP of %s at %s\n",
-                    sub, fl->row, fl->argmax_a, fl->argmax_b, b6, b1, b2, b3, b4,
+                    sub, fl->row, key, fl->argmax_a, fl->argmax_b, tie, b6, b1, b2, b3, b4,
                     ulp_dtype_name(lg->dtype), b5);
         }
         if (lg->n_flips > max_flips)
@@ -313,6 +322,37 @@ static void summary_notes(const ulp__tally *t, FILE *f, const char *bullet, cons
     }
 }
 
+/* Where the token streams part: the position, the tokens fed, the logits before. */
+static void summary_parts(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
+{
+    for (size_t k = 0; k < r->n_parts; k++) {
+        const ulp_diff_part *p = &r->parts[k];
+        char ma[40], mb[40], step[40] = "";
+        fprintf(f,
+                "%stoken streams part at request %" PRId64 ", position %" PRId64
+                ": A fed token %" PRId64 ", B fed token %" PRId64,
+                bullet, p->request, p->position, p->token_a, p->token_b);
+        if (p->from_ids)
+            fprintf(f, " (recorded in %s%s%s)", code, p->source, code);
+        else
+            fprintf(f, " (the argmax before it; %s%s%s differs there)", code, p->source, code);
+        if (p->has_logits) {
+            ulp__fmt_num(ma, sizeof ma, p->margin_a);
+            ulp__fmt_num(mb, sizeof mb, p->margin_b);
+            if (p->step >= 0)
+                snprintf(step, sizeof step, ", step %" PRId64, p->step);
+            fprintf(f,
+                    "; at position %" PRId64 "%s %s%s%s emitted %" PRId64
+                    " in A (margin %s), %" PRId64 " in B (margin %s)",
+                    p->position - 1, step, code, p->logits, code, p->argmax_a, ma, p->argmax_b, mb);
+        }
+        fprintf(f,
+                "; position %" PRId64 " and the %" PRIu64
+                " after it follow another token's stream: not compared\n",
+                p->position, p->positions_parted > 0 ? p->positions_parted - 1 : 0);
+    }
+}
+
 void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f, const char *bullet,
                          const char *code)
 {
@@ -340,6 +380,7 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
             fprintf(f, ", %zu only in B", r->n_only_b);
         fputc('\n', f);
     }
+    summary_parts(r, f, bullet, code);
     if (r->has_first_divergence) {
         const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
         char text[2048];

@@ -171,6 +171,8 @@ typedef struct ulp_diff_row {
     int aligned;
     uint64_t positions_compared, positions_only_in_a, positions_only_in_b;
     uint64_t positions_differing;
+    uint64_t positions_parted;             /* keys both sides have, not compared: they follow
+                                              token streams that parted (ulp_diff_part)   */
     int64_t first_request, first_position; /* first differing key; -1 when none      */
     int64_t worst_request, worst_position; /* key of the worst element; -1 when none */
     size_t n_keys;
@@ -195,7 +197,11 @@ typedef struct ulp_diff_row {
     ulp_gemm_info *gemms_a, *gemms_b; /* owned by the result                        */
 } ulp_diff_row;
 
-/* A flipped logits row and why it flipped. */
+/*
+ * A flipped logits row -- the token emitted (argmax, lowest index on ties)
+ * differs -- and why it flipped.  A row where one run's top two are tied
+ * is a flip like any other (tied_a / tied_b say which run was tied).
+ */
 typedef struct ulp_diff_flip {
     uint64_t row;
     int64_t argmax_a, argmax_b;
@@ -205,6 +211,12 @@ typedef struct ulp_diff_flip {
     double gap_perturbation;      /* gap_b - gap_a                                     */
     double magnitude;             /* max |z| of the two candidates in A and B          */
     double gap_perturbation_ulps; /* |gap_perturbation| / ulp_at(dtype, magnitude)    */
+    int tied_a, tied_b;           /* that run's top two are equal (margin 0): it emits
+                                     the lower index of the tied tokens              */
+    int64_t request, position;    /* the row's key (aligned logits: the compared key;
+                                     else the row's positions when one capture with
+                                     positions on both sides holds the row); -1 when
+                                     unknown                                           */
 } ulp_diff_flip;
 
 typedef struct ulp_diff_sampling {
@@ -228,18 +240,19 @@ typedef struct ulp_diff_logits {
                                      non-NaN value                                     */
     double *margin_a, *margin_b;  /* inf when vocab == 1; NaN when undefined           */
     double *max_perturbation;     /* max |z_A - z_B| over finite pairs of the row      */
-    uint8_t *flipped;             /* argmax_a != argmax_b, and not a tie               */
-    uint8_t *tied;                /* argmax_a != argmax_b where one run's margin is 0:
-                                     its argmax is the lowest of tied tokens        */
+    uint8_t *flipped;             /* argmax_a != argmax_b: the emitted token differs,
+                                     ties included                                     */
+    uint8_t *tied;                /* flipped where one run's margin is 0: its argmax
+                                     is the lowest of its tied tokens               */
     uint8_t *at_risk;             /* not flipped, min(margin_a, margin_b) <
                                      max_perturbation                                  */
-    uint64_t argmax_flips;        /* flipped rows; ties are counted apart             */
+    uint64_t argmax_flips;        /* flipped rows, the tied ones included             */
     uint64_t rows_at_risk;
     size_t n_flips;
     ulp_diff_flip *flips; /* [n_flips], in row order                           */
     int n_sampling;
     ulp_diff_sampling sampling[ULP_DIFF_MAX_TEMPERATURES];
-    uint64_t argmax_ties; /* rows whose argmax differs only through a tie     */
+    uint64_t argmax_ties; /* flipped rows where a run was tied (of argmax_flips) */
 } ulp_diff_logits;
 
 /* Rungs of the determinism ladder (FORMAT.md /run keys). */
@@ -276,6 +289,29 @@ typedef struct ulp_diff_amplification {
     double abs_factor;            /* abs_last / abs_first (inf when abs_first is 0)    */
 } ulp_diff_amplification;
 
+/*
+ * Where the two runs' token streams part (FORMAT.md "Parted token
+ * streams"): at `position` of `request` the runs fed different tokens, so
+ * that key and every later one of the request follow another token's
+ * stream and are not compared (each aligned row counts them in
+ * positions_parted).
+ */
+typedef struct ulp_diff_part {
+    int64_t request, position; /* the first position fed another token          */
+    int64_t token_a, token_b;  /* the tokens fed there                           */
+    int from_ids;              /* 1: from recorded token ids (`source`); 0: the
+                                  argmax of `logits` at position - 1, where the
+                                  stream's entry (`source`) differs             */
+    const char *source;        /* owned by the result                            */
+    int has_logits;            /* the logits at (request, position - 1) were compared */
+    const char *logits;        /* their name (owned by the result); NULL when none */
+    int64_t argmax_a, argmax_b;
+    double margin_a, margin_b; /* top-1 minus top-2 there                        */
+    int64_t step;              /* A's capture's `step` there; -1 when absent       */
+    uint64_t positions_parted; /* positions of the request from `position` on that
+                                  `source` holds on both sides                  */
+} ulp_diff_part;
+
 typedef struct ulp_diff_result {
     char *path_a, *path_b; /* owned by the result                               */
     char *label_a, *label_b;
@@ -305,6 +341,9 @@ typedef struct ulp_diff_result {
     int streamed;
     size_t n_kept;
     size_t *kept_index;
+    /* Parted token streams, by request; a result with any is not identical. */
+    size_t n_parts;
+    ulp_diff_part *parts;
 } ulp_diff_result;
 
 /*

@@ -8,8 +8,8 @@ import os
 import numpy as np
 
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
-DTYPES = {"f64": 0, "f32": 1, "f16": 2, "bf16": 3, "u8": 10}
-ROLES = {"activation": 0, "logits": 1}
+DTYPES = {"f64": 0, "f32": 1, "f16": 2, "bf16": 3, "i64": 6, "u8": 10}
+ROLES = {"activation": 0, "logits": 1, "input": 3}
 
 
 class Options(ctypes.Structure):
@@ -67,7 +67,7 @@ class Writer:
             lib().ulp_session_set_run(self.s, k.encode(), str(v).encode())
 
     def capture(self, name, bits, dtype, positions=None, requests=None, inputs=None, layer=-1,
-                role="activation"):
+                role="activation", step=None):
         """bits: raw array (uint16 for bf16, float32 for f32); returns the status."""
         bits = np.ascontiguousarray(bits)
         d = Desc()
@@ -77,6 +77,8 @@ class Writer:
         keep.append(shape)
         d.name, d.data, d.dtype, d.ndim = name.encode(), bits.ctypes.data, DTYPES[dtype], bits.ndim
         d.layer, d.role = layer, ROLES[role]
+        if step is not None:
+            d.step = step
         if positions is not None:
             p, d.positions = _i64(positions)
             d.row_rank = p.ndim

@@ -275,14 +275,19 @@ class AlignTest(unittest.TestCase):
         sa, sb = np.sort(za, 1), np.sort(zb, 1)
         ma, mb = sa[:, -1] - sa[:, -2], sb[:, -1] - sb[:, -2]
         am_a, am_b = za.argmax(1), zb.argmax(1)
+        # A tie that emits another token is a flip (the text changes there).
         tie = [i for i in range(len(za)) if am_a[i] != am_b[i] and (ma[i] == 0 or mb[i] == 0)]
-        flip = [i for i in range(len(za)) if am_a[i] != am_b[i] and i not in tie]
+        flip = [i for i in range(len(za)) if am_a[i] != am_b[i]]
         keys = al["keys"]
-        self.assertEqual({keys[i][1] for i in flip}, want_flip)
+        self.assertEqual({keys[i][1] for i in flip}, want_flip | want_tie)
         self.assertEqual({keys[i][1] for i in tie}, want_tie)
         lg = doc["logits"][0]
         self.assertEqual(lg["argmax_flips"], len(flip))
         self.assertEqual([f["row"] for f in lg["flipped"]], flip)
+        self.assertEqual([(f["request"], f["position"]) for f in lg["flipped"]],
+                         [tuple(keys[i]) for i in flip])
+        self.assertEqual([f["tied"] for f in lg["flipped"]],
+                         ["a" if ma[i] == 0 else "b" if mb[i] == 0 else None for i in flip])
         self.assertEqual(lg["argmax_ties"], len(tie))
         self.assertEqual([t["row"] for t in lg["tied"]], tie)
 

@@ -171,6 +171,7 @@ static void ref_set_aligned(json_t *o, const ulp_diff_row *row)
     json_object_set_new(o, "positions_only_in_a", ref_ju64(row->positions_only_in_a));
     json_object_set_new(o, "positions_only_in_b", ref_ju64(row->positions_only_in_b));
     json_object_set_new(o, "positions_differing", ref_ju64(row->positions_differing));
+    json_object_set_new(o, "positions_parted", ref_ju64(row->positions_parted));
     json_object_set_new(
         o, "first_differing",
         ref_jkey(row->first_position >= 0, row->first_request, row->first_position));
@@ -542,6 +543,7 @@ static void any_keys(ulp_diff_row *r, row_mem *mem, size_t *t)
     r->positions_only_in_a = any_u64();
     r->positions_only_in_b = any_u64();
     r->positions_differing = any_u64();
+    r->positions_parted = any_u64();
     r->first_request = any_i64();
     r->first_position = pick(3) ? any_i64() : -1;
     r->worst_request = any_i64();
