@@ -34,6 +34,16 @@ void ulp_capture_desc_init(ulp_capture_desc *d)
     d->step = ULP_STEP_NONE;
 }
 
+size_t ulp_capture_desc_size(void)
+{
+    return sizeof(ulp_capture_desc);
+}
+
+size_t ulp_session_options_size(void)
+{
+    return sizeof(ulp_session_options);
+}
+
 ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype,
                                         int ndim, const int64_t *shape, int32_t layer,
                                         ulp_role role)

@@ -140,6 +140,16 @@ typedef struct ulp_capture_desc {
 ULP_API void ulp_capture_desc_init(ulp_capture_desc *d);
 
 /*
+ * sizeof(ulp_capture_desc) and sizeof(ulp_session_options) in this library.
+ * A binding that mirrors the structs by hand (Python's ctypes) allocates
+ * this many bytes for the _init() functions to fill, and refuses a library
+ * whose struct is smaller than the fields it sets.  Fields are only ever
+ * appended, so a larger size is a newer library that the binding can use.
+ */
+ULP_API size_t ulp_capture_desc_size(void);
+ULP_API size_t ulp_session_options_size(void);
+
+/*
  * Copies the tensor into the queue and returns; the writer thread stores it
  * as /captures/<name>/<occurrence> with the next `seq`.  Captures from one
  * thread keep their order.  ULP_EINVAL for a bad descriptor, ULP_ECLOSED

@@ -49,10 +49,18 @@ class _Desc(ctypes.Structure):
                 ("positions", ctypes.c_void_p),  # const int64_t *
                 ("requests", ctypes.c_void_p),  # const int64_t *
                 ("row_rank", ctypes.c_int32), ("n_inputs", ctypes.c_int32),
-                ("inputs", ctypes.POINTER(ctypes.c_char_p))]
+                ("inputs", ctypes.POINTER(ctypes.c_char_p)),
+                # Written by the CUDA collector; mirrored so that the size
+                # check below covers the whole struct.
+                ("has_gemms", ctypes.c_int), ("gemms", ctypes.c_int64 * 2),
+                ("has_graph_replay", ctypes.c_int), ("graph_replay", ctypes.c_int64 * 2)]
 
 
-_DESC_BYTES = 1024  # > sizeof(ulp_capture_desc) of any library version we load
+# sizeof(ulp_capture_desc) / sizeof(ulp_session_options) of the loaded
+# library (ulp_capture_desc_size(), ulp_session_options_size()), set by
+# library(): the buffers the _init() functions fill are that large.
+_DESC_BYTES = 0
+_OPTIONS_BYTES = 0
 _MAX_RANK = 8  # ULP_MAX_RANK
 _CACHE_MAX = 4096  # names and input lists kept encoded, per session
 _lock = threading.RLock()
@@ -133,11 +141,28 @@ def _declare(lib):
     lib.ulp_status_str.restype = c.c_char_p
     lib.ulp_capture_session.argtypes = []
     lib.ulp_capture_session.restype = c.c_void_p
+    for fn in (lib.ulp_capture_desc_size, lib.ulp_session_options_size):
+        fn.argtypes = []
+        fn.restype = c.c_size_t
+
+
+def _check_sizes(lib, path):
+    """The library's struct sizes, checked against the fields mirrored here.
+    Fields are only appended to these structs, so a larger library struct is
+    a newer library (its extra fields keep what _init() wrote); a smaller one
+    is an older library than this package, refused."""
+    desc, opts = int(lib.ulp_capture_desc_size()), int(lib.ulp_session_options_size())
+    for what, have, mine in (("ulp_capture_desc", desc, ctypes.sizeof(_Desc)),
+                             ("ulp_session_options", opts, ctypes.sizeof(_Options))):
+        if have < mine:
+            raise OSError("%s is %d bytes in %s, %d in this package: the library is "
+                          "older than the package" % (what, have, path, mine))
+    return desc, opts
 
 
 def library():
     """The process's one host capture library (loaded once); CaptureError if none."""
-    global _lib, _lib_path
+    global _lib, _lib_path, _DESC_BYTES, _OPTIONS_BYTES
     with _lock:
         if _lib is not None:
             return _lib
@@ -147,9 +172,11 @@ def library():
             try:
                 lib = ctypes.CDLL(path)
                 _declare(lib)
+                sizes = _check_sizes(lib, path)
             except (OSError, AttributeError) as e:
                 errors.append("%s: %s" % (path, e))
                 continue
+            _DESC_BYTES, _OPTIONS_BYTES = sizes
             _lib, _lib_path = lib, os.path.realpath(path)
             return _lib
         if not tried:
@@ -182,7 +209,7 @@ class Session:
         if not target:
             raise CaptureError("no snapshot path: pass one, or run under "
                                "`ulpprof record -o FILE` (ULPPROF_OUTPUT is not set)")
-        buf = ctypes.create_string_buffer(256)  # room for fields a newer library adds
+        buf = ctypes.create_string_buffer(_OPTIONS_BYTES)  # the library's own size
         lib.ulp_session_options_init(buf)
         opts = _Options.from_buffer(buf)
         keep = []
@@ -237,7 +264,7 @@ class Session:
         mine = getattr(self._local, "desc", None)
         if mine is None:
             # The library's descriptor may be larger than the fields we know
-            # (a newer one appends): initialize a generous buffer, fill ours in it.
+            # (a newer one appends): a buffer of its size, ours filled in it.
             buf = ctypes.create_string_buffer(_DESC_BYTES)
             self._lib.ulp_capture_desc_init(buf)
             shape = (ctypes.c_int64 * _MAX_RANK)()

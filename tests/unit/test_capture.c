@@ -405,6 +405,14 @@ static void child_disabled(void *arg)
     exit(0);
 }
 
+/* The size queries a hand-made binding sizes its buffers by. */
+static void test_capture__struct_sizes(void **state)
+{
+    (void)state;
+    assert_int_equal(ulp_capture_desc_size(), sizeof(ulp_capture_desc));
+    assert_int_equal(ulp_session_options_size(), sizeof(ulp_session_options));
+}
+
 static void test_capture__disabled_without_output(void **state)
 {
     (void)state;
@@ -1484,6 +1492,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_capture__backpressure),
         cmocka_unit_test(test_capture__deferred_failures),
         cmocka_unit_test(test_capture__trace_kernels),
+        cmocka_unit_test(test_capture__struct_sizes),
         cmocka_unit_test(test_capture__error_paths),
         cmocka_unit_test(test_capture__write_failure),
         cmocka_unit_test(test_capture__sigkill_leaves_readable_file),
