@@ -27,18 +27,29 @@ static int ignored(const ulp_ladder_result *r, const char *key)
     return 0;
 }
 
+/*
+ * The rung a pair decides.  Several keys of one rung that differ together
+ * (cache=hit against cache=miss with split=at prefix_len) may change the
+ * result in ways that cancel: such a pair shows that the rung breaks when
+ * the runs differ, but an identical pair says nothing of either key, so it
+ * decides only when it breaks.  A rung holds only from pairs that vary one
+ * key alone.
+ */
 static void classify(const ulp_ladder_result *r, ulp_ladder_pair *p)
 {
     p->rungs = 0;
     p->uncontrolled = 0;
+    size_t n_rung_keys = 0;
     for (size_t k = 0; k < p->n_keys; k++) {
         const ulp_diff_run_key *key = &p->keys[k];
         if (ignored(r, key->key))
             continue;
-        if (key->level >= 0 && key->level < ULP_LADDER_RUNGS)
+        if (key->level >= 0 && key->level < ULP_LADDER_RUNGS) {
             p->rungs |= 1u << key->level;
-        else
+            n_rung_keys++;
+        } else {
             p->uncontrolled = 1;
+        }
     }
     p->rung = ULP_DIFF_LADDER_NONE;
     /* Runs that record no conditions say nothing about any rung. */
@@ -46,7 +57,7 @@ static void classify(const ulp_ladder_result *r, ulp_ladder_pair *p)
         return;
     if (p->rungs == 0)
         p->rung = 0; /* nothing differs: a repeat */
-    else if ((p->rungs & (p->rungs - 1)) == 0)
+    else if ((p->rungs & (p->rungs - 1)) == 0 && (n_rung_keys == 1 || !p->identical))
         p->rung = __builtin_ctz(p->rungs);
 }
 

@@ -297,6 +297,11 @@ static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_sna
         if (st != ULP_OK && unclosed)
             st = leave_out(s, &sticky, st, "/env", left, sizeof left, err);
     }
+    if (st == ULP_OK) {
+        st = ulp__attr_read_kv(s, "/observed", &s->observed, &s->nobserved, err);
+        if (st != ULP_OK && unclosed)
+            st = leave_out(s, &sticky, st, "/observed", left, sizeof left, err);
+    }
     if (st == ULP_OK && (st = ulp__snapshot_read_captures(s, &js, &sticky, err)) == ULP_OK) {
         st = ulp__snapshot_read_trace(s, err);
         if (st != ULP_OK && (unclosed || s->warning != NULL)) {
@@ -401,6 +406,7 @@ void ulp_snapshot_close(ulp_snapshot *s)
     free(s->strs);
     free(s->run);
     free(s->env);
+    free(s->observed);
     ulp__lazy_free(s->lazy);
     free(s->caps);
     free(s->srcs);
@@ -465,6 +471,16 @@ size_t ulp_snapshot_env_count(const ulp_snapshot *s)
 const ulp_kv *ulp_snapshot_env(const ulp_snapshot *s, size_t i)
 {
     return i < s->nenv ? &s->env[i] : NULL;
+}
+
+size_t ulp_snapshot_observed_count(const ulp_snapshot *s)
+{
+    return s->nobserved;
+}
+
+const ulp_kv *ulp_snapshot_observed(const ulp_snapshot *s, size_t i)
+{
+    return i < s->nobserved ? &s->observed[i] : NULL;
 }
 
 const char *ulp_snapshot_run_get(const ulp_snapshot *s, const char *key)

@@ -143,8 +143,10 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
         (s->created_unix_ns != 0 &&
          ulp__h5_attr_write_i64(out, "created_unix_ns", s->created_unix_ns) < 0))
         st = ulp__error(err, ULP_EIO, "cannot write '%s': root attributes", path);
-    if (st == ULP_OK && (copy_group(s, out, "/run") < 0 || copy_group(s, out, "/env") < 0))
-        st = ulp__error(err, ULP_EIO, "cannot write '%s': /run or /env cannot be copied", path);
+    if (st == ULP_OK && (copy_group(s, out, "/run") < 0 || copy_group(s, out, "/env") < 0 ||
+                         copy_group(s, out, "/observed") < 0))
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': /run, /env or /observed cannot be copied",
+                        path);
     if (st == ULP_OK)
         st = copy_captures(s, out, path, err);
     /* The trace only when the reader read it: a torn one stays behind. */

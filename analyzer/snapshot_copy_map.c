@@ -40,11 +40,14 @@ int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
             return -1;
     }
     ulp__map_kv *run = map_kvs(s->run, s->nrun), *env = map_kvs(s->env, s->nenv);
+    ulp__map_kv *obs = map_kvs(s->observed, s->nobserved);
     int rc = -1;
-    if (run != NULL && env != NULL && s->nrun <= UINT32_MAX && s->nenv <= UINT32_MAX) {
+    if (run != NULL && env != NULL && obs != NULL && s->nrun <= UINT32_MAX &&
+        s->nenv <= UINT32_MAX && s->nobserved <= UINT32_MAX) {
         ulp__open_map m = {
             /* ulp_snapshot_copy copies /trace when the reader read kernels. */
-            .flags = s->nkernels > 0 ? ULP__MAP_HAS_TRACE : 0,
+            .flags = (s->nkernels > 0 ? ULP__MAP_HAS_TRACE : 0) |
+                     (s->nobserved > 0 ? ULP__MAP_HAS_OBSERVED : 0),
             .journal = ULP__INDEX_NO_JOURNAL,
             .format_version = s->format_version,
             .created_unix_ns = s->created_unix_ns,
@@ -55,6 +58,8 @@ int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
             .env = env,
             .nrun = (uint32_t)s->nrun,
             .nenv = (uint32_t)s->nenv,
+            .observed = obs,
+            .nobserved = (uint32_t)s->nobserved,
             .runs = runs,
             .nruns = nruns,
         };
@@ -62,6 +67,7 @@ int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
     }
     free(run);
     free(env);
+    free(obs);
     free(runs);
     return rc;
 }

@@ -105,7 +105,8 @@ int ulp__snapshot_open_map(ulp_snapshot *s)
      * (which also says why a version is not supported). */
     /* A copy (ulp_snapshot_copy) has no journal: its trusted seal, written
      * after its close, is what says it was written whole. */
-    if (m.flags != 0 || strcmp(m.format, ULP__FORMAT_NAME) != 0 || m.format_version < 1 ||
+    if ((m.flags & ~(uint32_t)ULP__MAP_HAS_OBSERVED) != 0 ||
+        strcmp(m.format, ULP__FORMAT_NAME) != 0 || m.format_version < 1 ||
         m.format_version > ULP_FORMAT_VERSION ||
         (m.journal != ULP__INDEX_NO_JOURNAL && !ulp__journal_closed_at(s, m.journal)))
         goto done;
@@ -117,7 +118,8 @@ int ulp__snapshot_open_map(ulp_snapshot *s)
     s->label = strdup(m.label);
     s->writer = strdup(m.writer);
     if (s->label == NULL || s->writer == NULL || set_kv(s, m.run, m.nrun, &s->run, &s->nrun) != 0 ||
-        set_kv(s, m.env, m.nenv, &s->env, &s->nenv) != 0)
+        set_kv(s, m.env, m.nenv, &s->env, &s->nenv) != 0 ||
+        set_kv(s, m.observed, m.nobserved, &s->observed, &s->nobserved) != 0)
         rc = -1;
 done:
     ulp__map_release(&m);

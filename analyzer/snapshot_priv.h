@@ -62,6 +62,8 @@ struct ulp_snapshot {
     size_t nrun;
     ulp_kv *env;
     size_t nenv;
+    ulp_kv *observed; /* /observed: what was observed, no condition */
+    size_t nobserved;
 
     struct ulp__lazy *lazy; /* the table in pages (snapshot_pages.c), or
                                NULL: caps, srcs and by_name hold it     */

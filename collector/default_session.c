@@ -187,6 +187,17 @@ ulp_status ulp_capture_set_run(const char *key, const char *value)
     return st;
 }
 
+ulp_status ulp_capture_set_observed(const char *key, const char *value)
+{
+    ulp_session *s = NULL;
+    ulp_status st = acquire(&s);
+    if (st != ULP_OK)
+        return st;
+    st = ulp_session_set_observed(s, key, value);
+    release();
+    return st;
+}
+
 ulp_status ulp_capture_set_step(int64_t step)
 {
     ulp_session *s = NULL;

@@ -100,6 +100,7 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     if (label == NULL || label[0] == '\0')
         label = "run";
     const char *attrs = opts->attrs != NULL ? opts->attrs : getenv("ULPPROF_ATTR");
+    const char *observed = opts->observed != NULL ? opts->observed : getenv("ULPPROF_OBSERVED");
     size_t bound = opts->queue_bytes;
     ulp_status st = ULP_OK;
     if (bound == 0) {
@@ -120,11 +121,14 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     if ((st = ulp__output_expand(pattern, &vars, path, sizeof(path), err)) != ULP_OK)
         return st;
 
-    ulp__kvlist run, env;
+    ulp__kvlist run, env, obs;
     ulp__kvlist_init(&run);
     ulp__kvlist_init(&env);
+    ulp__kvlist_init(&obs);
     ulp_session *s = NULL;
     if ((st = ulp__attr_parse(attrs, &run, err)) != ULP_OK)
+        goto cleanup;
+    if ((st = ulp__attr_parse(observed, &obs, err)) != ULP_OK)
         goto cleanup;
     if (opts->record_env &&
         (st = ulp__env_collect(ulp__getenv_process, NULL, host, pid, rank, &env)) != ULP_OK) {
@@ -160,8 +164,8 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     ulp__session_fork_watch();
     /* Populating the staging ring overlaps with creating the file. */
     ulp__staging_start(s);
-    ulp__open_args args = {label, opts->writer != NULL ? opts->writer : writer_name, &run, &env,
-                           err};
+    ulp__open_args args = {
+        label, opts->writer != NULL ? opts->writer : writer_name, &run, &env, &obs, err};
     s->open = &args;
 
     /* The writer thread takes no signals: they belong to the host's threads. */
@@ -198,6 +202,7 @@ cleanup:
     }
     ulp__kvlist_release(&run);
     ulp__kvlist_release(&env);
+    ulp__kvlist_release(&obs);
     return st;
 }
 

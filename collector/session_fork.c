@@ -89,11 +89,14 @@ ulp_status ulp__session_forked_refusal(void)
     return ULP_ECLOSED;
 }
 
-/* Fills the new file's /run and /env. */
+/* Fills the new file's /run, /env and /observed. */
 static ulp_status write_groups(ulp__writer *w, const ulp__kvlist *run, const ulp__kvlist *env,
-                               ulp_error *err)
+                               const ulp__kvlist *obs, ulp_error *err)
 {
     ulp_status st = ULP_OK;
+    for (size_t i = 0; st == ULP_OK && obs && i < obs->count; i++)
+        st = ulp__writer_set_attr(w, ULP__WRITER_OBSERVED, obs->items[i].key, obs->items[i].value,
+                                  err);
     for (size_t i = 0; st == ULP_OK && i < run->count; i++)
         st = ulp__writer_set_attr(w, ULP__WRITER_RUN, run->items[i].key, run->items[i].value, err);
     for (size_t i = 0; st == ULP_OK && i < env->count; i++)
@@ -113,7 +116,7 @@ ulp_status ulp__session_file_open(ulp_session *s, const ulp__open_args *a)
     ulp_status st =
         ulp__writer_create(s->path, a->label, a->writer_name, ulp__now_unix_ns(), &w, a->err);
     if (st == ULP_OK)
-        st = write_groups(w, a->run, a->env, a->err);
+        st = write_groups(w, a->run, a->env, a->observed, a->err);
     if (st == ULP_OK) {
         ulp__writer_set_link_batch(w, ULP__SESSION_LINK_BATCH);
         s->writer = w;

@@ -201,7 +201,7 @@ int ulp__staging_give(ulp_session *s, ulp__item *it);
 /* What the writer thread needs to create the file. */
 typedef struct ulp__open_args {
     const char *label, *writer_name;
-    const ulp__kvlist *run, *env;
+    const ulp__kvlist *run, *env, *observed;
     ulp_error *err;
 } ulp__open_args;
 

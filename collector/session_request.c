@@ -66,7 +66,9 @@ static void build_attr(ulp__item *it, void *arg)
 static ulp_status set_attr(ulp_session *s, ulp__writer_group group, const char *key,
                            const char *value)
 {
-    const char *what = group == ULP__WRITER_RUN ? "/run attribute" : "/env attribute";
+    const char *what = group == ULP__WRITER_RUN   ? "/run attribute"
+                       : group == ULP__WRITER_ENV ? "/env attribute"
+                                                  : "/observed attribute";
     if (s == NULL || key == NULL || key[0] == '\0' || value == NULL)
         return refuse(ULP_EINVAL, "cannot set a %s without a session, key and value", what);
     /*
@@ -95,6 +97,11 @@ ulp_status ulp_session_set_run(ulp_session *s, const char *key, const char *valu
 ulp_status ulp_session_set_env(ulp_session *s, const char *key, const char *value)
 {
     return set_attr(s, ULP__WRITER_ENV, key, value);
+}
+
+ulp_status ulp_session_set_observed(ulp_session *s, const char *key, const char *value)
+{
+    return set_attr(s, ULP__WRITER_OBSERVED, key, value);
 }
 
 /*

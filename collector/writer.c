@@ -163,8 +163,8 @@ static void writer_free(ulp__writer *w)
     ulp__writer_map_release(w);
     for (int i = 0; i < ULP_DTYPE_COUNT; i++)
         close_id(&w->types[i], H5Tclose);
-    close_id(&w->groups[0], H5Gclose);
-    close_id(&w->groups[1], H5Gclose);
+    for (int g = 0; g < ULP__WRITER_NGROUPS; g++)
+        close_id(&w->groups[g], H5Gclose);
     close_id(&w->captures, H5Gclose);
     close_id(&w->lcpl, H5Pclose);
     close_id(&w->dcpl, H5Pclose);
@@ -396,7 +396,8 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
     w->fd = -1;
     w->link_batch = 1;
-    w->groups[0] = w->groups[1] = H5I_INVALID_HID;
+    for (int g = 0; g < ULP__WRITER_NGROUPS; g++)
+        w->groups[g] = H5I_INVALID_HID;
     w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
     w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
     w->gemms_ds = w->gemm_mtype = w->gemm_ftype = H5I_INVALID_HID;
@@ -493,18 +494,21 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
 ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
                                 const char *value, ulp_error *err)
 {
-    if ((group != ULP__WRITER_RUN && group != ULP__WRITER_ENV) || key == NULL || key[0] == '\0' ||
-        value == NULL)
+    if ((unsigned)group >= ULP__WRITER_NGROUPS || key == NULL || key[0] == '\0' || value == NULL)
         return ulp__error(err, ULP_EINVAL, "writer: invalid attribute");
+    static const char *const what[ULP__WRITER_NGROUPS] = {
+        "write a /run attribute", "write an /env attribute", "write an /observed attribute"};
     ulp__writer_quiet q;
     ulp__writer_quiet_begin(&q);
     ulp_status st = ULP_OK;
-    int written = ulp__h5_attr_write_str(w->groups[group], key, value) == 0;
+    /* /observed only in files that observe something: the others are as before. */
+    if (group == ULP__WRITER_OBSERVED && w->groups[group] < 0)
+        w->groups[group] = H5Gcreate2(w->file, "observed", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int written =
+        w->groups[group] >= 0 && ulp__h5_attr_write_str(w->groups[group], key, value) == 0;
     ulp__writer_map_attr(w, group, key, value, written);
     if (!written)
-        st = ulp__writer_h5_fail(err, w,
-                                 group == ULP__WRITER_RUN ? "write a /run attribute"
-                                                          : "write an /env attribute");
+        st = ulp__writer_h5_fail(err, w, what[group]);
     else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
         st = ulp__writer_h5_fail(err, w, "flush");
     ulp__writer_quiet_end(&q);

@@ -31,9 +31,11 @@ typedef struct ulp__writer ulp__writer;
 
 /* Which attribute-only group ulp__writer_set_attr() writes to. */
 typedef enum ulp__writer_group {
-    ULP__WRITER_RUN = 0, /* /run */
-    ULP__WRITER_ENV = 1  /* /env */
+    ULP__WRITER_RUN = 0,     /* /run: the run's conditions            */
+    ULP__WRITER_ENV = 1,     /* /env                                  */
+    ULP__WRITER_OBSERVED = 2 /* /observed: facts observed, no condition */
 } ulp__writer_group;
+#define ULP__WRITER_NGROUPS 3
 
 /*
  * Creates (truncates) `path` with the root attributes (format,
@@ -44,7 +46,11 @@ typedef enum ulp__writer_group {
 ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
                               int64_t created_unix_ns, ulp__writer **out, ulp_error *err);
 
-/* Adds or replaces a string attribute of /run or /env, then flushes. */
+/*
+ * Adds or replaces a string attribute of /run, /env or /observed (created
+ * at its first attribute: files without observations have no such group),
+ * then flushes.
+ */
 ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
                                 const char *value, ulp_error *err);
 

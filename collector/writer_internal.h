@@ -22,12 +22,12 @@
 struct ulp__writer {
     char *path;
     hid_t file;
-    hid_t groups[2];              /* /run, /env                         */
-    hid_t captures;               /* /captures                          */
-    hid_t lcpl;                   /* links named in non-ASCII UTF-8     */
-    hid_t dcpl;                   /* contiguous, never filled           */
-    hid_t gcpl;                   /* capture groups: heap pre-sized     */
-    hid_t types[ULP_DTYPE_COUNT]; /* file (= memory) type per dtype     */
+    hid_t groups[ULP__WRITER_NGROUPS]; /* /run, /env, /observed (lazily) */
+    hid_t captures;                    /* /captures                          */
+    hid_t lcpl;                        /* links named in non-ASCII UTF-8     */
+    hid_t dcpl;                        /* contiguous, never filled           */
+    hid_t gcpl;                        /* capture groups: heap pre-sized     */
+    hid_t types[ULP_DTYPE_COUNT];      /* file (= memory) type per dtype     */
     int64_t next_seq;
     ulp__strmap occurrences; /* capture name -> next occurrence    */
     ulp__strmap groups_open; /* capture name -> its open group id  */
@@ -80,9 +80,9 @@ struct ulp__writer {
      * and /env as written (their latest value a key). */
     char *map_label, *map_writer;
     int64_t map_created;
-    struct ulp__map_kv *map_kv[2];
-    uint32_t map_n[2];
-    size_t map_cap[2];
+    struct ulp__map_kv *map_kv[ULP__WRITER_NGROUPS];
+    uint32_t map_n[ULP__WRITER_NGROUPS];
+    size_t map_cap[ULP__WRITER_NGROUPS];
     int map_off; /* a value it could not keep: no map */
 };
 

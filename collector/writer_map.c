@@ -40,7 +40,7 @@ void ulp__writer_map_attr(ulp__writer *w, ulp__writer_group group, const char *k
         map_off(w);
         return;
     }
-    int g = group == ULP__WRITER_RUN ? 0 : 1;
+    int g = (int)group;
     ulp__map_kv *kv = w->map_kv[g];
     uint32_t i = 0;
     while (i < w->map_n[g] && strcmp(kv[i].key, key) != 0)
@@ -77,7 +77,8 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
          ulp__index_runs(w->index_records, w->ibytes, UINT64_MAX, &runs, &nruns) != 0))
         return;
     ulp__open_map m = {
-        .flags = w->trace >= 0 || w->trace_broken ? ULP__MAP_HAS_TRACE : 0,
+        .flags = (w->trace >= 0 || w->trace_broken ? ULP__MAP_HAS_TRACE : 0) |
+                 (w->groups[ULP__WRITER_OBSERVED] >= 0 ? ULP__MAP_HAS_OBSERVED : 0),
         .journal = w->jfirst,
         .format_version = ULP_FORMAT_VERSION,
         .created_unix_ns = w->map_created,
@@ -88,6 +89,8 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
         .env = w->map_kv[1],
         .nrun = w->map_n[0],
         .nenv = w->map_n[1],
+        .observed = w->map_kv[2],
+        .nobserved = w->map_n[2],
         .runs = runs,
         .nruns = nruns,
     };
@@ -98,7 +101,7 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
 
 void ulp__writer_map_release(ulp__writer *w)
 {
-    for (int g = 0; g < 2; g++) {
+    for (int g = 0; g < ULP__WRITER_NGROUPS; g++) {
         for (uint32_t i = 0; i < w->map_n[g]; i++) {
             free((void *)(uintptr_t)w->map_kv[g][i].key);
             free((void *)(uintptr_t)w->map_kv[g][i].value);

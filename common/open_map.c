@@ -38,9 +38,12 @@ int ulp__map_encode(const ulp__open_map *m, uint64_t seal_off, unsigned char **o
             return -1;
         body += str_bytes(fixed[i]);
     }
-    for (int g = 0; g < 2; g++) {
-        const ulp__map_kv *kv = g == 0 ? m->run : m->env;
-        uint32_t n = g == 0 ? m->nrun : m->nenv;
+    int has_obs = (m->flags & ULP__MAP_HAS_OBSERVED) != 0;
+    if (has_obs)
+        body += 4;
+    for (int g = 0; g < 2 + has_obs; g++) {
+        const ulp__map_kv *kv = g == 0 ? m->run : g == 1 ? m->env : m->observed;
+        uint32_t n = g == 0 ? m->nrun : g == 1 ? m->nenv : m->nobserved;
         for (uint32_t i = 0; i < n; i++) {
             if (strlen(kv[i].key) > STR_MAX || strlen(kv[i].value) > STR_MAX)
                 return -1;
@@ -67,9 +70,13 @@ int ulp__map_encode(const ulp__open_map *m, uint64_t seal_off, unsigned char **o
     }
     for (int i = 0; i < 3; i++)
         p = put_str(p, fixed[i]);
-    for (int g = 0; g < 2; g++) {
-        const ulp__map_kv *kv = g == 0 ? m->run : m->env;
-        uint32_t n = g == 0 ? m->nrun : m->nenv;
+    for (int g = 0; g < 2 + has_obs; g++) {
+        const ulp__map_kv *kv = g == 0 ? m->run : g == 1 ? m->env : m->observed;
+        uint32_t n = g == 0 ? m->nrun : g == 1 ? m->nenv : m->nobserved;
+        if (g == 2) {
+            ulp__le32_put(p, n);
+            p += 4;
+        }
         for (uint32_t i = 0; i < n; i++) {
             p = put_str(p, kv[i].key);
             p = put_str(p, kv[i].value);
@@ -133,6 +140,18 @@ static int get_kvs(const unsigned char *body, size_t len, size_t *pos, uint32_t 
     return 0;
 }
 
+/* With ULP__MAP_HAS_OBSERVED: the count and pairs of /observed after /env's. */
+static int get_observed(const unsigned char *body, size_t len, size_t *pos, ulp__open_map *m)
+{
+    if ((m->flags & ULP__MAP_HAS_OBSERVED) == 0)
+        return 0;
+    if (len - *pos < 4)
+        return -1;
+    m->nobserved = ulp__le32_get(body + *pos);
+    *pos += 4;
+    return get_kvs(body, len, pos, m->nobserved, &m->observed);
+}
+
 int ulp__map_decode(const unsigned char *body, size_t len, uint32_t crc, ulp__open_map *m)
 {
     memset(m, 0, sizeof *m);
@@ -158,7 +177,8 @@ int ulp__map_decode(const unsigned char *body, size_t len, uint32_t crc, ulp__op
     if (get_str(body, len, &pos, &m->format) != 0 || get_str(body, len, &pos, &m->label) != 0 ||
         get_str(body, len, &pos, &m->writer) != 0 ||
         get_kvs(body, len, &pos, m->nrun, &m->run) != 0 ||
-        get_kvs(body, len, &pos, m->nenv, &m->env) != 0 || pos != len) {
+        get_kvs(body, len, &pos, m->nenv, &m->env) != 0 || get_observed(body, len, &pos, m) != 0 ||
+        pos != len) {
         ulp__map_release(m);
         return -1;
     }
@@ -169,8 +189,9 @@ void ulp__map_release(ulp__open_map *m)
 {
     free((void *)(uintptr_t)m->run);
     free((void *)(uintptr_t)m->env);
+    free((void *)(uintptr_t)m->observed);
     free((void *)(uintptr_t)m->runs);
-    m->run = m->env = NULL;
+    m->run = m->env = m->observed = NULL;
     m->runs = NULL;
 }
 

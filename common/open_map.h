@@ -23,6 +23,10 @@
  *          then strings, each a u32 byte count, the bytes and a NUL:
  *          format, label, writer, then /run's and /env's key and value
  *          pairs (strings as written: the writer's are all strings)
+ *          with ULP__MAP_HAS_OBSERVED, then a u32 count and /observed's
+ *          pairs (a flag that readers before /observed do not know: they
+ *          read such a file through HDF5, which they did not need to
+ *          change for it)
  *   footer (ULP__MAP_FOOTER_BYTES):
  *       0  "ULPOMAP1"
  *       8  u64 body bytes          16  u64 file offset of /index/seal
@@ -51,7 +55,8 @@
 #define ULP__MAP_FIXED        48 /* body bytes before the runs */
 
 enum {
-    ULP__MAP_HAS_TRACE = 1u << 0 /* /trace exists: read it through HDF5 */
+    ULP__MAP_HAS_TRACE = 1u << 0,   /* /trace exists: read it through HDF5  */
+    ULP__MAP_HAS_OBSERVED = 1u << 1 /* /observed exists: its pairs follow   */
 };
 
 typedef struct ulp__map_kv {
@@ -64,9 +69,9 @@ typedef struct ulp__open_map {
     uint64_t journal;
     int64_t format_version, created_unix_ns;
     const char *format, *label, *writer;
-    const ulp__map_kv *run, *env;
-    uint32_t nrun, nenv;
-    const ulp__index_mem *runs; /* off and len; p unused */
+    const ulp__map_kv *run, *env, *observed;
+    uint32_t nrun, nenv, nobserved; /* nobserved: with ULP__MAP_HAS_OBSERVED */
+    const ulp__index_mem *runs;     /* off and len; p unused */
     uint64_t nruns;
 } ulp__open_map;
 

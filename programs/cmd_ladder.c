@@ -2,7 +2,8 @@
  * `ulpprof ladder RUN... | DIR`: compares every pair of runs and says, rung
  * by rung of the determinism ladder, which condition breaks bit-equality
  * and where (ladder.h).  Exit 0 when no rung breaks, 1 when one does, 2 on
- * error.
+ * error.  A run that cannot be read is named on stderr and left out: the
+ * ladder of the others is still printed, and the exit status is 2.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -39,14 +40,18 @@ static void ladder_help(void)
            "  -f, --format FMT   table (default), markdown or json\n"
            "  -o, --output FILE  write the report to FILE instead of stdout\n"
            "  -i, --ignore KEY   a /run key that describes a run rather than sets a\n"
-           "                     condition (the reference workload's suffix_gemm);\n"
-           "                     it no longer keeps a pair from deciding (repeatable)\n"
+           "                     condition (writers put such facts in /observed,\n"
+           "                     which is never compared); it no longer keeps a pair\n"
+           "                     from deciding (repeatable)\n"
            "      --plot DIR     pairwise matrix heatmap and the ladder, with gnuplot\n"
            "      --gnuplot PROG gnuplot program (default $ULPPROF_GNUPLOT or gnuplot)\n"
            "      --match GLOB   compare only captures whose name matches\n"
            "      --role ROLE    compare only captures of this role\n"
            "  -j, --jobs N       pairs compared at once (default: online CPUs)\n"
            "  -h, --help         show this help\n"
+           "\n"
+           "A run that cannot be read gets one line on stderr and is left out; the\n"
+           "ladder of the other runs is still printed, and the exit status is 2.\n"
            "\n"
            "exit status: 0 no rung breaks, 1 a rung breaks, 2 error\n");
 }
@@ -158,6 +163,23 @@ static int parse(int argc, char **argv, ladder_args *a)
     return -1;
 }
 
+/* 0 when run `path` can be read (its files open, its ranks are distinct); else -1, said. */
+static int run_readable(const char *path)
+{
+    if (cli_check_run(path) != 0)
+        return -1;
+    ulp_ladder_file *files = NULL;
+    size_t n = 0;
+    ulp_error err;
+    ulp_error_clear(&err);
+    if (ulp_ladder_run_files(path, &files, &n, &err) != ULP_OK) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    ulp_ladder_files_free(files, n);
+    return 0;
+}
+
 int cmd_ladder(int argc, char **argv)
 {
     ladder_args a = {.format = ULP_REPORT_TABLE};
@@ -188,10 +210,21 @@ int cmd_ladder(int argc, char **argv)
     ulp_ladder_result *r = NULL;
     FILE *out = stdout;
     rc = CLI_EXIT_ERROR;
+    /* The runs that can be read, in order; each one that cannot is named. */
+    const char **good = malloc((n ? n : 1) * sizeof *good);
+    size_t n_good = 0;
+    if (good == NULL) {
+        cli_error("out of memory");
+        goto cleanup;
+    }
     for (size_t i = 0; i < n; i++)
-        if (cli_check_run(paths[i]) != 0)
-            goto cleanup;
-    if (ulp_ladder_compare(paths, n, &a.opts, &r, &err) != ULP_OK) {
+        if (run_readable(paths[i]) == 0)
+            good[n_good++] = paths[i];
+    if (n_good < n && n_good < 2) {
+        cli_error("ladder: %zu of %zu runs can be read, and a ladder needs 2", n_good, n);
+        goto cleanup;
+    }
+    if (ulp_ladder_compare(good, n_good, &a.opts, &r, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         goto cleanup;
     }
@@ -209,6 +242,9 @@ int cmd_ladder(int argc, char **argv)
     for (int g = 0; g < ULP_LADDER_RUNGS; g++)
         if (r->rungs[g].verdict == ULP_LADDER_BREAKS)
             rc = CLI_EXIT_DIFFER;
+    /* A run was left out (named above): the ladder is not the whole one asked for. */
+    if (n_good < n)
+        rc = CLI_EXIT_ERROR;
 
 cleanup:
     if (out != stdout && out && fclose(out) != 0 && rc != CLI_EXIT_ERROR) {
@@ -218,6 +254,7 @@ cleanup:
     for (size_t i = 0; listed && i < n; i++)
         free(listed[i]);
     free(listed);
+    free(good);
     ulp_ladder_result_free(r);
     return rc;
 }

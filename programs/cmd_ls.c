@@ -104,6 +104,9 @@ static void print_text(const ulp_snapshot *s, int color)
     }
     print_kvs("run:", ulp_snapshot_run_count(s), ulp_snapshot_run, s);
     print_kvs("env:", ulp_snapshot_env_count(s), ulp_snapshot_env, s);
+    /* Observations (FORMAT.md /observed), in files that have them. */
+    if (ulp_snapshot_observed_count(s) > 0)
+        print_kvs("observed:", ulp_snapshot_observed_count(s), ulp_snapshot_observed, s);
     if (ulp_snapshot_kernel_count(s) > 0)
         printf("  trace:   %zu kernel launches\n", ulp_snapshot_kernel_count(s));
 
@@ -182,6 +185,8 @@ static json_t *snapshot_json(const ulp_snapshot *s)
     json_object_set_new(o, "created_unix_ns", json_integer(ulp_snapshot_created_unix_ns(s)));
     json_object_set_new(o, "run", kvs_json(ulp_snapshot_run_count(s), ulp_snapshot_run, s));
     json_object_set_new(o, "env", kvs_json(ulp_snapshot_env_count(s), ulp_snapshot_env, s));
+    json_object_set_new(o, "observed",
+                        kvs_json(ulp_snapshot_observed_count(s), ulp_snapshot_observed, s));
     json_object_set_new(o, "kernels", json_integer((json_int_t)ulp_snapshot_kernel_count(s)));
     /* What the reader read around (a killed writer's file), or null. */
     json_object_set_new(o, "warning",

@@ -237,7 +237,11 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
             snprintf(decides, sizeof decides, "%d %s", p->rung, ulp_diff_ladder_name(p->rung));
         else
             snprintf(decides, sizeof decides, "%s",
-                     p->uncontrolled ? "none (key without rung)" : "none (several rungs)");
+                     p->uncontrolled ? "none (key without rung)"
+                     /* Several keys of one rung, and the runs are identical (ladder.h). */
+                     : p->rungs != 0 && (p->rungs & (p->rungs - 1)) == 0
+                         ? "none (several keys, same bits)"
+                         : "none (several rungs)");
         if (o->md) {
             fputs("| ", o->f);
             text(o, r->runs[p->a].label);

@@ -382,7 +382,8 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
     set_run(s, "prefix_len", "%d", cached);
     set_run(s, "suffix_rows", "%d", n - cached);
     set_run(s, "split", "%s", o->mode == ULP_REFMODEL_SPLIT ? "at prefix_len" : "none");
-    set_run(s, "suffix_gemm", "%s", gdesc);
+    /* What the conditions made the GEMMs do: observed, no condition of its own. */
+    ulp_session_set_observed(s, "suffix_gemm", gdesc);
     set_run(s, "tp", "%d", tp);
     if (chunk)
         set_run(s, "prefill_chunk", "%d", chunk);

@@ -31,13 +31,22 @@
  *   - the process-wide default session: ulp_capture_host() ..., opened
  *     explicitly by ulp_capture_open() or, at the first capture, from the
  *     environment (ULPPROF_OUTPUT, ULPPROF_LABEL, ULPPROF_ATTR,
- *     ULPPROF_QUEUE_MB), and closed by ulp_capture_close() or at exit.
+ *     ULPPROF_OBSERVED, ULPPROF_QUEUE_MB), and closed by ulp_capture_close() or at exit.
  *
  * ULPPROF_OUTPUT may contain %p (pid), %r (rank, from RANK, LOCAL_RANK or
  * OMPI_COMM_WORLD_RANK, else 0), %h (host name), %l (label) and %% (a '%').
  * An expanded value never leaves the pattern's directory: '/' in it becomes
  * '_', and a value "." or ".." becomes "_" or "__".
  * ULPPROF_ATTR is "key=value,key=value"; a backslash escapes ',', '=' or '\'.
+ * ULPPROF_OBSERVED is the same for /observed.
+ *
+ * Conditions and observations (FORMAT.md): /run holds the conditions the
+ * user chose for the run (cache, batch_size, tp, ...); the determinism
+ * ladder takes every /run key that differs between two runs for a changed
+ * condition.  What the program observed about its run -- a timing, what a
+ * GEMM library picked, a description derived from the conditions -- goes
+ * to /observed (ulp_session_set_observed, `observed`), which is recorded
+ * and shown but never compared as a condition.
  */
 #ifndef ULPPROF_CAPTURE_H
 #define ULPPROF_CAPTURE_H
@@ -61,12 +70,13 @@ extern "C" {
 typedef struct ulp_session ulp_session;
 
 typedef struct ulp_session_options {
-    const char *path;   /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT */
-    const char *label;  /* run label; NULL: $ULPPROF_LABEL, else "run"               */
-    const char *attrs;  /* "k=v,k=v" for /run; NULL: $ULPPROF_ATTR                   */
-    size_t queue_bytes; /* bytes the queue may hold; 0: $ULPPROF_QUEUE_MB or 256 MiB */
-    const char *writer; /* producer; NULL: "ulpprof-capture <version>"               */
-    int record_env;     /* 1: fill /env with host facts and numerics env vars        */
+    const char *path;     /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT */
+    const char *label;    /* run label; NULL: $ULPPROF_LABEL, else "run"               */
+    const char *attrs;    /* "k=v,k=v" for /run; NULL: $ULPPROF_ATTR                   */
+    size_t queue_bytes;   /* bytes the queue may hold; 0: $ULPPROF_QUEUE_MB or 256 MiB */
+    const char *writer;   /* producer; NULL: "ulpprof-capture <version>"               */
+    int record_env;       /* 1: fill /env with host facts and numerics env vars        */
+    const char *observed; /* "k=v,k=v" for /observed; NULL: $ULPPROF_OBSERVED        */
 } ulp_session_options;
 
 /* Fills `opts` with the defaults (everything from the environment). */
@@ -87,9 +97,10 @@ ULP_API ulp_status ulp_session_open(const ulp_session_options *opts, ulp_session
 /* The expanded path of the file being written. */
 ULP_API const char *ulp_session_path(const ulp_session *s);
 
-/* Adds or replaces a string attribute of /run or /env. */
+/* Adds or replaces a string attribute of /run, /env or /observed (above). */
 ULP_API ulp_status ulp_session_set_run(ulp_session *s, const char *key, const char *value);
 ULP_API ulp_status ulp_session_set_env(ulp_session *s, const char *key, const char *value);
+ULP_API ulp_status ulp_session_set_observed(ulp_session *s, const char *key, const char *value);
 
 /* Sets the step recorded with later captures that give ULP_STEP_NONE. */
 ULP_API ulp_status ulp_session_set_step(ulp_session *s, int64_t step);
@@ -181,6 +192,7 @@ ULP_API ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype
                                     const int64_t *shape, int32_t layer, ulp_role role);
 
 ULP_API ulp_status ulp_capture_set_run(const char *key, const char *value);
+ULP_API ulp_status ulp_capture_set_observed(const char *key, const char *value);
 ULP_API ulp_status ulp_capture_set_step(int64_t step);
 ULP_API ulp_status ulp_capture_flush(void);
 

@@ -14,7 +14,10 @@
  * The pair's /run keys whose values differ (diff.h's ladder) name the
  * rungs it tests.  A pair decides a rung when that is the only rung among
  * its differing keys and every other differing key is ignored (options);
- * a pair with no differing key at all decides rung 0 (a repeat).  A rung
+ * a pair with no differing key at all decides rung 0 (a repeat).  When
+ * several keys of that rung differ (cache and split), the pair decides it
+ * only if the runs differ: identical runs may come from changes that
+ * cancel, so a rung holds only from pairs that vary one key.  A rung
  * holds when every pair deciding it is identical, breaks when one is not,
  * and is untested when no pair decides it.  Pairs that differ in several
  * rungs, or in a key without a rung, are reported and decide nothing.

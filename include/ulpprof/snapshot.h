@@ -32,7 +32,7 @@ extern "C" {
 
 typedef struct ulp_snapshot ulp_snapshot;
 
-/* One string attribute of /run or /env. */
+/* One string attribute of /run, /env or /observed. */
 typedef struct ulp_kv {
     const char *key;
     const char *value; /* non-string attributes are rendered as text */
@@ -196,6 +196,13 @@ ULP_API size_t ulp_snapshot_run_count(const ulp_snapshot *s);
 ULP_API const ulp_kv *ulp_snapshot_run(const ulp_snapshot *s, size_t i);
 ULP_API size_t ulp_snapshot_env_count(const ulp_snapshot *s);
 ULP_API const ulp_kv *ulp_snapshot_env(const ulp_snapshot *s, size_t i);
+/*
+ * /observed attributes, sorted by key: what the writer observed about the
+ * run (FORMAT.md), which no ladder or diff takes for a condition.  None in
+ * files written before /observed, or by writers that observe nothing.
+ */
+ULP_API size_t ulp_snapshot_observed_count(const ulp_snapshot *s);
+ULP_API const ulp_kv *ulp_snapshot_observed(const ulp_snapshot *s, size_t i);
 /* The value of a /run key, or NULL. */
 ULP_API const char *ulp_snapshot_run_get(const ulp_snapshot *s, const char *key);
 

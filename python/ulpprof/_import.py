@@ -1,6 +1,7 @@
 """`ulpprof import`: turn tensor dumps written by other tools into a snapshot.
 
-    ulpprof import -o run.h5 [--label L] [--attr K=V]... [--rank R] [--unsafe-pickle] PATH...
+    ulpprof import -o run.h5 [--label L] [--attr K=V]... [--observed K=V]... [--rank R]
+                   [--unsafe-pickle] PATH...
 
 PATH is a file or a directory (walked recursively, files in natural order of
 their names).  Read:
@@ -309,15 +310,16 @@ def _load(files, unsafe, rank):
     return tensors
 
 
-def _write(tensors, out, label, attrs):
+def _write(tensors, out, label, attrs, observed=None):
     import numpy as np
 
     rows = _rows(tensors)
     tmp = "%s.import-%d.tmp" % (out, os.getpid())
-    sess = Session(tmp, label=label, run=attrs)
+    sess = Session(tmp, label=label, run=attrs, observed=observed)
     ok = False
     try:
-        sess.set_run("imported", "ulpprof import")
+        # How the file was made is no condition of the run (FORMAT.md /observed).
+        sess.set_observed("imported", "ulpprof import")
         for i, t in enumerate(tensors):
             buf = t.data if isinstance(t.data, np.ndarray) else np.frombuffer(t.data, np.uint8)
             role = "logits" if re.search(r"(logits|lm_head)$", t.name) else "activation"
@@ -353,6 +355,9 @@ def main(argv):
     ap.add_argument("-l", "--label", default="import", help="run label (default: import)")
     ap.add_argument("-a", "--attr", action="append", default=[], metavar="K=V",
                     help="a /run attribute (repeatable), e.g. cache=hit")
+    ap.add_argument("--observed", action="append", default=[], metavar="K=V",
+                    help="an /observed attribute (repeatable): a fact about the run that "
+                         "sets no condition")
     ap.add_argument("--rank", type=int, help="keep the tensors of this rank (SGLang dumps)")
     ap.add_argument("--unsafe-pickle", action="store_true",
                     help="load .pt files with full pickle (runs code they contain: only "
@@ -368,6 +373,13 @@ def main(argv):
             print("ulpprof: import: --attr '%s' is not KEY=VALUE" % kv, file=sys.stderr)
             return 2
         attrs[k] = v
+    observed = {}
+    for kv in a.observed:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            print("ulpprof: import: --observed '%s' is not KEY=VALUE" % kv, file=sys.stderr)
+            return 2
+        observed[k] = v
     outdir = os.path.dirname(os.path.abspath(a.output))
     if not os.path.isdir(outdir):
         print("ulpprof: import: cannot write '%s': no directory '%s'" % (a.output, outdir),
@@ -375,7 +387,7 @@ def main(argv):
         return 2
     try:
         tensors = _load(_files(a.paths), a.unsafe_pickle, a.rank)
-        _write(tensors, a.output, a.label, attrs)
+        _write(tensors, a.output, a.label, attrs, observed)
     except (BadInput, CaptureError) as e:
         print("ulpprof: import: %s" % e, file=sys.stderr)
         return 2

@@ -127,6 +127,9 @@ def _declare(lib):
     for fn in (lib.ulp_session_set_run, lib.ulp_session_set_env):
         fn.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p]
         fn.restype = c.c_int
+    if hasattr(lib, "ulp_session_set_observed"):  # libraries before /observed lack it
+        lib.ulp_session_set_observed.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p]
+        lib.ulp_session_set_observed.restype = c.c_int
     lib.ulp_session_set_step.argtypes = [c.c_void_p, c.c_int64]
     lib.ulp_session_set_step.restype = c.c_int
     lib.ulp_capture_desc_init.argtypes = [c.c_void_p]
@@ -198,12 +201,13 @@ class Session:
     """An explicit capture session on one snapshot file.
 
     path None means $ULPPROF_OUTPUT (what `ulpprof record -o` sets), label
-    None $ULPPROF_LABEL; `run` adds /run attributes.  Raises CaptureError when
-    the file cannot be created, or when this process already has a session
-    open on it.
+    None $ULPPROF_LABEL; `run` adds /run attributes (the run's conditions),
+    `observed` /observed ones (what was observed about it, never compared as
+    a condition: FORMAT.md).  Raises CaptureError when the file cannot be
+    created, or when this process already has a session open on it.
     """
 
-    def __init__(self, path=None, label=None, run=None, queue_mb=None):
+    def __init__(self, path=None, label=None, run=None, queue_mb=None, observed=None):
         lib = library()
         target = path if path is not None else os.environ.get("ULPPROF_OUTPUT")
         if not target:
@@ -246,11 +250,23 @@ class Session:
         self._input_arrays = {}
         for k, v in (run or {}).items():
             self.set_run(k, v)
+        for k, v in (observed or {}).items():
+            self.set_observed(k, v)
 
     def set_run(self, key, value):
         st = self._lib.ulp_session_set_run(self._h, str(key).encode(), str(value).encode())
         if st != 0:
             raise CaptureError("cannot set /run %s: %s" % (key, status_str(st)))
+
+    def set_observed(self, key, value):
+        """An /observed attribute: a fact about the run that sets no condition."""
+        fn = getattr(self._lib, "ulp_session_set_observed", None)
+        if fn is None:
+            raise CaptureError("cannot set /observed %s: the capture library is older than "
+                               "/observed" % key)
+        st = fn(self._h, str(key).encode(), str(value).encode())
+        if st != 0:
+            raise CaptureError("cannot set /observed %s: %s" % (key, status_str(st)))
 
     def set_step(self, step):
         self._lib.ulp_session_set_step(self._h, int(step))

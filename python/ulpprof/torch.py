@@ -195,7 +195,7 @@ class Capture:
 
     def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
                  match=None, requests=None, outputs="first", kv=False, layers=None,
-                 sublayers=True, queue_mb=None):
+                 sublayers=True, queue_mb=None, observed=None):
         if outputs not in ("first", "all"):
             raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
         self.model = model
@@ -222,15 +222,15 @@ class Capture:
             if path is not None and (not out or os.path.realpath(path) != os.path.realpath(out)):
                 raise CaptureError("under `ulpprof record` with CUDA the snapshot is record's "
                                    "-o file (%s): pass path=None" % out)
-            if label is not None or run:
-                _warn("under `ulpprof record`, the label and /run come from its --label "
-                      "and --attr")
+            if label is not None or run or observed:
+                _warn("under `ulpprof record`, the label, /run and /observed come from its "
+                      "--label and --attr and ULPPROF_OBSERVED")
         else:
-            self._open(path, label, run, queue_mb)
+            self._open(path, label, run, queue_mb, observed)
         self._install()
 
     # --- session ------------------------------------------------------------
-    def _open(self, path, label, run, queue_mb):
+    def _open(self, path, label, run, queue_mb, observed=None):
         target = path if path is not None else os.environ.get("ULPPROF_OUTPUT", "")
         key = os.path.realpath(target) if target and "%" not in target else None
         if key in _shared:
@@ -239,8 +239,11 @@ class Capture:
             self._session = entry[0]
             for k, v in (run or {}).items():
                 self._session.set_run(k, v)
+            for k, v in (observed or {}).items():
+                self._session.set_observed(k, v)
         else:
-            self._session = Session(path, label=label, run=run, queue_mb=queue_mb)
+            self._session = Session(path, label=label, run=run, queue_mb=queue_mb,
+                                    observed=observed)
             key = os.path.realpath(self._session.path)
             _shared[key] = [self._session, 1]
         self._key = key
@@ -456,7 +459,9 @@ def capture(model, path=None, label=None, run=None, **options):
     path: the snapshot to write; None: $ULPPROF_OUTPUT (`ulpprof record -o`).
     label: the run's label (e.g. "miss"); run: /run attributes, e.g.
     {"cache": "miss", "batch_size": 1}, what `ulpprof diff` names as the
-    condition that differs.  options: prefix, select, match, requests,
+    condition that differs; observed: /observed attributes, facts about the
+    run that set no condition (a timing, the kernel a library picked), shown
+    but never compared as one.  options: prefix, select, match, requests,
     outputs ("first" / "all"), kv, layers (path of the layer list when it is
     not found), sublayers (False: layer outputs only), queue_mb.  The
     module's docstring says what each means.

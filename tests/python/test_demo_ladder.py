@@ -7,10 +7,14 @@ group and rung verdict of its ladder.json is recomputed here from the
 snapshots with numpy (test_ladder_numpy.expected_ladder, written from
 FORMAT.md), and the verdicts the workload is built to show are checked:
 the repeat holds, batch size, cache, chunking and parallelism break, the
-split fix equals the hit.
+split fix equals the hit.  What the workload observed of its GEMMs
+(`suffix_gemm`) is in /observed, not among the conditions in /run, so a
+plain `ulpprof ladder DIR` over the demo's directory gives, without
+`--ignore`, the very ladder the demo prints.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +22,39 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ladder_numpy as tl  # noqa: E402
+
+
+def check_observed(rep):
+    """Each run's /observed holds suffix_gemm (M = the suffix's rows), /run does not."""
+    for r in rep["runs"]:
+        with tl.h5py.File(r["path"], "r") as f:
+            run = set(f["run"].attrs)
+            obs = {k: (v.decode() if isinstance(v, bytes) else v)
+                   for k, v in f["observed"].attrs.items()} if "observed" in f else {}
+        tl.check("suffix_gemm" not in run and re.match(r"M=\d+", obs.get("suffix_gemm", "")),
+                 "%s: suffix_gemm in /observed, not /run: %r %r" % (r["label"], run, obs))
+    tl.check(rep["ignored_keys"] == [], "the demo ignores no key: %r" % rep["ignored_keys"])
+
+
+def check_plain_ladder(d, demo_out, rep):
+    """`ulpprof ladder DIR` prints the table the demo printed, and the same JSON."""
+    p = subprocess.run([tl.ULPPROF, "ladder", d], capture_output=True, text=True)
+    tl.check(p.returncode == 1 and p.stderr == "", "ladder DIR: exit %d %r" % (
+        p.returncode, p.stderr))
+    lines = demo_out.splitlines()
+    start = [i for i, ln in enumerate(lines) if ln.startswith("=== ulpprof ladder")]
+    end = [i for i, ln in enumerate(lines) if ln == "What the ladder says"]
+    tl.check(len(start) == 1 and len(end) == 1 and lines[start[0]] == "=== ulpprof ladder " + d,
+             "the demo's ladder header %r" % (start and lines[start[0]],))
+    if len(start) == 1 and len(end) == 1:
+        shown = "\n".join(lines[start[0] + 2:end[0] - 1]) + "\n"
+        tl.check(shown == p.stdout, "ladder DIR prints what the demo prints:\n%s\n---\n%s" % (
+            p.stdout, shown))
+    q = subprocess.run([tl.ULPPROF, "ladder", "-f", "json", d], capture_output=True, text=True)
+    plain = json.loads(q.stdout) if q.returncode == 1 else None
+    tl.check(plain is not None and [r["path"] for r in plain["runs"]] == [
+        r["path"] for r in rep["runs"]] and plain["rungs"] == rep["rungs"] and
+        plain["pairs"] == rep["pairs"], "ladder -f json DIR is the demo's ladder.json")
 
 
 def main():
@@ -31,7 +68,10 @@ def main():
             rep = json.load(f)
         labels = [r["label"] for r in rep["runs"]]
         runs = [{0: tl.read_snapshot(r["path"])} for r in rep["runs"]]
-        rungs = tl.compare_report("demo", rep, runs, ignore=("suffix_gemm",))
+        # No key ignored: every /run key that differs is a condition the demo varied.
+        check_observed(rep)
+        check_plain_ladder(d, p.stdout, rep)
+        rungs = tl.compare_report("demo", rep, runs)
         verdicts = [r["verdict"] for r in rungs]
         tl.check(verdicts == ["holds", "breaks", "breaks", "breaks", "breaks", "untested",
                               "untested", "untested"], "demo verdicts %r" % verdicts)

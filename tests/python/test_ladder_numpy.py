@@ -201,7 +201,9 @@ def expected_ladder(runs, ignore=()):
                 rung = None
             elif not rungs:
                 rung = 0
-            elif len(rungs) == 1:
+            elif len(rungs) == 1 and (ident is False or len(
+                    [k for k in keys if k in RUNG_OF and k not in ignore]) == 1):
+                # FORMAT.md: several keys of one rung decide it only when the runs differ.
                 rung = rungs.pop()
             else:
                 rung = None
