@@ -73,7 +73,9 @@ def discover(model, layers=None, prefix="", sublayers=True, kv=False, embeddings
     """The list of Specs to hook, in execution order.  `layers`: the path of
     the layer list when discovery cannot find it.  Raises ValueError when the
     model has no decoder layers we can find."""
-    modules = dict(model.named_modules())
+    # Every path, also those of a module listed twice (one layer repeated in
+    # the layer list): each is a capture of its own.
+    modules = dict(model.named_modules(remove_duplicate=False))
     lpath = layers if layers is not None else find_layers(model)
     if lpath is None or lpath not in modules:
         raise ValueError("no decoder layers found (a ModuleList named one of %s); pass "

@@ -25,9 +25,35 @@ call (or whose first axis is the tokens of the engines' forward(input_ids[T],
 positions[T])) records, per row, its token position and request (FORMAT.md): the
 position from the call's `position_ids`, else `cache_position`, else the
 cache length + 0, 1, ...; the request is the batch row, or `requests[row]`
-when given.  Padded tokens (attention_mask 0) are left out.  So a cache miss
+when given, or what `cap.request(ids)` says for the calls inside its `with`
+block.  Padded tokens (attention_mask 0) are left out.  So a cache miss
 and a hit, or batch 1 and batch 4, pair position by position.  Each call of
 the model's forward is one step (0, 1, ...).
+
+Several prompts in one capture(): give each its request ids, so that
+`ulpprof diff` pairs them with another run's (in any order):
+
+    with ulpprof.torch.capture(model, "a.h5") as cap:
+        for i, prompt in enumerate(prompts):
+            with cap.request(i):      # an int, or one id per batch row
+                model.generate(prompt, max_new_tokens=8)
+
+A token computed again under the same name (a warm-up pass, generate(
+use_cache=False), a module run twice in one forward) gets a key of its
+own: its k-th recomputation is filed as request + 1,000,000 * k, so the
+file's keys never repeat (which diff refuses), and each run's first
+computation of a token pairs with the other run's.  Threads: each thread's
+forward calls carry their own positions, requests (cap.request() is per
+thread) and steps; threads that run the same request ids at once are filed
+in the order they capture, so give them different ones.  A layer list that
+repeats one module (layers sharing weights) is captured per call: the k-th
+run of the module in a forward call is `layers.k`.
+
+What the model computes never changes: the hooks only read, and the forward
+wrapper keeps the model's signature (HF generate() reads it to choose the
+arguments it passes).  A second capture() on a file that an earlier,
+closed capture() of this process wrote is refused (CaptureError): nothing
+is lost; captures open on one file at once share it.
 
 `select` says what to keep: None keeps every batch row (and every token);
 an int, a list of ints or a slice keeps those batch rows of the tensors whose
@@ -47,13 +73,19 @@ capture library serves the process, and captures on one file share one
 session.  ULPPROF_TORCH_MODE=host|nvtx overrides the choice.  A capture that
 fails is said once on stderr and never fails the model's forward.
 """
+import bisect
+import contextlib
+import functools
 import os
 import re
+import socket
 import sys
+import threading
 
 import torch as _torch
 
 from . import _layout
+from ._lib import STEP_NONE as _lib_step_none
 from ._lib import CaptureError, Session, _mapped_copy
 
 __all__ = ["capture", "Capture", "CaptureError", "DTYPES"]
@@ -66,7 +98,9 @@ for _n, _f in (("float8_e4m3fn", "f8e4m3"), ("float8_e5m2", "f8e5m2")):
     if hasattr(_torch, _n):  # torch >= 2.1
         DTYPES[getattr(_torch, _n)] = _f
 
-_shared = {}  # realpath -> [Session, users]: captures on one file share a session
+_shared = {}  # realpath -> [Session, users, _Keys]: captures on one file share a session
+_written = set()  # realpaths of the files this process's closed captures wrote
+_REPEAT = 1000000  # request offset of a token's k-th recomputation: request + k * _REPEAT
 _MARK_MAX = 8192  # bytes of one NVTX mark (PROTOCOL.md)
 _EINVAL = -1  # ULP_EINVAL
 
@@ -132,7 +166,9 @@ def _restarts(pos):
 
 def _token_context(args, kwargs, requests):
     """(positions[b, s], requests[b, s], keep[b, s] or None) of a forward
-    call, int64 / bool on the CPU, or None when the call has no tokens."""
+    call, int64 / bool on the CPU, or None when the call has no tokens.
+    requests: None (row i is request i), an int n (row i is n + i) or one
+    id per batch row."""
     ids = kwargs.get("input_ids")
     if ids is None and args and _torch.is_tensor(args[0]):
         ids = args[0]
@@ -143,7 +179,8 @@ def _token_context(args, kwargs, requests):
     if ids is not None and ids.dim() == 1 and _torch.is_tensor(flat) and flat.shape == ids.shape:
         # The engines' convention: forward(input_ids[T], positions[T], ...).
         pos = flat.detach().to("cpu", _torch.int64).view(1, -1)
-        return pos, _restarts(pos[0]).view(1, -1), None
+        req = _restarts(pos[0]).view(1, -1)
+        return pos, req + requests if isinstance(requests, int) else req, None
     if ids is not None and ids.dim() == 2:
         b, s = ids.shape
     elif emb is not None and emb.dim() == 3:
@@ -162,7 +199,10 @@ def _token_context(args, kwargs, requests):
         return None
     # Contiguous once per call, so that each capture passes them as they are.
     pos = pos.expand(b, s).contiguous()
-    rows = list(requests) if requests is not None and len(requests) == b else range(b)
+    if isinstance(requests, int):
+        rows = range(requests, requests + b)
+    else:
+        rows = list(requests) if requests is not None and len(requests) == b else range(b)
     req = _torch.tensor(rows, dtype=_torch.int64).view(b, 1).expand(b, s).contiguous()
     keep = None
     mask = kwargs.get("attention_mask")
@@ -188,6 +228,123 @@ def _tensors(output, outputs):
     return [("", t)] if _torch.is_tensor(t) else []
 
 
+def _expanded(pattern, label):
+    """The path the capture library makes of `pattern` (%p %r %h %l %%, a
+    value's '/' as '_', a value '.' or '..' as '_' or '__'), or None when it
+    would refuse the pattern (it says why)."""
+    if "%" not in pattern:
+        return pattern
+    rank = next((os.environ[v] for v in ("RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK")
+                 if os.environ.get(v)), "0")
+    label = label if label is not None else os.environ.get("ULPPROF_LABEL") or "run"
+    values = {"p": str(os.getpid()), "r": rank, "h": socket.gethostname(), "l": str(label)}
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c != "%":
+            out.append(c)
+        elif pattern[i + 1:i + 2] == "%":
+            out.append("%")
+            i += 1
+        elif pattern[i + 1:i + 2] in values:
+            v = values[pattern[i + 1]]
+            out.append("_" * len(v) if v in (".", "..") else v.replace("/", "_"))
+            i += 1
+        else:
+            return None
+        i += 1
+    return "".join(out)
+
+
+class _Runs:
+    """Disjoint [lo, hi) ranges of token positions, sorted."""
+
+    def __init__(self):
+        self.lo, self.hi = [], []
+
+    def overlaps(self, a, b):
+        i = bisect.bisect_right(self.lo, b - 1)
+        return i > 0 and self.hi[i - 1] > a
+
+    def add(self, a, b):  # [a, b) overlaps none of them
+        i = bisect.bisect_left(self.lo, a)
+        if i > 0 and self.hi[i - 1] == a:
+            self.hi[i - 1] = b
+            if i < len(self.lo) and self.lo[i] == b:
+                self.hi[i - 1] = self.hi[i]
+                del self.lo[i], self.hi[i]
+        elif i < len(self.lo) and self.lo[i] == b:
+            self.lo[i] = a
+        else:
+            self.lo.insert(i, a)
+            self.hi.insert(i, b)
+
+
+class _Keys:
+    """The (request, position) keys filed per capture name in one file, so
+    that a token computed again (a warm-up pass, generate(use_cache=False),
+    a module run twice in one forward) gets a key of its own: its k-th
+    recomputation is filed under request + k * 1,000,000 (or the next k
+    free).  The first computation keeps its key, so runs that compute a
+    token a different number of times still pair their first ones, and a
+    run's keys never repeat (which `ulpprof diff` refuses)."""
+
+    def __init__(self):
+        self._runs = {}
+        self._lock = threading.Lock()
+
+    def _free(self, name, r, a, b):
+        runs = self._runs.get((name, r))
+        return runs is None or not runs.overlaps(a, b)
+
+    def _take(self, name, r, a, b):
+        runs = self._runs.get((name, r))
+        if runs is None:
+            runs = self._runs[(name, r)] = _Runs()
+        runs.add(a, b)
+
+    def file(self, name, pos, req):
+        """req, with the rows whose key `name` already has moved to free keys."""
+        p, q = pos.reshape(-1), req.reshape(-1)
+        n = p.numel()
+        if n == 0:
+            return req
+        # Segments: consecutive rows of one request at consecutive positions.
+        cut = _torch.ones(n, dtype=_torch.bool)
+        if n > 1:
+            cut[1:] = (q[1:] != q[:-1]) | (p[1:] != p[:-1] + 1)
+        starts = _torch.nonzero(cut).view(-1).tolist() + [n]
+        out = None
+        with self._lock:
+            for s0, s1 in zip(starts[:-1], starts[1:]):
+                r, a = int(q[s0]), int(p[s0])
+                if self._free(name, r, a, a + s1 - s0):
+                    self._take(name, r, a, a + s1 - s0)
+                    continue
+                if out is None:
+                    out = q.clone()
+                for i in range(s0, s1):
+                    pi, k = a + i - s0, 0
+                    while not self._free(name, r + k * _REPEAT, pi, pi + 1):
+                        k += 1
+                    self._take(name, r + k * _REPEAT, pi, pi + 1)
+                    out[i] = r + k * _REPEAT
+        return req if out is None else out.view(req.shape)
+
+
+class _Call:
+    """One forward call of the model, on the thread that made it: its step,
+    its tokens (_token_context) and how often each shared module ran in it."""
+
+    __slots__ = ("step", "tokens", "runs")
+
+    def __init__(self, step, tokens):
+        self.step, self.tokens, self.runs = step, tokens, {}
+
+
+_nvtx_keys = _Keys()  # under `ulpprof record`: every capture goes to record's file
+
+
 class Capture:
     """Hooks on a model that capture its tensors into one snapshot.  Made by
     capture(); close() (or leaving the `with` block) removes the hooks and
@@ -204,7 +361,9 @@ class Capture:
         self._requests = list(requests) if requests is not None else None
         self._outputs = outputs
         self._handles = []
-        self._ctx = None
+        self._local = threading.local()  # .calls: this thread's forward calls; .requests
+        self._lock = threading.Lock()
+        self._keys = _nvtx_keys
         self._pass = -1
         self._closed = False
         self._wrapper = None
@@ -232,7 +391,13 @@ class Capture:
     # --- session ------------------------------------------------------------
     def _open(self, path, label, run, queue_mb, observed=None):
         target = path if path is not None else os.environ.get("ULPPROF_OUTPUT", "")
-        key = os.path.realpath(target) if target and "%" not in target else None
+        where = _expanded(target, label) if target else None
+        key = os.path.realpath(where) if where else None
+        if key not in _shared and key in _written and os.path.exists(key):
+            raise CaptureError("'%s' holds the captures of an earlier capture() in this "
+                               "process, which a new one would replace: capture every pass "
+                               "under one capture() (cap.request() keeps prompts apart), or "
+                               "pass another path" % where)
         if key in _shared:
             entry = _shared[key]
             entry[1] += 1
@@ -245,8 +410,9 @@ class Capture:
             self._session = Session(path, label=label, run=run, queue_mb=queue_mb,
                                     observed=observed)
             key = os.path.realpath(self._session.path)
-            _shared[key] = [self._session, 1]
+            _shared[key] = [self._session, 1, _Keys()]
         self._key = key
+        self._keys = _shared[key][2]
         self._path = self._session.path
 
     @property
@@ -261,29 +427,62 @@ class Capture:
         self._orig_forward = orig
         cap = self
 
+        # functools.wraps keeps the model's signature visible (inspect follows
+        # __wrapped__): HF generate() reads it to decide which arguments to
+        # pass (attention_mask, position_ids), so hiding it changes the run.
+        @functools.wraps(orig)
         def forward(*args, **kwargs):
             if cap._closed:  # closed while another wrapper sits on top of this one
                 return orig(*args, **kwargs)
-            outer = cap._ctx
-            cap._pass += 1
-            cap._ctx = _token_context(args, kwargs, cap._requests)
-            cap.step(cap._pass)
+            calls = cap._calls()
+            with cap._lock:
+                cap._pass += 1
+                n = cap._pass
+            calls.append(_Call(n, _token_context(args, kwargs, cap._request_ids())))
+            cap.step(n)
             try:
                 return orig(*args, **kwargs)
             finally:
-                cap._ctx = outer
+                calls.pop()
 
         forward._ulpprof = (self, orig, "forward" in model.__dict__)  # closed-check, unwrap
         self._wrapper = forward
         model.forward = forward
-        modules = dict(model.named_modules())
+        # One module listed at several paths (a layer list that repeats one
+        # layer): one hook, whose k-th run in a forward call is the k-th path.
+        groups = {}
         for spec in self.specs:
-            self._handles.append(modules[spec.path].register_forward_hook(self._hook(spec)))
+            module = model.get_submodule(spec.path)
+            groups.setdefault(id(module), (module, []))[1].append(spec)
+        for module, specs in groups.values():
+            self._handles.append(module.register_forward_hook(self._hook(specs)))
 
-    def _hook(self, spec):
+    def _calls(self):
+        """This thread's forward calls of the model, innermost last."""
+        calls = getattr(self._local, "calls", None)
+        if calls is None:
+            calls = self._local.calls = []
+        return calls
+
+    def _call(self):
+        calls = getattr(self._local, "calls", None)
+        return calls[-1] if calls else None
+
+    def _request_ids(self):
+        mine = getattr(self._local, "requests", None)
+        return mine if mine is not None else self._requests
+
+    def _hook(self, specs):
         def hook(module, inputs, output):
             # The model's run must not fail because of a capture: say it once.
+            spec = specs[0]
             try:
+                if len(specs) > 1:
+                    call = self._call()
+                    if call is not None:
+                        k = call.runs.get(id(specs), 0)
+                        call.runs[id(specs)] = k + 1
+                        spec = specs[k % len(specs)]
                 for suffix, t in _tensors(output, self._outputs):
                     self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
                                  inputs=spec.inputs, tokens=True)
@@ -302,7 +501,8 @@ class Capture:
     def _token_rows(self, t, role):
         """(tensor, positions, requests, row_rank) for t in the current call;
         positions and requests are int64 CPU tensors of the rows (any shape)."""
-        ctx = self._ctx
+        call = self._call()
+        ctx = call.tokens if call is not None else None
         if ctx is None:
             return t, None, None, 0
         pos, req, keep = ctx
@@ -352,10 +552,14 @@ class Capture:
         elif self._rows is not None and t.dim() >= 1:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
+        if pos is not None:
+            req = self._keys.file(name, pos, req)
+        call = self._call()
+        step = call.step if call is not None else _lib_step_none
         if self.mode == "nvtx":
             if pos is not None:
                 pos, req = pos.reshape(-1).tolist(), req.reshape(-1).tolist()
-            self._mark(name, t.contiguous(), dtype, layer, role, pos, req, rank, inputs)
+            self._mark(name, t.contiguous(), dtype, layer, role, pos, req, rank, inputs, step)
             return
         if t.device.type != "cpu":
             if t.is_cuda:
@@ -370,20 +574,21 @@ class Capture:
             pos, req = pos.contiguous(), req.contiguous()
             pp, rp = pos.data_ptr(), req.data_ptr()
         st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
-                                   role=role, positions_ptr=pp, requests_ptr=rp, row_rank=rank,
-                                   inputs=inputs)
+                                   role=role, step=step, positions_ptr=pp, requests_ptr=rp,
+                                   row_rank=rank, inputs=inputs)
         if st == _EINVAL and pos is not None:
             # More rows than a positions attribute holds (16,000), or a
             # repeated (request, position): keep the tensor, drop its rows.
             self._warn_once(("rows", name), "%s: token rows refused (see above): captured "
                             "without them" % name)
             st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
-                                       role=role, inputs=inputs)
+                                       role=role, step=step, inputs=inputs)
         if st != 0:
             self._warn_once(("status", st), "capture of %s failed (ulp_status %d); see the "
                             "library's message above" % (name, st))
 
-    def _mark(self, name, t, dtype, layer, role, pos=None, req=None, rank=0, inputs=None):
+    def _mark(self, name, t, dtype, layer, role, pos=None, req=None, rank=0, inputs=None,
+              step=None):
         """A `ulp1` NVTX mark (collector/cuda/PROTOCOL.md) for the collector."""
         shape = ",".join(str(n) for n in t.shape)
         nbytes = t.numel() * t.element_size()
@@ -394,6 +599,8 @@ class Capture:
             where = "dev=host"
         msg = "ulp1|name=%s|ptr=0x%x|dtype=%s|shape=%s|layer=%d|role=%s|%s|bytes=%d" % (
             _esc(name), t.data_ptr(), dtype, shape, layer, role, where, nbytes)
+        if step is not None and step != _lib_step_none:
+            msg += "|step=%d" % step
         tokens = ""
         if pos is not None:
             reqs = "%d" % req[0] if len(set(req)) == 1 else ",".join(str(r) for r in req)
@@ -414,6 +621,31 @@ class Capture:
             _torch.cuda.nvtx.mark("ulp1|ev=step|step=%d" % int(n))
         elif self._session is not None:
             self._session.set_step(n)
+
+    @contextlib.contextmanager
+    def request(self, ids):
+        """Files the forward calls made inside the `with` block, on this
+        thread, under request ids of your choice: an int n (batch row i is
+        request n + i; with flattened tokens, the k-th request of the call is
+        n + k) or one int per batch row.  Several prompts in one capture()
+        (one per pass, or one per thread) then keep apart:
+
+            with ulpprof.torch.capture(model, "a.h5") as cap:
+                for i, prompt in enumerate(prompts):
+                    with cap.request(i):
+                        model.generate(prompt, ...)
+
+        and run B, made the same way, pairs request by request."""
+        if isinstance(ids, bool) or not isinstance(ids, int) and not (
+                isinstance(ids, (list, tuple)) and ids
+                and all(isinstance(i, int) and not isinstance(i, bool) for i in ids)):
+            raise TypeError("request ids: an int or a non-empty list of ints, not %r" % (ids,))
+        prev = getattr(self._local, "requests", None)
+        self._local.requests = ids if isinstance(ids, int) else list(ids)
+        try:
+            yield self
+        finally:
+            self._local.requests = prev
 
     def flush(self):
         """Waits until the captures so far are in the file (host library)."""
@@ -444,6 +676,7 @@ class Capture:
                 if entry[1] == 0:
                     del _shared[self._key]
                     self._session.close()
+                    _written.add(self._key)
             self._session = None
 
     def __enter__(self):
