@@ -9,7 +9,8 @@
  *     compared on all of them (one side never captured them, e.g. the
  *     prefix a cache hit computed in an earlier request);
  *   - introduced: every input was compared on all of them and is identical;
- *   - unknown: the capture lists no inputs.
+ *   - unknown: the capture lists no inputs (its own name, when listed,
+ *     does not count).
  * An input without positions counts as compared everywhere when its whole
  * tensors are identical, as differing when they differ.
  */
@@ -114,11 +115,18 @@ static void first_gap(const input *in, int64_t req, int64_t pos, int64_t *first,
 static void classify_row(const ulp_diff_result *r, uint64_t *const *cums, ulp_diff_row *row)
 {
     input ins[64];
-    size_t nin = row->n_inputs < 64 ? row->n_inputs : 64;
-    for (size_t i = 0; i < nin; i++) {
+    int at[64]; /* ins[j] is row->inputs[at[j]] */
+    size_t nin = 0;
+    /* A capture that lists itself among its inputs (a damaged or careless
+     * writer) is not where its own difference came from: that input is
+     * passed over, and one listing only itself lists none. */
+    for (size_t i = 0; i < row->n_inputs && nin < 64; i++) {
+        if (strcmp(row->inputs[i], row->name) == 0)
+            continue;
         ptrdiff_t k = find_row(r, row->inputs[i]);
-        ins[i].row = k >= 0 ? &r->rows[k] : NULL;
-        ins[i].cum = k >= 0 ? cums[k] : NULL;
+        ins[nin].row = k >= 0 ? &r->rows[k] : NULL;
+        ins[nin].cum = k >= 0 ? cums[k] : NULL;
+        at[nin++] = (int)i;
     }
     int first = 1;
     for (size_t k = 0; k < row->n_keys; k++) {
@@ -126,11 +134,13 @@ static void classify_row(const ulp_diff_result *r, uint64_t *const *cums, ulp_di
         if (!key->differs)
             continue;
         verdict worst = SAME;
+        size_t worst_j = 0;
         for (size_t i = 0; i < nin && worst != DIFFERS; i++) {
             verdict v = look(&ins[i], key->request, key->position);
             if (v > worst) {
                 worst = v;
-                key->origin_input = (int)i;
+                worst_j = i;
+                key->origin_input = at[i];
             }
         }
         key->origin = nin == 0           ? ULP_DIFF_ORIGIN_UNKNOWN
@@ -142,7 +152,7 @@ static void classify_row(const ulp_diff_result *r, uint64_t *const *cums, ulp_di
             if (key->origin == ULP_DIFF_ORIGIN_NOT_CAPTURED) {
                 row->capture_next = row->inputs[key->origin_input];
                 row->capture_request = key->request;
-                first_gap(&ins[key->origin_input], key->request, key->position, &row->capture_first,
+                first_gap(&ins[worst_j], key->request, key->position, &row->capture_first,
                           &row->capture_last);
             }
             first = 0;

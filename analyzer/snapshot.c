@@ -155,6 +155,9 @@ static ulp_status read_root(ulp_snapshot *s, ulp_error *err)
 {
     const char *why = NULL;
     char *fmt = NULL;
+    ulp_status st = ulp__attr_check_object(s, s->file, "/", err);
+    if (st != ULP_OK)
+        return st;
     int rc = ulp__attr_read_str(s->file, "format", &fmt, &why);
     if (rc > 0)
         return ulp__error(err, ULP_EFORMAT, "'%s': not an ulpprof snapshot (no 'format' attribute)",

@@ -211,6 +211,21 @@ int ulp__attr_read_str_array(hid_t obj, const char *name, char ***out, size_t *n
     return rc;
 }
 
+ulp_status ulp__attr_check_object(const ulp_snapshot *s, hid_t obj, const char *where,
+                                  ulp_error *err)
+{
+    char bad[64];
+    int fit = ulp__ohdr_attrs_fit(s, obj, bad, sizeof bad);
+    if (fit == -2)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    if (fit == 0)
+        return ulp__error(err, ULP_EBADATTR,
+                          "'%s': attribute '%s' of '%s' declares more bytes than its header "
+                          "message holds (a damaged file)",
+                          s->path, bad, where);
+    return ULP_OK;
+}
+
 /* --- /run and /env ------------------------------------------------------------ */
 
 typedef struct strbuf {
@@ -402,6 +417,11 @@ ulp_status ulp__attr_read_kv(ulp_snapshot *s, const char *gpath, ulp_kv **out, s
     hid_t g = H5Gopen2(s->file, gpath, H5P_DEFAULT);
     if (g < 0)
         return ulp__error(err, ULP_EFORMAT, "'%s': '%s' cannot be opened", s->path, gpath);
+    ulp_status st = ulp__attr_check_object(s, g, gpath, err);
+    if (st != ULP_OK) {
+        H5Gclose(g);
+        return st;
+    }
     kv_ctx c = {.s = s};
     hsize_t idx = 0;
     herr_t rc = H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_NATIVE, &idx, kv_visit, &c);

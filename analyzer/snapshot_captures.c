@@ -378,6 +378,15 @@ ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const c
     if (parse_occurrence(occ, &c->occurrence) < 0)
         return ulp__cap_error(s, err, ULP_EFORMAT, name, occ,
                               "occurrence name '%s' is not a non-negative integer", occ);
+    char bad[64];
+    int fit = ulp__ohdr_attrs_fit(s, d, bad, sizeof bad);
+    if (fit == -2)
+        return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+    if (fit == 0)
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ,
+                              "attribute '%s' declares more bytes than its header message holds "
+                              "(a damaged file)",
+                              bad);
     if ((st = read_dtype(s, d, name, occ, c, err)) != ULP_OK ||
         (st = read_shape(s, d, name, occ, c, err)) != ULP_OK ||
         (st = read_seq(s, d, name, occ, c, err)) != ULP_OK ||

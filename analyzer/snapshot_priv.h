@@ -378,6 +378,18 @@ int ulp__offsets_add(ulp__offsets *l, uint64_t off);
  */
 int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_addr);
 
+/*
+ * Whether every attribute message in the object header of `obj` holds the
+ * value its dataspace and datatype declare (snapshot_ohdr.c): 1 yes (or a
+ * header this does not walk), 0 no (bad[bad_size] names the attribute), -2
+ * out of memory.  HDF5 1.10 would read such a value from past the message.
+ */
+int ulp__ohdr_attrs_fit(const ulp_snapshot *s, hid_t obj, char *bad, size_t bad_size);
+
+/* ULP_OK, or the error that an attribute of `obj` (named `where`) overruns its message. */
+ulp_status ulp__attr_check_object(const ulp_snapshot *s, hid_t obj, const char *where,
+                                  ulp_error *err);
+
 /* The capture journal (common/journal.h, snapshot_journal.c). */
 typedef struct ulp__journal_state {
     int found;            /* the file has a journal                        */

@@ -27,6 +27,33 @@ static const char import_program[] =
     "    sys.exit(2)\n"
     "sys.exit(main(sys.argv[1:]))\n";
 
+/* The help, printed here so that it prints without the Python package. */
+static void import_help(void)
+{
+    printf("usage: ulpprof import -o OUT.h5 [--label L] [--attr K=V]... [--rank R] "
+           "[--unsafe-pickle] PATH...\n"
+           "Turns tensor dumps written by other tools into a snapshot.  PATH is a file or a\n"
+           "directory (walked recursively, files in natural order of their names):\n"
+           "  .npy .npz        numpy.save / numpy.savez\n"
+           "  .safetensors     one capture per tensor (no execution order is kept: the\n"
+           "                   captures are ordered by name, with a warning)\n"
+           "  .pt .pth .bin    torch.save of tensors, dicts, lists, SGLang dumper files;\n"
+           "                   loaded with weights_only=True on torch >= 2.6, refused on an\n"
+           "                   older torch unless --unsafe-pickle; TorchScript archives are\n"
+           "                   always refused\n"
+           "A 1-D integer tensor named 'positions' gives the rows of the other tensors of its\n"
+           "forward pass (its SGLang step, else its file) their positions.\n"
+           "  -o, --output FILE   snapshot to write (never one of the inputs)\n"
+           "  -l, --label L       run label (default: import)\n"
+           "  -a, --attr K=V      a /run attribute (repeatable), e.g. cache=hit\n"
+           "  --rank R            keep the tensors of this rank (SGLang dumps)\n"
+           "  --unsafe-pickle     load torch files with full pickle (runs code they contain:\n"
+           "                      only for files you trust)\n"
+           "  -h, --help          show this help\n"
+           "The reading is done by the Python package ulpprof ($ULPPROF_PYTHON, else python3).\n"
+           "exit status: 0 written, 2 error\n");
+}
+
 /* PREFIX where the program is PREFIX/ulpprof/bin/ulpprof of a package. */
 static void add_package_path(void)
 {
@@ -59,6 +86,17 @@ static void add_package_path(void)
 
 int cmd_import(int argc, char **argv)
 {
+    static const char *const takes_value[] = {"-o", "--output", "-l",    "--label",
+                                              "-a", "--attr",   "--rank"};
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            import_help();
+            return CLI_EXIT_OK;
+        }
+        for (size_t k = 0; k < sizeof takes_value / sizeof takes_value[0]; k++)
+            if (strcmp(argv[i], takes_value[k]) == 0)
+                i++; /* its value, even one that reads "-h" */
+    }
     const char *python = getenv("ULPPROF_PYTHON");
     if (python == NULL || *python == '\0')
         python = "python3";

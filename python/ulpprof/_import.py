@@ -9,23 +9,29 @@ their names).  Read:
                   without the extension, '/' -> '.'
   .npz            numpy.savez; one capture per array, named by its key
   .safetensors    the safetensors format (read by its published layout, so
-                  bf16 and fp8 keep their bits); one capture per tensor
+                  bf16 and fp8 keep their bits); one capture per tensor.  The
+                  format keeps no execution order: the captures are ordered
+                  embeddings, layers by number, the rest, logits, with a warning
   .pt .pth .bin   torch.save of a tensor, of a dict / list / tuple of tensors,
                   or SGLang's dumper {"value": tensor, "meta": {...}}; loaded
-                  with weights_only=True (no arbitrary pickle) unless
-                  --unsafe-pickle.  SGLang dumper files
+                  with weights_only=True (no arbitrary pickle) on torch >= 2.6,
+                  refused on an older torch (whose weights_only loader can run
+                  code) unless --unsafe-pickle; a TorchScript archive is always
+                  refused (ulpprof/_import_guard.py).  SGLang dumper files
                   (`forward_pass_id=3___rank=0___name=x___layer_id=5.pt`) give
                   the name (`layers.5.x` when a layer_id is given), the layer,
                   the step (forward_pass_id) and the rank (--rank keeps one).
 Layer numbers come from `layers.N` / `h.N` / `layer_id`, the role `logits`
 from names ending in `logits` or `lm_head`.  Positions: a tensor named
-`positions` (1-D integers) in the same forward pass gives each capture
-whose first axis has its length one position per row; a position that does
-not follow the previous one starts a new request.
+`positions` (1-D integers) in the same forward pass (the SGLang step, else
+the same file) gives each capture whose first axis has its length one
+position per row, and is itself no capture; a position that does not follow
+the previous one starts a new request.
 A capture name seen again (another pass) is its next occurrence.  Bad input
-exits 2 with one line; the output is written to a temporary file and moved
-into place only when everything was read, so an existing file is never
-half overwritten.
+exits 2 with one line; the output is written in a private temporary
+directory beside it and moved into place only when everything was read, so
+an existing file is never half overwritten, and an output that is one of
+the inputs is refused.
 """
 import argparse
 import json
@@ -34,7 +40,9 @@ import re
 import struct
 import sys
 
+from . import _import_guard as guard
 from . import _layout
+from ._import_guard import BadInput
 from ._lib import DTYPE_SIZES, CaptureError, Session
 
 _TORCH_EXT = (".pt", ".pth", ".bin")
@@ -48,10 +56,6 @@ _NP_DTYPES = {"float64": "f64", "float32": "f32", "float16": "f16", "int64": "i6
 _SGL_FIELD = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
-class BadInput(Exception):
-    """One file cannot be read; str() is the one line to print."""
-
-
 class Tensor:
     """One tensor to write: FORMAT.md dtype, shape, contiguous bytes (a numpy
     array or bytes), and what the source says about it."""
@@ -60,6 +64,7 @@ class Tensor:
         self.name, self.dtype, self.shape, self.data = name, dtype, tuple(shape), data
         self.layer = layer if layer >= 0 else _layout.layer_of(name)
         self.step, self.rank, self.order = step, rank, order
+        self.src = 0  # index of the file it came from (its pass when it has no step)
 
 
 def _natural(s):
@@ -118,9 +123,8 @@ def _read_npz(path, root):
 
     out = []
     try:
-        with np.load(path, allow_pickle=False) as z:
-            for key in z.files:
-                out.append(_np_tensor(key, z[key], path))
+        for key, arr in guard.read_npz(path):
+            out.append(_np_tensor(key, arr, path))
     except BadInput:
         raise
     except Exception as e:
@@ -149,6 +153,8 @@ def _read_safetensors(path, root):
             raise ValueError("the header is not an object")
     except (ValueError, UnicodeDecodeError) as e:
         raise BadInput("'%s': not a safetensors file (header: %s)" % (path, _short(e)))
+    except RecursionError:
+        raise BadInput("'%s': not a safetensors file (header: JSON nested too deep)" % path)
     data = memoryview(blob)[8 + n:]
     out = []
     for name, info in header.items():
@@ -169,7 +175,31 @@ def _read_safetensors(path, root):
             raise BadInput("'%s': tensor %s: its bytes [%d, %d) do not match shape %s %s in %d "
                            "bytes of data" % (path, name, b, e, shape, info["dtype"], len(data)))
         out.append(Tensor(name, dt, shape, bytes(data[b:e])))
-    return out
+    return _execution_order(out, path)
+
+
+_EMBED = re.compile(r"(embed|wte|wpe|tok|input)", re.I)
+
+
+def _execution_order(tensors, path):
+    """safetensors keeps no order (its writers sort the tensors by name):
+    the likely order of execution, from the names -- embeddings, then the
+    layers by number, then the other unnumbered ones (final norm), then the
+    logits -- and a warning that it was guessed, so that a first divergence
+    read from it is read with care."""
+    def rank(t):
+        if re.search(r"(logits|lm_head)$", t.name):
+            return (3, 0)
+        if t.layer >= 0:
+            return (1, t.layer)
+        return (0, 0) if _EMBED.search(t.name) else (2, 0)
+
+    if len(tensors) > 1:
+        sys.stderr.write("ulpprof: import: warning: '%s': safetensors keeps no execution order; "
+                         "ordered by name (embeddings, layers by number, the rest, logits): "
+                         "a first divergence between its captures may be misplaced\n"
+                         % guard.shown(path))
+    return sorted(tensors, key=rank)
 
 
 def _sglang_fields(path):
@@ -213,6 +243,7 @@ def _read_torch(path, root, unsafe):
         raise BadInput("'%s': reading torch.save files needs torch (pip install torch)" % path)
     from .torch import DTYPES
 
+    guard.check_torch_file(path, unsafe, torch.__version__)
     try:
         obj = torch.load(path, map_location="cpu", weights_only=not unsafe)
     except Exception as e:
@@ -263,40 +294,55 @@ def _short(e):
     return (s[0] if s else type(e).__name__)[:200]
 
 
+def _pass_of(t):
+    """The forward pass a tensor belongs to: its step, else the file it came from."""
+    return ("step", t.step) if t.step is not None else ("file", t.src)
+
+
+def _is_positions(t):
+    return t.name.rsplit(".", 1)[-1] == "positions" and len(t.shape) == 1 and t.dtype in (
+        "i64", "i32")
+
+
 def _rows(tensors):
-    """Positions and requests per capture, from a `positions` tensor of the
-    same step (see the module docstring)."""
+    """The tensors to capture (a `positions` tensor is not one) and the
+    positions and requests of each, by its index in that list, from the
+    `positions` tensor of the same pass (see the module docstring)."""
     import numpy as np
 
-    pos_by_step = {}
+    pos_by_pass = {}
     for t in tensors:
-        if t.name.rsplit(".", 1)[-1] == "positions" and len(t.shape) == 1 and t.dtype in (
-                "i64", "i32"):
-            pos_by_step[t.step] = np.frombuffer(bytes(t.data), dtype="<" + (
+        if _is_positions(t):
+            pos_by_pass[_pass_of(t)] = np.frombuffer(bytes(t.data), dtype="<" + (
                 "i8" if t.dtype == "i64" else "i4")).astype(np.int64)
+    kept = [t for t in tensors if not _is_positions(t)]
     out = {}
-    for i, t in enumerate(tensors):
-        pos = pos_by_step.get(t.step)
-        if pos is None or not t.shape or t.shape[0] != len(pos) or t.name.endswith("positions"):
+    for i, t in enumerate(kept):
+        pos = pos_by_pass.get(_pass_of(t))
+        if pos is None or not t.shape or t.shape[0] != len(pos):
             continue
         if (pos < 0).any():
             continue
         req = np.cumsum(np.concatenate([[0], (pos[1:] != pos[:-1] + 1).astype(np.int64)]))
         out[i] = (pos.tolist(), req.tolist())
-    return out
+    return kept, out
 
 
 def _load(files, unsafe, rank):
     tensors = []
-    for path, root in files:
+    for src, (path, root) in enumerate(files):
         if path.endswith(".npy"):
-            tensors += _read_npy(path, root)
+            got = _read_npy(path, root)
         elif path.endswith(".npz"):
-            tensors += _read_npz(path, root)
+            got = _read_npz(path, root)
         elif path.endswith(".safetensors"):
-            tensors += _read_safetensors(path, root)
+            got = _read_safetensors(path, root)
         else:
-            tensors += _read_torch(path, root, unsafe)
+            got = _read_torch(path, root, unsafe)
+        for t in got:
+            guard.check_name(path, t.name)
+            t.src = src
+        tensors += got
     ranks = sorted({t.rank for t in tensors if t.rank is not None})
     if rank is not None:
         tensors = [t for t in tensors if t.rank in (None, rank)]
@@ -311,13 +357,15 @@ def _load(files, unsafe, rank):
 
 
 def _write(tensors, out, label, attrs, observed=None):
+    """Writes the snapshot; returns the number of captures in it."""
     import numpy as np
 
-    rows = _rows(tensors)
-    tmp = "%s.import-%d.tmp" % (out, os.getpid())
-    sess = Session(tmp, label=label, run=attrs, observed=observed)
-    ok = False
+    tensors, rows = _rows(tensors)
+    tmpdir = guard.temp_dir(out)
+    tmp = os.path.join(tmpdir, "snapshot.h5")
+    sess = None
     try:
+        sess = Session(tmp, label=label, run=attrs, observed=observed)
         # How the file was made is no condition of the run (FORMAT.md /observed).
         sess.set_observed("imported", "ulpprof import")
         for i, t in enumerate(tensors):
@@ -330,14 +378,18 @@ def _write(tensors, out, label, attrs, observed=None):
                               positions=pos, requests=req, row_rank=1 if pos else 0)
             if st != 0:
                 raise BadInput("'%s': cannot write capture %s (status %d)" % (out, t.name, st))
-        ok = sess.close() == 0
-        if not ok:
+        if sess.close() != 0:
             raise BadInput("'%s': the snapshot could not be written" % out)
         os.replace(tmp, out)
+    except OSError as e:
+        raise BadInput("'%s': cannot write it: %s" % (guard.shown(out), e.strerror or e))
     finally:
-        sess.close()
-        if not ok and os.path.exists(tmp):
+        if sess is not None:
+            sess.close()
+        if os.path.lexists(tmp):
             os.unlink(tmp)
+        os.rmdir(tmpdir)
+    return len(tensors)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -386,8 +438,9 @@ def main(argv):
               file=sys.stderr)
         return 2
     try:
-        tensors = _load(_files(a.paths), a.unsafe_pickle, a.rank)
-        _write(tensors, a.output, a.label, attrs, observed)
+        files = _files(a.paths)
+        guard.check_output(a.output, [p for p, _ in files])
+        n = _write(_load(files, a.unsafe_pickle, a.rank), a.output, a.label, attrs, observed)
     except (BadInput, CaptureError) as e:
         print("ulpprof: import: %s" % e, file=sys.stderr)
         return 2
@@ -395,5 +448,5 @@ def main(argv):
         print("ulpprof: import: needs %s in %s (pip install numpy; torch for .pt files)"
               % (e.name or e, sys.executable), file=sys.stderr)
         return 2
-    print("ulpprof import: %d captures -> %s" % (len(tensors), a.output))
+    print("ulpprof import: %d captures -> %s" % (n, a.output))
     return 0
