@@ -156,6 +156,14 @@ static ulp_status copy_keys(ulp_ladder_pair *p, const ulp_diff_ladder *l, ulp_er
     return ULP_OK;
 }
 
+/* A rank only one run has was not compared: the runs differ there, as they
+ * do where one file has a capture the other lacks. */
+static void missing_ranks_differ(ulp_ladder_pair *p)
+{
+    if (p->ranks_only_a > 0 || p->ranks_only_b > 0)
+        p->identical = 0;
+}
+
 /* Compares the ranks both runs have; the first compared pair gives the /run keys. */
 ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p, ulp_error *err)
 {
@@ -190,6 +198,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
             p->n_ranks++;
             p->identical &= d->identical != 0;
             p->rows += d->n_rows;
+            p->elements_compared += d->elements_compared;
             for (size_t q = 0; q < d->n_rows; q++)
                 p->differing_rows += d->rows[q].status != ULP_DIFF_IDENTICAL;
             for (size_t q = 0; q < d->n_logits; q++) {
@@ -206,6 +215,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
     if (st == ULP_OK && p->n_ranks == 0)
         st =
             ulp__error(err, ULP_EINVAL, "'%s' and '%s' have no rank in common", ra->path, rb->path);
+    missing_ranks_differ(p);
     return st;
 }
 

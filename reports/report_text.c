@@ -108,7 +108,9 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
 {
     const ulp_diff_ladder *l = &r->ladder;
     char tail[400];
-    if (r->identical) {
+    if (r->identical && r->elements_compared == 0) {
+        snprintf(tail, sizeof tail, "no verdict: every capture compared is empty (0 elements)");
+    } else if (r->identical) {
         snprintf(tail, sizeof tail, "holds: bitwise identical");
     } else if (r->has_first_divergence) {
         char name[300];
@@ -366,6 +368,9 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
                 "%sthe snapshots share no capture: %zu only in A, %zu only in B; nothing was "
                 "compared\n",
                 bullet, r->n_only_a, r->n_only_b);
+    } else if (r->identical && r->elements_compared == 0) {
+        fprintf(f, "%sidentical: all %zu captures are empty on both sides; no element compared\n",
+                bullet, r->n_shared);
     } else if (r->identical) {
         fprintf(f, "%sidentical: all %zu captures are bitwise identical\n", bullet, r->n_shared);
     } else {
