@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture_name.h"
+#include "capture_check.h"
 #include "common/index_seal.h"
 #include "writer_internal.h"
 
@@ -456,28 +456,18 @@ uint64_t ulp__writer_kernel_count(const ulp__writer *w)
 static ulp_status capture_check(const ulp_capture_desc *d, const void *data, size_t nbytes,
                                 hsize_t dims[ULP_MAX_RANK], ulp_error *err)
 {
-    if (d == NULL || !ulp__capture_name_ok(d->name))
-        return ulp__error(err, ULP_EINVAL, "writer: invalid capture name");
-    size_t esize = ulp_dtype_size(d->dtype);
-    if (esize == 0)
-        return ulp__error(err, ULP_EINVAL, "capture '%s': unknown dtype %d", d->name,
-                          (int)d->dtype);
-    if (d->ndim < 0 || d->ndim > ULP_MAX_RANK || (d->ndim > 0 && d->shape == NULL))
-        return ulp__error(err, ULP_EINVAL, "capture '%s': invalid rank %d", d->name, d->ndim);
-    uint64_t elements = 1;
-    for (int i = 0; i < d->ndim; i++) {
-        if (d->shape[i] < 0)
-            return ulp__error(err, ULP_EINVAL, "capture '%s': negative extent", d->name);
-        dims[i] = (hsize_t)d->shape[i];
-        if (dims[i] != 0 && elements > UINT64_MAX / dims[i])
-            return ulp__error(err, ULP_EINVAL, "capture '%s': shape overflows", d->name);
-        elements *= dims[i];
-    }
-    if (elements > SIZE_MAX / esize || elements * esize != nbytes)
-        return ulp__error(err, ULP_EINVAL, "capture '%s': %zu bytes for %" PRIu64 " elements",
-                          d->name, nbytes, elements);
+    char why[400];
+    size_t want = 0;
+    if (ulp__capture_check(d, &want, why, sizeof(why)) != ULP_OK)
+        return ulp__error(err, ULP_EINVAL, "%s", why);
+    if (want != nbytes)
+        return ulp__error(err, ULP_EINVAL, "capture '%.200s': %zu bytes given, the shape needs %zu",
+                          d->name, nbytes, want);
     if (nbytes > 0 && data == NULL)
-        return ulp__error(err, ULP_EINVAL, "capture '%s': no data", d->name);
+        return ulp__error(err, ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name,
+                          nbytes);
+    for (int i = 0; i < d->ndim; i++)
+        dims[i] = (hsize_t)d->shape[i];
     return ULP_OK;
 }
 
