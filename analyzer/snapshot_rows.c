@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/row_key.h"
 #include "snapshot_priv.h"
 
 static ulp_status rows_error(const ulp_snapshot *s, ulp_error *err, const char *name,
@@ -50,18 +51,6 @@ static int leading_rank(hid_t d, const char *aname, const ulp_capture_info *c)
     return rank;
 }
 
-typedef struct key {
-    int64_t request, position;
-} key;
-
-static int key_cmp(const void *pa, const void *pb)
-{
-    const key *a = pa, *b = pb;
-    if (a->request != b->request)
-        return a->request < b->request ? -1 : 1;
-    return a->position < b->position ? -1 : a->position > b->position;
-}
-
 /* Reads one int64 array attribute of `rows` entries, kept by the snapshot. */
 static ulp_status read_keys(ulp_snapshot *s, hid_t d, const char *aname, const char *name,
                             const char *occ, uint64_t rows, int64_t **out, ulp_error *err)
@@ -84,23 +73,16 @@ ulp_status ulp__rows_check_keys(const ulp_snapshot *s, const ulp_capture_info *c
             return rows_error(s, err, name, occ,
                               "position %" PRId64 " of row %" PRIu64 " is negative",
                               c->positions[i], i);
-    key *k = malloc((c->rows ? c->rows : 1) * sizeof *k);
-    if (k == NULL)
+    int64_t request = 0, position = 0;
+    int rc = ulp__row_key_repeat(c->requests, c->positions, c->rows, &request, &position);
+    if (rc < 0)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
-    for (uint64_t i = 0; i < c->rows; i++) {
-        k[i].request = c->requests != NULL ? c->requests[i] : 0;
-        k[i].position = c->positions[i];
-    }
-    qsort(k, c->rows, sizeof *k, key_cmp);
-    ulp_status st = ULP_OK;
-    for (uint64_t i = 1; i < c->rows && st == ULP_OK; i++)
-        if (key_cmp(&k[i - 1], &k[i]) == 0)
-            st = rows_error(s, err, name, occ,
-                            "request %" PRId64 ", position %" PRId64
-                            " appears twice in 'positions'/'requests'",
-                            k[i].request, k[i].position);
-    free(k);
-    return st;
+    if (rc > 0)
+        return rows_error(s, err, name, occ,
+                          "request %" PRId64 ", position %" PRId64
+                          " appears twice in 'positions'/'requests'",
+                          request, position);
+    return ULP_OK;
 }
 
 static ulp_status read_inputs(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
