@@ -536,26 +536,3 @@ void ulp__pairing_free(ulp__pairing *pc)
     free(pc->pairs);
     free(pc);
 }
-
-ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
-                               const ulp_diff_options *opts, ulp_diff_result *r,
-                               ulp__diff_pair **pairs, size_t *npairs, ulp_error *err)
-{
-    size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
-    ulp__pairing *pc;
-    const ulp__diff_pair *p;
-    int done;
-    *npairs = 0;
-    *pairs = NULL;
-    ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
-    if (st != ULP_OK)
-        return st;
-    if ((r->rows = calloc(na + nb + 1, sizeof *r->rows)) == NULL)
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
-    if (st == ULP_OK)
-        st = ulp__pairing_next(pc, na + nb + 1, &p, npairs, &done, err);
-    *pairs = pc->pairs; /* the caller's now */
-    pc->pairs = NULL;
-    ulp__pairing_free(pc);
-    return st;
-}

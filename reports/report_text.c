@@ -4,10 +4,12 @@
  * first divergence, the ladder rung and the logits.  Shared so that the
  * terminal and the bug report never tell two stories.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "report_priv.h"
 
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
@@ -440,4 +442,10 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
     }
     summary_ladder(r, f, bullet, code);
     summary_logits(r, f, bullet, code, 10);
+}
+
+ulp_status ulp__report_write_error(ulp_error *err, ulp_status st)
+{
+    int e = errno;
+    return ulp__error(err, st, "cannot write the report: %s", e != 0 ? strerror(e) : "write error");
 }
