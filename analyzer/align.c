@@ -18,7 +18,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "diff_priv.h"
-#include "snapshot_read_priv.h"
+#include "format/snapshot_read_priv.h"
 
 int ulp__segs_push(ulp__segs *s, const ulp__segment *seg)
 {

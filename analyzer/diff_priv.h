@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "snapshot_read_priv.h"
+#include "format/snapshot_read_priv.h"
 #include "ulpprof/diff.h"
 
 /*
