@@ -83,7 +83,8 @@ static json_t *merge_site(json_t *const *obs, size_t n, const char *site)
         json_t *c;
         json_array_foreach(cs, i, c) append_distinct(configs, c);
     }
-    /* Configurations by M; the distinct M and the distinct schemes. */
+    ulp__sort_values(configs);
+    /* The distinct M and the distinct schemes. */
     json_t *ms = json_array(), *schemes = json_array();
     json_int_t lo = 0, hi = 0;
     size_t i;

@@ -357,8 +357,7 @@ static int config_cmp(const void *pa, const void *pb)
     return r;
 }
 
-/* Sorts an array of JSON values in place (configs by M, then text). */
-static void sort_array(json_t *arr)
+void ulp__sort_values(json_t *arr)
 {
     size_t n = json_array_size(arr);
     if (n < 2)
@@ -381,13 +380,13 @@ static void normalize(json_t *obs)
     json_t *st;
     json_object_foreach(json_object_get(obs, "gemm"), k, st)
     {
-        sort_array(json_object_get(st, "configs"));
+        ulp__sort_values(json_object_get(st, "configs"));
         const char *tk[] = {"a_type", "b_type", "out_type", "compute"};
         for (size_t i = 0; i < 4; i++)
             if (json_is_array(json_object_get(st, tk[i])))
-                sort_array(json_object_get(st, tk[i]));
+                ulp__sort_values(json_object_get(st, tk[i]));
     }
-    sort_array(json_object_get(json_object_get(obs, "reduction"), "kernels"));
+    ulp__sort_values(json_object_get(json_object_get(obs, "reduction"), "kernels"));
 }
 
 ulp_status ulp__contract_observe(const char *run, json_t **out, ulp_error *err)

@@ -71,6 +71,8 @@ char *ulp__value_text(const json_t *v);
  * each; keys of the first).
  */
 ulp_status ulp__contract_observe(const char *run, json_t **out, ulp_error *err);
+/* Sorts an array in place: configurations by M, then everything by its canonical text. */
+void ulp__sort_values(json_t *arr);
 /* The observed value of "group.name" (or "gemm.SITE.name") in an observation, or NULL. */
 const json_t *ulp__observed_at(const json_t *obs, const char *path);
 
