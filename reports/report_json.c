@@ -288,7 +288,8 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     json_object_set_new(sum, "only_in_a", json_integer((json_int_t)r->n_only_a));
     json_object_set_new(sum, "only_in_b", json_integer((json_int_t)r->n_only_b));
     json_object_set_new(sum, "not_identical", json_integer((json_int_t)ndiff));
-    json_object_set_new(sum, "paired_by", ulp_json_str(r->by_site ? "site" : "name"));
+    if (r->by_site) /* absent when paired by name: older reports stay as they were */
+        json_object_set_new(sum, "paired_by", ulp_json_str("site"));
     json_object_set_new(sum, "no_shared_captures", json_boolean(r->n_shared == 0 && r->n_rows > 0));
     json_object_set_new(doc, "summary", sum);
     if (r->amp.valid) {

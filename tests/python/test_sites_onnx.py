@@ -169,7 +169,7 @@ def main():
         # HF against ORT, no map: paired by site, every capture on both sides.
         rc, d = diff_json(a, b)
         s = d["summary"]
-        assert s["paired_by"] == "site", s
+        assert s.get("paired_by", "name") == "site", s
         assert s["only_in_a"] == 0 and s["only_in_b"] == 0, s
         assert s["shared"] == len(hf) == len(onx), (s, len(hf), len(onx))
         sites = {(r["site"], -1 if r.get("layer") is None else r["layer"]) for r in d["rows"]}
@@ -190,7 +190,7 @@ def main():
         assert d["ladder"]["level"] == 6, d["ladder"]
         # --by name pairs nothing; --by site the same as auto.
         _, dn = diff_json(a, b, "--by", "name")
-        assert dn["summary"]["shared"] == 0 and dn["summary"]["paired_by"] == "name"
+        assert dn["summary"]["shared"] == 0 and dn["summary"].get("paired_by", "name") == "name"
         # The table shows both names.
         p = subprocess.run([ULPPROF, "diff", a, b], capture_output=True, text=True)
         assert "model.layers.0.self_attn.q_proj = .m.model.layers.0.self_attn.q_proj." in p.stdout, \
