@@ -55,9 +55,9 @@ int ulp_site_known(const char *site)
 
 /*
  * The built-in rules, most specific first.  Sources: the module trees of
- * the HF transformers model classes (tests/python/test_sites_hf.py checks
- * every module of Llama, Qwen2, Mistral, GPT-2 and GPT-NeoX against them),
- * and the module names of vLLM, SGLang and Megatron-Core as docs/sites.md
+ * the HF transformers model classes (tests/python/test_sites_onnx.py pairs
+ * every hooked module of a Qwen2 model with ONNX Runtime's outputs), and
+ * the module names of vLLM, SGLang and Megatron-Core as docs/sites.md
  * lists them.
  */
 static const struct {
