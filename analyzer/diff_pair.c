@@ -439,7 +439,13 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     if (rows == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "neither '%s' nor '%s' holds a capture: nothing to compare", pa, pb);
-    if (pc->r->n_shared == 0)
+    /* One side holds captures the other lacks entirely (a writer that lost
+     * everything, a run that captured nothing): the runs differ, as a
+     * capture in one run only always does.  Both holding captures under no
+     * common name, or a selection that one side lacks, is no comparison at
+     * all. */
+    if (pc->r->n_shared == 0 &&
+        ((pc->r->n_only_a != 0 && pc->r->n_only_b != 0) || o->match != NULL || o->role != NULL))
         return no_shared(pc, err);
     if (pc->rows.mode != 0 && pc->n_sliced == 0)
         return ulp__error(err, ULP_ENOTFOUND,
