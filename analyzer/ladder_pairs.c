@@ -2,13 +2,15 @@
  * ulp_ladder_compare(): every pair of N runs compared (ladder.h), in parallel.
  *
  * The runs' files are opened once, up front, so that a bad file stops the
- * whole ladder before any work (and names itself).  Runs that are bitwise
- * identical are found first and compared through one member
- * (ladder_classes.c).  Worker threads then take the compares from one
+ * whole ladder before any work (and names itself), and closed again: only
+ * a run's label and /run are kept.  Runs that are bitwise identical are
+ * found first and compared through one member (ladder_classes.c), which
+ * alone stays open.  Worker threads then take the compares from one
  * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
  * the parallelism is across pairs -- and only a summary is kept: memory is
- * the open snapshots, one diff's chunk buffers per worker and a few hundred
- * bytes per pair, whatever the tensor sizes.  Groups and verdicts are
+ * the classes' open snapshots, one diff's chunk buffers per worker, a run's
+ * path, label and /run, and a few hundred bytes per pair, whatever the
+ * tensor sizes.  Groups and verdicts are
  * decided afterwards (ladder_verdict.c).
  */
 #include <pthread.h>
@@ -138,24 +140,6 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
     return st;
 }
 
-static ulp_status copy_keys(ulp_ladder_pair *p, const ulp_diff_ladder *l, ulp_error *err)
-{
-    p->keys = calloc(l->n_keys + 1, sizeof *p->keys);
-    if (p->keys == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t i = 0; i < l->n_keys; i++) {
-        const ulp_diff_run_key *k = &l->keys[i];
-        ulp_diff_run_key *q = &p->keys[p->n_keys++];
-        q->key = strdup(k->key);
-        q->value_a = k->value_a ? strdup(k->value_a) : NULL;
-        q->value_b = k->value_b ? strdup(k->value_b) : NULL;
-        q->level = k->level;
-        if (!q->key || (k->value_a && !q->value_a) || (k->value_b && !q->value_b))
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-    }
-    return ULP_OK;
-}
-
 /* Compares the ranks both runs have; the first compared pair gives the /run keys. */
 ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p, ulp_error *err)
 {
@@ -186,7 +170,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
                             w->opts->diff.match || w->opts->diff.role ? " selected" : "");
         } else {
             if (p->n_ranks == 0)
-                st = copy_keys(p, &d->ladder, err);
+                st = ulp__ladder_keys_set(p, d->ladder.keys, d->ladder.n_keys, err);
             p->n_ranks++;
             p->identical &= d->identical != 0;
             p->rows += d->n_rows;
@@ -240,8 +224,8 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp__ladder_ctx *w,
-                            ulp_error *err)
+static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths,
+                            const ulp__ladder_ctx *w, ulp_error *err)
 {
     for (size_t i = 0; i < r->n_runs; i++) {
         ulp_ladder_run *run = &r->runs[i];
@@ -250,11 +234,8 @@ static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp_
             return ulp__error(err, ULP_ENOMEM, "out of memory");
         if ((st = ulp_ladder_run_files(paths[i], &run->files, &run->n_files, err)) != ULP_OK)
             return st;
-        if ((w->snaps[i] = calloc(run->n_files, sizeof *w->snaps[i])) == NULL)
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-        for (size_t f = 0; f < run->n_files; f++)
-            if ((st = ulp_snapshot_open(run->files[f].path, &w->snaps[i][f], err)) != ULP_OK)
-                return st;
+        if ((st = ulp__ladder_open_run(w, i, err)) != ULP_OK)
+            return st;
         const ulp_snapshot *s = w->snaps[i][0];
         run->label = strdup(ulp_snapshot_label(s));
         run->n_run = ulp_snapshot_run_count(s);
@@ -268,8 +249,34 @@ static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp_
             if (!run->run[k].key || !run->run[k].value)
                 return ulp__error(err, ULP_ENOMEM, "out of memory");
         }
+        ulp__ladder_close_run(w, i);
     }
     return ULP_OK;
+}
+
+ulp_status ulp__ladder_open_run(const ulp__ladder_ctx *c, size_t i, ulp_error *err)
+{
+    const ulp_ladder_run *run = &c->r->runs[i];
+    if (c->snaps[i] != NULL)
+        return ULP_OK;
+    if ((c->snaps[i] = calloc(run->n_files, sizeof *c->snaps[i])) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t f = 0; f < run->n_files; f++) {
+        ulp_status st = ulp_snapshot_open(run->files[f].path, &c->snaps[i][f], err);
+        if (st != ULP_OK) {
+            ulp__ladder_close_run(c, i);
+            return st;
+        }
+    }
+    return ULP_OK;
+}
+
+void ulp__ladder_close_run(const ulp__ladder_ctx *c, size_t i)
+{
+    for (size_t f = 0; c->snaps[i] && f < c->r->runs[i].n_files; f++)
+        ulp_snapshot_close(c->snaps[i][f]);
+    free(c->snaps[i]);
+    c->snaps[i] = NULL;
 }
 
 static int online_cpus(void)
@@ -356,11 +363,8 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
         st = ulp__ladder_decide(r, err);
     ulp__ladder_plan_release(&w.plan);
 
-    for (size_t i = 0; i < n; i++) {
-        for (size_t f = 0; w.c.snaps[i] && f < r->runs[i].n_files; f++)
-            ulp_snapshot_close(w.c.snaps[i][f]);
-        free(w.c.snaps[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        ulp__ladder_close_run(&w.c, i);
     free(w.c.snaps);
     pthread_mutex_destroy(&w.lock);
     if (st != ULP_OK) {
@@ -375,12 +379,7 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
 
 void ulp__ladder_pair_release(ulp_ladder_pair *p)
 {
-    for (size_t k = 0; p->keys && k < p->n_keys; k++) {
-        free((char *)(uintptr_t)p->keys[k].key);
-        free((char *)(uintptr_t)p->keys[k].value_a);
-        free((char *)(uintptr_t)p->keys[k].value_b);
-    }
-    free(p->keys);
+    free(p->keys); /* one block with its strings (ladder_keys.c) */
     free(p->first.capture);
     p->keys = NULL;
     p->n_keys = 0;
