@@ -1,4 +1,5 @@
-/* Internals of `ulpprof ladder` (ladder_pairs.c, ladder_verdict.c). */
+/* Internals of `ulpprof ladder` (ladder_compare.c drives ladder_classes.c,
+ * ladder_pairs.c and ladder_verdict.c). */
 #ifndef ULPPROF_LADDER_PRIV_H
 #define ULPPROF_LADDER_PRIV_H
 
@@ -50,7 +51,7 @@ ulp_status ulp__ladder_keys_set(ulp_ladder_pair *p, const ulp_diff_run_key *src,
                                 ulp_error *err);
 ulp_status ulp__ladder_keys_of_runs(ulp_ladder_pair *p, const ulp_ladder_run *a,
                                     const ulp_ladder_run *b, ulp_error *err);
-/* Opens run `run`'s files into snaps[run] / closes them (ladder_pairs.c). */
+/* Opens run `run`'s files into snaps[run] / closes them (ladder_compare.c). */
 ulp_status ulp__ladder_open_run(const ulp__ladder_ctx *c, size_t run, ulp_error *err);
 void ulp__ladder_close_run(const ulp__ladder_ctx *c, size_t run);
 /* Frees what a pair owns (keys, first divergence name). */
