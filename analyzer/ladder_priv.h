@@ -51,7 +51,7 @@ ulp_status ulp__ladder_keys_set(ulp_ladder_pair *p, const ulp_diff_run_key *src,
                                 ulp_error *err);
 ulp_status ulp__ladder_keys_of_runs(ulp_ladder_pair *p, const ulp_ladder_run *a,
                                     const ulp_ladder_run *b, ulp_error *err);
-/* Opens run `run`'s files into snaps[run] / closes them (ladder_compare.c). */
+/* Opens run `run`'s files into snaps[run] / closes them (ladder_open.c). */
 ulp_status ulp__ladder_open_run(const ulp__ladder_ctx *c, size_t run, ulp_error *err);
 void ulp__ladder_close_run(const ulp__ladder_ctx *c, size_t run);
 /* Frees what a pair owns (keys, first divergence name). */
