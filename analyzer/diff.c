@@ -20,7 +20,7 @@
 #include "common/grow.h"
 #include "common/strset.h"
 #include "diff_priv.h"
-#include "snapshot_summary.h"
+#include "format/snapshot_summary.h"
 #include "ulpprof/format.h"
 
 /*

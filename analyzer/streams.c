@@ -22,7 +22,7 @@
 
 #include "common/error.h"
 #include "diff_priv.h"
-#include "snapshot_summary.h"
+#include "format/snapshot_summary.h"
 #include "ulpprof/format.h"
 
 /* A name's captures on both sides, all with positions. */

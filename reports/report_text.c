@@ -40,9 +40,19 @@ static void fmt_frac(char *buf, size_t n, uint64_t k, uint64_t total)
     snprintf(buf, n, "%" PRIu64 " of %" PRIu64 " (%.3g%%)", k, total, pct);
 }
 
+/* A row's name; paired by site, "site (A's name = B's name)". */
 static void fmt_row_name(char *buf, size_t n, const ulp_diff_row *row)
 {
-    if (row->occurrence)
+    char site[64] = "";
+    if (row->site != NULL && row->layer >= 0)
+        snprintf(site, sizeof site, "%s@%d ", row->site, (int)row->layer);
+    else if (row->site != NULL)
+        snprintf(site, sizeof site, "%s ", row->site);
+    if (row->name_b != NULL && strcmp(row->name_b, row->name) != 0)
+        snprintf(buf, n, "%s(%s = %s)", site, row->name, row->name_b);
+    else if (row->site != NULL)
+        snprintf(buf, n, "%s(%s)", site, row->name);
+    else if (row->occurrence)
         snprintf(buf, n, "%s#%" PRId64, row->name, row->occurrence);
     else
         snprintf(buf, n, "%s", row->name);

@@ -43,7 +43,7 @@ _lib = None
 def lib():
     global _lib
     if _lib is None:
-        _lib = ctypes.CDLL(os.path.join(BUILD, "collector", "libulpprof_capture.so"))
+        _lib = ctypes.CDLL(os.path.join(BUILD, "capture", "libulpprof_capture.so"))
         _lib.ulp_session_open.argtypes = [ctypes.POINTER(Options), ctypes.POINTER(ctypes.c_void_p),
                                           ctypes.c_void_p]
         _lib.ulp_session_capture.argtypes = [ctypes.c_void_p, ctypes.POINTER(Desc)]

@@ -5,7 +5,7 @@ ladder's rungs; some differ from the base run at a chosen layer and row, one
 flips a logits row, one has a capture of another shape, one differs in a key
 without a rung, one in two rungs at once; a second set can decide no rung;
 a third is made of run directories of per-rank files.  Everything the
-report says is recomputed here from the files and from common/FORMAT.md's
+report says is recomputed here from the files and from format/FORMAT.md's
 rules, never through ulpprof: which captures differ (raw bits), the first
 divergence (A's seq order; shape and dtype mismatches count) and the row of
 its first differing element, the argmax flips (NaN never wins, ties go to

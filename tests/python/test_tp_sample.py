@@ -42,7 +42,7 @@ def free_port():
 def start_tp(n, out, logs):
     """torchrun with n ranks, in the background (the three runs overlap)."""
     env = dict(os.environ, ULPPROF_CAPTURE_LIBRARY=os.path.join(
-        tl.BUILD, "collector", "libulpprof_capture.so"), OMP_NUM_THREADS="1")
+        tl.BUILD, "capture", "libulpprof_capture.so"), OMP_NUM_THREADS="1")
     env.pop("ULPPROF_OUTPUT", None)
     cmd = launcher() + ["--redirects", "1", "--tee", "1", "--log_dir", logs,
                         "--nproc_per_node", str(n), "--master_port", str(free_port()),
