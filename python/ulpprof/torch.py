@@ -352,7 +352,8 @@ class Capture:
 
     def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
                  match=None, requests=None, outputs="first", kv=False, layers=None,
-                 sublayers=True, queue_mb=None, observed=None):
+                 sublayers=True, queue_mb=None, observed=None, tokens=False):
+        self._produced_on = bool(tokens)
         if outputs not in ("first", "all"):
             raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
         self.model = model
@@ -486,7 +487,7 @@ class Capture:
                 for suffix, t in _tensors(output, self._outputs):
                     self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
                                  inputs=spec.inputs, tokens=True)
-                    if spec.role == "logits" and suffix == "":
+                    if self._produced_on and spec.role == "logits" and suffix == "":
                         self._produced(t)
             except Exception as e:  # noqa: BLE001
                 self._warn_once(("hook", spec.name), "%s not captured: %s: %s"
@@ -725,7 +726,9 @@ def capture(model, path=None, label=None, run=None, **options):
     run that set no condition (a timing, the kernel a library picked), shown
     but never compared as one.  options: prefix, select, match, requests,
     outputs ("first" / "all"), kv, layers (path of the layer list when it is
-    not found), sublayers (False: layer outputs only), queue_mb.  The
+    not found), sublayers (False: layer outputs only), queue_mb, tokens
+    (True: also the `tokens` capture of each step's produced token and its
+    top-2 margin, FORMAT.md "Produced tokens", for `ulpprof streams`).  The
     module's docstring says what each means.
     """
     return Capture(model, path, label=label, run=run, **options)

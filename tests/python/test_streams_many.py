@@ -107,7 +107,7 @@ def hf_runs(tmp):
             with torch.no_grad():
                 model.lm_head.weight[7] += nudge
         path = os.path.join(tmp, "hf%d.h5" % i)
-        with torch.no_grad(), ulpprof.torch.capture(model, path, sublayers=False):
+        with torch.no_grad(), ulpprof.torch.capture(model, path, sublayers=False, tokens=True):
             out = model.generate(prompt, max_new_tokens=10, do_sample=False, output_scores=True,
                                  return_dict_in_generate=True, pad_token_id=0)
         toks = out.sequences[0, prompt.shape[1]:].tolist()
