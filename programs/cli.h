@@ -33,6 +33,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
+int cmd_streams(int argc, char **argv);
 int cmd_contract(int argc, char **argv);
 
 /* `ulpprof diff A B` when A or B is a run directory of per-rank files (cmd_diff_ranks.c). */

@@ -21,6 +21,7 @@ static const command commands[] = {
     {"diff", cmd_diff, "compare two snapshots: where they diverge, how it grows, why"},
     {"record", cmd_record, "run a program with the collector: its captures and kernel trace"},
     {"ladder", cmd_ladder, "compare many runs: which rung of the determinism ladder breaks, where"},
+    {"streams", cmd_streams, "many runs' generations: the distinct completions, where they part"},
     {"contract", cmd_contract,
      "emit a numeric contract from runs, check one against runs, compare two"},
     {"plot", cmd_plot, "draw a comparison with gnuplot: amplification, ULP heatmap, logits"},

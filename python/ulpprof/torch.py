@@ -352,7 +352,8 @@ class Capture:
 
     def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
                  match=None, requests=None, outputs="first", kv=False, layers=None,
-                 sublayers=True, queue_mb=None, observed=None):
+                 sublayers=True, queue_mb=None, observed=None, tokens=False):
+        self._produced_on = bool(tokens)
         if outputs not in ("first", "all"):
             raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
         self.model = model
@@ -486,6 +487,8 @@ class Capture:
                 for suffix, t in _tensors(output, self._outputs):
                     self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
                                  inputs=spec.inputs, tokens=True)
+                    if self._produced_on and spec.role == "logits" and suffix == "":
+                        self._produced(t)
             except Exception as e:  # noqa: BLE001
                 self._warn_once(("hook", spec.name), "%s not captured: %s: %s"
                                 % (spec.name, type(e).__name__, e))
@@ -531,6 +534,33 @@ class Capture:
             t, pos, req = t[keep], pos[keep], req[keep]
             return t, pos, req, 1
         return t, pos, req, 2
+
+    def _produced(self, logits):
+        """The `tokens` capture (FORMAT.md "Produced tokens"): per batch row, the
+        token the last position's logits emit (argmax, ties to the lowest id)
+        and its top-1 minus top-2 margin, at that position and request."""
+        call = self._call()
+        if call is None or call.tokens is None or not _torch.is_tensor(logits) \
+                or logits.dim() != 3 or not logits.is_floating_point() or logits.shape[-1] < 2:
+            return
+        pos, req, _ = call.tokens
+        if logits.shape[0] != pos.shape[0]:
+            return
+        last = logits.detach()[:, -1, :].to("cpu", _torch.float64)
+        top = _torch.topk(last, 2, dim=-1)
+        tok = _torch.argmax(last, dim=-1).to(_torch.float64)
+        rows = _torch.stack([tok, top.values[:, 0] - top.values[:, 1]], dim=1).contiguous()
+        p, r = pos[:, -1].contiguous(), req[:, -1].contiguous()
+        if self._rows is not None:
+            keep = [self._rows] if isinstance(self._rows, int) else self._rows
+            rows, p, r = rows[keep], p[keep], r[keep]
+        if self.mode == "nvtx":
+            self._mark("tokens", rows, "f64", -1, "activation", p.tolist(), r.tolist(), 1,
+                       None, call.step)
+            return
+        self._session.capture("tokens", rows.data_ptr(), "f64", list(rows.shape), role="activation",
+                              step=call.step, positions_ptr=p.data_ptr(),
+                              requests_ptr=r.data_ptr(), row_rank=1)
 
     # --- the public methods ---------------------------------------------------
     def capture(self, name, t, layer=-1, role="activation", inputs=None, tokens=False):
@@ -696,7 +726,9 @@ def capture(model, path=None, label=None, run=None, **options):
     run that set no condition (a timing, the kernel a library picked), shown
     but never compared as one.  options: prefix, select, match, requests,
     outputs ("first" / "all"), kv, layers (path of the layer list when it is
-    not found), sublayers (False: layer outputs only), queue_mb.  The
+    not found), sublayers (False: layer outputs only), queue_mb, tokens
+    (True: also the `tokens` capture of each step's produced token and its
+    top-2 margin, FORMAT.md "Produced tokens", for `ulpprof streams`).  The
     module's docstring says what each means.
     """
     return Capture(model, path, label=label, run=run, **options)
