@@ -223,6 +223,22 @@ int ulp__rows_slice(const ulp__rows_spec *spec, const ulp_capture_info *ca, size
 /* A malloc'd sentence on what would compare two shapes, or NULL. */
 char *ulp__rows_hint(const ulp_capture_info *ca, const ulp_capture_info *cb);
 
+/*
+ * diff_cross.c: pairs of different float dtypes.  ulp__cross_coarser():
+ * 1 when one of a, b holds every value of the other, with the coarser one
+ * in *coarse and the side to round (0: A, 1: B); 0 otherwise.
+ * ulp__cross_round(): bits of `from` rounded to `to` (nearest, ties to
+ * even).  ulp__diff_cross(): the element metrics of the rounded rows' pairs
+ * (rows with `rounded` set), on the calling thread.
+ */
+int ulp__cross_coarser(ulp_dtype a, ulp_dtype b, ulp_dtype *coarse, int *rounded_side);
+uint64_t ulp__cross_round(ulp_dtype from, ulp_dtype to, uint64_t bits);
+ulp_status ulp__diff_cross(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_result *r,
+                           const ulp__diff_pair *pairs, size_t npairs, ulp_error *err);
+/* diff_jobs.c: an aligned row's differing keys counted, the first one and
+ * the worst element's key found, from its keys' `differs`. */
+void ulp__diff_finish_keys(ulp_diff_row *row, uint64_t rowlen);
+
 /* origin.c: introduced / carried in / not captured, for every differing aligned key. */
 void ulp__origin_run(ulp_diff_result *r);
 

@@ -222,10 +222,10 @@ static void fmt_where(char *buf, size_t n, const ulp_diff_row *row, const char *
 /* Whether the worst pair of a float row has opposite signs (its ULP distance crosses zero). */
 static int crosses_zero(const ulp_diff_row *row)
 {
-    const ulp_dtype_info *di = ulp_dtype_get(row->dtype_a);
+    const ulp_dtype_info *di = ulp_dtype_get(ulp__row_dtype(row));
     if (di == NULL || !di->is_float || row->m.worst_flat < 0)
         return 0;
-    unsigned bits = 8u * (unsigned)ulp_dtype_size(row->dtype_a);
+    unsigned bits = 8u * (unsigned)ulp_dtype_size(ulp__row_dtype(row));
     uint64_t sign = (uint64_t)1 << (bits - 1);
     return ((row->m.worst_bits_a ^ row->m.worst_bits_b) & sign) != 0 && isfinite(row->m.worst_a) &&
            isfinite(row->m.worst_b);
@@ -255,6 +255,10 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
     ulp__fmt_num(b3, sizeof b3, m->max_abs);
     w += (size_t)snprintf(buf + w, n - w, "%s ulp@max (max |diff| %s, values up to %s) at %s", b1,
                           b2, b3, where);
+    if (row->rounded && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " (compared in %s: %s's %s rounded to nearest even)",
+                              ulp_dtype_name(row->compared_dtype), row->rounded_side ? "B" : "A",
+                              ulp_dtype_name(row->rounded_side ? row->dtype_b : row->dtype_a));
     if (row->aligned && w < n) {
         ulp__key_run run;
         size_t k = 0;
@@ -278,8 +282,8 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
                               "has opposite signs)");
     if (m->worst_flat >= 0 && w < n) {
         ulp__fmt_shape(b4, sizeof b4, row->ndim_a, m->worst_index);
-        ulp__fmt_value(b1, sizeof b1, row->dtype_a, m->worst_bits_a, m->worst_a);
-        ulp__fmt_value(b2, sizeof b2, row->dtype_a, m->worst_bits_b, m->worst_b);
+        ulp__fmt_value(b1, sizeof b1, ulp__row_dtype(row), m->worst_bits_a, m->worst_a);
+        ulp__fmt_value(b2, sizeof b2, ulp__row_dtype(row), m->worst_bits_b, m->worst_b);
         if (row->aligned && row->worst_position >= 0)
             w += (size_t)snprintf(buf + w, n - w,
                                   "; worst at request %" PRId64 ", position %" PRId64
@@ -289,6 +293,42 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
             w += (size_t)snprintf(buf + w, n - w, "; worst at %s: %s vs %s", b4, b1, b2);
     }
     (void)w;
+}
+
+/* Rows of two dtypes: how they were compared, and what the rounding hid. */
+static void summary_rounded(const ulp__tally *t, FILE *f, const char *bullet, const char *code)
+{
+    if (t->n_rounded == 0)
+        return;
+    char b1[40], b2[40];
+    if (t->rounded_mixed)
+        fprintf(f,
+                "%s%zu captures of two dtypes compared in the coarser one, the finer side "
+                "rounded to nearest even (JSON compared_in, rounded_side)",
+                bullet, t->n_rounded);
+    else
+        fprintf(f,
+                "%scompared in %s: %s side rounded to nearest even (%s's %s against %s's %s) for "
+                "%zu capture%s",
+                bullet, ulp_dtype_name(t->rounded_coarse), ulp_dtype_name(t->rounded_fine),
+                t->rounded_side ? "B" : "A", ulp_dtype_name(t->rounded_fine),
+                t->rounded_side ? "A" : "B", ulp_dtype_name(t->rounded_coarse), t->n_rounded,
+                t->n_rounded > 1 ? "s" : "");
+    double eq = t->rounded_equal_min;
+    if (eq >= 1)
+        snprintf(b1, sizeof b1, "100%%");
+    else if (eq >= 0.9999)
+        snprintf(b1, sizeof b1, ">99.99%%");
+    else
+        snprintf(b1, sizeof b1, "%.4g%%", 100.0 * eq);
+    fprintf(f, "; rounded values equal the other side's: at least %s", b1);
+    if (eq < 1 && t->rounded_equal_name != NULL)
+        fprintf(f, " (least at %s%s%s)", code, t->rounded_equal_name, code);
+    ulp__fmt_num(b2, sizeof b2, t->rounded_fine_max);
+    fprintf(f, "; max |a - b| before rounding %s", b2);
+    if (t->rounded_fine_name != NULL)
+        fprintf(f, " (at %s%s%s)", code, t->rounded_fine_name, code);
+    fputc('\n', f);
 }
 
 /* Rows compared by occurrence although one side has positions, or with a hint. */
@@ -410,6 +450,7 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
         ulp__report_summary_gemms(row, f, bullet, code, where);
     }
     summary_notes(t, f, bullet, code);
+    summary_rounded(t, f, bullet, code);
     if (r->amp.valid && r->amp.last_row != r->amp.first_row) {
         const ulp_diff_amplification *a = &r->amp;
         char nl[300], f1[40], f2[40], f3[40];

@@ -195,6 +195,22 @@ typedef struct ulp_diff_row {
     int has_gemms_a, has_gemms_b;
     size_t n_gemms_a, n_gemms_b;
     ulp_gemm_info *gemms_a, *gemms_b; /* owned by the result                        */
+    /*
+     * Two float dtypes where one holds every value of the other (f32 and
+     * bf16, f16 and f8e4m3, ...; FORMAT.md "Different dtypes"): the finer
+     * side is rounded to the coarser one (to nearest, ties to even) and `m`
+     * describes the coarser format's bit patterns of both sides -- its ULPs,
+     * worst bits and values.  The status is then differs, even where every
+     * element rounds to the other side's: the runs stored different formats.
+     */
+    int rounded;                    /* 1 when compared so; 0: same dtypes, bits compared   */
+    ulp_dtype compared_dtype;       /* the coarser dtype (when rounded)                    */
+    int rounded_side;               /* 0: A's side was rounded, 1: B's                     */
+    uint64_t rounded_equal;         /* elements whose rounded bits equal the other side's */
+    double max_abs_diff_fine;       /* max |fine - coarse| over pairs where both are
+                                       finite, the coarse value widened exactly, in double;
+                                       0 when none differs                                */
+    int64_t max_abs_diff_fine_flat; /* first element with it; -1 when none              */
 } ulp_diff_row;
 
 /*
