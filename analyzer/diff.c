@@ -152,6 +152,16 @@ static ulp_status resolve_options(const ulp_diff_options *in, ulp_diff_options *
     for (int i = 0; i < opts->n_temperatures; i++)
         if (!(opts->temperatures[i] > 0) || isinf(opts->temperatures[i]))
             return ulp__error(err, ULP_EINVAL, "temperature must be a positive number");
+    if (opts->n_topk < 0 || opts->n_topk > ULP_DIFF_MAX_TOPK)
+        return ulp__error(err, ULP_EINVAL, "at most %d top-k sizes", ULP_DIFF_MAX_TOPK);
+    for (int i = 0; i < opts->n_topk; i++)
+        if (opts->topk[i] < 1)
+            return ulp__error(err, ULP_EINVAL, "top-k sizes must be positive");
+    if (opts->distributions && opts->n_topk == 0) {
+        static const int dflt[] = {1, 5, 10};
+        memcpy(opts->topk, dflt, sizeof dflt);
+        opts->n_topk = 3;
+    }
     return ULP_OK;
 }
 

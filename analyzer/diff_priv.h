@@ -436,6 +436,22 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,
                           double *work, double *tv, double *p_differ);
 void ulp__logits_free(ulp_diff_logits *lg);
+/* logits.c: softmax(z / t) into p; NaN logits get probability 0. */
+void ulp__logits_softmax(const double *z, uint64_t n, double t, double *p);
+
+/*
+ * logits_dist.c: whole-distribution measures (ulp_diff_dist).  alloc: the
+ * per-row arrays for lg->rows rows and opts' top-k sizes; row: one row's
+ * values at `row` (argmax_a: A's argmax there; work: 2 * vocab doubles,
+ * kwork: 2 * the largest k int64s); summarize: over the rows.
+ */
+ulp_status ulp__logits_dist_alloc(ulp_diff_logits *lg, const ulp_diff_options *opts);
+void ulp__logits_dist_row(ulp_diff_logits *lg, const double *za, const double *zb, int64_t argmax_a,
+                          double *work, int64_t *kwork, uint64_t row);
+void ulp__logits_dist_summarize(ulp_diff_logits *lg);
+void ulp__logits_dist_free(ulp_diff_dist *d);
+/* The largest k of opts' top-k sizes (0 without distributions). */
+int ulp__logits_dist_kmax(const ulp_diff_options *opts);
 
 /* ladder.c */
 ulp_status ulp__ladder_run(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_ladder *l,

@@ -144,6 +144,42 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
     fprintf(f, "): %s\n", tail);
 }
 
+/* "max M (row R), mean E" of a per-row measure. */
+static void fmt_stat(char *buf, size_t n, const ulp_diff_dist_stat *s)
+{
+    char m[40], e[40];
+    snprintf(m, sizeof m, "%.3g", s->max);
+    snprintf(e, sizeof e, "%.3g", s->mean);
+    if (s->max_row >= 0)
+        snprintf(buf, n, "max %s (row %" PRId64 "), mean %s", m, s->max_row, e);
+    else
+        snprintf(buf, n, "no rows");
+}
+
+/* The whole-distribution measures of a logits pair (--dist). */
+static void summary_dist(const ulp_diff_logits *lg, FILE *f, const char *sub)
+{
+    const ulp_diff_dist *d = &lg->dist;
+    char s1[120], s2[120], s3[120], s4[120], s5[120];
+    fmt_stat(s1, sizeof s1, &d->kl_ab_s);
+    fmt_stat(s2, sizeof s2, &d->kl_ba_s);
+    fmt_stat(s3, sizeof s3, &d->dlogp_top_s);
+    fmt_stat(s4, sizeof s4, &d->mean_abs_s);
+    fmt_stat(s5, sizeof s5, &d->rel_diff_s);
+    fprintf(f, "%sdistributions (softmax at T=1, float64): KL(A||B) nats %s; KL(B||A) %s\n", sub,
+            s1, s2);
+    fprintf(f, "%s|delta log p| at A's top token %s; same top token in %.4g%% of rows\n", sub, s3,
+            100.0 * d->same_top_fraction);
+    fprintf(f, "%stop-k overlap", sub);
+    for (int q = 0; q < d->n_topk; q++)
+        fprintf(f, "%s k=%d mean %.4g, min %.4g (row %" PRId64 ")", q ? ";" : "", d->topk[q],
+                d->topk_mean[q], d->topk_min[q], d->topk_min_row[q]);
+    fputc('\n', f);
+    fprintf(f,
+            "%smean |a-b| %s; rel_diff (SGLang's 1 - 2 sum(ab)/sum(a^2+b^2), 0 below ~1e-8) %s\n",
+            sub, s4, s5);
+}
+
 static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code,
                            size_t max_flips)
 {
@@ -203,6 +239,8 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
                     "mean %s, max %s\n",
                     sub, b1, b2, b3, b4, b5);
         }
+        if (lg->has_dist)
+            summary_dist(lg, f, sub);
     }
 }
 
