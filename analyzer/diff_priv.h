@@ -436,7 +436,7 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,
                           double *work, double *tv, double *p_differ);
 void ulp__logits_free(ulp_diff_logits *lg);
-/* logits.c: softmax(z / t) into p; NaN logits get probability 0. */
+/* logits_softmax.c: softmax(z / t) into p; NaN logits get probability 0. */
 void ulp__logits_softmax(const double *z, uint64_t n, double t, double *p);
 
 /*

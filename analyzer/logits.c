@@ -79,36 +79,6 @@ void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab, u
     out->max_perturbation = m;
 }
 
-void ulp__logits_softmax(const double *z, uint64_t n, double t, double *p)
-{
-    double m = -HUGE_VAL;
-    uint64_t ninf = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        if (!isnan(z[i]) && z[i] > m)
-            m = z[i];
-        ninf += z[i] == HUGE_VAL;
-    }
-    if (m == -HUGE_VAL || m == HUGE_VAL) {
-        /* All -inf/NaN: uniform over the non-NaN entries (or all); +inf: over the infs. */
-        uint64_t cnt = 0;
-        for (uint64_t i = 0; i < n; i++)
-            cnt += m == HUGE_VAL ? z[i] == HUGE_VAL : !isnan(z[i]);
-        for (uint64_t i = 0; i < n; i++) {
-            int in = m == HUGE_VAL ? z[i] == HUGE_VAL : !isnan(z[i]);
-            p[i] = cnt ? (in ? 1.0 / (double)cnt : 0.0) : 1.0 / (double)n;
-        }
-        (void)ninf;
-        return;
-    }
-    double s = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        p[i] = isnan(z[i]) ? 0.0 : exp((z[i] - m) / t);
-        s += p[i];
-    }
-    for (uint64_t i = 0; i < n; i++)
-        p[i] /= s;
-}
-
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,
                           double *work, double *tv, double *p_differ)
 {
