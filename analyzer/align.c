@@ -18,7 +18,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "diff_priv.h"
-#include "snapshot_read_priv.h"
+#include "format/snapshot_read_priv.h"
 
 int ulp__segs_push(ulp__segs *s, const ulp__segment *seg)
 {
@@ -38,21 +38,28 @@ typedef struct name_ent {
 
 struct ulp__names {
     const ulp_snapshot *s;
-    size_t *idx;        /* capture indices sorted by (name, seq)              */
-    signed char *state; /* [n]: ulp__names_positions of the name of idx[i]    */
+    const char *const *keys; /* [captures] the key of each capture; NULL: names */
+    size_t *idx;             /* capture indices sorted by (name, seq)              */
+    signed char *state;      /* [n]: ulp__names_positions of the name of idx[i]    */
     size_t n;
 };
+
+/* What groups capture i: its key, or its name. */
+static const char *key_of(const ulp__names *n, size_t i)
+{
+    return n->keys != NULL ? n->keys[i] : ulp_snapshot_capture(n->s, i)->name;
+}
 
 /* The positions state of every run of one name, computed once: asked per
  * capture, counting the run each time made pairing O(captures x occurrences). */
 static void names_states(ulp__names *n)
 {
     for (size_t lo = 0, hi; lo < n->n; lo = hi) {
-        const char *name = ulp_snapshot_capture(n->s, n->idx[lo])->name;
+        const char *name = key_of(n, n->idx[lo]);
         size_t with = 0;
         for (hi = lo; hi < n->n; hi++) {
             const ulp_capture_info *c = ulp_snapshot_capture(n->s, n->idx[hi]);
-            if (hi > lo && strcmp(c->name, name) != 0)
+            if (hi > lo && strcmp(key_of(n, n->idx[hi]), name) != 0)
                 break;
             with += c->row_rank > 0;
         }
@@ -72,6 +79,11 @@ static int by_name_seq(const void *pa, const void *pb)
 
 ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
 {
+    return ulp__names_build_keys(s, NULL, out);
+}
+
+ulp_status ulp__names_build_keys(const ulp_snapshot *s, const char *const *keys, ulp__names **out)
+{
     size_t count = ulp_snapshot_capture_count(s);
     ulp__names *n = calloc(1, sizeof *n);
     name_ent *e = malloc((count ? count : 1) * sizeof *e);
@@ -85,8 +97,8 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
     }
     /* The snapshot's (name, occurrence) order is the (name, seq) order
      * wherever occurrences rise with seq, as every writer numbers them. */
-    const size_t *by_name = ulp__snapshot_by_name(s);
-    if (by_name == NULL) { /* a table in pages whose file changed since the open */
+    const size_t *by_name = keys != NULL ? NULL : ulp__snapshot_by_name(s);
+    if (by_name == NULL && keys == NULL) { /* a table in pages whose file changed since the open */
         free(n->idx);
         free(n);
         free(e);
@@ -94,10 +106,11 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
     }
     int same = 1;
     for (size_t i = 0; i < count; i++) {
-        const ulp_capture_info *c = ulp_snapshot_capture(s, by_name[i]);
-        e[i].name = c->name;
+        size_t k = by_name != NULL ? by_name[i] : i;
+        const ulp_capture_info *c = ulp_snapshot_capture(s, k);
+        e[i].name = keys != NULL ? keys[k] : c->name;
         e[i].seq = c->seq;
-        e[i].idx = by_name[i];
+        e[i].idx = k;
         if (i > 0 && by_name_seq(&e[i - 1], &e[i]) > 0)
             same = 0;
     }
@@ -107,6 +120,7 @@ ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out)
         n->idx[i] = e[i].idx;
     free(e);
     n->s = s;
+    n->keys = keys;
     n->n = count;
     names_states(n);
     *out = n;
@@ -127,7 +141,7 @@ const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *cou
     size_t lo = 0, hi = n->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(ulp_snapshot_capture(n->s, n->idx[mid])->name, name) < 0)
+        if (strcmp(key_of(n, n->idx[mid]), name) < 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -136,7 +150,7 @@ const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *cou
     size_t end = n->n;
     for (size_t l = lo; l < end;) {
         size_t mid = l + (end - l) / 2;
-        if (strcmp(ulp_snapshot_capture(n->s, n->idx[mid])->name, name) == 0)
+        if (strcmp(key_of(n, n->idx[mid]), name) == 0)
             l = mid + 1;
         else
             end = mid;
@@ -382,8 +396,11 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
          * and not a divergence of its own (the part is reported). */
         row->hint = strdup("every (request, position) in common follows token streams that "
                            "parted: not compared");
-    } else if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0) {
-        /* Nothing in common is not "identical": a mismatch that says why. */
+    } else if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0 &&
+               (row->positions_only_in_a > 0 || row->positions_only_in_b > 0)) {
+        /* Nothing in common is not "identical": a mismatch that says why.
+         * Neither side with a row (an expert that got no tokens in either
+         * run) is identical: the same empty tensor, 0 elements compared. */
         char hint[200];
         snprintf(hint, sizeof hint,
                  "no (request, position) in common: %" PRIu64 " keys only in A, %" PRIu64

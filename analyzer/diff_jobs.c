@@ -21,7 +21,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "diff_priv.h"
-#include "snapshot_read_priv.h"
+#include "format/snapshot_read_priv.h"
 
 /* One compared pair (a run of a row's elements) and its share of the work. */
 typedef struct job_row {

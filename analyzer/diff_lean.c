@@ -26,7 +26,7 @@
 
 #include "common/grow.h"
 #include "diff_priv.h"
-#include "snapshot_summary.h"
+#include "format/snapshot_summary.h"
 
 /* What the walk knows of one name of A. */
 typedef struct lean_name {

@@ -151,7 +151,8 @@ struct ulp__pairing {
     unsigned char *b_used; /* B captures paired or filtered out      */
     unsigned char *a_done; /* A captures already in an aligned row  */
     ulp__names *na, *nb;
-    ulp__lean *lean; /* the pairing as A and B stream by; NULL: whole tables */
+    ulp__lean *lean;    /* the pairing as A and B stream by; NULL: whole tables */
+    ulp__site_keys *sk; /* pairing by site (whole tables); NULL: by name      */
     ulp__rows_spec rows;
     size_t n_sliced;
     ulp__segs segs;
@@ -201,6 +202,22 @@ static ulp_status new_row(pair_ctx *pc, const ulp_capture_info *c, ulp_diff_row 
     return ULP_OK;
 }
 
+/* Paired by site: the row's site and layer from capture i of `side`, and
+ * B's name when B has a capture there. */
+static ulp_status site_fields(pair_ctx *pc, ulp_diff_row *row, int side, size_t i,
+                              const ulp_capture_info *cb)
+{
+    if (pc->sk == NULL)
+        return ULP_OK;
+    const char *site = pc->sk->site[side][i];
+    if (site != NULL && (row->site = result_str(pc, site)) == NULL)
+        return ULP_ENOMEM;
+    row->layer = pc->sk->layer[side][i];
+    if (cb != NULL && (row->name_b = result_str(pc, cb->name ? cb->name : "")) == NULL)
+        return ULP_ENOMEM;
+    return ULP_OK;
+}
+
 /* Queues a segment of the last row for element comparison. */
 static ulp_status add_pair(pair_ctx *pc, const ulp__segment *seg, uint64_t rowlen)
 {
@@ -223,9 +240,9 @@ static ulp_status pair_aligned(pair_ctx *pc, const ulp_capture_info *ca, const s
                                size_t na, const size_t *ib, size_t nb, ulp_error *err)
 {
     ulp_diff_row *row;
-    if (new_row(pc, ca, &row) != ULP_OK)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
     const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, ib[0]);
+    if (new_row(pc, ca, &row) != ULP_OK || site_fields(pc, row, 0, ia[0], cb) != ULP_OK)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
     row->seq_a = ca->seq;
     row->seq_b = cb->seq;
     pc->r->n_shared++;
@@ -290,10 +307,27 @@ static const name_info *name_lookup(pair_ctx *pc, const char *name)
     return e;
 }
 
+/* Paired by site: the capture of B at capture i's rank among the
+ * captures of its key in A (e->ia, in seq order), or -1. */
+static ptrdiff_t find_b_site(const pair_ctx *pc, const name_info *e, const ulp_capture_info *ca)
+{
+    size_t lo = 0, hi = e->na;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ulp_snapshot_capture(pc->a, e->ia[mid])->seq < ca->seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < e->nb ? (ptrdiff_t)e->ib[lo] : -1;
+}
+
 /* The capture of B with ca's name and occurrence, or -1: where the writer
  * numbered occurrences in seq order, occurrence k is the name's k-th. */
 static ptrdiff_t find_b(const pair_ctx *pc, const name_info *e, const ulp_capture_info *ca)
 {
+    if (pc->sk != NULL)
+        return find_b_site(pc, e, ca);
     int64_t occ = ca->occurrence;
     if (occ >= 0 && (uint64_t)occ < e->nb &&
         ulp_snapshot_capture(pc->b, e->ib[occ])->occurrence == occ)
@@ -306,7 +340,7 @@ static ptrdiff_t find_b(const pair_ctx *pc, const name_info *e, const ulp_captur
 static ulp_status pair_whole(pair_ctx *pc, size_t i, const ulp_capture_info *ca, ptrdiff_t *k,
                              int *pa, int *pb, int *done, ulp_error *err)
 {
-    const name_info *e = name_lookup(pc, ca->name);
+    const name_info *e = name_lookup(pc, pc->sk != NULL ? pc->sk->key[0][i] : ca->name);
     *k = find_b(pc, e, ca);
     if (*k >= 0)
         pc->b_used[*k] = 1; /* even when filtered out: it is not "only in B" */
@@ -350,7 +384,8 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     if (!selected(pc->opts, ca))
         return ULP_OK;
     ulp_diff_row *row;
-    if (new_row(pc, ca, &row) != ULP_OK)
+    const ulp_capture_info *cb = k >= 0 ? ulp_snapshot_capture(pc->b, (size_t)k) : NULL;
+    if (new_row(pc, ca, &row) != ULP_OK || site_fields(pc, row, 0, i, cb) != ULP_OK)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     fill_side(row, ca, 0);
     if (pa == 1 && pb != 1)
@@ -362,7 +397,6 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
         r->n_only_a++;
         return ULP_OK;
     }
-    const ulp_capture_info *cb = ulp_snapshot_capture(pc->b, (size_t)k);
     if (cb == NULL)
         return lost(pc->b, err);
     fill_side(row, cb, 1);
@@ -388,6 +422,19 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     return st;
 }
 
+/* Captures on one side only and none on both: nothing was compared, so
+ * there is no verdict to give, "identical" or not. */
+static ulp_status no_shared(const pair_ctx *pc, ulp_error *err)
+{
+    const ulp_diff_options *o = pc->opts;
+    const char *pa = ulp_snapshot_path(pc->a), *pb = ulp_snapshot_path(pc->b);
+    return ulp__error(err, ULP_ENOTFOUND,
+                      "'%s' and '%s' share no capture%s (%zu only in A, %zu only in B): nothing "
+                      "to compare",
+                      pa, pb, o->match != NULL || o->role != NULL ? " selected" : " name",
+                      pc->r->n_only_a, pc->r->n_only_b);
+}
+
 /* A selection that selects nothing is an error, never "identical". */
 static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
 {
@@ -402,6 +449,8 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     if (rows == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "neither '%s' nor '%s' holds a capture: nothing to compare", pa, pb);
+    if (pc->r->n_shared == 0)
+        return no_shared(pc, err);
     if (pc->rows.mode != 0 && pc->n_sliced == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "--rows '%s' selects nothing: no pair of captures without positions "
@@ -411,14 +460,14 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
 }
 
 /* A row for capture cb, which only B has, if selected; ULP_EIO: cb is NULL. */
-static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb)
+static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb, size_t k)
 {
     if (cb == NULL)
         return ULP_EIO;
     if (!selected(pc->opts, cb))
         return ULP_OK;
     ulp_diff_row *row;
-    if (new_row(pc, cb, &row) != ULP_OK)
+    if (new_row(pc, cb, &row) != ULP_OK || site_fields(pc, row, 1, k, cb) != ULP_OK)
         return ULP_ENOMEM;
     fill_side(row, cb, 1);
     row->status = ULP_DIFF_ONLY_IN_B;
@@ -436,16 +485,23 @@ static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows)
             ptrdiff_t k = ulp__lean_next_only_b(pc->lean);
             if (k < 0)
                 pc->next_b = nb;
-            else if ((st = only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k))) != ULP_OK)
+            else if ((st = only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k), (size_t)k)) !=
+                     ULP_OK)
                 return st;
         }
         return ULP_OK;
     }
     for (; pc->next_b < nb && pc->r->n_rows < max_rows; pc->next_b++)
         if (!pc->b_used[pc->next_b] &&
-            (st = only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b))) != ULP_OK)
+            (st = only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b), pc->next_b)) != ULP_OK)
             return st;
     return ULP_OK;
+}
+
+/* The pairing keys of a side: its sites' keys, or NULL for the names. */
+static const char *const *keys_of(const pair_ctx *pc, int side)
+{
+    return pc->sk != NULL ? (const char *const *)pc->sk->key[side] : NULL;
 }
 
 ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
@@ -466,8 +522,13 @@ ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
         free(pc);
         return st;
     }
-    /* Streaming where the snapshots allow it; else per-capture tables. */
-    int lean = ulp__lean_new(a, b, &pc->lean);
+    if ((st = ulp__site_keys_new(a, b, opts, &pc->sk, err)) != ULP_OK) {
+        free(pc);
+        return st;
+    }
+    r->by_site = pc->sk != NULL;
+    /* Streaming where the snapshots allow it; else per-capture tables (by site: always). */
+    int lean = pc->sk != NULL ? 0 : ulp__lean_new(a, b, &pc->lean);
     if (lean == -2) {
         ulp__pairing_free(pc);
         return ulp__error(err, ULP_EINVAL,
@@ -480,8 +541,8 @@ ulp_status ulp__pairing_new(const ulp_snapshot *a, const ulp_snapshot *b,
         pc->a_done = calloc(na + 1, 1);
     }
     if (lean < 0 || (lean == 0 && (pc->names == NULL || pc->b_used == NULL || pc->a_done == NULL ||
-                                   ulp__names_build(a, &pc->na) != ULP_OK ||
-                                   ulp__names_build(b, &pc->nb) != ULP_OK))) {
+                                   ulp__names_build_keys(a, keys_of(pc, 0), &pc->na) != ULP_OK ||
+                                   ulp__names_build_keys(b, keys_of(pc, 1), &pc->nb) != ULP_OK))) {
         ulp__pairing_free(pc);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
@@ -522,6 +583,7 @@ void ulp__pairing_free(ulp__pairing *pc)
     if (pc == NULL)
         return;
     ulp__lean_free(pc->lean);
+    ulp__site_keys_free(pc->sk);
     free(pc->names);
     free(pc->b_used);
     free(pc->a_done);
@@ -530,27 +592,4 @@ void ulp__pairing_free(ulp__pairing *pc)
     free(pc->segs.v);
     free(pc->pairs);
     free(pc);
-}
-
-ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
-                               const ulp_diff_options *opts, ulp_diff_result *r,
-                               ulp__diff_pair **pairs, size_t *npairs, ulp_error *err)
-{
-    size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
-    ulp__pairing *pc;
-    const ulp__diff_pair *p;
-    int done;
-    *npairs = 0;
-    *pairs = NULL;
-    ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
-    if (st != ULP_OK)
-        return st;
-    if ((r->rows = calloc(na + nb + 1, sizeof *r->rows)) == NULL)
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
-    if (st == ULP_OK)
-        st = ulp__pairing_next(pc, na + nb + 1, &p, npairs, &done, err);
-    *pairs = pc->pairs; /* the caller's now */
-    pc->pairs = NULL;
-    ulp__pairing_free(pc);
-    return st;
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "snapshot_read_priv.h"
+#include "format/snapshot_read_priv.h"
 #include "ulpprof/diff.h"
 
 /*
@@ -76,15 +76,6 @@ typedef struct ulp__diff_pair {
     uint64_t off_a, off_b, len, base;
     uint64_t rowlen; /* aligned rows: elements per key; else 0         */
 } ulp__diff_pair;
-
-/*
- * diff_pair.c: fills r->rows and the row counts by pairing A and B under
- * `opts` (filters); the rows to compare go to a new array *pairs (the
- * caller frees it, whatever the status) of *npairs, in row order.
- */
-ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
-                               const ulp_diff_options *opts, ulp_diff_result *r,
-                               ulp__diff_pair **pairs, size_t *npairs, ulp_error *err);
 
 /*
  * diff_pair.c: the same in batches (ulp_diff_stream): each call of
@@ -173,9 +164,30 @@ typedef struct ulp__segs {
 } ulp__segs;
 int ulp__segs_push(ulp__segs *s, const ulp__segment *seg);
 
+/*
+ * diff_sites.c: the pairing keys of pairing by site -- per capture of A
+ * (side 0) and B (side 1): the key ("\1site@layer", or "=name" for a
+ * capture no rule knows), its site (NULL when none) and layer.  *out NULL:
+ * pair by name (ULP_DIFF_BY_NAME, or AUTO when a name is shared or no site
+ * is).  Errors: the site map file.
+ */
+typedef struct ulp_site_map ulp_site_map;
+typedef struct ulp__site_keys {
+    ulp_site_map *map;
+    char **key[2];
+    const char **site[2];
+    int32_t *layer[2];
+    size_t n[2];
+} ulp__site_keys;
+ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
+                              const ulp_diff_options *o, ulp__site_keys **out, ulp_error *err);
+void ulp__site_keys_free(ulp__site_keys *sk);
+
 /* Capture indices of a snapshot grouped by name, in seq order. */
 typedef struct ulp__names ulp__names;
 ulp_status ulp__names_build(const ulp_snapshot *s, ulp__names **out);
+/* The same grouped by keys[i] (kept, not copied) instead of capture i's name. */
+ulp_status ulp__names_build_keys(const ulp_snapshot *s, const char *const *keys, ulp__names **out);
 void ulp__names_free(ulp__names *n);
 const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *count);
 /* Of the captures ulp__names_find gave (idx[0..count) of n): 1 every one has

@@ -21,8 +21,8 @@
 #include <time.h>
 
 #include "diff_priv.h"
-#include "snapshot_read_priv.h"
-#include "snapshot_summary.h"
+#include "format/snapshot_read_priv.h"
+#include "format/snapshot_summary.h"
 
 /* Files smaller than this are copied, unprobed: the probe would cost more than it saves. */
 #define PROBE_MIN_BYTES ((uint64_t)64 << 20)

@@ -18,7 +18,7 @@ static const struct {
 } rung_keys[] = {
     {"repeat", 0},        {"batch_size", 1}, {"cache", 2},  {"split", 2}, {"block_size", 3},
     {"prefill_chunk", 3}, {"tp", 4},         {"dp", 4},     {"ep", 4},    {"quant", 5},
-    {"engine", 6},        {"vendor", 7},     {"device", 7},
+    {"engine", 6},        {"vendor", 7},     {"device", 7}, {"blas", 7},
 };
 
 static const char *const rung_names[] = {

@@ -33,6 +33,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
+int cmd_contract(int argc, char **argv);
 
 /* `ulpprof diff A B` when A or B is a run directory of per-rank files (cmd_diff_ranks.c). */
 typedef struct cli_diff_ranks_args {
@@ -55,6 +56,9 @@ int cli_check_run(const char *path);
 
 /* `ulpprof demo --ladder` (cmd_demo_ladder.c): the runs, the ladder, its plots; an exit status. */
 int demo_ladder(const ulp_refmodel_options *base, const char *dir, const char *gnuplot, int plots);
+/* `ulpprof demo --contract` (cmd_demo_contract.c): the ladder runs, contracts, claims. */
+int demo_contract(const ulp_refmodel_options *base, const char *dir, const char *gnuplot,
+                  int plots);
 
 /* --- Shared helpers (cli.c) -------------------------------------------------------- */
 

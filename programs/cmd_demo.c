@@ -22,7 +22,8 @@
 
 #define DEMO_USAGE                                                                                 \
     "ulpprof demo [--dir DIR] [--gemm tiled|blas|exact] [--preset tiny|qwen1.5b]\n"                \
-    "                    [--seed N] [--prompt-len N] [--cached N] [--no-plots] [--ladder]"
+    "                    [--seed N] [--prompt-len N] [--cached N] [--no-plots] [--ladder]\n"       \
+    "                    [--contract]"
 
 static void demo_help(void)
 {
@@ -57,12 +58,17 @@ static void demo_help(void)
            "                       batch of 4, hit and split, chunked prefill (64 tokens),\n"
            "                       the reduction order of 2 and 4 TP ranks (emulated), then\n"
            "                       `ulpprof ladder` over the 8 runs: where each rung breaks\n"
+           "      --contract       the ladder's runs, then the contracts of the miss, hit and\n"
+           "                       split, `contract compare` of them and `contract check` of\n"
+           "                       two claims: level 2 with the split (kept), plain level 2\n"
+           "                       (broken); docs/contract.md\n"
            "      --gnuplot PROG   gnuplot program (default $ULPPROF_GNUPLOT or gnuplot)\n"
            "      --color WHEN     auto (default), always or never\n"
            "  -h, --help           show this help\n"
            "\n"
            "exit status: 0 the demo ran and split equals hit, 1 split differs from\n"
-           "hit (--ladder: 0 the ladder ran), 2 error\n",
+           "hit (--ladder: 0 the ladder ran; --contract: 0 the first claim kept and\n"
+           "the second broken), 2 error\n",
            ULP_REFMODEL_DEFAULT_SEED, ULP_REFMODEL_DEFAULT_PROMPT_LEN);
 }
 
@@ -233,14 +239,22 @@ static void explain(const ulp_diff_result *r, const ulp_refmodel_options *o, int
 typedef struct demo_cli {
     ulp_refmodel_options o;
     const char *dir, *gnuplot, *color;
-    int plots, ladder;
+    int plots, ladder, contract;
     int n, cached; /* prompt tokens, of which the hit takes `cached` from the cache */
 } demo_cli;
 
 /* Fills `d` from the command line: -1 to go on, else the exit status. */
 static int demo_parse(int argc, char **argv, demo_cli *d)
 {
-    enum { OPT_CACHED = 256, OPT_LOGITS_ROWS, OPT_NO_PLOTS, OPT_GNUPLOT, OPT_COLOR, OPT_LADDER };
+    enum {
+        OPT_CACHED = 256,
+        OPT_LOGITS_ROWS,
+        OPT_NO_PLOTS,
+        OPT_GNUPLOT,
+        OPT_COLOR,
+        OPT_LADDER,
+        OPT_CONTRACT
+    };
     static const struct option longopts[] = {
         {"dir", required_argument, NULL, 'd'},
         {"gemm", required_argument, NULL, 'g'},
@@ -253,6 +267,7 @@ static int demo_parse(int argc, char **argv, demo_cli *d)
         {"gnuplot", required_argument, NULL, OPT_GNUPLOT},
         {"color", required_argument, NULL, OPT_COLOR},
         {"ladder", no_argument, NULL, OPT_LADDER},
+        {"contract", no_argument, NULL, OPT_CONTRACT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -263,6 +278,7 @@ static int demo_parse(int argc, char **argv, demo_cli *d)
     d->color = "auto";
     d->plots = 1;
     d->ladder = 0;
+    d->contract = 0;
     int c;
     opterr = 0;
     optind = 1;
@@ -317,6 +333,9 @@ static int demo_parse(int argc, char **argv, demo_cli *d)
             break;
         case OPT_LADDER:
             d->ladder = 1;
+            break;
+        case OPT_CONTRACT:
+            d->contract = 1;
             break;
         case OPT_GNUPLOT:
             d->gnuplot = optarg;
@@ -470,6 +489,8 @@ int cmd_demo(int argc, char **argv)
         cli_error("cannot create '%s': %s", dc.dir, strerror(errno));
         return CLI_EXIT_ERROR;
     }
+    if (dc.contract)
+        return demo_contract(&dc.o, dc.dir, dc.gnuplot, dc.plots);
     if (dc.ladder)
         return demo_ladder(&dc.o, dc.dir, dc.gnuplot, dc.plots);
 

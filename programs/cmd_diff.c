@@ -19,7 +19,8 @@
 #define DIFF_USAGE                                                                                 \
     "ulpprof diff [--format table|markdown|md|csv|json] [--out FILE] [--match GLOB]\n"             \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
-    "                    [--dist] [--topk K,...] [--threads N] [--plot DIR]\n"                     \
+    "                    [--threads N] [--plot DIR] [--by name|site|auto] [--map FILE]\n"          \
+    "                    [--dist] [--topk K,...]\n"                                                \
     "                    A B     (snapshot files, or run directories of per-rank files)"
 
 static void diff_help(void)
@@ -37,7 +38,8 @@ static void diff_help(void)
            "the logits' argmax flips and why, and the ladder rung the pair tests.\n"
            "A run directory (the per-rank files of one run, `record -o DIR/%%r.h5`) is\n"
            "compared rank by rank with another run: rank r of A with rank r of B, for\n"
-           "the ranks both have (ranks from /env 'rank'); --plot DIR writes DIR/rank<r>.\n"
+           "the ranks both have (ranks from /env 'rank'); a rank only one run has is\n"
+           "named and makes the runs differ.  --plot DIR writes DIR/rank<r>.\n"
            "\n"
            "options:\n"
            "  -f, --format FMT       table (default), markdown, csv or json\n"
@@ -55,6 +57,12 @@ static void diff_help(void)
            "                         mean |a-b| and SGLang's rel_diff -- summarized\n"
            "      --topk K,...       the k of the top-k overlaps (default 1,5,10; at most\n"
            "                         %d of them); implies --dist\n"
+           "      --by HOW           pair captures by name, by site (what the tensor is:\n"
+           "                         layer 3's q projection, the logits; docs/sites.md) or\n"
+           "                         auto (default): by name, by site when the snapshots\n"
+           "                         share no name but share sites\n"
+           "      --map FILE         extra naming rules for sites, one 'REGEX SITE' a line\n"
+           "                         (the regex's first group is the layer number)\n"
            "  -j, --threads N        worker threads (default: online CPUs, at most 8)\n"
            "      --chunk-elements N elements per read and thread (default 1048576)\n"
            "      --color WHEN       auto (default), always or never\n"
@@ -62,7 +70,8 @@ static void diff_help(void)
            "                         ULP heatmap, logits margins) into DIR\n"
            "  -h, --help             show this help\n"
            "\n"
-           "exit status: 0 identical, 1 the snapshots differ, 2 error\n",
+           "exit status: 0 identical, 1 the snapshots differ, 2 error (nothing to\n"
+           "compare -- no capture, none selected, no capture name in common -- is one)\n",
            ULP_DIFF_MAX_TEMPERATURES, ULP_DIFF_MAX_TOPK);
 }
 
@@ -87,7 +96,7 @@ typedef struct diff_cli {
 /* Fills `o` from the command line: -1 to go on, else the exit status. */
 static int diff_parse(int argc, char **argv, diff_cli *o)
 {
-    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS, OPT_DIST, OPT_TOPK };
+    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS, OPT_BY, OPT_MAP, OPT_DIST, OPT_TOPK };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
         {"out", required_argument, NULL, 'o'},
@@ -99,6 +108,8 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         {"color", required_argument, NULL, OPT_COLOR},
         {"plot", required_argument, NULL, OPT_PLOT},
         {"rows", required_argument, NULL, OPT_ROWS},
+        {"by", required_argument, NULL, OPT_BY},
+        {"map", required_argument, NULL, OPT_MAP},
         {"dist", no_argument, NULL, OPT_DIST},
         {"topk", required_argument, NULL, OPT_TOPK},
         {"help", no_argument, NULL, 'h'},
@@ -143,6 +154,21 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
             break;
         case OPT_ROWS:
             o->opts.rows = optarg;
+            break;
+        case OPT_BY:
+            if (strcmp(optarg, "name") == 0) {
+                o->opts.by = ULP_DIFF_BY_NAME;
+            } else if (strcmp(optarg, "site") == 0) {
+                o->opts.by = ULP_DIFF_BY_SITE;
+            } else if (strcmp(optarg, "auto") == 0) {
+                o->opts.by = ULP_DIFF_BY_AUTO;
+            } else {
+                fprintf(stderr, "ulpprof diff: --by takes name, site or auto, not '%s'\n", optarg);
+                return CLI_EXIT_ERROR;
+            }
+            break;
+        case OPT_MAP:
+            o->opts.site_map = optarg;
             break;
         case 't': {
             char *end;
@@ -224,6 +250,10 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
     if (argc - optind != 2) {
         fprintf(stderr, "ulpprof diff: expected two snapshot files, got %d\nusage: %s\n",
                 argc - optind, DIFF_USAGE);
+        return CLI_EXIT_ERROR;
+    }
+    if (o->opts.site_map != NULL && o->opts.by == ULP_DIFF_BY_NAME) {
+        fprintf(stderr, "ulpprof diff: --map names sites, which --by name does not use\n");
         return CLI_EXIT_ERROR;
     }
     if (cli_output_is_input("diff", o->out_path, argv + optind, 2) ||

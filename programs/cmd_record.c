@@ -37,7 +37,7 @@ static void record_help(void)
            "\n"
            "Runs CMD with ulpprof's collector loaded and writes what it captures to\n"
            "FILE: tensors announced with `ulp1|...` NVTX marks (see\n"
-           "collector/cuda/PROTOCOL.md), calls of the host capture API, and the\n"
+           "capture/cuda/PROTOCOL.md), calls of the host capture API, and the\n"
            "CUPTI kernel trace of CUDA programs.  Sets for CMD:\n"
            "  ULPPROF_OUTPUT          FILE, made absolute\n"
            "  ULPPROF_LABEL           the run label (--label)\n"
@@ -379,8 +379,8 @@ static int prepend_preload(const char *lib)
 static int set_injection(int gemms)
 {
     char lib[PATH_MAX];
-    if (find_library(CUDA_LIB_NAME, "ULPPROF_CUDA_LIBRARY", "/../collector/cuda", lib,
-                     sizeof(lib)) != 0) {
+    if (find_library(CUDA_LIB_NAME, "ULPPROF_CUDA_LIBRARY", "/../capture/cuda", lib, sizeof(lib)) !=
+        0) {
         cli_error("record: %s not found (set ULPPROF_CUDA_LIBRARY); recording host "
                   "captures only",
                   CUDA_LIB_NAME);

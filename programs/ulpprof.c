@@ -21,6 +21,8 @@ static const command commands[] = {
     {"diff", cmd_diff, "compare two snapshots: where they diverge, how it grows, why"},
     {"record", cmd_record, "run a program with the collector: its captures and kernel trace"},
     {"ladder", cmd_ladder, "compare many runs: which rung of the determinism ladder breaks, where"},
+    {"contract", cmd_contract,
+     "emit a numeric contract from runs, check one against runs, compare two"},
     {"plot", cmd_plot, "draw a comparison with gnuplot: amplification, ULP heatmap, logits"},
     {"demo", cmd_demo, "run the reference transformer as cache miss, hit and split; report"},
     {"kernels", cmd_kernels, "align the kernel launches of two snapshots and show where they part"},

@@ -156,6 +156,7 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
     for (size_t i = 0; i < nrows && rows_plain; i++) {
         const ulp_diff_row *w = &r->rows[i];
         rows_plain = (w->name == NULL || plain(d, w->name)) &&
+                     (w->name_b == NULL || plain(d, w->name_b)) &&
                      (w->role == NULL || w->role == role_plain ||
                       (plain(d, w->role) && (role_plain = w->role) != NULL)) &&
                      kernels_plain(d, w->kernels_a, w->n_kernels_a) &&
@@ -169,6 +170,7 @@ ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown)
         for (size_t i = 0; i < nrows; i++) {
             ulp_diff_row *w = &d->r.rows[i];
             w->name = esc(d, w->name);
+            w->name_b = esc(d, w->name_b);
             w->role = esc(d, w->role);
             w->kernels_a = kernels(d, w->kernels_a, w->n_kernels_a);
             w->kernels_b = kernels(d, w->kernels_b, w->n_kernels_b);

@@ -276,6 +276,11 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
         const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
         json_t *fd = json_object();
         json_object_set_new(fd, "name", ulp_json_str(row->name));
+        if (r->by_site) {
+            json_object_set_new(fd, "name_b",
+                                row->name_b ? ulp_json_str(row->name_b) : json_null());
+            json_object_set_new(fd, "site", row->site ? ulp_json_str(row->site) : json_null());
+        }
         json_object_set_new(fd, "occurrence", json_integer(row->occurrence));
         json_object_set_new(fd, "layer", jlayer(row->layer));
         json_object_set_new(fd, "row", json_integer((json_int_t)r->first_divergence));
@@ -319,6 +324,11 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     json_object_set_new(lad, "level_name",
                         r->ladder.level_name ? ulp_json_str(r->ladder.level_name) : json_null());
     json_object_set_new(lad, "keys", kv);
+    /* No rung verdict on nothing: every capture compared empty. */
+    json_object_set_new(lad, "verdict",
+                        r->identical && r->elements_compared == 0 ? json_null()
+                        : r->identical                            ? json_string("holds")
+                                                                  : json_string("breaks"));
     json_object_set_new(doc, "ladder", lad);
     json_object_set_new(doc, "streams_part", jparts(r));
 
@@ -330,6 +340,9 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     json_object_set_new(sum, "only_in_a", json_integer((json_int_t)r->n_only_a));
     json_object_set_new(sum, "only_in_b", json_integer((json_int_t)r->n_only_b));
     json_object_set_new(sum, "not_identical", json_integer((json_int_t)ndiff));
+    json_object_set_new(sum, "elements_compared", json_integer((json_int_t)r->elements_compared));
+    if (r->by_site) /* absent when paired by name: older reports stay as they were */
+        json_object_set_new(sum, "paired_by", ulp_json_str("site"));
     json_object_set_new(sum, "no_shared_captures", json_boolean(r->n_shared == 0 && r->n_rows > 0));
     json_object_set_new(doc, "summary", sum);
     if (r->amp.valid) {

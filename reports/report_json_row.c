@@ -330,6 +330,10 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
     kv_str(w, "name", row->name);
     kv_int(w, "occurrence", row->occurrence);
     optional_int(w, "layer", row->layer >= 0, row->layer);
+    if (row->site != NULL || row->name_b != NULL) { /* paired by site */
+        kv_str(w, "name_b", row->name_b);
+        kv_str(w, "site", row->site);
+    }
     kv_str(w, "role", row->role);
     kv_str(w, "dtype", ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
     ulp__jw_key(w, "shape");

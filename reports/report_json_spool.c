@@ -216,6 +216,8 @@ static void put_row(enc *e, const ulp_diff_row *row)
     put_gemms(e, row->has_gemms_b, row->gemms_b, row->n_gemms_b);
     put_s(e, row->positions_in);
     put_s(e, row->hint);
+    put_s(e, row->site);
+    put_s(e, row->name_b);
     if (row->sliced) {
         put_i(e, row->token_axis);
         put_i(e, row->slice_first_a);
@@ -549,6 +551,8 @@ static int get_row(dec *d, scratch *s, ulp_diff_row *row)
         row->gemms_b = get_gemms(d, s, 1, &row->n_gemms_b);
     row->positions_in = get_s(d);
     row->hint = get_s(d);
+    row->site = get_s(d);
+    row->name_b = get_s(d);
     if (row->sliced) {
         row->token_axis = (int)get_i(d);
         row->slice_first_a = get_i(d);

@@ -133,7 +133,13 @@ static void markdown_row(mdbuf *m, const ulp_diff_row *row)
 {
     int side_b = row->status == ULP_DIFF_ONLY_IN_B;
     mb_put(m, "| `", 3);
-    mb_text(m, row->name);
+    if (row->site != NULL || row->name_b != NULL) {
+        char full[600];
+        ulp__full_name(full, sizeof full, row);
+        mb_text(m, full);
+    } else {
+        mb_text(m, row->name);
+    }
     mb_put(m, "` | ", 4);
     mb_i64(m, row->occurrence);
     mb_put(m, " | ", 3);

@@ -4,6 +4,7 @@
  * that a report can be written from rows that come in batches
  * (report_stream.c) exactly as from a whole result.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +31,26 @@ void ulp__tally_release(ulp__tally *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Paired by site: "site@layer A's name = B's name" (docs/sites.md). */
+static size_t site_name(char *buf, size_t size, const ulp_diff_row *row)
+{
+    char site[64] = "";
+    if (row->site != NULL && row->layer >= 0)
+        snprintf(site, sizeof site, "%s@%d ", row->site, (int)row->layer);
+    else if (row->site != NULL)
+        snprintf(site, sizeof site, "%s ", row->site);
+    int n;
+    if (row->name_b != NULL && strcmp(row->name_b, row->name) != 0)
+        n = snprintf(buf, size, "%s%s = %s", site, row->name, row->name_b);
+    else
+        n = snprintf(buf, size, "%s%s", site, row->name);
+    return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+}
+
 size_t ulp__full_name(char *buf, size_t size, const ulp_diff_row *row)
 {
+    if (row->site != NULL || row->name_b != NULL)
+        return site_name(buf, size, row);
     char occ[24];
     size_t len = strlen(row->name), k = 0;
     if (row->occurrence) {
@@ -146,8 +165,12 @@ void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n)
             t->aligned++;
         }
         size_t len = strlen(row->name);
-        if (row->occurrence)
+        if (row->site != NULL || row->name_b != NULL) {
+            char full[600];
+            len = ulp__full_name(full, sizeof full, row);
+        } else if (row->occurrence) {
             len += 1 + ulp__fmt_i64(occ, row->occurrence); /* "#occurrence" */
+        }
         t->name_width = len > t->name_width ? len : t->name_width;
         tally_details(t, row);
         tally_rounded(t, row);

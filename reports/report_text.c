@@ -4,10 +4,12 @@
  * first divergence, the ladder rung and the logits.  Shared so that the
  * terminal and the bug report never tell two stories.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "report_priv.h"
 
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
@@ -38,9 +40,19 @@ static void fmt_frac(char *buf, size_t n, uint64_t k, uint64_t total)
     snprintf(buf, n, "%" PRIu64 " of %" PRIu64 " (%.3g%%)", k, total, pct);
 }
 
+/* A row's name; paired by site, "site (A's name = B's name)". */
 static void fmt_row_name(char *buf, size_t n, const ulp_diff_row *row)
 {
-    if (row->occurrence)
+    char site[64] = "";
+    if (row->site != NULL && row->layer >= 0)
+        snprintf(site, sizeof site, "%s@%d ", row->site, (int)row->layer);
+    else if (row->site != NULL)
+        snprintf(site, sizeof site, "%s ", row->site);
+    if (row->name_b != NULL && strcmp(row->name_b, row->name) != 0)
+        snprintf(buf, n, "%s(%s = %s)", site, row->name, row->name_b);
+    else if (row->site != NULL)
+        snprintf(buf, n, "%s(%s)", site, row->name);
+    else if (row->occurrence)
         snprintf(buf, n, "%s#%" PRId64, row->name, row->occurrence);
     else
         snprintf(buf, n, "%s", row->name);
@@ -108,7 +120,9 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
 {
     const ulp_diff_ladder *l = &r->ladder;
     char tail[400];
-    if (r->identical) {
+    if (r->identical && r->elements_compared == 0) {
+        snprintf(tail, sizeof tail, "no verdict: every capture compared is empty (0 elements)");
+    } else if (r->identical) {
         snprintf(tail, sizeof tail, "holds: bitwise identical");
     } else if (r->has_first_divergence) {
         char name[300];
@@ -444,6 +458,9 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
                 "%sthe snapshots share no capture: %zu only in A, %zu only in B; nothing was "
                 "compared\n",
                 bullet, r->n_only_a, r->n_only_b);
+    } else if (r->identical && r->elements_compared == 0) {
+        fprintf(f, "%sidentical: all %zu captures are empty on both sides; no element compared\n",
+                bullet, r->n_shared);
     } else if (r->identical) {
         fprintf(f, "%sidentical: all %zu captures are bitwise identical\n", bullet, r->n_shared);
     } else {
@@ -514,4 +531,10 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
     }
     summary_ladder(r, f, bullet, code);
     summary_logits(r, f, bullet, code, 10);
+}
+
+ulp_status ulp__report_write_error(ulp_error *err, ulp_status st)
+{
+    int e = errno;
+    return ulp__error(err, st, "cannot write the report: %s", e != 0 ? strerror(e) : "write error");
 }

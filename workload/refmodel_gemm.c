@@ -39,6 +39,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
@@ -163,12 +164,21 @@ static struct {
     void (*set_num_threads)(int);
     char *(*get_config)(void);
     char *(*get_corename)(void);
+    const char *other; /* ULPPROF_BLAS, when set */
 } blas = {.once = PTHREAD_ONCE_INIT};
 
 static void blas_load(void)
 {
     static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && blas.handle == NULL; i++)
+    /* ULPPROF_BLAS names another CBLAS library (docs/demo.md): the reference
+     * BLAS, BLIS -- the same GEMMs by another implementation. */
+    const char *other = getenv("ULPPROF_BLAS");
+    if (other != NULL && other[0] != '\0') {
+        blas.handle = dlopen(other, RTLD_NOW | RTLD_LOCAL);
+        blas.other = other;
+    }
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && blas.handle == NULL && !blas.other;
+         i++)
         blas.handle = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (blas.handle == NULL)
         return;
@@ -177,7 +187,7 @@ static void blas_load(void)
     *(void **)&blas.set_num_threads = dlsym(blas.handle, "openblas_set_num_threads");
     *(void **)&blas.get_config = dlsym(blas.handle, "openblas_get_config");
     *(void **)&blas.get_corename = dlsym(blas.handle, "openblas_get_corename");
-    if (blas.sgemm == NULL || blas.set_num_threads == NULL) {
+    if (blas.sgemm == NULL || (blas.set_num_threads == NULL && blas.other == NULL)) {
         dlclose(blas.handle);
         blas.handle = NULL;
     }
@@ -189,6 +199,10 @@ ulp_status ulp__rm_blas_load(ulp_error *err)
     pthread_once(&blas.once, blas_load);
     if (blas.handle != NULL)
         return ULP_OK;
+    if (blas.other != NULL)
+        return ulp__error(err, ULP_EUNSUPPORTED,
+                          "cannot load ULPPROF_BLAS='%s' with cblas_sgemm: use --gemm tiled",
+                          blas.other);
     return ulp__error(err, ULP_EUNSUPPORTED,
                       "cannot load OpenBLAS (libopenblas.so.0): use --gemm tiled");
 #else
@@ -231,6 +245,10 @@ const char *ulp_refmodel_blas_info(void)
     if (ulp__rm_blas_load(NULL) != ULP_OK)
         return "none";
     static _Thread_local char buf[256];
+    if (blas.get_config == NULL && blas.other != NULL) {
+        snprintf(buf, sizeof buf, "CBLAS %s", blas.other);
+        return buf;
+    }
     const char *cfg = blas.get_config ? blas.get_config() : NULL;
     const char *core = blas.get_corename ? blas.get_corename() : NULL;
     /* "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> keep the version. */

@@ -72,12 +72,24 @@ typedef struct ulp_diff_options {
     const char *rows;        /* "head:N", "tail:N" or "A:B": that slice of the
                                 token axis (the next-to-last, or the only one)
                                 of captures without positions; NULL: whole   */
+    int by;                  /* ulp_diff_by: how captures pair                    */
+    const char *site_map;    /* a site map file (ulpprof/sites.h) for ULP_DIFF_BY_AUTO
+                                and _SITE, its rules before the built-in ones; NULL:
+                                the built-in rules                                */
     /* Whole distributions at the logits (ulp_diff_dist): 1 to compute them.
      * topk: the k of the top-k overlaps, n_topk of them (0: 1, 5, 10). */
     int distributions;
     int topk[ULP_DIFF_MAX_TOPK];
     int n_topk;
 } ulp_diff_options;
+
+/*
+ * How captures pair (docs/sites.md).  AUTO: by name, unless the two
+ * snapshots share no capture name and do share a (site, layer): then by
+ * site.  SITE: by (site, layer) and occurrence; a capture no rule knows
+ * pairs by its name.
+ */
+typedef enum ulp_diff_by { ULP_DIFF_BY_AUTO = 0, ULP_DIFF_BY_NAME, ULP_DIFF_BY_SITE } ulp_diff_by;
 
 /* Fills `opts` with the defaults above. */
 ULP_API void ulp_diff_options_init(ulp_diff_options *opts);
@@ -201,6 +213,11 @@ typedef struct ulp_diff_row {
     int has_gemms_a, has_gemms_b;
     size_t n_gemms_a, n_gemms_b;
     ulp_gemm_info *gemms_a, *gemms_b; /* owned by the result                        */
+    /* Paired by site: the row's site ("q", "logits"; its layer is `layer`) and
+     * B's name (`name` is A's; B's for only_in_b), both owned by the result;
+     * NULL when paired by name, and the site NULL for a capture no rule knows. */
+    const char *site;
+    const char *name_b;
     /*
      * Two float dtypes where one holds every value of the other (f32 and
      * bf16, f16 and f8e4m3, ...; FORMAT.md "Different dtypes"): the finer
@@ -398,6 +415,11 @@ typedef struct ulp_diff_result {
     /* Parted token streams, by request; a result with any is not identical. */
     size_t n_parts;
     ulp_diff_part *parts;
+    /* Element pairs compared over the identical and differing rows: 0 when
+     * every capture both files have is empty (or none is shared); a
+     * comparison of nothing is no verdict on a ladder rung.             */
+    uint64_t elements_compared;
+    int by_site; /* 1: the captures were paired by (site, layer) (ulp_diff_by) */
 } ulp_diff_result;
 
 /*

@@ -1,5 +1,5 @@
 /*
- * The names and limits of the snapshot format (common/FORMAT.md) that both
+ * The names and limits of the snapshot format (format/FORMAT.md) that both
  * sides of the file share: the capture roles and the largest rank.  The
  * collector writes them, the analyzer reads them; neither spells them out.
  */

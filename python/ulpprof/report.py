@@ -7,7 +7,7 @@
 
 The numbers are the C analyzer's: these functions run the `ulpprof`
 program with `-f json` and read its report, whose keys are the documented
-contract of common/FORMAT.md.  Every field here is one of those keys; `raw`
+contract of format/FORMAT.md.  Every field here is one of those keys; `raw`
 keeps the whole JSON object for the keys not mirrored.
 """
 import os

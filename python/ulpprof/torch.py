@@ -65,7 +65,7 @@ capture) are dropped, not the tensor (said once).
 Where the bytes go: CPU tensors go to the host capture library shipped in
 this package (libulpprof_capture, through ctypes).  Under `ulpprof record`
 with a CUDA build of torch, every tensor is announced by an NVTX mark
-(collector/cuda/PROTOCOL.md; CPU tensors as `dev=host`) to the CUDA
+(capture/cuda/PROTOCOL.md; CPU tensors as `dev=host`) to the CUDA
 collector that `record` loads, which copies on the tensor's stream without
 synchronizing; the file is then record's `-o` (pass path=None).  Outside
 `record`, CUDA tensors are copied to the host (this synchronizes).  One
@@ -589,7 +589,7 @@ class Capture:
 
     def _mark(self, name, t, dtype, layer, role, pos=None, req=None, rank=0, inputs=None,
               step=None):
-        """A `ulp1` NVTX mark (collector/cuda/PROTOCOL.md) for the collector."""
+        """A `ulp1` NVTX mark (capture/cuda/PROTOCOL.md) for the collector."""
         shape = ",".join(str(n) for n in t.shape)
         nbytes = t.numel() * t.element_size()
         if t.is_cuda:

@@ -10,7 +10,7 @@
  * the K-reduction order -- and the bits -- may differ.
  *
  * After each layer the last token's hidden state is announced with a `ulp1`
- * NVTX mark (collector/cuda/PROTOCOL.md) on the stream that produced it;
+ * NVTX mark (capture/cuda/PROTOCOL.md) on the stream that produced it;
  * --api uses ulp_capture_device() instead.  Run it under
  *   ulpprof record -o miss.h5 --label miss --attr cache=miss -- ./ulpprof_gemm_chain --mode miss
  *   ulpprof record -o hit.h5  --label hit  --attr cache=hit  -- ./ulpprof_gemm_chain --mode hit

@@ -8,7 +8,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="${1:-tp-ladder}"
 build="${2:-$here/../../build}"
-export ULPPROF_CAPTURE_LIBRARY="${ULPPROF_CAPTURE_LIBRARY:-$build/collector/libulpprof_capture.so}"
+export ULPPROF_CAPTURE_LIBRARY="${ULPPROF_CAPTURE_LIBRARY:-$build/capture/libulpprof_capture.so}"
 launcher=(torchrun)
 command -v torchrun >/dev/null || launcher=(python3 -m torch.distributed.run)
 mkdir -p "$out/logs"

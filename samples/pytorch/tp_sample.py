@@ -1,6 +1,6 @@
 """A tensor-parallel transformer on torch.distributed, captured per rank.
 
-    ULPPROF_CAPTURE_LIBRARY=build/collector/libulpprof_capture.so \\
+    ULPPROF_CAPTURE_LIBRARY=build/capture/libulpprof_capture.so \\
     torchrun --redirects 1 --tee 1 --nproc_per_node 2 tp_sample.py --out tp/tp2
     ...  (1, 2 and 4 ranks: samples/pytorch/tp_ladder.sh runs them all)
     ulpprof ladder tp/                  # rung 4: TP1 vs TP2 vs TP4

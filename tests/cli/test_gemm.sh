@@ -21,7 +21,7 @@ fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 PROG="$ULPPROF_BUILD_DIR/samples/cuda/ulpprof_lt_calls"
-LIB="$ULPPROF_BUILD_DIR/collector/cuda/libulpprof_cuda.so"
+LIB="$ULPPROF_BUILD_DIR/capture/cuda/libulpprof_cuda.so"
 if [[ -x "$PROG" && -f "$LIB" ]]; then
     export ULPPROF_CUDA_LIBRARY="$LIB"
     for mode in miss hit; do

@@ -10,7 +10,7 @@
 set -u
 : "${ULPPROF:?}" "${ULPPROF_BUILD_DIR:?}" "${ULP_PYTHON:=/usr/bin/python3}"
 DEMO="$ULPPROF_BUILD_DIR/samples/cuda/ulpprof_nvtx_host_marks"
-LIB="$ULPPROF_BUILD_DIR/collector/cuda/libulpprof_cuda.so"
+LIB="$ULPPROF_BUILD_DIR/capture/cuda/libulpprof_cuda.so"
 if [[ ! -x "$DEMO" || ! -f "$LIB" ]]; then
     echo "SKIPPED: test_record needs the CUDA collector (ULPPROF_WITH_CUDA=ON)"
     exit 0
@@ -102,7 +102,7 @@ expect_rc 2 $? "pattern, nothing written"
 # The child is told where the host capture library is.
 "$ULPPROF" record --allow-empty -o "$T/e.h5" -- sh -c 'echo "$ULPPROF_CAPTURE_LIBRARY"' \
     >"$T/out" 2>/dev/null
-[[ "$(cat "$T/out")" == "$(realpath "$ULPPROF_BUILD_DIR/collector/libulpprof_capture.so")" ]] ||
+[[ "$(cat "$T/out")" == "$(realpath "$ULPPROF_BUILD_DIR/capture/libulpprof_capture.so")" ]] ||
     fail "ULPPROF_CAPTURE_LIBRARY: '$(cat "$T/out")'"
 ULPPROF_CAPTURE_LIBRARY="$T/nope.so" "$ULPPROF" record -o "$T/e.h5" -- true 2>"$T/err"
 expect_rc 2 $? "bad ULPPROF_CAPTURE_LIBRARY"

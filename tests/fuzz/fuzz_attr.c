@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: the ULPPROF_ATTR parser, ulp__attr_parse()
- * (collector/capture_env.c).
+ * (capture/capture_env.c).
  *
  * The input is the variable's value (made NUL-terminated).  When the parser
  * accepts it, the target checks its promises -- keys not empty, unique, and
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/capture_env.h"
+#include "capture/capture_env.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

@@ -1,18 +1,18 @@
 /*
- * libFuzzer target: the capture index's record codec (common/index.c).
+ * libFuzzer target: the capture index's record codec (format/index.c).
  *
  * The input is a run of records, as /index/records holds them.  Each
  * record the decoder accepts must lie inside the input, take the size its
  * fields say, keep its arrays and strings inside itself, and come back
  * field for field after encoding it again.  The reader trusts nothing else
- * of a record before checking it against the file (analyzer/snapshot_index.c).
+ * of a record before checking it against the file (format/snapshot_index.c).
  * Any broken promise aborts.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/index.h"
+#include "format/index.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

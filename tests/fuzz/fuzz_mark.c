@@ -1,5 +1,5 @@
 /*
- * libFuzzer target: the `ulp1` NVTX mark parser (collector/cuda/cuda_mark.c).
+ * libFuzzer target: the `ulp1` NVTX mark parser (capture/cuda/cuda_mark.c).
  *
  * The input is one NVTX message (made NUL-terminated).  Besides what the
  * sanitizers see, the target checks the parser's promises and aborts when
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/cuda/cuda_mark.h"
+#include "capture/cuda/cuda_mark.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

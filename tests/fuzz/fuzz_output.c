@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: ULPPROF_OUTPUT expansion, ulp__output_expand()
- * (collector/capture_env.c), against an independent expansion written here
+ * (capture/capture_env.c), against an independent expansion written here
  * from capture.h's description: %p %r %h %l expand to the pid, rank, host
  * and label, %% to '%' (an expanded value has each '/' replaced by '_', and
  * "." or ".." becomes "_" or "__", so it cannot leave the pattern's
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/capture_env.h"
+#include "capture/capture_env.h"
 
 #define CHECK(c)                                                                                   \
     do {                                                                                           \

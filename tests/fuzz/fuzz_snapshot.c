@@ -1,6 +1,6 @@
 /*
  * libFuzzer target: snapshot validation, ulp_snapshot_open() and
- * ulp_snapshot_read() (analyzer/snapshot*.c) on arbitrary file bytes.
+ * ulp_snapshot_read() (format/snapshot*.c) on arbitrary file bytes.
  *
  * The input is written to a file (in $ULP_FUZZ_DIR, else /dev/shm, else
  * /tmp) and opened as a snapshot.  A refusal must carry a status and a

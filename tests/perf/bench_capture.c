@@ -41,7 +41,7 @@
  *                 for the first session and the next one.
  * Neither side calls fsync: both measure the write into the page cache.
  * A fresh session starts with fresh staging memory (the kernel zeroes each
- * page at its first touch; collector/session_staging.c populates a reserve
+ * page at its first touch; capture/session_staging.c populates a reserve
  * before the open returns, and more ahead on a thread of its own); the
  * same session's next passes reuse it, and so does the next session,
  * whose reserve is mostly there already.

@@ -17,8 +17,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "analyzer/snapshot_priv.h"
-#include "analyzer/snapshot_summary.h"
+#include "format/snapshot_priv.h"
+#include "format/snapshot_summary.h"
 
 static double cpu_ms(void)
 {

@@ -59,7 +59,7 @@ import h5py  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(os.path.abspath(args.build), "collector",
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(os.path.abspath(args.build), "capture",
                                                      "libulpprof_capture.so")
 sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402

@@ -2,7 +2,7 @@
 competent user writes it: raw reads (memory type = file type, no HDF5
 conversion), whole tensors at once, and the per-element work only on the
 elements that differ (np.flatnonzero of a != b).  It prints the numbers
-`ulpprof diff` prints, from common/FORMAT.md's definitions, one JSON object
+`ulpprof diff` prints, from format/FORMAT.md's definitions, one JSON object
 per line (check_numpy.py compares them with ulpprof's JSON report):
 
   {"name", "occurrence", "differing", "max_ulp", "mean_ulp", "max_abs_diff",

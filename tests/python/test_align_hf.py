@@ -35,7 +35,7 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 
 sys.path.insert(0, os.path.join(SRC, "python"))
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "collector", "libulpprof_capture.so")
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
 import aligned_ref  # noqa: E402
 import ulpprof.torch  # noqa: E402
 

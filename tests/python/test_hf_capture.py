@@ -23,7 +23,7 @@ import transformers  # noqa: E402
 import numpy as np
 import torch
 
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "collector",
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture",
                                                      "libulpprof_capture.so")
 sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402

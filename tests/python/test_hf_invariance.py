@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "collector",
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture",
                                                      "libulpprof_capture.so")
 sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402

@@ -26,7 +26,7 @@ import torch  # noqa: E402
 
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 ENV = dict(os.environ, ULPPROF_PYTHON=sys.executable, PYTHONPATH=os.path.join(SRC, "python"),
-           ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "collector", "libulpprof_capture.so"))
+           ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "capture", "libulpprof_capture.so"))
 # torch's weights_only loader is trusted from 2.6 on; before, .pt files need --unsafe-pickle.
 UNSAFE = ["--unsafe-pickle"] if tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 6) \
     else []

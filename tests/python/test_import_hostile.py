@@ -33,7 +33,7 @@ import torch
 SRC = os.environ["ULPPROF_SOURCE_DIR"]
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
-LIB = os.path.join(BUILD, "collector", "libulpprof_capture.so")
+LIB = os.path.join(BUILD, "capture", "libulpprof_capture.so")
 ENV = dict(os.environ, ULPPROF_PYTHON=sys.executable, PYTHONPATH=os.path.join(SRC, "python"),
            ULPPROF_CAPTURE_LIBRARY=LIB)
 OLD_TORCH = tuple(int(x) for x in torch.__version__.split(".")[:2]) < (2, 6)

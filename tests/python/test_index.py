@@ -199,7 +199,7 @@ def stamped(tmp, a, b):
                      "logits": np.ones((2, 8), np.float32)})
     src = os.environ.get("ULPPROF_SOURCE_DIR", ".")
     env = dict(os.environ, ULPPROF_PYTHON=sys.executable, PYTHONPATH=os.path.join(src, "python"),
-               ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "collector", "libulpprof_capture.so"))
+               ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "capture", "libulpprof_capture.so"))
     r = subprocess.run([ULPPROF, "import", "-o", imported, npz], env=env, capture_output=True,
                        text=True)
     check(r.returncode == 0, "import: exit %d: %s" % (r.returncode, r.stderr))

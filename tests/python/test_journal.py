@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The capture journal (common/journal.h, FORMAT.md "Capture journal"), read
+"""The capture journal (format/journal.h, FORMAT.md "Capture journal"), read
 by a parser written here with struct and zlib.crc32 alone, and the reader's
 policy for files its writer did not close and for damaged journals.
 
@@ -36,14 +36,14 @@ from relcheck import check  # noqa: E402
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 
-# The layout of common/journal.h, written out here.
+# The layout of format/journal.h, written out here.
 MAGIC = b"ULPJRNL1"          # the first block
 MAGIC_LATER = b"ULPJRNL+"    # the blocks next records lead to
 HEADER = 32
 FIXED = 40
 CLOSED_AT = 28
 KIND_CAPTURE, KIND_NEXT = 1, 2
-# The writer's growth rule (collector/writer_journal.c): each block after the first
+# The writer's growth rule (format/writer_journal.c): each block after the first
 # is twice the last, up to 1 MiB; a record goes into the current block when
 # it, the 8-byte end mark and room for a next-block record still fit.
 MAX_BLOCK = 1 << 20

@@ -137,7 +137,7 @@ def writers(tmp):
     """The Python helper, the capture library's ULPPROF_OBSERVED and `ulpprof import`."""
     src, build = os.environ.get("ULPPROF_SOURCE_DIR", "."), tl.BUILD
     env = dict(os.environ, PYTHONPATH=os.path.join(src, "python"), ULPPROF_PYTHON=sys.executable,
-               ULPPROF_CAPTURE_LIBRARY=os.path.join(build, "collector",
+               ULPPROF_CAPTURE_LIBRARY=os.path.join(build, "capture",
                                                     "libulpprof_capture.so"))
     try:
         import numpy as np

@@ -5,13 +5,14 @@ ladder's rungs; some differ from the base run at a chosen layer and row, one
 flips a logits row, one has a capture of another shape, one differs in a key
 without a rung, one in two rungs at once; a second set can decide no rung;
 a third is made of run directories of per-rank files.  Everything the
-report says is recomputed here from the files and from common/FORMAT.md's
+report says is recomputed here from the files and from format/FORMAT.md's
 rules, never through ulpprof: which captures differ (raw bits), the first
 divergence (A's seq order; shape and dtype mismatches count) and the row of
 its first differing element, the argmax flips (NaN never wins, ties go to
 the lowest index, and a row whose emitted token differs is a flip even where
 one run's top two were tied), the keys that differ, the rung each pair decides, the groups
-of bitwise-identical runs, each rung's verdict and its first break.
+of bitwise-identical runs (a rank only one run has makes a pair differ),
+each rung's verdict and its first break.
 """
 import json
 import os
@@ -186,7 +187,8 @@ def expected_ladder(runs, ignore=()):
         for b in range(a + 1, n):
             ra, rb = runs[a], runs[b]
             common = sorted(set(ra) & set(rb))
-            ident, first, flips = True, None, 0
+            # A rank only one run has is not compared, and the runs differ there.
+            ident, first, flips = set(ra) == set(rb), None, 0
             for rank in common:
                 i, f, fl, _ = compare_files(ra[rank], rb[rank])
                 ident &= i

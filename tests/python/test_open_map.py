@@ -39,7 +39,7 @@ import numpy as np
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 LOOP = os.path.join(BUILD, "tests", "reliability", "capture_loop")
-LIB = os.path.join(BUILD, "collector", "libulpprof_capture.so")
+LIB = os.path.join(BUILD, "capture", "libulpprof_capture.so")
 SRC = os.environ.get("ULPPROF_SOURCE_DIR", ".")
 failures = []
 

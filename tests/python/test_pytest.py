@@ -27,7 +27,7 @@ def avx2():
 
 env = dict(os.environ, ULPPROF_SOURCE_DIR=SRC, ULPPROF_PROGRAM=os.path.join(
     BUILD, "programs", "ulpprof"), ULPPROF_CAPTURE_LIBRARY=os.path.join(
-    BUILD, "collector", "libulpprof_capture.so"), OMP_NUM_THREADS="1",
+    BUILD, "capture", "libulpprof_capture.so"), OMP_NUM_THREADS="1",
     PYTHONPATH=os.pathsep.join([os.path.join(SRC, "python")] + [
         p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
 if "OPENBLAS_CORETYPE" not in os.environ and avx2():

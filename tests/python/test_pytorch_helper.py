@@ -20,7 +20,7 @@ import numpy as np
 
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
 SRC = os.environ["ULPPROF_SOURCE_DIR"]
-LIB = os.path.join(BUILD, "collector", "libulpprof_capture.so")
+LIB = os.path.join(BUILD, "capture", "libulpprof_capture.so")
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 os.environ["ULPPROF_CAPTURE_LIBRARY"] = LIB
 sys.path.insert(0, os.path.join(SRC, "python"))

@@ -42,7 +42,7 @@ def free_port():
 def start_tp(n, out, logs):
     """torchrun with n ranks, in the background (the three runs overlap)."""
     env = dict(os.environ, ULPPROF_CAPTURE_LIBRARY=os.path.join(
-        tl.BUILD, "collector", "libulpprof_capture.so"), OMP_NUM_THREADS="1")
+        tl.BUILD, "capture", "libulpprof_capture.so"), OMP_NUM_THREADS="1")
     env.pop("ULPPROF_OUTPUT", None)
     cmd = launcher() + ["--redirects", "1", "--tee", "1", "--log_dir", logs,
                         "--nproc_per_node", str(n), "--master_port", str(free_port()),
@@ -102,8 +102,8 @@ def main():
                 tl.check((fd is None) == (first is None) and
                          (fd is None or fd["name"] == first["capture"]),
                          "diff rank %d first divergence %r vs %r" % (x["rank"], fd, first))
-            tl.check(d["identical"] == all(x["report"]["identical"] for x in d["ranks"]) and
-                     p.returncode == (0 if d["identical"] else 1), "diff tp2 tp4 verdict")
+            # Ranks 2 and 3 only in tp4: the runs differ whatever ranks 0 and 1 say.
+            tl.check(d["identical"] is False and p.returncode == 1, "diff tp2 tp4 verdict")
         # A run against itself: identical, exit 0; a run without a shared rank: exit 2.
         p = subprocess.run([tl.ULPPROF, "diff", dirs[2], dirs[2]], capture_output=True, text=True)
         tl.check(p.returncode == 0 and "4 rank pairs compared: all bitwise identical" in p.stdout,

@@ -50,7 +50,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/session.h"
+#include "capture/session.h"
 #include "ulpprof/capture.h"
 
 static void fill(void *buf, size_t size, uint64_t n, uint64_t seq, uint64_t flip)

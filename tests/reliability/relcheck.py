@@ -224,7 +224,7 @@ def diff_json(a, b, tag, want_rc=None, unclosed=None, mode=True):
 
 
 # Captures whose group link may wait after the journal names them
-# (ULP__SESSION_LINK_BATCH, collector/session_internal.h).
+# (ULP__SESSION_LINK_BATCH, capture/session_internal.h).
 LINK_BATCH = 512
 
 

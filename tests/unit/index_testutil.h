@@ -14,13 +14,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyzer/snapshot_priv.h"
 #include "capture_testutil.h"
-#include "collector/writer.h"
-#include "common/index.h"
-#include "common/journal.h"
 #include "common/le.h"
-#include "common/open_map.h"
+#include "format/index.h"
+#include "format/journal.h"
+#include "format/open_map.h"
+#include "format/snapshot_priv.h"
+#include "format/writer.h"
 #include "ulpprof/diff.h"
 
 /* 1 if the file's index is usable: read again into `s`, whose own arrays are kept. */

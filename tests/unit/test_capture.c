@@ -1,5 +1,5 @@
 /*
- * The host capture API (collector/session*.c, default_session.c) checked with
+ * The host capture API (capture/session*.c, default_session.c) checked with
  * plain HDF5 reads: bit-exact round trips of every dtype (all 65,536 16-bit
  * and all 256 8-bit patterns), attributes, occurrence numbering, the
  * environment, concurrency, back-pressure, the CUDA collector's hooks
@@ -25,8 +25,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "capture/session.h"
 #include "capture_testutil.h"
-#include "collector/session.h"
 #include "ulpprof/capture.h"
 
 /* A check inside a forked child: no cmocka there, just an exit status. */
@@ -1379,7 +1379,7 @@ static void test_capture__sigkill_leaves_readable_file(void **state)
  * Killed while the writer is busy.  HDF5 writes metadata without ordering
  * or journaling, and Linux may stop a multi-page write at a page boundary
  * when SIGKILL arrives, so a kill inside a metadata flush can damage the
- * group being extended (rare: see the measurements in collector/writer.c).  What must hold at
+ * group being extended (rare: see the measurements in format/writer.c).  What must hold at
  * every kill: the file opens, and no capture it names holds wrong bytes --
  * a dataset that reads at all holds exactly what was captured under its
  * seq (captures become visible only once complete).

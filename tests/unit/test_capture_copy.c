@@ -1,5 +1,5 @@
 /*
- * The capture copy (collector/capture_copy.c): every byte lands, none
+ * The capture copy (capture/capture_copy.c): every byte lands, none
  * beside the destination is touched, for sizes on both sides of the switch
  * to streaming stores and for every alignment of source and destination
  * modulo 64 -- the unaligned head, the 64-byte body and the tail.  The
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/capture_copy.h"
+#include "capture/capture_copy.h"
 
 #define GUARD 64 /* bytes checked untouched on each side of the destination */
 

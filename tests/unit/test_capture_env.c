@@ -1,5 +1,5 @@
 /*
- * collector/capture_env.c: ULPPROF_OUTPUT expansion, ULPPROF_ATTR parsing,
+ * capture/capture_env.c: ULPPROF_OUTPUT expansion, ULPPROF_ATTR parsing,
  * rank selection and /env facts, with a fake environment.
  */
 #include <setjmp.h>
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collector/capture_env.h"
+#include "capture/capture_env.h"
 
 static const ulp__expand_vars vars = {"4242", "3", "node7", "hit"};
 

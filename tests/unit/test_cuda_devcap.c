@@ -1,5 +1,5 @@
 /*
- * Device capture (collector/cuda/cuda_devcap.c) replayed through a fake
+ * Device capture (capture/cuda/cuda_devcap.c) replayed through a fake
  * driver: a CUdeviceptr is a host address, every call is logged, and the
  * stream-capture state, failures and event readiness are scripted.  Checks
  * the call order on each path, the bytes and descriptor that reach the
@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/session.h"
+#include "capture/session.h"
 #include "cuda_devcap.h"
 #include "cuda_trace.h"
 

@@ -1,5 +1,5 @@
 /*
- * GEMM attribution (collector/cuda/cuda_gemm.c): calls described through
+ * GEMM attribution (capture/cuda/cuda_gemm.c): calls described through
  * the real libcublasLt's host-only descriptor functions (no GPU needed to
  * create and read descriptors and algorithm configs), and the log that
  * numbers rows and gives each capture the rows of its stream.  Expected

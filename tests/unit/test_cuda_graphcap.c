@@ -1,5 +1,5 @@
 /*
- * Captures inside CUDA graphs (collector/cuda/cuda_graphcap.c, the graph
+ * Captures inside CUDA graphs (capture/cuda/cuda_graphcap.c, the graph
  * paths of cuda_devcap.c, the CUPTI callbacks of cuda_graphcb.c), replayed
  * through a fake driver that models stream capture as cuda.h describes it:
  * a copy on a capturing stream becomes a node of that capture's graph
@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "collector/session.h"
+#include "capture/session.h"
 
 #include "cuda_devcap.h"
 #include "cuda_graphcap.h"

@@ -1,5 +1,5 @@
 /*
- * The `ulp1` NVTX mark parser (collector/cuda/cuda_mark.c): every field,
+ * The `ulp1` NVTX mark parser (capture/cuda/cuda_mark.c): every field,
  * every refusal, and a round trip of random valid marks plus random
  * mutations (the parser must never crash and must keep its invariants).
  */

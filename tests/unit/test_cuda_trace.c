@@ -1,7 +1,7 @@
 /*
- * CUPTI record decoding (collector/cuda/cuda_kernel.c) from synthetic
+ * CUPTI record decoding (capture/cuda/cuda_kernel.c) from synthetic
  * CUpti_ActivityKernel10 records, name demangling, and the trace's row
- * numbering (collector/cuda/cuda_trace.c).
+ * numbering (capture/cuda/cuda_trace.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>

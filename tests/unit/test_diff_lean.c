@@ -26,7 +26,7 @@
 #include <cmocka.h>
 
 #include "analyzer/diff_priv.h"
-#include "analyzer/snapshot_priv.h"
+#include "format/snapshot_priv.h"
 #include "index_testutil.h"
 #include "ulpprof/capture.h"
 #include "ulpprof/snapshot.h"

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include "common/error.h"
-#include "common/h5types.h"
+#include "format/h5types.h"
 #include "ulpprof/dtype.h"
 #include "ulpprof/status.h"
 

@@ -1,6 +1,6 @@
 /*
- * The capture index (common/index.h, collector/writer_index.c,
- * analyzer/snapshot_index.c): a file opened through the index describes
+ * The capture index (format/index.h, format/writer_index.c,
+ * format/snapshot_index.c): a file opened through the index describes
  * every capture exactly as the groups do (every field, every kind of
  * capture); a record that does not decode is refused; the hash leaves out
  * exactly the ranges it is given; a stale seal sends the reader to the
@@ -19,12 +19,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyzer/snapshot_priv.h"
-#include "analyzer/snapshot_read_priv.h"
 #include "capture_testutil.h"
-#include "collector/writer.h"
-#include "common/index.h"
-#include "common/journal.h"
+#include "format/index.h"
+#include "format/journal.h"
+#include "format/snapshot_priv.h"
+#include "format/snapshot_read_priv.h"
+#include "format/writer.h"
 #include "index_testutil.h"
 
 static char g_path[1200];

@@ -1,5 +1,5 @@
 /*
- * The seal's stamp (common/index.h, FORMAT.md "Capture index"): the writer
+ * The seal's stamp (format/index.h, FORMAT.md "Capture index"): the writer
  * and ulp_snapshot_copy() leave the file's mtime at the stamp the hash
  * covers; a reader that finds it so trusts the seal without hashing, and
  * hashes as before after any write since, when the stamp is 0 (files
@@ -19,13 +19,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyzer/snapshot_priv.h"
-#include "analyzer/snapshot_read_priv.h"
 #include "capture_testutil.h"
-#include "collector/writer.h"
-#include "common/index.h"
-#include "common/index_seal.h"
-#include "common/journal.h"
+#include "format/index.h"
+#include "format/index_seal.h"
+#include "format/journal.h"
+#include "format/snapshot_priv.h"
+#include "format/snapshot_read_priv.h"
+#include "format/writer.h"
 #include "index_testutil.h"
 
 static char g_path[1200];

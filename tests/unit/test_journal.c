@@ -1,6 +1,6 @@
 /*
- * common/journal.c: the capture journal's codec, checked against the layout
- * of common/journal.h written out here byte by byte (little-endian fields
+ * format/journal.c: the capture journal's codec, checked against the layout
+ * of format/journal.h written out here byte by byte (little-endian fields
  * put and read with shifts of our own) and against a table-driven CRC-32
  * that shares no code with the bitwise one under test, itself anchored to
  * the published check values of CRC-32/ISO-HDLC (zlib's crc32()).
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "common/journal.h"
+#include "format/journal.h"
 
 /* ---- The reference ------------------------------------------------------------------ */
 

@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "common/journal.h"
 #include "common/le.h"
-#include "common/open_map.h"
+#include "format/journal.h"
+#include "format/open_map.h"
 
 static const ulp__map_kv RUN[] = {{"tp", "4"}, {"engine", "vLLM \xc3\xa9t\xc3\xa9"}, {"", ""}};
 static const ulp__map_kv ENV[] = {{"hostname", "node-7"}};

@@ -1,5 +1,5 @@
 /*
- * analyzer/snapshot.c against files written by h5py (tests/python/
+ * format/snapshot.c against files written by h5py (tests/python/
  * make_snapshots.py): what the reader reports must equal what the generator
  * wrote (its manifest), every element read must equal the generator's
  * formula, and every malformed file must be refused with the status and

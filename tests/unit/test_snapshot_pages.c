@@ -1,5 +1,5 @@
 /*
- * The capture table made in pages (analyzer/snapshot_pages.c): a stamped
+ * The capture table made in pages (format/snapshot_pages.c): a stamped
  * file opened with ULPPROF_TABLE=lazy and tiny pages describes every
  * capture exactly as the table read whole does (ULPPROF_TABLE=eager), its
  * summary is what a walk of the whole table computes, a trimmed page made
@@ -22,14 +22,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "analyzer/snapshot_priv.h"
-#include "analyzer/snapshot_read_priv.h"
-#include "analyzer/snapshot_summary.h"
 #include "capture_testutil.h"
-#include "collector/writer.h"
-#include "common/index.h"
-#include "common/journal.h"
 #include "common/le.h"
+#include "format/index.h"
+#include "format/journal.h"
+#include "format/snapshot_priv.h"
+#include "format/snapshot_read_priv.h"
+#include "format/snapshot_summary.h"
+#include "format/writer.h"
 #include "index_testutil.h"
 #include "ulpprof/diff.h"
 

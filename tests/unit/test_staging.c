@@ -1,5 +1,5 @@
 /*
- * The staging ring (collector/session_staging.c) checked against a model
+ * The staging ring (capture/session_staging.c) checked against a model
  * of its own: blocks handed out never overlap and stay inside the ring,
  * whatever order they are given back in; what a block holds survives until
  * it is given back; the ring restarts at its start when it empties; and
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "collector/session_internal.h"
+#include "capture/session_internal.h"
 
 /* A session with nothing but its mutex, its bound and its ring. */
 static ulp_session *ring_session(size_t bound)

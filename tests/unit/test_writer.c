@@ -1,5 +1,5 @@
 /*
- * The snapshot writer (collector/writer.c), checked with plain HDF5 reads:
+ * The snapshot writer (format/writer.c), checked with plain HDF5 reads:
  * root attributes, every dtype's file type and bits, shapes (rank 0..8,
  * zero elements), dataset attributes, occurrence numbering, capture names,
  * /run and /env, the kernel trace, and error paths.
@@ -14,8 +14,8 @@
 #include <inttypes.h>
 
 #include "capture_testutil.h"
-#include "collector/capture_name.h"
-#include "collector/writer.h"
+#include "format/capture_name.h"
+#include "format/writer.h"
 
 static char g_path[1200];
 

@@ -1,0 +1,150 @@
+/*
+ * Pairing by site (docs/sites.md): each capture's pairing key is its
+ * (site, layer) where a rule of the site map knows its name, else its name;
+ * diff_pair.c pairs the keys as it pairs names.  ULP_DIFF_BY_AUTO pairs by
+ * site only when the snapshots share no capture name but do share a site.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "diff_priv.h"
+#include "ulpprof/sites.h"
+
+/* A site's key starts with a byte no capture name holds. */
+#define SITE_MARK '\x01'
+
+static char *make_key(const char *site, int32_t layer, const char *name)
+{
+    size_t n = (site ? strlen(site) + 16 : 0) + strlen(name) + 3;
+    char *k = malloc(n);
+    if (k == NULL)
+        return NULL;
+    if (site != NULL)
+        snprintf(k, n, "%c%s@%d", SITE_MARK, site, (int)layer);
+    else
+        snprintf(k, n, "=%s", name);
+    return k;
+}
+
+static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s, ulp_error *err)
+{
+    size_t n = ulp_snapshot_capture_count(s);
+    sk->n[side] = n;
+    sk->key[side] = calloc(n + 1, sizeof *sk->key[side]);
+    sk->site[side] = calloc(n + 1, sizeof *sk->site[side]);
+    sk->layer[side] = calloc(n + 1, sizeof *sk->layer[side]);
+    if (sk->key[side] == NULL || sk->site[side] == NULL || sk->layer[side] == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        if (c == NULL)
+            return ulp__error(err, ULP_EIO, "'%s': a capture cannot be described again",
+                              ulp_snapshot_path(s));
+        int32_t layer = -1;
+        const char *site = ulp_site_lookup(sk->map, c->name, c->layer, &layer);
+        sk->site[side][i] = site;
+        sk->layer[side][i] = site != NULL ? layer : c->layer;
+        if ((sk->key[side][i] = make_key(site, layer, c->name)) == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    return ULP_OK;
+}
+
+static int cmp_str(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+/* Does some capture of A have a site that a capture of B has too? -1: no memory. */
+static int share_site(const ulp__site_keys *sk)
+{
+    size_t nb = sk->n[1];
+    char **sorted = malloc((nb + 1) * sizeof *sorted);
+    if (sorted == NULL)
+        return -1;
+    memcpy(sorted, sk->key[1], nb * sizeof *sorted);
+    qsort(sorted, nb, sizeof *sorted, cmp_str);
+    int found = 0;
+    for (size_t i = 0; i < sk->n[0] && !found; i++)
+        found = sk->key[0][i][0] == SITE_MARK &&
+                bsearch(&sk->key[0][i], sorted, nb, sizeof *sorted, cmp_str) != NULL;
+    free(sorted);
+    return found;
+}
+
+/* Does some capture name of A occur in B? */
+static int share_name(const ulp_snapshot *a, const ulp_snapshot *b)
+{
+    size_t na = ulp_snapshot_capture_count(a);
+    /* The common case first, from the first captures alone: a table made in
+     * pages then keeps only the pages a diff reads anyway. */
+    const ulp_capture_info *a0 = na > 0 ? ulp_snapshot_capture(a, 0) : NULL;
+    const ulp_capture_info *b0 =
+        ulp_snapshot_capture_count(b) > 0 ? ulp_snapshot_capture(b, 0) : NULL;
+    if (a0 != NULL && b0 != NULL && strcmp(a0->name, b0->name) == 0)
+        return 1;
+    for (size_t i = 0; i < na; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(a, i);
+        if (c != NULL && ulp_snapshot_find(b, c->name, 0) >= 0)
+            return 1;
+    }
+    return 0;
+}
+
+ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
+                              const ulp_diff_options *o, ulp__site_keys **out, ulp_error *err)
+{
+    *out = NULL;
+    if (o->by == ULP_DIFF_BY_NAME)
+        return ULP_OK;
+    if (o->by != ULP_DIFF_BY_AUTO && o->by != ULP_DIFF_BY_SITE)
+        return ulp__error(err, ULP_EINVAL, "unknown pairing %d", o->by);
+    ulp_site_map *map = NULL;
+    ulp_status st = ulp_site_map_open(o->site_map, &map, err);
+    if (st != ULP_OK)
+        return st;
+    if (o->by == ULP_DIFF_BY_AUTO && share_name(a, b)) {
+        ulp_site_map_free(map);
+        return ULP_OK;
+    }
+    ulp__site_keys *sk = calloc(1, sizeof *sk);
+    if (sk == NULL) {
+        ulp_site_map_free(map);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    sk->map = map;
+    if ((st = side_keys(sk, 0, a, err)) != ULP_OK || (st = side_keys(sk, 1, b, err)) != ULP_OK) {
+        ulp__site_keys_free(sk);
+        return st;
+    }
+    if (o->by == ULP_DIFF_BY_AUTO) {
+        int shared = share_site(sk);
+        if (shared < 0) {
+            ulp__site_keys_free(sk);
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        }
+        if (!shared) { /* by name, as before: "the snapshots share no capture" */
+            ulp__site_keys_free(sk);
+            return ULP_OK;
+        }
+    }
+    *out = sk;
+    return ULP_OK;
+}
+
+void ulp__site_keys_free(ulp__site_keys *sk)
+{
+    if (sk == NULL)
+        return;
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; sk->key[s] != NULL && i < sk->n[s]; i++)
+            free(sk->key[s][i]);
+        free(sk->key[s]);
+        free(sk->site[s]);
+        free(sk->layer[s]);
+    }
+    ulp_site_map_free(sk->map);
+    free(sk);
+}

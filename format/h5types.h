@@ -1,0 +1,48 @@
+/*
+ * The HDF5 side of the snapshot contract (FORMAT.md): file types for each
+ * dtype, and small attribute helpers shared by the writer and the reader.
+ * Internal to the ulpprof libraries.
+ */
+#ifndef ULPPROF_COMMON_H5TYPES_H
+#define ULPPROF_COMMON_H5TYPES_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "ulpprof/dtype.h"
+#include "ulpprof/status.h"
+
+#define ULP__FORMAT_NAME "ulpprof-snapshot"
+
+/*
+ * A new HDF5 type id for the file (and memory) type of `dtype`, exactly as
+ * FORMAT.md describes it; the caller closes it with H5Tclose().  Negative
+ * on an invalid dtype or an HDF5 failure.
+ */
+hid_t ulp__h5_file_type(ulp_dtype dtype);
+
+/*
+ * Whether a stored type is acceptable for `dtype`: same size and byte order,
+ * float or integer class.  Readers move raw bits, so a bf16 stored as a
+ * 16-bit integer (as some h5py scripts do) is accepted; a 4-byte type under
+ * a `bf16` attribute is not.
+ */
+int ulp__h5_type_fits(hid_t type, ulp_dtype dtype);
+
+/* Writes a scalar attribute on `obj`; 0 on success, negative on failure. */
+int ulp__h5_attr_write_str(hid_t obj, const char *name, const char *value);
+int ulp__h5_attr_write_i32(hid_t obj, const char *name, int32_t value);
+int ulp__h5_attr_write_i64(hid_t obj, const char *name, int64_t value);
+
+/*
+ * Fixes the metadata cache of files opened with `fapl` at `bytes` (no
+ * growth, no shrinking).  HDF5's default grows toward 32 MiB of object
+ * headers, about ten times that decoded in memory; the writer and the
+ * reader visit each capture's objects once, in order, and need little.
+ */
+void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes);
+
+/* Turns off HDF5's automatic error stack printing for this thread's calls. */
+void ulp__h5_silence(void);
+
+#endif /* ULPPROF_COMMON_H5TYPES_H */

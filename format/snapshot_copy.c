@@ -1,0 +1,167 @@
+/*
+ * A clean copy of an open snapshot (ulp_snapshot_copy): what `ulpprof repair`
+ * writes for a file whose writer was killed, so that h5py, h5dump and other
+ * HDF5 tools -- which read the groups, not the capture journal -- see every
+ * capture the reader found.
+ *
+ * The copy is made with H5Ocopy, object by object: each capture dataset
+ * (reached by its path, or by its header address when the reader found it
+ * through the journal) with its bytes and attributes as they are, /run,
+ * /env, and /trace when the reader could read it.  The root attributes are
+ * the reader's view of them.  The copy has no journal: it is written and
+ * closed in one go, and fails as a whole (the partial output is removed).
+ * It has a sealed capture index (snapshot_copy_index.c) and an open map
+ * (snapshot_copy_map.c), so it opens without HDF5.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "h5types.h"
+#include "snapshot_priv.h"
+
+/* A capture object of `s`, opened by path or, found through the journal, by address. */
+static hid_t open_capture(const ulp_snapshot *s, size_t i)
+{
+    const ulp__capture_src *src = NULL;
+    if (ulp__snap_cap(s, i, &src) == NULL)
+        return -1;
+    return src->h5path != NULL ? H5Oopen(s->file, src->h5path, H5P_DEFAULT)
+                               : H5Oopen_by_addr(s->file, (haddr_t)src->oaddr);
+}
+
+/* Copies the group `path` of `s` to `out` when it exists; 0 or -1. */
+static int copy_group(const ulp_snapshot *s, hid_t out, const char *path)
+{
+    htri_t ex = H5Lexists(s->file, path, H5P_DEFAULT);
+    if (ex <= 0)
+        return ex == 0 ? 0 : -1;
+    return H5Ocopy(s->file, path, out, path, H5P_DEFAULT, H5P_DEFAULT) < 0 ? -1 : 0;
+}
+
+static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *path, ulp_error *err)
+{
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    hid_t caps = H5Gcreate2(out, "captures", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    ulp_status st = ULP_OK;
+    if (lcpl < 0 || caps < 0 || H5Pset_char_encoding(lcpl, H5T_CSET_UTF8) < 0 ||
+        H5Pset_create_intermediate_group(lcpl, 1) < 0) {
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot create /captures", path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < s->ncaps && st == ULP_OK; i++) {
+        const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
+        if (c == NULL) {
+            st = ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
+            break;
+        }
+        char dst[64];
+        snprintf(dst, sizeof dst, "%" PRId64, c->occurrence);
+        size_t n = strlen(c->name) + strlen(dst) + 2;
+        char *rel = malloc(n);
+        if (rel == NULL) {
+            st = ulp__error(err, ULP_ENOMEM, "cannot write '%s': out of memory", path);
+            break;
+        }
+        snprintf(rel, n, "%s/%s", c->name, dst);
+        hid_t o = open_capture(s, i);
+        /* "." copies the object itself, however it was reached. */
+        if (o < 0 || H5Ocopy(o, ".", caps, rel, H5P_DEFAULT, lcpl) < 0)
+            st = ulp__error(err, ULP_EIO, "cannot write '%s': capture '%s/%s' cannot be copied",
+                            path, c->name, dst);
+        if (o >= 0)
+            H5Oclose(o);
+        free(rel);
+    }
+cleanup:
+    if (caps >= 0)
+        H5Gclose(caps);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    return st;
+}
+
+/* Removes `path` if it is still the file this copy created. */
+static void remove_made(const char *path, const struct stat *made)
+{
+    struct stat now;
+    if (stat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
+        unlink(path);
+}
+
+ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err)
+{
+    ulp_error_clear(err);
+    if (s == NULL || path == NULL || path[0] == '\0')
+        return ulp__error(err, ULP_EINVAL, "ulp_snapshot_copy: no snapshot or no path");
+    ulp__h5_silence();
+    /* The file is created here, never over one that exists, so that it is
+     * ours to remove if HDF5 then fails (it left an empty one behind when
+     * out of memory). */
+    struct stat made;
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno == EEXIST)
+        return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
+    if (fd < 0 || fstat(fd, &made) != 0) {
+        int e = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, strerror(e));
+    }
+    close(fd);
+    /* A snapshot opened from its open map has its HDF5 file opened now,
+     * under the lock that ulp_snapshot_read()'s own lazy open holds. */
+    pthread_mutex_lock(&s->h5->lock);
+    hid_t file = ulp__snap_file(s);
+    pthread_mutex_unlock(&s->h5->lock);
+    if (file < 0) {
+        remove_made(path, &made);
+        return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
+    }
+    /* Same layout rules as the writer's: the earliest file format. */
+    hid_t out = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (out < 0) {
+        ulp__h5_err_info info;
+        ulp__h5_last_error(&info);
+        remove_made(path, &made);
+        return ulp__error(err, info.nomem ? ULP_ENOMEM : ULP_EIO, "cannot create '%s': %s", path,
+                          info.nomem ? "out of memory" : info.desc);
+    }
+    ulp_status st = ULP_OK;
+    if (ulp__h5_attr_write_str(out, "format", ULP__FORMAT_NAME) < 0 ||
+        ulp__h5_attr_write_i32(out, "format_version", s->format_version) < 0 ||
+        ulp__h5_attr_write_str(out, "label", s->label) < 0 ||
+        ulp__h5_attr_write_str(out, "writer", s->writer) < 0 ||
+        (s->created_unix_ns != 0 &&
+         ulp__h5_attr_write_i64(out, "created_unix_ns", s->created_unix_ns) < 0))
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': root attributes", path);
+    if (st == ULP_OK && (copy_group(s, out, "/run") < 0 || copy_group(s, out, "/env") < 0 ||
+                         copy_group(s, out, "/observed") < 0))
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': /run, /env or /observed cannot be copied",
+                        path);
+    if (st == ULP_OK)
+        st = copy_captures(s, out, path, err);
+    /* The trace only when the reader read it: a torn one stays behind. */
+    if (st == ULP_OK && s->nkernels > 0 && copy_group(s, out, "/trace") < 0)
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': /trace cannot be copied", path);
+    /* A capture index, so that the copy opens fast however it was written. */
+    ulp__copy_seal seal;
+    int indexed = st == ULP_OK && ulp__copy_index_write(s, out, &seal) == 0;
+    if (H5Fclose(out) < 0 && st == ULP_OK)
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot close it", path);
+    if (indexed && st != ULP_OK)
+        ulp__copy_seal_drop(&seal);
+    else if (indexed)
+        (void)ulp__copy_index_seal(path, &seal); /* unsealed: read through the groups */
+    if (st != ULP_OK)
+        remove_made(path, &made);
+    return st;
+}

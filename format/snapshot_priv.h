@@ -1,0 +1,419 @@
+/*
+ * Internals of the snapshot reader (snapshot*.c).  Not installed.
+ *
+ * The parts call each other one way only: snapshot.c (open) uses the
+ * capture index (snapshot_recover.c), which uses capture reading
+ * (snapshot_captures.c) and the journal (snapshot_journal.c); all of them
+ * use the attribute readers, the messages and the store (snapshot_attr.c,
+ * snapshot_errors.c, snapshot_store.c), which use nothing of the reader.
+ */
+#ifndef ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
+#define ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
+
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "index.h"
+#include "ulpprof/snapshot.h"
+
+/* A tensor larger than this many elements is an absurd shape, not data
+ * (the groups' reader and the capture index's refuse it alike). */
+#define ULP__MAX_ELEMENTS ((uint64_t)1 << 48)
+
+/* Where the bytes of one capture live. */
+typedef struct ulp__capture_src {
+    char *h5path;    /* "/captures/<name>/<occurrence>"; NULL when the
+                        capture was found through the journal           */
+    uint64_t oaddr;  /* object header address (for h5path == NULL)       */
+    uint64_t offset; /* contiguous: file offset of element 0; else ULP__NO_OFFSET */
+} ulp__capture_src;
+#define ULP__NO_OFFSET UINT64_MAX
+
+/*
+ * The H5Dread path's state, behind a pointer so that the const snapshot of
+ * ulp_snapshot_read() can lock it: the dataset last read stays open, with a
+ * chunk cache that holds its chunks, so that reading a compressed tensor in
+ * slabs does not inflate each chunk again for every slab.
+ */
+typedef struct ulp__h5_reader {
+    pthread_mutex_t lock;
+    hid_t dset; /* open dataset of capture `idx`, or -1            */
+    size_t idx;
+} ulp__h5_reader;
+
+struct ulp_snapshot {
+    char *path;
+    hid_t file;
+    int fd;                   /* for pread(2) of contiguous datasets    */
+    ulp__h5_reader *h5;       /* serializes the H5Dread path            */
+    uint64_t file_size;       /* bytes, at open                         */
+    uint64_t mtime_ns;        /* st_mtim at open, ns since the epoch    */
+    unsigned long fileno;     /* HDF5's number of the open file         */
+    const unsigned char *map; /* read-only mapping of the whole file, or NULL */
+
+    char *label;
+    char *writer;
+    int32_t format_version;
+    int64_t created_unix_ns;
+
+    ulp_kv *run;
+    size_t nrun;
+    ulp_kv *env;
+    size_t nenv;
+    ulp_kv *observed; /* /observed: what was observed, no condition */
+    size_t nobserved;
+
+    struct ulp__lazy *lazy; /* the table in pages (snapshot_pages.c), or
+                               NULL: caps, srcs and by_name hold it     */
+    ulp_capture_info *caps; /* in seq order                           */
+    ulp__capture_src *srcs; /* parallel to caps                       */
+    size_t *by_name;        /* capture indices sorted by (name, occ)  */
+    size_t ncaps;
+
+    ulp_kernel_info *kernels;
+    size_t nkernels;
+    int has_kernel_trace; /* /trace/kernels exists (maybe with no rows) */
+    ulp_gemm_info *gemms;
+    size_t ngemms;
+    char **kernel_names;
+    size_t nkernel_names;
+
+    char *warning; /* what was damaged and worked around, or NULL */
+
+    char **strs; /* every string the snapshot owns         */
+    size_t nstrs, cap_strs;
+
+    /* snapshot_summary.h, one allocation; NULL until asked */
+    struct ulp__snapshot_summary *summary;
+    int stream;   /* ulp_snapshot_open_stream(): pages, which a diff may trim */
+    int from_map; /* opened from its open map: s->file opened when first needed */
+
+    int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
+    struct ulp__index_check *check; /* its seal hash, still running, or NULL */
+};
+
+/*
+ * snapshot_pages.c: the capture table made in pages, for a file whose
+ * index is trusted by its stamp and read with pread(2).
+ */
+typedef struct ulp__lazy ulp__lazy;
+
+/* Whether the stamped index of s, of `count` records, is made in pages:
+ * opened for a stream (ulp_snapshot_open_stream), or ULPPROF_TABLE=lazy. */
+int ulp__lazy_wanted(const ulp_snapshot *s, uint64_t count);
+
+/*
+ * The open's pass over the `count` records, `bytes` bytes, that lie in the
+ * file's `nruns` runs (in record order): checks every record as the table
+ * read whole does, keeps the first pages.  0 with *out, or -1 when a
+ * record fails or memory runs out.  Reads only s->fd, s->map, s->file_size
+ * and s->path: may run on another thread while the open goes on.
+ */
+int ulp__lazy_build(const ulp_snapshot *s, const ulp__index_mem *runs, size_t nruns, uint64_t bytes,
+                    uint64_t count, ulp__lazy **out);
+
+/* Installs `lz` as s's capture table: 1. */
+int ulp__lazy_install(ulp_snapshot *s, ulp__lazy *lz);
+
+void ulp__lazy_free(ulp__lazy *lz);
+
+/* Capture i (< s->ncaps) of s's table in pages and where its bytes are, its
+ * page made if absent; NULL when it cannot be (the file changed since the open). */
+const ulp_capture_info *ulp__lazy_cap(const ulp_snapshot *s, size_t i,
+                                      const ulp__capture_src **src);
+
+/* by_name of a table in pages: every page made and kept from then on; NULL when
+ * a page cannot be made. */
+const size_t *ulp__lazy_by_name(const ulp_snapshot *s);
+
+/* For tests: pages made now, and pages made after the open. */
+size_t ulp__snapshot_pages_resident(const ulp_snapshot *s);
+uint64_t ulp__snapshot_pages_remade(const ulp_snapshot *s);
+
+/* Capture i of s and where its bytes are (src may be NULL); NULL when i is out of range. */
+static inline const ulp_capture_info *ulp__snap_cap(const ulp_snapshot *s, size_t i,
+                                                    const ulp__capture_src **src)
+{
+    if (i >= s->ncaps)
+        return NULL;
+    if (s->lazy != NULL)
+        return ulp__lazy_cap(s, i, src);
+    if (src != NULL)
+        *src = &s->srcs[i];
+    return &s->caps[i];
+}
+
+/* snapshot_store.c: keeps `p` (malloc'd) for freeing at close; returns it,
+ * or NULL (and frees p) on OOM. */
+char *ulp__snap_keep(ulp_snapshot *s, char *p);
+
+/*
+ * snapshot_store.c: whether `declared` bytes of a dataset cannot come from
+ * this file: more than any layout could expand the file's size to.  A
+ * damaged file must be refused before anything is allocated for what it
+ * declares.
+ */
+int ulp__snapshot_absurd_bytes(const ulp_snapshot *s, uint64_t declared);
+
+/* snapshot_errors.c: what HDF5's error stack says about a failure. */
+typedef struct ulp__h5_err_info {
+    char desc[256]; /* the innermost error's description */
+    int truncated;  /* some entry says the file is truncated */
+    int locked;     /* some entry says the file is locked */
+    int nomem;      /* some entry says HDF5 found no memory */
+    int seen;
+} ulp__h5_err_info;
+
+/* What HDF5 said about its last failure on this thread. */
+void ulp__h5_last_error(ulp__h5_err_info *info);
+
+/*
+ * Installed as HDF5's automatic error handler while a file is validated
+ * (`data` is an ulp__h5_err_info): it prints nothing, and remembers whether
+ * any failure came from reading past the end of the file, so that the
+ * message can say "truncated", and whether any from a lack of memory.
+ */
+herr_t ulp__h5_err_note(hid_t estack, void *data);
+
+/* "'<path>': capture '<name>/<occ>': <problem>" */
+ulp_status ulp__cap_error(const ulp_snapshot *s, ulp_error *err, ulp_status st, const char *name,
+                          const char *occ, const char *fmt, ...) ULP__PRINTF(6, 7);
+
+/* The message in `err` without the "'<path>': " that starts it (said once already). */
+const char *ulp__snap_without_path(const ulp_snapshot *s, const ulp_error *err);
+
+/*
+ * Attribute readers.  Each returns 1 when the attribute is absent, 0 on
+ * success, -1 when it exists but has a type or shape the reader cannot
+ * accept (then `why` names the problem).  Strings come back malloc'd.
+ */
+int ulp__attr_read_str(hid_t obj, const char *name, char **out, const char **why);
+int ulp__attr_read_i64(hid_t obj, const char *name, int64_t *out, const char **why);
+int ulp__attr_read_u64(hid_t obj, const char *name, uint64_t *out, const char **why);
+int ulp__attr_read_i64_array(hid_t obj, const char *name, int64_t *out, size_t n, const char **why);
+/* A string attribute of any shape as *n malloc'd strings in a malloc'd *out. */
+int ulp__attr_read_str_array(hid_t obj, const char *name, char ***out, size_t *n, const char **why);
+/* The token attributes `positions`, `requests`, `inputs` of a capture (snapshot_rows.c). */
+ulp_status ulp__snapshot_read_rows(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                                   ulp_capture_info *c, ulp_error *err);
+
+/*
+ * Reads every attribute of the group at `gpath` (absent: zero entries) into
+ * a key-sorted array; non-string values are rendered as text.
+ */
+ulp_status ulp__attr_read_kv(ulp_snapshot *s, const char *gpath, ulp_kv **out, size_t *n,
+                             ulp_error *err);
+
+/* Reads /trace/gemms (absent: zero rows; snapshot_gemms.c). */
+ulp_status ulp__snapshot_read_gemms(ulp_snapshot *s, ulp_error *err);
+
+/* Reads /trace (absent: zero kernels). */
+ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err);
+
+/* snapshot_captures.c: captures found, before they are installed. */
+typedef struct ulp__cap_entry {
+    ulp_capture_info info;
+    ulp__capture_src src;
+} ulp__cap_entry;
+
+typedef struct ulp__cap_vec {
+    ulp__cap_entry *v;
+    size_t n, cap;
+} ulp__cap_vec;
+
+/* Appends one uninitialized entry (cv->v[cv->n - 1]); -1 when out of memory. */
+int ulp__cap_vec_push(ulp__cap_vec *cv);
+
+/*
+ * Reads and checks capture dataset `d`, named `name`/`occ`, into `e`
+ * (strings kept by the snapshot).  The message names the capture.
+ */
+ulp_status ulp__capture_read(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
+                             ulp__cap_entry *e, ulp_error *err);
+
+/* snapshot_record.c: what ulp__record_take() gives of one record. */
+typedef struct ulp__record_out {
+    ulp_capture_info *c;   /* the capture (zeroed first)                          */
+    ulp__capture_src *src; /* where its bytes live                                */
+    size_t name_no;        /* its name's number in the names' set                 */
+    uint64_t bytes;        /* elements x dtype size                               */
+    const char **inputs;   /* c->inputs, malloc'd (the caller frees), or NULL     */
+    int trusted;           /* in: these bytes passed before (the positions' keys
+                              are not sorted again)                              */
+    const char *role;      /* in: the role of the record before (in `roles`), or
+                              NULL: most records repeat it, and a strcmp(3)
+                              costs less than the set's lookup                   */
+} ulp__record_out;
+
+/*
+ * snapshot_record.c: decodes the capture index record at `p` (`avail`
+ * bytes left) and checks it as the groups' reader checks a dataset; its
+ * name and role are interned in `names` and `roles`, its positions,
+ * requests and inputs point into the record.  The record's length, or 0
+ * when it fails (or memory runs out).
+ */
+struct ulp__strset;
+size_t ulp__record_take(const ulp_snapshot *s, const unsigned char *p, size_t avail,
+                        struct ulp__strset *names, struct ulp__strset *roles, ulp__record_out *o);
+
+/*
+ * snapshot_index.c: the captures from the file's sealed capture index
+ * (format/index.h) straight into s->caps, s->srcs, s->by_name, s->ncaps:
+ * 1 read, 0 no usable index (nothing set: read the groups), -1 out of
+ * memory.  `jfirst`: the journal's first block, whose closed mark the hash
+ * leaves out; ULP__INDEX_NO_JOURNAL for a file without a journal.
+ */
+int ulp__index_read(ulp_snapshot *s, uint64_t jfirst);
+
+/*
+ * snapshot_index.c: whether the seal at `seal_off` is one the index may be
+ * read from without a hash (index.h, and ULPPROF_INDEX): 1 or 0.
+ */
+int ulp__index_stamped_at(const ulp_snapshot *s, uint64_t seal_off);
+
+/*
+ * snapshot_index.c: the same from the seal at `seal_off` and the records'
+ * `nruns` runs, as the open map gives them (no HDF5 call): 1 read, 0 when
+ * the seal is not one trusted without a hash (index.h) or the runs do not
+ * hold its records (nothing set), -1 out of memory.
+ */
+int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem *runs,
+                       size_t nruns);
+
+/*
+ * snapshot_map.c: opens `s`, its file open (fd, size, mtime, mapping),
+ * from the open map at the file's end (format/open_map.h) without HDF5:
+ * 1 opened, 0 not (nothing set: the HDF5 way opens it), -1 out of memory.
+ */
+int ulp__snapshot_open_map(ulp_snapshot *s);
+
+/*
+ * snapshot.c: the snapshot's HDF5 file, opened now if it was opened from
+ * its map; -1 when HDF5 cannot open it.  Callers that may run on several
+ * threads hold s->h5->lock.
+ */
+hid_t ulp__snap_file(const ulp_snapshot *s);
+
+/* snapshot_index.c: how many seal hashes this process has computed (for tests). */
+uint64_t ulp__index_hash_count(void);
+
+/* snapshot_index.c: a seal hash, or a decode, an open left running (s->check). */
+typedef struct ulp__index_check ulp__index_check;
+
+/*
+ * snapshot_index.c: waits for the seal's hash, or the decoding of the
+ * records, that ulp__index_read() left running (s->defer_check) and frees
+ * what it held: 1 when the file matched the index the captures were read
+ * from, or the decoded captures are now installed, or when nothing was
+ * left running; 0 when the index was stale, the hash failed or a record
+ * did not decode; -1 out of memory (then, as with 0, the captures are not
+ * to be used).
+ */
+int ulp__index_check_wait(ulp_snapshot *s);
+
+/*
+ * snapshot_copy_index.c: the capture index of a copy (ulp_snapshot_copy).
+ * ulp__copy_index_write() writes the records and an unsealed seal into the
+ * open copy `out` (0, or -1: nothing to seal); ulp__copy_index_seal() seals
+ * it once the copy at `path` is closed (0, or -1: left unsealed, so read
+ * through the groups).  Both leave *job empty.
+ */
+typedef struct ulp__copy_seal {
+    uint64_t seal_off, stamp;
+    ulp__index_range *skip; /* the captures' data, room for two more */
+    size_t nskip;
+    unsigned char *map; /* the copy's open map, appended before the seal; or NULL */
+    size_t map_len;
+} ulp__copy_seal;
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job);
+int ulp__copy_index_seal(const char *path, ulp__copy_seal *job);
+/* Frees an unsealed job's buffers. */
+void ulp__copy_seal_drop(ulp__copy_seal *job);
+
+/* snapshot_copy_map.c: the copy's open map into job->map (its records,
+ * `records_bytes`, already written to `out`); 0, or -1 (then no map). */
+int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
+                       ulp__copy_seal *job);
+
+/* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
+void ulp__open_progress_add(uint64_t n);
+
+/* snapshot_rows.c: refuses negative positions and a repeated (request, position). */
+ulp_status ulp__rows_check_keys(const ulp_snapshot *s, const ulp_capture_info *c, const char *name,
+                                const char *occ, ulp_error *err);
+
+/* Reads the captures that the /captures groups name into `cv`. */
+ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error *err);
+
+/* qsort orders: ulp__cap_entry by seq; ulp_capture_info pointers by (name, occurrence). */
+int ulp__cap_seq_cmp(const void *a, const void *b);
+int ulp__cap_name_cmp(const void *a, const void *b);
+
+/* A set of file offsets (blocks walked, heaps checked): a few dozen at most. */
+typedef struct ulp__offsets {
+    uint64_t *v;
+    size_t n, cap;
+} ulp__offsets;
+
+/* Adds `off`: 1 added, 0 already there, -1 out of memory.  Free l->v after. */
+int ulp__offsets_add(ulp__offsets *l, uint64_t off);
+
+/*
+ * Checks the global heap collections that the first `n` elements of `d`, a
+ * 1-D dataset of variable-length strings, point to (snapshot_gheap.c):
+ * 1 all decode, 0 one is damaged (its file offset in *bad_addr), -1 not
+ * checked (a layout or filter this check does not read), -2 out of memory.
+ */
+int ulp__gheap_check(const ulp_snapshot *s, hid_t d, uint64_t n, uint64_t *bad_addr);
+
+/*
+ * Whether every attribute message in the object header of `obj` holds the
+ * value its dataspace and datatype declare (snapshot_ohdr.c): 1 yes (or a
+ * header this does not walk), 0 no (bad[bad_size] names the attribute), -2
+ * out of memory.  HDF5 1.10 would read such a value from past the message.
+ */
+int ulp__ohdr_attrs_fit(const ulp_snapshot *s, hid_t obj, char *bad, size_t bad_size);
+
+/* ULP_OK, or the error that an attribute of `obj` (named `where`) overruns its message. */
+ulp_status ulp__attr_check_object(const ulp_snapshot *s, hid_t obj, const char *where,
+                                  ulp_error *err);
+
+/* The capture journal (format/journal.h, snapshot_journal.c). */
+typedef struct ulp__journal_state {
+    int found;            /* the file has a journal                        */
+    int closed;           /* ... with the writer's closed mark             */
+    int chain_broken;     /* the last walk met a next-block record that led
+                             nowhere (blocks freed by a close, or damage)  */
+    uint64_t first;       /* file offset of the first block                */
+    uint64_t first_bytes; /* its size                                      */
+} ulp__journal_state;
+
+/* Looks for the journal: at /journal, else by its magic near the file's start. */
+void ulp__journal_find(ulp_snapshot *s, ulp__journal_state *js);
+
+/* Whether the journal's first block is at file offset `off` (no HDF5 call),
+ * with the writer's closed mark: 1 or 0. */
+int ulp__journal_closed_at(const ulp_snapshot *s, uint64_t off);
+
+/*
+ * Walks the journal that ulp__journal_find() found.  `visit` is called for
+ * each capture record, in the order written, and returns 0 to go on, 1 to
+ * stop, -1 when out of memory.  Fails only when out of memory: a damaged
+ * journal just ends.
+ */
+struct ulp__journal_record;
+typedef int (*ulp__journal_visit)(void *ctx, const struct ulp__journal_record *r);
+ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journal_visit visit,
+                             void *ctx, ulp_error *err);
+
+/*
+ * snapshot_recover.c: reads every capture, checks seq, and fills s->caps,
+ * s->srcs, s->by_name, from the groups or the journal (`js`, found by
+ * ulp__journal_find()); `sticky` is what HDF5 said while the file was read.
+ */
+ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state *js,
+                                       const ulp__h5_err_info *sticky, ulp_error *err);
+
+#endif /* ULPPROF_ANALYZER_SNAPSHOT_PRIV_H */

@@ -1,0 +1,132 @@
+/*
+ * The snapshot writer: one HDF5 file in the format of FORMAT.md, written by
+ * one thread at a time (the session's writer thread, or a test).
+ *
+ * Crash safety (docs/hdf5.md): the file uses HDF5's earliest file
+ * format and is flushed with H5Fflush(H5F_SCOPE_GLOBAL) right after it is
+ * created and after every dataset, attribute set and trace batch, so that a
+ * process killed with SIGKILL leaves a file that opens with plain HDF5 calls
+ * and holds everything written before the last flush (and each capture
+ * either complete or not named at all, see ulp__writer_add()).
+ *
+ * Tensors are contiguous and uncompressed, written with memory type = file
+ * type, so the bytes in the file are exactly the producer's bits and the
+ * analyzer can pread() them at H5Dget_offset().
+ *
+ * Internal to the collector.  Every entry point saves and restores the
+ * calling thread's HDF5 error printing, so a host program that uses HDF5
+ * itself keeps its own settings.
+ */
+#ifndef ULPPROF_COLLECTOR_WRITER_H
+#define ULPPROF_COLLECTOR_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gemm_row.h"   /* ulp__gemm_row */
+#include "kernel_row.h" /* ulp__kernel_row */
+#include "ulpprof/capture.h"
+
+typedef struct ulp__writer ulp__writer;
+
+/* Which attribute-only group ulp__writer_set_attr() writes to. */
+typedef enum ulp__writer_group {
+    ULP__WRITER_RUN = 0,     /* /run: the run's conditions            */
+    ULP__WRITER_ENV = 1,     /* /env                                  */
+    ULP__WRITER_OBSERVED = 2 /* /observed: facts observed, no condition */
+} ulp__writer_group;
+#define ULP__WRITER_NGROUPS 3
+
+/*
+ * Creates (truncates) `path` with the root attributes (format,
+ * format_version, label, writer, created_unix_ns) and the groups /run, /env
+ * and /captures, and flushes it.  On success *out owns the writer (release
+ * with ulp__writer_close()); on error *out is NULL and `err` says why.
+ */
+ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
+                              int64_t created_unix_ns, ulp__writer **out, ulp_error *err);
+
+/*
+ * Adds or replaces a string attribute of /run, /env or /observed (created
+ * at its first attribute: files without observations have no such group),
+ * then flushes.
+ */
+ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
+                                const char *value, ulp_error *err);
+
+/*
+ * Stores one tensor as /captures/<d->name>/<occurrence> with the next seq
+ * (returned in *seq, may be NULL) and flushes.  `data` holds `nbytes` =
+ * elements * ulp_dtype_size(d->dtype) bytes (d->data is ignored); it may be
+ * NULL when nbytes is 0.  d->step == ULP_STEP_NONE writes no `step`; the
+ * other optional attributes are written when present (layer != -1,
+ * has_kernels, device_ptr != 0, stream != 0); role and time_ns always.
+ * The capture appears atomically: the dataset is written and flushed while
+ * anonymous, named in the capture journal, then linked and flushed, so a
+ * file killed at any instant never names a tensor whose bytes or
+ * attributes are not on disk.  A capture of a name that has a group waits
+ * for its batch, flushed, journaled and linked together when the batch is
+ * full (ulp__writer_set_link_batch, or 1 MiB of data) or at
+ * ulp__writer_sync(): two flushes per batch.  A new name's first capture
+ * goes at once, after the batch (three flushes).  On an HDF5 failure
+ * nothing new stays named; a failure of the batch is returned by the
+ * capture that filled it.
+ */
+ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
+                           size_t nbytes, int64_t *seq, ulp_error *err);
+
+/*
+ * Appends `n` kernel rows to /trace/kernels (created at the first call),
+ * interning names[i] (NULL: "") into /trace/names, and flushes.  `names`
+ * may be NULL only when n == 0.  The rows are not modified.
+ */
+ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *rows,
+                                      const char *const *names, size_t n, ulp_error *err);
+
+/*
+ * Appends `n` GEMM call rows to /trace/gemms (FORMAT.md; created at the
+ * first call, in /trace), then flushes.  Row r is the r-th row ever
+ * passed here.
+ */
+ulp_status ulp__writer_append_gemms(ulp__writer *w, const ulp__gemm_row *rows, size_t n,
+                                    ulp_error *err);
+
+/* Number of /trace/kernels rows written so far. */
+uint64_t ulp__writer_kernel_count(const ulp__writer *w);
+
+/* Number of captures written so far (the next seq). */
+int64_t ulp__writer_capture_count(const ulp__writer *w);
+
+/*
+ * The file descriptor HDF5 writes through (sec2 driver), or -1.  Used by the
+ * session's fork handler to keep a forked child from writing to the file.
+ */
+int ulp__writer_fd(const ulp__writer *w);
+
+/*
+ * Flushes the captures that wait for their batch (see ulp__writer_add),
+ * names them in the journal, links them and flushes.  A failure leaves
+ * the file without its closed mark, read through the journal.
+ */
+ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err);
+
+/* Captures written that wait for their batch. */
+size_t ulp__writer_unlinked_count(const ulp__writer *w);
+
+/* Lets up to `n` captures wait for their batch (1, the default: none waits). */
+void ulp__writer_set_link_batch(ulp__writer *w, size_t n);
+
+/* Closes the file and frees the writer.  NULL is accepted. */
+ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err);
+
+/*
+ * writer_exit.c: the guard against HDF5 1.10's crash at exit after a failed
+ * H5Fclose.  ulp__writer_exit_guard() registers it once (it calls H5open()
+ * first, so that it runs before HDF5's own exit handler); register it before
+ * any exit handler of yours that closes sessions.  ulp__writer_create()
+ * calls it; ulp__writer_close_failed() arms it.
+ */
+void ulp__writer_exit_guard(void);
+void ulp__writer_close_failed(void);
+
+#endif /* ULPPROF_COLLECTOR_WRITER_H */
