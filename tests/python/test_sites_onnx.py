@@ -188,9 +188,11 @@ def main():
         assert fd["site"] == first["site"] and fd["name_b"] == first["name_b"], fd
         assert rc == 1, "HF torch and ONNX Runtime bitwise equal everywhere: nothing to test"
         assert d["ladder"]["level"] == 6, d["ladder"]
-        # --by name pairs nothing; --by site the same as auto.
-        _, dn = diff_json(a, b, "--by", "name")
-        assert dn["summary"]["shared"] == 0 and dn["summary"].get("paired_by", "name") == "name"
+        # --by name pairs nothing, and nothing compared is an error, never a verdict.
+        p = subprocess.run([ULPPROF, "diff", "-f", "json", "--by", "name", a, b],
+                           capture_output=True, text=True)
+        assert p.returncode == 2 and p.stdout == "", (p.returncode, p.stdout[:200])
+        assert p.stderr.count("\n") == 1 and "share no capture name" in p.stderr, p.stderr
         # The table shows both names.
         p = subprocess.run([ULPPROF, "diff", a, b], capture_output=True, text=True)
         assert "model.layers.0.self_attn.q_proj = .m.model.layers.0.self_attn.q_proj." in p.stdout, \
