@@ -369,12 +369,19 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
     for (size_t i = 0; i < na + nb; i++) {
         const ulp_capture_info *c =
             i < na ? ulp_snapshot_capture(a, ia[i]) : ulp_snapshot_capture(b, ib[i - na]);
-        if (c->dtype != ref->dtype) {
+        if (c->dtype != (i < na ? ref->dtype : refb->dtype)) {
             row->status = ULP_DIFF_DTYPE_MISMATCH;
             row->dtype_b = c->dtype;
         } else if (!same_rows(ref, c) && row->status == ULP_DIFF_IDENTICAL) {
             row->status = ULP_DIFF_SHAPE_MISMATCH;
         }
+    }
+    if (row->status == ULP_DIFF_IDENTICAL && ref->dtype != refb->dtype) {
+        /* Different float dtypes: compared in the coarser one (diff_cross.c), or not at all. */
+        if (ulp__cross_coarser(ref->dtype, refb->dtype, &row->compared_dtype, &row->rounded_side))
+            row->rounded = 1;
+        else
+            row->status = ULP_DIFF_DTYPE_MISMATCH;
     }
     st = merge_keys(a, ea, nea, b, eb, neb, *rowlen, r, row, segs);
     free(ea);

@@ -195,6 +195,7 @@ static ulp_status new_row(pair_ctx *pc, const ulp_capture_info *c, ulp_diff_row 
     row->elements = c->elements;
     row->m.worst_flat = -1;
     row->m.max_abs_diff_flat = -1;
+    row->max_abs_diff_fine_flat = -1;
     row->first_request = row->first_position = -1;
     row->worst_request = row->worst_position = -1;
     *out = row;
@@ -405,11 +406,20 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
         copy_gemms(pc->a, ca, &row->has_gemms_a, &row->n_gemms_a, &row->gemms_a) ||
         copy_gemms(pc->b, cb, &row->has_gemms_b, &row->n_gemms_b, &row->gemms_b))
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    if (ca->dtype != cb->dtype) {
+    ulp_dtype coarse = ca->dtype;
+    int side = 0;
+    if (ca->dtype != cb->dtype && !ulp__cross_coarser(ca->dtype, cb->dtype, &coarse, &side)) {
         row->status = ULP_DIFF_DTYPE_MISMATCH;
         return ULP_OK;
     }
-    return pair_elements(pc, row, ca, i, cb, (size_t)k, err);
+    ulp_status st = pair_elements(pc, row, ca, i, cb, (size_t)k, err);
+    if (st == ULP_OK && ca->dtype != cb->dtype && row->status == ULP_DIFF_IDENTICAL) {
+        /* Compared in the coarser format (diff_cross.c). */
+        row->rounded = 1;
+        row->compared_dtype = coarse;
+        row->rounded_side = side;
+    }
+    return st;
 }
 
 /* Captures on one side only and none on both: nothing was compared, so

@@ -117,6 +117,51 @@ static json_t *jparts(const ulp_diff_result *r)
     return a;
 }
 
+static json_t *jstat(const ulp_diff_dist_stat *s)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "max", s->max_row >= 0 ? jnum(s->max) : json_null());
+    json_object_set_new(o, "mean", s->max_row >= 0 ? jnum(s->mean) : json_null());
+    json_object_set_new(o, "max_row", s->max_row >= 0 ? json_integer(s->max_row) : json_null());
+    return o;
+}
+
+/* The whole-distribution measures (--dist), FORMAT.md "Logits distributions". */
+static json_t *jdist(const ulp_diff_logits *lg)
+{
+    const ulp_diff_dist *d = &lg->dist;
+    json_t *o = json_object();
+    json_object_set_new(o, "softmax", ulp_json_str("float64, temperature 1"));
+    json_object_set_new(o, "kl_ab", jstat(&d->kl_ab_s));
+    json_object_set_new(o, "kl_ba", jstat(&d->kl_ba_s));
+    json_object_set_new(o, "dlogp_top", jstat(&d->dlogp_top_s));
+    json_object_set_new(o, "mean_abs_diff", jstat(&d->mean_abs_s));
+    json_object_set_new(o, "rel_diff", jstat(&d->rel_diff_s));
+    json_object_set_new(o, "same_top_fraction", jnum(d->same_top_fraction));
+    json_t *tk = json_array();
+    json_t *pr = json_object();
+    for (int q = 0; q < d->n_topk; q++) {
+        json_t *x = json_object();
+        char key[40];
+        json_object_set_new(x, "k", json_integer(d->topk[q]));
+        json_object_set_new(x, "mean", jnum(d->topk_mean[q]));
+        json_object_set_new(x, "min", jnum(d->topk_min[q]));
+        json_object_set_new(
+            x, "min_row", d->topk_min_row[q] >= 0 ? json_integer(d->topk_min_row[q]) : json_null());
+        json_array_append_new(tk, x);
+        snprintf(key, sizeof key, "topk_overlap_%d", d->topk[q]);
+        json_object_set_new(pr, key, jdoubles(d->topk_overlap[q], lg->rows));
+    }
+    json_object_set_new(o, "topk", tk);
+    json_object_set_new(pr, "kl_ab", jdoubles(d->kl_ab, lg->rows));
+    json_object_set_new(pr, "kl_ba", jdoubles(d->kl_ba, lg->rows));
+    json_object_set_new(pr, "dlogp_top", jdoubles(d->dlogp_top, lg->rows));
+    json_object_set_new(pr, "mean_abs_diff", jdoubles(d->mean_abs, lg->rows));
+    json_object_set_new(pr, "rel_diff", jdoubles(d->rel_diff, lg->rows));
+    json_object_set_new(o, "per_row", pr);
+    return o;
+}
+
 static json_t *jlogits(const ulp_diff_logits *lg)
 {
     json_t *o = json_object();
@@ -203,6 +248,8 @@ static json_t *jlogits(const ulp_diff_logits *lg)
         json_array_append_new(sm, x);
     }
     json_object_set_new(o, "sampling", sm);
+    if (lg->has_dist)
+        json_object_set_new(o, "distributions", jdist(lg));
     return o;
 }
 

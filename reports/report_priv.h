@@ -11,6 +11,13 @@
 
 #include "ulpprof/report.h"
 
+/* The dtype a compared row's metrics and worst bits are in: the coarser
+ * one for a row of two dtypes (`rounded`), else A's. */
+static inline ulp_dtype ulp__row_dtype(const ulp_diff_row *row)
+{
+    return row->rounded ? row->compared_dtype : row->dtype_a;
+}
+
 ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags);
 ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f);
 ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f);
@@ -66,6 +73,15 @@ typedef struct ulp__tally {
     ulp__detail *details; /* rows the table's details list, in row order      */
     size_t n_details, cap_details;
     int oom;
+    /* Rows of two dtypes compared in the coarser one (`rounded`). */
+    size_t n_rounded;
+    int rounded_mixed; /* not all of one (fine, coarse, side)          */
+    ulp_dtype rounded_fine, rounded_coarse;
+    int rounded_side;         /* of the first such row: 0 A rounded, 1 B     */
+    double rounded_equal_min; /* the least fraction of elements that round equal */
+    char *rounded_equal_name; /* its row                                     */
+    double rounded_fine_max;  /* the largest max_abs_diff_fine               */
+    char *rounded_fine_name;  /* its row; NULL while every one is 0          */
 } ulp__tally;
 void ulp__tally_init(ulp__tally *t);
 void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n);
