@@ -62,7 +62,7 @@ static void kv_int(ulp__jw *w, const char *key, int64_t v)
     ulp__jw_int(w, v);
 }
 
-/* ulp__report_json_gemms()'s objects (report_gemm.c). */
+/* The objects of `gemms_a` / `gemms_b` (FORMAT.md). */
 static void jgemms(ulp__jw *w, const ulp_gemm_info *g, size_t n)
 {
     ulp__jw_open(w, '[');
@@ -96,7 +96,7 @@ static void jgemms(ulp__jw *w, const ulp_gemm_info *g, size_t n)
     ulp__jw_close(w, ']');
 }
 
-static void set_kernels(ulp__jw *w, const ulp_diff_row *row)
+void ulp__json_kernels(ulp__jw *w, const ulp_diff_row *row)
 {
     if (row->has_kernels_a) {
         ulp__jw_key(w, "kernels_a");
@@ -366,7 +366,7 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
         set_metrics(w, row);
     if (compared && row->rounded)
         set_rounded(w, row);
-    set_kernels(w, row);
+    ulp__json_kernels(w, row);
     set_aligned(w, row);
     ulp__jw_close(w, '}');
 }
