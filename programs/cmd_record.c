@@ -424,7 +424,7 @@ static int record_env(const record_cli *o, char *abs_out, size_t size)
     if (!o->no_cuda && set_injection(o->gemms) != 0)
         return -1;
     char lib[PATH_MAX];
-    if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../collector", lib,
+    if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../capture", lib,
                      sizeof(lib)) == 0)
         return set_env("ULPPROF_CAPTURE_LIBRARY", lib) != 0 ? -1 : 0;
     return getenv("ULPPROF_CAPTURE_LIBRARY") != NULL ? -1 : 0; /* a bad override was named */
