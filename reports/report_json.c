@@ -117,6 +117,26 @@ static json_t *jparts(const ulp_diff_result *r)
     return a;
 }
 
+/* B's requests renumbered onto A's by their tokens: paired, and kept apart. */
+static json_t *jrequests(const ulp_diff_result *r, int paired)
+{
+    json_t *a = json_array();
+    for (size_t k = 0; k < r->n_request_pairs; k++) {
+        const ulp_diff_request_pair *p = &r->request_pairs[k];
+        if (!p->paired != !paired)
+            continue;
+        if (!paired) {
+            json_array_append_new(a, json_integer(p->b));
+            continue;
+        }
+        json_t *x = json_object();
+        json_object_set_new(x, "b", json_integer(p->b));
+        json_object_set_new(x, "a", json_integer(p->a));
+        json_array_append_new(a, x);
+    }
+    return a;
+}
+
 static json_t *jlogits(const ulp_diff_logits *lg)
 {
     json_t *o = json_object();
@@ -274,6 +294,8 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     json_object_set_new(lad, "keys", kv);
     json_object_set_new(doc, "ladder", lad);
     json_object_set_new(doc, "streams_part", jparts(r));
+    json_object_set_new(doc, "requests_paired", jrequests(r, 1));
+    json_object_set_new(doc, "requests_apart_b", jrequests(r, 0));
 
     /* Extra top-level keys. */
     size_t ndiff = not_identical;

@@ -15,7 +15,9 @@ ROLES = {"activation": 0, "logits": 1, "input": 3}
 class Options(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("label", ctypes.c_char_p), ("attrs", ctypes.c_char_p),
                 ("queue_bytes", ctypes.c_size_t), ("writer", ctypes.c_char_p),
-                ("record_env", ctypes.c_int)]
+                ("record_env", ctypes.c_int), ("observed", ctypes.c_char_p),
+                # Room for fields added later: ulp_session_options_init() writes them.
+                ("_reserved", ctypes.c_char * 256)]
 
 
 class Desc(ctypes.Structure):
