@@ -84,8 +84,8 @@ static ulp_status side_build(const ulp_snapshot *s, const size_t *idx, size_t n,
             t->request = c->requests != NULL ? c->requests[r] : 0;
             t->seq = c->seq;
             t->position = c->positions[r];
-            t->token = (int64_t)ulp_dtype_to_double(c->dtype,
-                                                    ulp_dtype_load_bits(c->dtype, buf + r * sz));
+            t->token =
+                (int64_t)ulp_dtype_to_double(c->dtype, ulp_dtype_load_bits(c->dtype, buf + r * sz));
         }
         free(buf);
     }
