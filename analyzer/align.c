@@ -379,8 +379,11 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
          * and not a divergence of its own (the part is reported). */
         row->hint = strdup("every (request, position) in common follows token streams that "
                            "parted: not compared");
-    } else if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0) {
-        /* Nothing in common is not "identical": a mismatch that says why. */
+    } else if (row->status == ULP_DIFF_IDENTICAL && row->positions_compared == 0 &&
+               (row->positions_only_in_a > 0 || row->positions_only_in_b > 0)) {
+        /* Nothing in common is not "identical": a mismatch that says why.
+         * Neither side with a row (an expert that got no tokens in either
+         * run) is identical: the same empty tensor, 0 elements compared. */
         char hint[200];
         snprintf(hint, sizeof hint,
                  "no (request, position) in common: %" PRIu64 " keys only in A, %" PRIu64

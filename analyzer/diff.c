@@ -67,6 +67,15 @@ static char *xstrdup(const char *s)
     return strdup(s ? s : "");
 }
 
+/* Element pairs a row's metrics cover: sum(hist) + nonfinite_mismatch (diff.h). */
+static uint64_t compared_elements(const ulp_diff_metrics *m)
+{
+    uint64_t n = m->nonfinite_mismatch;
+    for (int k = 0; k < ULP_DIFF_HIST_BINS; k++)
+        n += m->hist[k];
+    return n;
+}
+
 /* The verdict as the rows come, batch by batch (rows [base, base + n)). */
 typedef struct verdict_run {
     int amp_first_found, amp_last_found;
@@ -81,6 +90,8 @@ static void verdict_rows(ulp_diff_result *r, verdict_run *v, const ulp_diff_row 
         ulp_diff_status s = rows[i].status;
         if (s != ULP_DIFF_IDENTICAL)
             r->identical = 0;
+        if (s == ULP_DIFF_IDENTICAL || s == ULP_DIFF_DIFFERS)
+            r->elements_compared += compared_elements(&rows[i].m);
         if (!r->has_first_divergence && (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_SHAPE_MISMATCH ||
                                          s == ULP_DIFF_DTYPE_MISMATCH)) {
             r->has_first_divergence = 1;

@@ -378,6 +378,19 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     return pair_elements(pc, row, ca, i, cb, (size_t)k, err);
 }
 
+/* Captures on one side only and none on both: nothing was compared, so
+ * there is no verdict to give, "identical" or not. */
+static ulp_status no_shared(const pair_ctx *pc, ulp_error *err)
+{
+    const ulp_diff_options *o = pc->opts;
+    const char *pa = ulp_snapshot_path(pc->a), *pb = ulp_snapshot_path(pc->b);
+    return ulp__error(err, ULP_ENOTFOUND,
+                      "'%s' and '%s' share no capture%s (%zu only in A, %zu only in B): nothing "
+                      "to compare",
+                      pa, pb, o->match != NULL || o->role != NULL ? " selected" : " name",
+                      pc->r->n_only_a, pc->r->n_only_b);
+}
+
 /* A selection that selects nothing is an error, never "identical". */
 static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
 {
@@ -392,6 +405,8 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     if (rows == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "neither '%s' nor '%s' holds a capture: nothing to compare", pa, pb);
+    if (pc->r->n_shared == 0)
+        return no_shared(pc, err);
     if (pc->rows.mode != 0 && pc->n_sliced == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "--rows '%s' selects nothing: no pair of captures without positions "
@@ -520,27 +535,4 @@ void ulp__pairing_free(ulp__pairing *pc)
     free(pc->segs.v);
     free(pc->pairs);
     free(pc);
-}
-
-ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
-                               const ulp_diff_options *opts, ulp_diff_result *r,
-                               ulp__diff_pair **pairs, size_t *npairs, ulp_error *err)
-{
-    size_t na = ulp_snapshot_capture_count(a), nb = ulp_snapshot_capture_count(b);
-    ulp__pairing *pc;
-    const ulp__diff_pair *p;
-    int done;
-    *npairs = 0;
-    *pairs = NULL;
-    ulp_status st = ulp__pairing_new(a, b, opts, r, &pc, err);
-    if (st != ULP_OK)
-        return st;
-    if ((r->rows = calloc(na + nb + 1, sizeof *r->rows)) == NULL)
-        st = ulp__error(err, ULP_ENOMEM, "out of memory");
-    if (st == ULP_OK)
-        st = ulp__pairing_next(pc, na + nb + 1, &p, npairs, &done, err);
-    *pairs = pc->pairs; /* the caller's now */
-    pc->pairs = NULL;
-    ulp__pairing_free(pc);
-    return st;
 }

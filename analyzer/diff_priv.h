@@ -78,15 +78,6 @@ typedef struct ulp__diff_pair {
 } ulp__diff_pair;
 
 /*
- * diff_pair.c: fills r->rows and the row counts by pairing A and B under
- * `opts` (filters); the rows to compare go to a new array *pairs (the
- * caller frees it, whatever the status) of *npairs, in row order.
- */
-ulp_status ulp__diff_pair_rows(const ulp_snapshot *a, const ulp_snapshot *b,
-                               const ulp_diff_options *opts, ulp_diff_result *r,
-                               ulp__diff_pair **pairs, size_t *npairs, ulp_error *err);
-
-/*
  * diff_pair.c: the same in batches (ulp_diff_stream): each call of
  * ulp__pairing_next() fills r->rows[0, r->n_rows) -- r->rows holds max_rows
  * -- with the next rows, at most max_rows, and *pairs (valid until the next

@@ -1,34 +1,14 @@
 /*
- * ulp_ladder_compare(): every pair of N runs compared (ladder.h), in parallel.
- *
- * The runs' files are opened once, up front, so that a bad file stops the
- * whole ladder before any work (and names itself).  Runs that are bitwise
- * identical are found first and compared through one member
- * (ladder_classes.c).  Worker threads then take the compares from one
- * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
- * the parallelism is across pairs -- and only a summary is kept: memory is
- * the open snapshots, one diff's chunk buffers per worker and a few hundred
- * bytes per pair, whatever the tensor sizes.  Groups and verdicts are
- * decided afterwards (ladder_verdict.c).
+ * One compare of a ladder (ladder.h): two runs rank by rank with
+ * ulp_diff_run(), single-threaded, keeping only the pair's summary, its
+ * differing keys and its first divergence.
  */
-#include <pthread.h>
-#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/error.h"
 #include "ladder_priv.h"
-
-#define MAX_JOBS 16
-
-void ulp_ladder_options_init(ulp_ladder_options *opts)
-{
-    memset(opts, 0, sizeof *opts);
-    ulp_diff_options_init(&opts->diff);
-    opts->diff.threads = 1;
-}
 
 size_t ulp_ladder_pair_index(size_t n, size_t a, size_t b)
 {
@@ -40,16 +20,6 @@ size_t ulp_ladder_pair_index(size_t n, size_t a, size_t b)
     /* Pairs (0,1..n-1), then (1,2..n-1), ...: row a starts after a*(2n-a-1)/2 pairs. */
     return a * (2 * n - a - 1) / 2 + (b - a - 1);
 }
-
-typedef struct work {
-    ulp__ladder_ctx c;
-    ulp__ladder_plan plan;
-    atomic_size_t next, done;
-    pthread_mutex_t lock;
-    int failed;
-    ulp_status st;
-    ulp_error err;
-} work;
 
 /*
  * The row of the first element whose bits differ: over the capture's row
@@ -156,6 +126,14 @@ static ulp_status copy_keys(ulp_ladder_pair *p, const ulp_diff_ladder *l, ulp_er
     return ULP_OK;
 }
 
+/* A rank only one run has was not compared: the runs differ there, as they
+ * do where one file has a capture the other lacks. */
+static void missing_ranks_differ(ulp_ladder_pair *p)
+{
+    if (p->ranks_only_a > 0 || p->ranks_only_b > 0)
+        p->identical = 0;
+}
+
 /* Compares the ranks both runs have; the first compared pair gives the /run keys. */
 ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p, ulp_error *err)
 {
@@ -190,6 +168,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
             p->n_ranks++;
             p->identical &= d->identical != 0;
             p->rows += d->n_rows;
+            p->elements_compared += d->elements_compared;
             for (size_t q = 0; q < d->n_rows; q++)
                 p->differing_rows += d->rows[q].status != ULP_DIFF_IDENTICAL;
             for (size_t q = 0; q < d->n_logits; q++) {
@@ -206,171 +185,8 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
     if (st == ULP_OK && p->n_ranks == 0)
         st =
             ulp__error(err, ULP_EINVAL, "'%s' and '%s' have no rank in common", ra->path, rb->path);
+    missing_ranks_differ(p);
     return st;
-}
-
-static void *worker(void *arg)
-{
-    work *w = arg;
-    for (;;) {
-        size_t j = atomic_fetch_add(&w->next, 1);
-        if (j >= w->plan.n_tasks)
-            break;
-        pthread_mutex_lock(&w->lock);
-        int stop = w->failed;
-        pthread_mutex_unlock(&w->lock);
-        if (stop)
-            break;
-        ulp_error e;
-        ulp_error_clear(&e);
-        ulp_status st = ulp__ladder_compare_pair(&w->c, &w->plan.tasks[j], &e);
-        size_t done = atomic_fetch_add(&w->done, 1) + 1;
-        if (w->c.opts->progress)
-            fprintf(stderr, "\rulpprof ladder: %zu of %zu compares", done, w->plan.n_tasks);
-        if (st != ULP_OK) {
-            pthread_mutex_lock(&w->lock);
-            if (!w->failed) {
-                w->failed = 1;
-                w->st = st;
-                w->err = e;
-            }
-            pthread_mutex_unlock(&w->lock);
-        }
-    }
-    return NULL;
-}
-
-static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp__ladder_ctx *w,
-                            ulp_error *err)
-{
-    for (size_t i = 0; i < r->n_runs; i++) {
-        ulp_ladder_run *run = &r->runs[i];
-        ulp_status st;
-        if ((run->path = strdup(paths[i])) == NULL)
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-        if ((st = ulp_ladder_run_files(paths[i], &run->files, &run->n_files, err)) != ULP_OK)
-            return st;
-        if ((w->snaps[i] = calloc(run->n_files, sizeof *w->snaps[i])) == NULL)
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-        for (size_t f = 0; f < run->n_files; f++)
-            if ((st = ulp_snapshot_open(run->files[f].path, &w->snaps[i][f], err)) != ULP_OK)
-                return st;
-        const ulp_snapshot *s = w->snaps[i][0];
-        run->label = strdup(ulp_snapshot_label(s));
-        run->n_run = ulp_snapshot_run_count(s);
-        run->run = calloc(run->n_run + 1, sizeof *run->run);
-        if (run->label == NULL || run->run == NULL)
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-        for (size_t k = 0; k < run->n_run; k++) {
-            const ulp_kv *kv = ulp_snapshot_run(s, k);
-            run->run[k].key = strdup(kv->key);
-            run->run[k].value = strdup(kv->value);
-            if (!run->run[k].key || !run->run[k].value)
-                return ulp__error(err, ULP_ENOMEM, "out of memory");
-        }
-    }
-    return ULP_OK;
-}
-
-static int online_cpus(void)
-{
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
-    return c < 1 ? 1 : c > MAX_JOBS ? MAX_JOBS : (int)c;
-}
-
-static ulp_status run_pairs(work *w, int jobs)
-{
-    pthread_t tids[MAX_JOBS];
-    int started = 0;
-    if ((size_t)jobs > w->plan.n_tasks)
-        jobs = w->plan.n_tasks > 0 ? (int)w->plan.n_tasks : 1;
-    for (int i = 1; i < jobs; i++) {
-        if (pthread_create(&tids[started], NULL, worker, w) != 0)
-            break; /* fewer workers still finish the work */
-        started++;
-    }
-    worker(w);
-    for (int i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
-    if (w->c.opts->progress && w->plan.n_tasks > 0)
-        fputc('\n', stderr);
-    return w->failed ? w->st : ULP_OK;
-}
-
-ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladder_options *opts_in,
-                              ulp_ladder_result **out, ulp_error *err)
-{
-    *out = NULL;
-    ulp_ladder_options opts;
-    if (opts_in)
-        opts = *opts_in;
-    else
-        ulp_ladder_options_init(&opts);
-    if (n < 2)
-        return ulp__error(err, ULP_EINVAL, "a ladder needs at least 2 runs, got %zu", n);
-    if (opts.n_ignore < 0 || opts.n_ignore > ULP_LADDER_MAX_IGNORE)
-        return ulp__error(err, ULP_EINVAL, "too many ignored keys");
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-
-    ulp_ladder_result *r = calloc(1, sizeof *r);
-    static const work w0;
-    work w = w0;
-    w.c.r = r;
-    w.c.opts = &opts;
-    if (r == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    r->n_runs = n;
-    r->n_pairs = n * (n - 1) / 2;
-    r->runs = calloc(n, sizeof *r->runs);
-    r->pairs = calloc(r->n_pairs, sizeof *r->pairs);
-    w.c.snaps = calloc(n, sizeof *w.c.snaps);
-    ulp_status st = ULP_OK;
-    if (!r->runs || !r->pairs || !w.c.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
-        free(w.c.snaps);
-        ulp_ladder_result_free(r);
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    }
-    for (int i = 0; i < opts.n_ignore; i++)
-        if ((r->ignore[r->n_ignore++] = strdup(opts.ignore[i])) == NULL)
-            st = ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t a = 0, j = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++, j++) {
-            r->pairs[j].a = a;
-            r->pairs[j].b = b;
-            r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
-        }
-    if (st == ULP_OK)
-        st = open_runs(r, paths, &w.c, err);
-    if (st == ULP_OK)
-        st = ulp__ladder_plan_build(&w.c, &w.plan, err);
-    if (st == ULP_OK) {
-        st = run_pairs(&w, opts.jobs > 0 ? (opts.jobs > MAX_JOBS ? MAX_JOBS : opts.jobs)
-                                         : online_cpus());
-        if (st != ULP_OK && err)
-            *err = w.err;
-    }
-    if (st == ULP_OK)
-        st = ulp__ladder_plan_fill(&w.c, &w.plan, err);
-    if (st == ULP_OK)
-        st = ulp__ladder_decide(r, err);
-    ulp__ladder_plan_release(&w.plan);
-
-    for (size_t i = 0; i < n; i++) {
-        for (size_t f = 0; w.c.snaps[i] && f < r->runs[i].n_files; f++)
-            ulp_snapshot_close(w.c.snaps[i][f]);
-        free(w.c.snaps[i]);
-    }
-    free(w.c.snaps);
-    pthread_mutex_destroy(&w.lock);
-    if (st != ULP_OK) {
-        ulp_ladder_result_free(r);
-        return st;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    *out = r;
-    return ULP_OK;
 }
 
 void ulp__ladder_pair_release(ulp_ladder_pair *p)
@@ -385,33 +201,4 @@ void ulp__ladder_pair_release(ulp_ladder_pair *p)
     p->keys = NULL;
     p->n_keys = 0;
     p->first.capture = NULL;
-}
-
-void ulp_ladder_result_free(ulp_ladder_result *r)
-{
-    if (r == NULL)
-        return;
-    for (size_t i = 0; r->runs && i < r->n_runs; i++) {
-        ulp_ladder_run *run = &r->runs[i];
-        free(run->path);
-        free(run->label);
-        ulp_ladder_files_free(run->files, run->n_files);
-        for (size_t k = 0; run->run && k < run->n_run; k++) {
-            free((char *)(uintptr_t)run->run[k].key);
-            free((char *)(uintptr_t)run->run[k].value);
-        }
-        free(run->run);
-    }
-    for (size_t j = 0; r->pairs && j < r->n_pairs; j++)
-        ulp__ladder_pair_release(&r->pairs[j]);
-    for (int g = 0; g < ULP_LADDER_RUNGS; g++) {
-        for (size_t k = 0; k < r->rungs[g].n_keys; k++)
-            free(r->rungs[g].keys[k]);
-        free(r->rungs[g].keys);
-    }
-    for (int i = 0; i < r->n_ignore; i++)
-        free(r->ignore[i]);
-    free(r->runs);
-    free(r->pairs);
-    free(r);
 }

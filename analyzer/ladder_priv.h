@@ -1,4 +1,5 @@
-/* Internals of `ulpprof ladder` (ladder_pairs.c, ladder_verdict.c). */
+/* Internals of `ulpprof ladder` (ladder_compare.c drives ladder_classes.c,
+ * ladder_pairs.c and ladder_verdict.c). */
 #ifndef ULPPROF_LADDER_PRIV_H
 #define ULPPROF_LADDER_PRIV_H
 

@@ -61,6 +61,12 @@ static void classify(const ulp_ladder_result *r, ulp_ladder_pair *p)
         p->rung = __builtin_ctz(p->rungs);
 }
 
+/* Identical, but on no element (every capture empty): no verdict on any rung. */
+static int compared_nothing(const ulp_ladder_pair *p)
+{
+    return p->identical && p->elements_compared == 0;
+}
+
 static size_t find(size_t *parent, size_t x)
 {
     while (parent[x] != x)
@@ -112,6 +118,10 @@ static ulp_status decide_rung(ulp_ladder_result *r, int level, ulp_error *err)
                 if (st != ULP_OK)
                     return st;
             }
+        if (compared_nothing(p)) {
+            g->n_empty++;
+            continue;
+        }
         if (p->rung != level) {
             g->n_mixed++;
             continue;
@@ -165,5 +175,9 @@ ulp_status ulp__ladder_decide(ulp_ladder_result *r, ulp_error *err)
         if (st != ULP_OK)
             return st;
     }
+    /* The rungs counted them apart (n_empty); such a pair decides none. */
+    for (size_t j = 0; j < r->n_pairs; j++)
+        if (compared_nothing(&r->pairs[j]))
+            r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
     return ULP_OK;
 }

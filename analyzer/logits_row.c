@@ -28,14 +28,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "clones.h"
 #include "diff_priv.h"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ULP_NO_CLONES) &&  \
-    !defined(__SANITIZE_THREAD__)
-#define ULP__CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define ULP__CLONES
-#endif
 
 /*
  * Floats compared as unsigned integers, so that the loops vectorize

@@ -206,16 +206,6 @@ ulp_status ulp__snapshot_read_rows(ulp_snapshot *s, hid_t d, const char *name, c
 ulp_status ulp__attr_read_kv(ulp_snapshot *s, const char *gpath, ulp_kv **out, size_t *n,
                              ulp_error *err);
 
-/*
- * Opens the 1-D /trace dataset `path` of class `cls` (`kind` names it in
- * errors), refusing a length no file of this size holds (a row takes
- * `row_bytes` in the file, or the type's size when 0).  *d < 0 when
- * absent; else *d, *type are the caller's to close (snapshot_trace.c).
- */
-ulp_status ulp__trace_open_table(ulp_snapshot *s, const char *path, H5T_class_t cls,
-                                 const char *kind, size_t row_bytes, hid_t *d, hid_t *type,
-                                 hssize_t *n, ulp_error *err);
-
 /* Reads /trace/gemms (absent: zero rows; snapshot_gemms.c). */
 ulp_status ulp__snapshot_read_gemms(ulp_snapshot *s, ulp_error *err);
 

@@ -12,21 +12,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/row_key.h"
 #include "snapshot_priv.h"
-
-static ulp_status rows_error(const ulp_snapshot *s, ulp_error *err, const char *name,
-                             const char *occ, const char *fmt, ...) ULP__PRINTF(5, 6);
-
-static ulp_status rows_error(const ulp_snapshot *s, ulp_error *err, const char *name,
-                             const char *occ, const char *fmt, ...)
-{
-    char what[ULP_ERROR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return ulp__error(err, ULP_EBADATTR, "'%s': capture '%s/%s': %s", s->path, name, occ, what);
-}
 
 /* The rank of attribute `aname` if its extents are the leading extents of
  * the capture: 1..ndim; 0 when absent; -1 when they are not. */
@@ -50,18 +37,6 @@ static int leading_rank(hid_t d, const char *aname, const ulp_capture_info *c)
     return rank;
 }
 
-typedef struct key {
-    int64_t request, position;
-} key;
-
-static int key_cmp(const void *pa, const void *pb)
-{
-    const key *a = pa, *b = pb;
-    if (a->request != b->request)
-        return a->request < b->request ? -1 : 1;
-    return a->position < b->position ? -1 : a->position > b->position;
-}
-
 /* Reads one int64 array attribute of `rows` entries, kept by the snapshot. */
 static ulp_status read_keys(ulp_snapshot *s, hid_t d, const char *aname, const char *name,
                             const char *occ, uint64_t rows, int64_t **out, ulp_error *err)
@@ -71,7 +46,8 @@ static ulp_status read_keys(ulp_snapshot *s, hid_t d, const char *aname, const c
     if (v == NULL || ulp__snap_keep(s, (char *)v) == NULL)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     if (ulp__attr_read_i64_array(d, aname, v, (size_t)rows, &why) != 0)
-        return rows_error(s, err, name, occ, "attribute '%s' %s", aname, why ? why : "is absent");
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "attribute '%s' %s", aname,
+                              why ? why : "is absent");
     *out = v;
     return ULP_OK;
 }
@@ -81,26 +57,19 @@ ulp_status ulp__rows_check_keys(const ulp_snapshot *s, const ulp_capture_info *c
 {
     for (uint64_t i = 0; i < c->rows; i++)
         if (c->positions[i] < 0)
-            return rows_error(s, err, name, occ,
-                              "position %" PRId64 " of row %" PRIu64 " is negative",
-                              c->positions[i], i);
-    key *k = malloc((c->rows ? c->rows : 1) * sizeof *k);
-    if (k == NULL)
+            return ulp__cap_error(s, err, ULP_EBADATTR, name, occ,
+                                  "position %" PRId64 " of row %" PRIu64 " is negative",
+                                  c->positions[i], i);
+    int64_t request = 0, position = 0;
+    int rc = ulp__row_key_repeat(c->requests, c->positions, c->rows, &request, &position);
+    if (rc < 0)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
-    for (uint64_t i = 0; i < c->rows; i++) {
-        k[i].request = c->requests != NULL ? c->requests[i] : 0;
-        k[i].position = c->positions[i];
-    }
-    qsort(k, c->rows, sizeof *k, key_cmp);
-    ulp_status st = ULP_OK;
-    for (uint64_t i = 1; i < c->rows && st == ULP_OK; i++)
-        if (key_cmp(&k[i - 1], &k[i]) == 0)
-            st = rows_error(s, err, name, occ,
-                            "request %" PRId64 ", position %" PRId64
-                            " appears twice in 'positions'/'requests'",
-                            k[i].request, k[i].position);
-    free(k);
-    return st;
+    if (rc > 0)
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ,
+                              "request %" PRId64 ", position %" PRId64
+                              " appears twice in 'positions'/'requests'",
+                              request, position);
+    return ULP_OK;
 }
 
 static ulp_status read_inputs(ulp_snapshot *s, hid_t d, const char *name, const char *occ,
@@ -111,7 +80,7 @@ static ulp_status read_inputs(ulp_snapshot *s, hid_t d, const char *name, const 
     size_t n = 0;
     int rc = ulp__attr_read_str_array(d, "inputs", &v, &n, &why);
     if (rc < 0)
-        return rows_error(s, err, name, occ, "attribute 'inputs' %s", why);
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ, "attribute 'inputs' %s", why);
     if (rc > 0)
         return ULP_OK;
     int oom = ulp__snap_keep(s, (char *)v) == NULL;
@@ -141,13 +110,13 @@ ulp_status ulp__snapshot_read_rows(ulp_snapshot *s, hid_t d, const char *name, c
     int prank = leading_rank(d, "positions", c);
     int rrank = leading_rank(d, "requests", c);
     if (prank < 0)
-        return rows_error(s, err, name, occ,
-                          "attribute 'positions' is not shaped like the leading axes of the "
-                          "tensor");
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ,
+                              "attribute 'positions' is not shaped like the leading axes of the "
+                              "tensor");
     if (rrank < 0 || (rrank > 0 && rrank != prank))
-        return rows_error(s, err, name, occ,
-                          "attribute 'requests' is not shaped like 'positions'%s",
-                          prank == 0 ? " (which is absent)" : "");
+        return ulp__cap_error(s, err, ULP_EBADATTR, name, occ,
+                              "attribute 'requests' is not shaped like 'positions'%s",
+                              prank == 0 ? " (which is absent)" : "");
     if (prank == 0)
         return ULP_OK;
     c->row_rank = prank;

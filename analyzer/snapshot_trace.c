@@ -11,72 +11,7 @@
 #include "common/error.h"
 #include "common/kernel_row.h"
 #include "snapshot_priv.h"
-
-/* Opens dataset `path` if it exists: 1 absent, 0 opened, -1 not a dataset. */
-static int open_dataset(hid_t file, const char *path, hid_t *d)
-{
-    if (H5Lexists(file, path, H5P_DEFAULT) <= 0)
-        return 1;
-    H5O_info_t oi;
-    if (H5Oget_info_by_name2(file, path, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 ||
-        oi.type != H5O_TYPE_DATASET)
-        return -1;
-    *d = H5Dopen2(file, path, H5P_DEFAULT);
-    return *d < 0 ? -1 : 0;
-}
-
-/* The length of a 1-D dataset, or -1. */
-static hssize_t length_1d(hid_t d)
-{
-    hid_t space = H5Dget_space(d);
-    if (space < 0)
-        return -1;
-    hssize_t n = H5Sget_simple_extent_ndims(space) == 1 ? H5Sget_simple_extent_npoints(space) : -1;
-    H5Sclose(space);
-    return n;
-}
-
-/*
- * Opens the 1-D /trace dataset `path`, whose type must be of class `cls`
- * (described as `kind` in the error), and refuses a declared length that no
- * file of this size can hold -- before anything is allocated for it.  A row
- * takes `row_bytes` in the file, or the type's size when 0.  On success *d,
- * *type and *n are the caller's to close; *d < 0 when the file has no such
- * dataset.  On error nothing is left open.
- */
-ulp_status ulp__trace_open_table(ulp_snapshot *s, const char *path, H5T_class_t cls,
-                                 const char *kind, size_t row_bytes, hid_t *d, hid_t *type,
-                                 hssize_t *n, ulp_error *err)
-{
-    ulp_status st = ULP_OK;
-    *d = *type = -1;
-    int rc = open_dataset(s->file, path, d);
-    if (rc > 0)
-        return ULP_OK;
-    if (rc < 0)
-        return ulp__error(err, ULP_EFORMAT, "'%s': '%s' is not a dataset", s->path, path);
-    *n = length_1d(*d);
-    *type = H5Dget_type(*d);
-    if (*n < 0 || *type < 0 || H5Tget_class(*type) != cls) {
-        st = ulp__error(err, ULP_EFORMAT, "'%s': '%s' is not a %s", s->path, path, kind);
-    } else {
-        if (row_bytes == 0)
-            row_bytes = H5Tget_size(*type);
-        if (row_bytes == 0 || (uint64_t)*n > UINT64_MAX / row_bytes ||
-            ulp__snapshot_absurd_bytes(s, (uint64_t)*n * row_bytes))
-            st = ulp__error(err, ULP_ESHAPE,
-                            "'%s': '%s' declares %" PRIu64 " entries, absurd for a file of %" PRIu64
-                            " bytes",
-                            s->path, path, (uint64_t)*n, s->file_size);
-    }
-    if (st != ULP_OK) {
-        if (*type >= 0)
-            H5Tclose(*type);
-        H5Dclose(*d);
-        *d = *type = -1;
-    }
-    return st;
-}
+#include "snapshot_table.h"
 
 static ulp_status read_names(ulp_snapshot *s, ulp_error *err)
 {
@@ -177,51 +112,35 @@ static int field_fits(hid_t t, ulp__kernel_kind k)
     return ok;
 }
 
+static void kernel_field(size_t i, const char **name, size_t *offset)
+{
+    *name = ulp__kernel_fields[i].name;
+    *offset = ulp__kernel_fields[i].offset;
+}
+
+static int kernel_member(size_t i, hid_t ft, hid_t *memt, const char **want)
+{
+    ulp__kernel_kind k = ulp__kernel_fields[i].kind;
+    if (!field_fits(ft, k)) {
+        *want = k == ULP__KERNEL_KIND_I32X3 ? "an array of 3 integers" : "an integer";
+        return 0;
+    }
+    *memt = ulp__kernel_field_type(k, 0);
+    return 1;
+}
+
 static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
 {
-    hid_t d = -1, type = -1, mt = -1;
-    ulp__kernel_row *raw = NULL;
-    ulp_status st = ULP_OK;
+    static const ulp__trace_table table = {"/trace/kernels", sizeof(ulp__kernel_row),
+                                           sizeof(ulp_kernel_info), kernel_field, kernel_member};
+    void *rows, *info;
     hssize_t n;
-    st = ulp__trace_open_table(s, "/trace/kernels", H5T_COMPOUND, "1-D compound dataset", 0, &d,
-                               &type, &n, err);
-    if (st != ULP_OK || d < 0)
+    ulp_status st =
+        ulp__trace_read_table(s, &table, ulp__kernel_field_count, &rows, &info, &n, err);
+    if (st != ULP_OK || rows == NULL)
         return st;
-    mt = H5Tcreate(H5T_COMPOUND, sizeof(ulp__kernel_row));
-    if (mt < 0)
-        goto hdf5_fail;
-    int nmembers = 0;
-    for (size_t i = 0; i < ulp__kernel_field_count; i++) {
-        const ulp__kernel_field *f = &ulp__kernel_fields[i];
-        int idx = H5Tget_member_index(type, f->name);
-        if (idx < 0)
-            continue; /* optional: stays 0 */
-        hid_t ft = H5Tget_member_type(type, (unsigned)idx);
-        int ok = ft >= 0 && field_fits(ft, f->kind);
-        if (ft >= 0)
-            H5Tclose(ft);
-        if (!ok) {
-            st = ulp__error(
-                err, ULP_EFORMAT, "'%s': '/trace/kernels' field '%s' is not %s", s->path, f->name,
-                f->kind == ULP__KERNEL_KIND_I32X3 ? "an array of 3 integers" : "an integer");
-            goto cleanup;
-        }
-        hid_t memt = ulp__kernel_field_type(f->kind, 0);
-        int rc = memt >= 0 ? H5Tinsert(mt, f->name, f->offset, memt) : -1;
-        if (memt >= 0)
-            H5Tclose(memt);
-        if (rc < 0)
-            goto hdf5_fail;
-        nmembers++;
-    }
-    raw = calloc(n ? (size_t)n : 1, sizeof *raw);
-    s->kernels = calloc(n ? (size_t)n : 1, sizeof *s->kernels);
-    if (raw == NULL || s->kernels == NULL) {
-        st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory reading '/trace/kernels'", s->path);
-        goto cleanup;
-    }
-    if (n > 0 && nmembers > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw) < 0)
-        goto hdf5_fail;
+    const ulp__kernel_row *raw = rows;
+    s->kernels = info;
     for (hssize_t i = 0; i < n; i++) {
         const ulp__kernel_row *r = &raw[i];
         ulp_kernel_info *k = &s->kernels[i];
@@ -240,18 +159,8 @@ static ulp_status read_kernels(ulp_snapshot *s, ulp_error *err)
     }
     s->nkernels = (size_t)n;
     s->has_kernel_trace = 1;
-    goto cleanup;
-hdf5_fail:
-    st = ulp__error(err, ULP_EFORMAT, "'%s': '/trace/kernels' cannot be read", s->path);
-cleanup:
-    free(raw);
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (type >= 0)
-        H5Tclose(type);
-    if (d >= 0)
-        H5Dclose(d);
-    return st;
+    free(rows);
+    return ULP_OK;
 }
 
 ulp_status ulp__snapshot_read_trace(ulp_snapshot *s, ulp_error *err)

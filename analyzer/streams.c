@@ -10,9 +10,10 @@
  *     at that key);
  *   - else, inferred: at the first key (r, q) where the stream's entry (the
  *     first aligned activation name in A's seq order that lists no
- *     `inputs`: the embedding, which looks a token's row up) differs, and
- *     the logits at (r, q - 1) emit different tokens on the two sides --
- *     greedy decode feeds the token emitted at q - 1 at q.
+ *     `inputs` and has no layer: the embedding, which looks a token's row
+ *     up) differs, and the logits at (r, q - 1), computed before the
+ *     entry's row at q on both sides, emit different tokens -- greedy
+ *     decode feeds the token emitted at q - 1 at q.
  * The logits at q - 1 give the margins (and, inferred, the tokens).
  */
 #include <math.h>
@@ -145,10 +146,16 @@ static void consider(stream_names *sn, const ulp_snapshot *a, const ulp_snapshot
     }
 }
 
-/* The first aligned activation in A's seq order must list no inputs to be the entry. */
+/*
+ * The first aligned activation in A's seq order is the entry only when it
+ * looks a token up: it lists no inputs and belongs to no layer.  A layer's
+ * output differs wherever the numerics do; taking it for the entry would
+ * read every flip before a differing row as a parted stream.
+ */
 static void entry_check(stream_names *sn, const ulp_snapshot *a)
 {
-    if (sn->has_entry && ulp_snapshot_capture(a, sn->entry.ia[0])->n_inputs != 0)
+    const ulp_capture_info *c = sn->has_entry ? ulp_snapshot_capture(a, sn->entry.ia[0]) : NULL;
+    if (c != NULL && (c->n_inputs != 0 || c->layer >= 0))
         sn->has_entry = 0;
 }
 
@@ -317,6 +324,22 @@ static ulp_status from_ids(const ulp_snapshot *a, const ulp_snapshot *b, const s
     return st;
 }
 
+/*
+ * Whether the entry's rows at key k (A's ka, B's kb) were computed after the
+ * logits at the position before, on both sides: only then can the token
+ * fed there be the one those logits emitted.  In a prefill the whole
+ * prompt is looked up before any logits exist, so a flip inside it parts
+ * nothing.
+ */
+static int fed_after(const logits_ctx *lc, const kentry *ka, const kentry *kb)
+{
+    const kentry *x = find_key(lc->ka, lc->nka, ka->request, ka->position - 1);
+    const kentry *y = find_key(lc->kb, lc->nkb, kb->request, kb->position - 1);
+    return x != NULL && y != NULL &&
+           ulp_snapshot_capture(lc->a, x->cap)->seq < ulp_snapshot_capture(lc->a, ka->cap)->seq &&
+           ulp_snapshot_capture(lc->b, y->cap)->seq < ulp_snapshot_capture(lc->b, kb->cap)->seq;
+}
+
 /* Inferred: per request, the first key where the entry differs and the logits before it flip. */
 static ulp_status inferred(const ulp_snapshot *a, const ulp_snapshot *b, const stream_names *sn,
                            logits_ctx *lc, parts *out, ulp_error *err)
@@ -355,7 +378,7 @@ static ulp_status inferred(const ulp_snapshot *a, const ulp_snapshot *b, const s
                 p.positions_parted = 1;
                 if ((st = part_logits(lc, &p, &flip, err)) != ULP_OK)
                     break;
-                if (flip) {
+                if (flip && fed_after(lc, &ka[i], &kb[j])) {
                     p.token_a = p.argmax_a;
                     p.token_b = p.argmax_b;
                     if (push_part(out, &p) != 0)

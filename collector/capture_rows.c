@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "capture_name.h"
+#include "common/row_key.h"
 
 /* Rows of a descriptor with positions: the product of its leading extents. */
 static uint64_t row_count(const ulp_capture_desc *d)
@@ -19,46 +20,12 @@ static uint64_t row_count(const ulp_capture_desc *d)
     return rows;
 }
 
-typedef struct key {
-    int64_t request, position;
-} key;
-
-static int key_cmp(const void *pa, const void *pb)
-{
-    const key *a = pa, *b = pb;
-    if (a->request != b->request)
-        return a->request < b->request ? -1 : 1;
-    return a->position < b->position ? -1 : a->position > b->position;
-}
-
 static int fits_i32(const int64_t *v, uint64_t n)
 {
     for (uint64_t i = 0; v != NULL && i < n; i++)
         if (v[i] < INT32_MIN || v[i] > INT32_MAX)
             return 0;
     return 1;
-}
-
-/* The repeated (request, position) pair, if any: 1 and *dup set, else 0; -1 out of memory. */
-static int find_repeat(const ulp_capture_desc *d, uint64_t rows, key *dup)
-{
-    key *k = malloc((rows ? rows : 1) * sizeof *k);
-    if (k == NULL)
-        return -1;
-    for (uint64_t i = 0; i < rows; i++) {
-        k[i].request = d->requests != NULL ? d->requests[i] : 0;
-        k[i].position = d->positions[i];
-    }
-    qsort(k, rows, sizeof *k, key_cmp);
-    int found = 0;
-    for (uint64_t i = 1; i < rows && !found; i++) {
-        if (key_cmp(&k[i - 1], &k[i]) == 0) {
-            *dup = k[i];
-            found = 1;
-        }
-    }
-    free(k);
-    return found;
 }
 
 static ulp_status check_inputs(const ulp_capture_desc *d, char *why, size_t n)
@@ -110,8 +77,8 @@ ulp_status ulp__capture_rows_check(const ulp_capture_desc *d, char *why, size_t 
             return ULP_EINVAL;
         }
     }
-    key dup;
-    int rc = find_repeat(d, rows, &dup);
+    int64_t request = 0, position = 0;
+    int rc = ulp__row_key_repeat(d->requests, d->positions, rows, &request, &position);
     if (rc < 0) {
         snprintf(why, n, "capture '%.200s': out of memory checking positions", d->name);
         return ULP_EINVAL;
@@ -119,7 +86,7 @@ ulp_status ulp__capture_rows_check(const ulp_capture_desc *d, char *why, size_t 
     if (rc > 0) {
         snprintf(why, n,
                  "capture '%.200s': request %" PRId64 ", position %" PRId64 " appears twice",
-                 d->name, dup.request, dup.position);
+                 d->name, request, position);
         return ULP_EINVAL;
     }
     return ULP_OK;

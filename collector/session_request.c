@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_check.h"
 #include "capture_copy.h"
-#include "capture_name.h"
 #include "capture_rows.h"
 #include "session_internal.h"
 
@@ -104,74 +104,6 @@ ulp_status ulp_session_set_observed(ulp_session *s, const char *key, const char 
     return set_attr(s, ULP__WRITER_OBSERVED, key, value);
 }
 
-/*
- * Checks a descriptor and computes its byte size.  On error fills `why`
- * (for the one stderr line) and returns ULP_EINVAL.
- */
-static ulp_status desc_check(const ulp_capture_desc *d, size_t *nbytes, char *why, size_t n)
-{
-    if (d == NULL) {
-        snprintf(why, n, "capture without a descriptor");
-        return ULP_EINVAL;
-    }
-    if (d->name == NULL) {
-        snprintf(why, n, "capture without a name");
-        return ULP_EINVAL;
-    }
-    if (!ulp__capture_name_ok(d->name)) {
-        snprintf(why, n,
-                 "capture name '%.200s' is empty, '.', '..', holds '/' or a control "
-                 "character, or is not UTF-8",
-                 d->name);
-        return ULP_EINVAL;
-    }
-    size_t esize = ulp_dtype_size(d->dtype);
-    if (esize == 0) {
-        snprintf(why, n, "capture '%.200s': unknown dtype %d", d->name, (int)d->dtype);
-        return ULP_EINVAL;
-    }
-    if (d->ndim < 0 || d->ndim > ULP_MAX_RANK) {
-        snprintf(why, n, "capture '%.200s': rank %d is not in 0..%d", d->name, d->ndim,
-                 ULP_MAX_RANK);
-        return ULP_EINVAL;
-    }
-    if (d->ndim > 0 && d->shape == NULL) {
-        snprintf(why, n, "capture '%.200s': rank %d without a shape", d->name, d->ndim);
-        return ULP_EINVAL;
-    }
-    if (ulp_role_name(d->role) == NULL) {
-        snprintf(why, n, "capture '%.200s': unknown role %d", d->name, (int)d->role);
-        return ULP_EINVAL;
-    }
-    uint64_t elements = 1;
-    for (int i = 0; i < d->ndim; i++) {
-        if (d->shape[i] < 0) {
-            snprintf(why, n, "capture '%.200s': extent %" PRId64 " of axis %d is negative", d->name,
-                     d->shape[i], i);
-            return ULP_EINVAL;
-        }
-        uint64_t e = (uint64_t)d->shape[i];
-        if (e != 0 && elements > UINT64_MAX / e) {
-            snprintf(why, n, "capture '%.200s': shape overflows", d->name);
-            return ULP_EINVAL;
-        }
-        elements *= e;
-    }
-    /* The charge adds an overhead, so keep clear of SIZE_MAX. */
-    if (elements > (SIZE_MAX / 2) / esize) {
-        snprintf(why, n, "capture '%.200s': %" PRIu64 " elements are too many", d->name, elements);
-        return ULP_EINVAL;
-    }
-    /* A range the file would hold and every reader then refuse (FORMAT.md). */
-    if (d->has_kernels && (d->kernels[0] < 0 || d->kernels[1] < d->kernels[0])) {
-        snprintf(why, n, "capture '%.200s': kernel range [%" PRId64 ", %" PRId64 ") is %s", d->name,
-                 d->kernels[0], d->kernels[1], d->kernels[0] < 0 ? "negative" : "backwards");
-        return ULP_EINVAL;
-    }
-    *nbytes = (size_t)elements * esize;
-    return ulp__capture_rows_check(d, why, n);
-}
-
 typedef struct capture_arg {
     ulp_session *s;
     const ulp_capture_desc *d;
@@ -258,7 +190,7 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
     size_t nbytes = 0;
     if (s == NULL)
         return refuse(ULP_EINVAL, "capture without a session");
-    if (desc_check(d, &nbytes, why, sizeof(why)) != ULP_OK)
+    if (ulp__capture_check(d, &nbytes, why, sizeof(why)) != ULP_OK)
         return refuse(ULP_EINVAL, "%s", why);
     if (nbytes > 0 && d->data == NULL)
         return refuse(ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name, nbytes);
@@ -277,7 +209,7 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
     ulp_status st = ULP_OK;
     if (s == NULL) {
         st = refuse(ULP_EINVAL, "deferred capture without a session");
-    } else if (desc_check(d, &want, why, sizeof(why)) != ULP_OK) {
+    } else if (ulp__capture_check(d, &want, why, sizeof(why)) != ULP_OK) {
         st = refuse(ULP_EINVAL, "%s", why);
     } else if (want != nbytes) {
         st = refuse(ULP_EINVAL, "capture '%.200s': %zu bytes given, the shape needs %zu", d->name,

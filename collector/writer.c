@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "capture_name.h"
+#include "capture_check.h"
 #include "common/index_seal.h"
 #include "writer_internal.h"
 
@@ -35,86 +35,6 @@
 #define MDC_BYTES          ((size_t)256 << 10) /* metadata cache bound, see file_create */
 #define CAPTURES_HEAP_HINT 8192
 #define GROUP_HEAP_HINT    1024
-
-/* --- HDF5 error handling ----------------------------------------------------- */
-
-void ulp__writer_quiet_begin(ulp__writer_quiet *q)
-{
-    if (H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data) < 0) {
-        q->fn = NULL;
-        q->data = NULL;
-    }
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-void ulp__writer_quiet_end(const ulp__writer_quiet *q)
-{
-    H5Eset_auto2(H5E_DEFAULT, q->fn, q->data);
-}
-
-static herr_t walk_innermost(unsigned n, const H5E_error2_t *e, void *data)
-{
-    char *buf = data;
-    if (n == 0 && e->desc != NULL)
-        snprintf(buf, 256, "%s", e->desc);
-    return 0;
-}
-
-/*
- * The innermost message of this thread's HDF5 error stack, shortened to the
- * system's "error message = '...'" when it carries one (the low-level
- * drivers report errno that way).  Call right after the failing HDF5 call:
- * the next API call clears the stack.
- */
-static void h5_detail(char *out, size_t size)
-{
-    char buf[256] = "";
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_innermost, buf);
-    const char *key = "error message = '";
-    const char *p = strstr(buf, key);
-    if (p != NULL) {
-        p += strlen(key);
-        const char *end = strchr(p, '\'');
-        int len = end != NULL ? (int)(end - p) : (int)strlen(p);
-        snprintf(out, size, "%.*s", len, p);
-    } else if (buf[0] != '\0') {
-        snprintf(out, size, "%s", buf);
-    } else {
-        snprintf(out, size, "HDF5 error");
-    }
-}
-
-ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char *what)
-{
-    char detail[256];
-    h5_detail(detail, sizeof(detail));
-    /* HDF5 passes errno on only as text: a full disk (or quota, or file-size
-     * limit) is told apart from other I/O errors by its message. */
-    ulp_status st = strcmp(detail, strerror(ENOSPC)) == 0 || strcmp(detail, strerror(EFBIG)) == 0 ||
-                            strcmp(detail, strerror(EDQUOT)) == 0
-                        ? ULP_ENOSPC
-                        : ULP_EIO;
-    /*
-     * A full disk (not a file-size limit, under which HDF5's retries below
-     * the limit complete the file): HDF5 must not write to the file again.  Its retries (the
-     * close flushes what the failed flush could not) wrote parts of new
-     * metadata into the last free blocks and left a file HDF5 itself could
-     * no longer open (1 of 10 fill levels of a 256 KiB tmpfs).  HDF5's
-     * descriptor becomes a read-only one on the same file: reads still
-     * work, writes fail, and the file stays as the last good flush and the
-     * journal left it.
-     */
-    int disk = strcmp(detail, strerror(ENOSPC)) == 0 || strcmp(detail, strerror(EDQUOT)) == 0;
-    if (disk && w->fd >= 0) {
-        int ro = open(w->path, O_RDONLY | O_CLOEXEC);
-        if (ro >= 0) {
-            if (dup2(ro, w->fd) >= 0)
-                fcntl(w->fd, F_SETFD, FD_CLOEXEC);
-            close(ro);
-        }
-    }
-    return ulp__error(err, st, "cannot %s in '%s': %s", what, w->path, detail);
-}
 
 static int64_t now_unix_ns(void)
 {
@@ -272,7 +192,7 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
     if (w->file < 0) {
         /* Before any other HDF5 call: the next one clears the error stack. */
         char detail[256];
-        h5_detail(detail, sizeof(detail));
+        ulp__h5_detail(detail, sizeof(detail));
         st = ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, detail);
     }
     if (fcpl >= 0)
@@ -411,8 +331,8 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     ulp__strmap_init(&w->groups_open);
     ulp__strmap_init(&w->name_ids);
 
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
     ulp_status st = file_create(w, path, err);
     if (st == ULP_OK)
         st = writer_props(w, err);
@@ -429,7 +349,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     } else {
         *out = w;
     }
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     return st;
 }
 
@@ -437,8 +357,8 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
 {
     if (w == NULL)
         return ULP_OK;
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
     /* The captures still waiting for their links: linked before the index
      * is finished and the file closed.  A file whose links failed gets no
      * closed mark, so that it is read through the journal. */
@@ -458,7 +378,7 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     writer_free(w);
     if (file >= 0 && H5Fclose(file) < 0) {
         char detail[256];
-        h5_detail(detail, sizeof(detail));
+        ulp__h5_detail(detail, sizeof(detail));
         st = ulp__error(err, ULP_EIO, "cannot close '%s': %s", path, detail);
         ulp__writer_close_failed();
     }
@@ -487,7 +407,7 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     free(seal.ranges);
     free(seal.map);
     free(path);
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     return st;
 }
 
@@ -498,8 +418,8 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
         return ulp__error(err, ULP_EINVAL, "writer: invalid attribute");
     static const char *const what[ULP__WRITER_NGROUPS] = {
         "write a /run attribute", "write an /env attribute", "write an /observed attribute"};
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
     ulp_status st = ULP_OK;
     /* /observed only in files that observe something: the others are as before. */
     if (group == ULP__WRITER_OBSERVED && w->groups[group] < 0)
@@ -511,7 +431,7 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
         st = ulp__writer_h5_fail(err, w, what[group]);
     else if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
         st = ulp__writer_h5_fail(err, w, "flush");
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     return st;
 }
 
@@ -536,28 +456,18 @@ uint64_t ulp__writer_kernel_count(const ulp__writer *w)
 static ulp_status capture_check(const ulp_capture_desc *d, const void *data, size_t nbytes,
                                 hsize_t dims[ULP_MAX_RANK], ulp_error *err)
 {
-    if (d == NULL || !ulp__capture_name_ok(d->name))
-        return ulp__error(err, ULP_EINVAL, "writer: invalid capture name");
-    size_t esize = ulp_dtype_size(d->dtype);
-    if (esize == 0)
-        return ulp__error(err, ULP_EINVAL, "capture '%s': unknown dtype %d", d->name,
-                          (int)d->dtype);
-    if (d->ndim < 0 || d->ndim > ULP_MAX_RANK || (d->ndim > 0 && d->shape == NULL))
-        return ulp__error(err, ULP_EINVAL, "capture '%s': invalid rank %d", d->name, d->ndim);
-    uint64_t elements = 1;
-    for (int i = 0; i < d->ndim; i++) {
-        if (d->shape[i] < 0)
-            return ulp__error(err, ULP_EINVAL, "capture '%s': negative extent", d->name);
-        dims[i] = (hsize_t)d->shape[i];
-        if (dims[i] != 0 && elements > UINT64_MAX / dims[i])
-            return ulp__error(err, ULP_EINVAL, "capture '%s': shape overflows", d->name);
-        elements *= dims[i];
-    }
-    if (elements > SIZE_MAX / esize || elements * esize != nbytes)
-        return ulp__error(err, ULP_EINVAL, "capture '%s': %zu bytes for %" PRIu64 " elements",
-                          d->name, nbytes, elements);
+    char why[400];
+    size_t want = 0;
+    if (ulp__capture_check(d, &want, why, sizeof(why)) != ULP_OK)
+        return ulp__error(err, ULP_EINVAL, "%s", why);
+    if (want != nbytes)
+        return ulp__error(err, ULP_EINVAL, "capture '%.200s': %zu bytes given, the shape needs %zu",
+                          d->name, nbytes, want);
     if (nbytes > 0 && data == NULL)
-        return ulp__error(err, ULP_EINVAL, "capture '%s': no data", d->name);
+        return ulp__error(err, ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name,
+                          nbytes);
+    for (int i = 0; i < d->ndim; i++)
+        dims[i] = (hsize_t)d->shape[i];
     return ULP_OK;
 }
 
@@ -633,8 +543,8 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
 
     hid_t g = H5I_INVALID_HID, ds = H5I_INVALID_HID;
     char dsname[32];
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
 
     /*
      * A capture becomes visible atomically, even to a reader of a file whose
@@ -713,7 +623,7 @@ cleanup:
         ulp__writer_index_off(w);
     if (g >= 0)
         ulp__writer_group_done(w, d->name, g, 0, st == ULP_OK || *occ >= 0);
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     return st;
 }
 

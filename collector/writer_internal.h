@@ -4,7 +4,8 @@
  *   writer_attrs.c    the attributes of a capture's dataset;
  *   writer_journal.c  the capture journal (common/journal.h) in its blocks;
  *   writer_trace.c    /trace/kernels and /trace/names;
- *   writer_link.c     links of captures into their groups, in batches.
+ *   writer_link.c     links of captures into their groups, in batches;
+ * and, on their own behind their own headers, writer_h5err.c (HDF5 failures).
  * writer.h says how the writer behaves; this header is internal to those files.
  */
 #ifndef ULPPROF_COLLECTOR_WRITER_INTERNAL_H
@@ -18,6 +19,7 @@
 #include "common/journal.h"
 #include "common/strmap.h"
 #include "writer.h"
+#include "writer_h5err.h"
 
 struct ulp__writer {
     char *path;
@@ -86,21 +88,11 @@ struct ulp__writer {
     int map_off; /* a value it could not keep: no map */
 };
 
-/* Saves and silences the calling thread's HDF5 error printing; quiet_end restores it. */
-typedef struct ulp__writer_quiet {
-    H5E_auto2_t fn;
-    void *data;
-} ulp__writer_quiet;
-
-void ulp__writer_quiet_begin(ulp__writer_quiet *q);
-void ulp__writer_quiet_end(const ulp__writer_quiet *q);
-
-/*
- * Fails with "cannot <what> in '<path>': <HDF5's innermost message>", as
- * ULP_ENOSPC when that message is a full disk, quota or file-size limit,
- * else ULP_EIO.  Call right after the failing HDF5 call.
- */
-ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char *what);
+/* ulp__h5_fail() on the writer's file. */
+static inline ulp_status ulp__writer_h5_fail(ulp_error *err, const ulp__writer *w, const char *what)
+{
+    return ulp__h5_fail(err, w->fd, w->path, what);
+}
 
 /* --- capture attributes (writer_attrs.c) ---------------------------------------------- */
 

@@ -98,8 +98,8 @@ ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
 {
     if (w->nunlinked == 0)
         return ULP_OK;
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
     /* The batch's bytes and headers on disk, then named in the journal
      * (in seq order: a kill leaves a prefix), then linked. */
     ulp_status st = ULP_OK;
@@ -151,7 +151,7 @@ ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
         w->link_failed = 1;
         ulp__writer_index_off(w);
     }
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     return st;
 }
 

@@ -78,8 +78,8 @@ ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *row
     ulp_status st = ULP_OK;
     ulp__kernel_row *copy = malloc(n * sizeof(*copy));
     const char **fresh = malloc(n * sizeof(*fresh));
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
     if (copy == NULL || fresh == NULL) {
         st = ulp__error(err, ULP_ENOMEM, "kernel trace: out of memory");
         goto cleanup;
@@ -125,7 +125,7 @@ ulp_status ulp__writer_append_kernels(ulp__writer *w, const ulp__kernel_row *row
         st = ulp__writer_h5_fail(err, w, "flush");
 
 cleanup:
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     free(copy);
     free(fresh);
     return st;
@@ -142,8 +142,8 @@ ulp_status ulp__writer_append_gemms(ulp__writer *w, const ulp__gemm_row *rows, s
         return ulp__error(err, ULP_EIO, "cannot append to /trace in '%s': an earlier batch failed",
                           w->path);
     ulp_status st = ULP_OK;
-    ulp__writer_quiet q;
-    ulp__writer_quiet_begin(&q);
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
     if (w->trace < 0 && trace_open(w) < 0) {
         st = ulp__writer_h5_fail(err, w, "create /trace");
         w->trace_broken = 1;
@@ -170,7 +170,7 @@ ulp_status ulp__writer_append_gemms(ulp__writer *w, const ulp__gemm_row *rows, s
     if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
         st = ulp__writer_h5_fail(err, w, "flush");
 cleanup:
-    ulp__writer_quiet_end(&q);
+    ulp__h5_quiet_end(&q);
     return st;
 }
 

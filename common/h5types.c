@@ -124,21 +124,6 @@ int ulp__h5_attr_write_i64(hid_t obj, const char *name, int64_t value)
     return attr_write_scalar(obj, name, H5T_STD_I64LE, &value);
 }
 
-int ulp__h5_attr_write_u64(hid_t obj, const char *name, uint64_t value)
-{
-    return attr_write_scalar(obj, name, H5T_STD_U64LE, &value);
-}
-
-int ulp__h5_attr_write_i64_array(hid_t obj, const char *name, const int64_t *v, hsize_t n)
-{
-    hid_t space = H5Screate_simple(1, &n, NULL);
-    if (space < 0)
-        return -1;
-    int rc = attr_write(obj, name, H5T_STD_I64LE, space, v);
-    H5Sclose(space);
-    return rc;
-}
-
 void ulp__h5_silence(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);

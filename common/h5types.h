@@ -33,8 +33,6 @@ int ulp__h5_type_fits(hid_t type, ulp_dtype dtype);
 int ulp__h5_attr_write_str(hid_t obj, const char *name, const char *value);
 int ulp__h5_attr_write_i32(hid_t obj, const char *name, int32_t value);
 int ulp__h5_attr_write_i64(hid_t obj, const char *name, int64_t value);
-int ulp__h5_attr_write_u64(hid_t obj, const char *name, uint64_t value);
-int ulp__h5_attr_write_i64_array(hid_t obj, const char *name, const int64_t *v, hsize_t n);
 
 /*
  * Fixes the metadata cache of files opened with `fapl` at `bytes` (no

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/error.h"
 #include "plot_priv.h"
@@ -204,36 +203,12 @@ ulp_status ulp_plot_ladder_write(const ulp_ladder_result *r, const ulp_plot_opti
     if (st != ULP_OK)
         return st;
     static const char *const bases[] = {"ladder_matrix", "ladder"};
-    static const char *const exts[] = {"dat", "gp", "png", "svg"};
+    static const char *const exts[] = {"dat", "gp"};
     for (int b = 0; b < 2 && files; b++)
         for (int e = 0; e < 2; e++)
             snprintf(files->path[files->n++], sizeof files->path[0], "%s/%s.%s", o->dir, bases[b],
                      exts[e]);
     if (o->no_render)
         return ULP_OK;
-    char buf[1100];
-    const char *prog = ulp__plot_find_gnuplot(o, buf, sizeof buf);
-    if (!prog)
-        return ulp__error(err, ULP_EUNSUPPORTED,
-                          "gnuplot not found: wrote the ladder plot data and scripts to '%s' "
-                          "but no images (install gnuplot, e.g. apt-get install gnuplot-nox)",
-                          o->dir);
-    for (int b = 0; b < 2; b++) {
-        char script[64], path[1024];
-        snprintf(script, sizeof script, "%s.gp", bases[b]);
-        if ((st = ulp__plot_run_gnuplot(prog, o->dir, script, err)) != ULP_OK)
-            return st;
-        for (int e = 2; e < 4; e++) {
-            struct stat sb;
-            snprintf(path, sizeof path, "%s/%s.%s", o->dir, bases[b], exts[e]);
-            if (stat(path, &sb) != 0 || sb.st_size == 0)
-                return ulp__error(err, ULP_EIO, "gnuplot wrote no '%s'", path);
-            if (files)
-                snprintf(files->path[files->n++], sizeof files->path[0], "%s/%s.%s", o->dir,
-                         bases[b], exts[e]);
-        }
-    }
-    if (files)
-        files->rendered = 1;
-    return ULP_OK;
+    return ulp__plot_render(o, o->dir, bases, 2, "ladder ", files, err);
 }

@@ -65,6 +65,14 @@ const char *ulp__plot_find_gnuplot(const ulp_plot_options *o, char *buf, size_t 
 /* Runs `prog script` in `dir`; a failure comes back with gnuplot's error line. */
 ulp_status ulp__plot_run_gnuplot(const char *prog, const char *dir, const char *script,
                                  ulp_error *err);
+/*
+ * Runs each of the `n` scripts BASE.gp in `dir`, which must write BASE.png
+ * and BASE.svg there; adds those to `files` (may be NULL) and marks them
+ * rendered.  Without gnuplot, fails saying the `what`plot data ("",
+ * "ladder ") and scripts are written but no images.
+ */
+ulp_status ulp__plot_render(const ulp_plot_options *o, const char *dir, const char *const *scripts,
+                            size_t n, const char *what, ulp_plot_files *files, ulp_error *err);
 /* Creates `dir` (one level) unless it is a directory already. */
 ulp_status ulp__plot_make_dir(const char *dir, ulp_error *err);
 

@@ -150,6 +150,36 @@ ulp_status ulp__plot_make_dir(const char *dir, ulp_error *err)
     return ULP_OK;
 }
 
+ulp_status ulp__plot_render(const ulp_plot_options *o, const char *dir, const char *const *scripts,
+                            size_t n, const char *what, ulp_plot_files *files, ulp_error *err)
+{
+    char buf[1100], path[1100], name[300];
+    const char *prog = ulp__plot_find_gnuplot(o, buf, sizeof buf);
+    if (!prog)
+        return ulp__error(err, ULP_EUNSUPPORTED,
+                          "gnuplot not found: wrote the %splot data and scripts to '%s' but no "
+                          "images (install gnuplot, e.g. apt-get install gnuplot-nox)",
+                          what, dir);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s.gp", scripts[i]);
+        ulp_status s = ulp__plot_run_gnuplot(prog, dir, name, err);
+        if (s != ULP_OK)
+            return s;
+        const char *ext[] = {"png", "svg"};
+        for (int e = 0; e < 2; e++) {
+            struct stat st;
+            snprintf(name, sizeof name, "%s.%s", scripts[i], ext[e]);
+            snprintf(path, sizeof path, "%s/%s", dir, name);
+            if (stat(path, &st) != 0 || st.st_size == 0)
+                return ulp__error(err, ULP_EIO, "gnuplot wrote no '%s'", path);
+            add_file(files, dir, name);
+        }
+    }
+    if (files)
+        files->rendered = 1;
+    return ULP_OK;
+}
+
 ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
                           ulp_plot_files *files, ulp_error *err)
 {
@@ -158,7 +188,6 @@ ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
     if (!r || !o || !o->dir || !*o->dir)
         return ulp__error(err, ULP_EINVAL, "no plot directory given");
     const char *dir = o->dir;
-    struct stat st;
     ulp_status s = ulp__plot_make_dir(dir, err);
     if (s != ULP_OK)
         return s;
@@ -213,27 +242,5 @@ ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
     if (o->no_render)
         return ULP_OK;
 
-    char buf[1100];
-    const char *prog = ulp__plot_find_gnuplot(o, buf, sizeof buf);
-    if (!prog)
-        return ulp__error(err, ULP_EUNSUPPORTED,
-                          "gnuplot not found: wrote the plot data and scripts to '%s' but no "
-                          "images (install gnuplot, e.g. apt-get install gnuplot-nox)",
-                          dir);
-    for (size_t i = 0; i < nscripts; i++) {
-        snprintf(name, sizeof name, "%s.gp", scripts[i]);
-        if ((s = ulp__plot_run_gnuplot(prog, dir, name, err)) != ULP_OK)
-            return s;
-        const char *ext[] = {"png", "svg"};
-        for (int e = 0; e < 2; e++) {
-            snprintf(name, sizeof name, "%s.%s", scripts[i], ext[e]);
-            snprintf(path, sizeof path, "%s/%s", dir, name);
-            if (stat(path, &st) != 0 || st.st_size == 0)
-                return ulp__error(err, ULP_EIO, "gnuplot wrote no '%s'", path);
-            add_file(files, dir, name);
-        }
-    }
-    if (files)
-        files->rendered = 1;
-    return ULP_OK;
+    return ulp__plot_render(o, dir, scripts, nscripts, "", files, err);
 }

@@ -37,7 +37,8 @@ static void diff_help(void)
            "the logits' argmax flips and why, and the ladder rung the pair tests.\n"
            "A run directory (the per-rank files of one run, `record -o DIR/%%r.h5`) is\n"
            "compared rank by rank with another run: rank r of A with rank r of B, for\n"
-           "the ranks both have (ranks from /env 'rank'); --plot DIR writes DIR/rank<r>.\n"
+           "the ranks both have (ranks from /env 'rank'); a rank only one run has is\n"
+           "named and makes the runs differ.  --plot DIR writes DIR/rank<r>.\n"
            "\n"
            "options:\n"
            "  -f, --format FMT       table (default), markdown, csv or json\n"
@@ -57,7 +58,8 @@ static void diff_help(void)
            "                         ULP heatmap, logits margins) into DIR\n"
            "  -h, --help             show this help\n"
            "\n"
-           "exit status: 0 identical, 1 the snapshots differ, 2 error\n",
+           "exit status: 0 identical, 1 the snapshots differ, 2 error (nothing to\n"
+           "compare -- no capture, none selected, no capture name in common -- is one)\n",
            ULP_DIFF_MAX_TEMPERATURES);
 }
 

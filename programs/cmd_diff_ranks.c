@@ -2,7 +2,8 @@
  * `ulpprof diff A B` where A or B is a run directory of per-rank files
  * (`ulpprof record -o run/%r.h5`, ladder.h): rank r of A is compared with
  * rank r of B, for every rank both have, each with the report `diff` gives
- * two files; ranks only one run has are named and not compared.  JSON is
+ * two files; ranks only one run has are named and not compared, and make
+ * the runs differ (exit 1), as a capture only one file has does.  JSON is
  * one document: {format "ulpprof-diff-ranks", a, b, identical, ranks[{rank,
  * a, b, report}], ranks_only_a, ranks_only_b}.
  */
@@ -179,6 +180,17 @@ static void json_ranks(FILE *out, const char *key, const ulp_ladder_file *f, siz
     fputc(']', out);
 }
 
+/* The closing line of the table and Markdown: what was compared, and the ranks that were not. */
+static void summary_line(FILE *out, int compared, int any_differs, size_t only_a, size_t only_b)
+{
+    fprintf(out, "\n%d rank pair%s compared: %s", compared, compared == 1 ? "" : "s",
+            any_differs ? "some differ" : "all bitwise identical");
+    if (only_a + only_b > 0)
+        fprintf(out, "; %zu rank%s only in A, %zu only in B: the runs differ", only_a,
+                only_a == 1 ? "" : "s", only_b);
+    fputc('\n', out);
+}
+
 int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out)
 {
     if (x->format == ULP_REPORT_CSV) {
@@ -217,13 +229,18 @@ int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out)
                 x->a, na, na == 1 ? "" : "s", x->b, nb, nb == 1 ? "" : "s");
     }
     int first = 1;
+    size_t only_a = 0, only_b = 0;
     for (size_t i = 0, k = 0; i < na || k < nb;) {
         int ra = i < na ? fa[i].rank : INT32_MAX, rb = k < nb ? fb[k].rank : INT32_MAX;
         if (ra != rb) {
             const ulp_ladder_file *f = ra < rb ? &fa[i++] : &fb[k++];
+            *(ra < rb ? &only_a : &only_b) += 1;
             if (!json)
-                fprintf(out, "\nrank %d: only in %s (%s), not compared\n", f->rank,
-                        ra < rb ? "A" : "B", f->path);
+                fprintf(out,
+                        x->format == ULP_REPORT_MARKDOWN
+                            ? "\n### rank %d: only in %s (`%s`), not compared\n"
+                            : "\nrank %d: only in %s (%s), not compared\n",
+                        f->rank, ra < rb ? "A" : "B", f->path);
             continue;
         }
         int r = diff_rank(x, &fa[i++], &fb[k++], out, first);
@@ -236,12 +253,14 @@ int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out)
         fputs("\n  ]", out);
         json_ranks(out, "ranks_only_a", fa, na, fb, nb);
         json_ranks(out, "ranks_only_b", fb, nb, fa, na);
-        fprintf(out, ",\n  \"identical\": %s\n}\n", any_differs ? "false" : "true");
-    } else {
-        fprintf(out, "\n%d rank pair%s compared: %s\n", compared, compared == 1 ? "" : "s",
-                any_differs ? "some differ" : "all bitwise identical");
     }
-    rc = ferror(out) ? CLI_EXIT_ERROR : any_differs ? CLI_EXIT_DIFFER : CLI_EXIT_OK;
+    /* A rank only one run has is a difference, never "identical". */
+    int differ = any_differs || only_a + only_b > 0;
+    if (json)
+        fprintf(out, ",\n  \"identical\": %s\n}\n", differ ? "false" : "true");
+    else
+        summary_line(out, compared, any_differs, only_a, only_b);
+    rc = ferror(out) ? CLI_EXIT_ERROR : differ ? CLI_EXIT_DIFFER : CLI_EXIT_OK;
     if (rc == CLI_EXIT_ERROR)
         cli_error("cannot write the report");
 done:

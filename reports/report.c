@@ -55,9 +55,3 @@ ulp_status ulp_report_write(const ulp_diff_result *r, ulp_report_format format, 
         return ulp__report_write_error(err, st);
     return ULP_OK;
 }
-
-ulp_status ulp__report_write_error(ulp_error *err, ulp_status st)
-{
-    int e = errno;
-    return ulp__error(err, st, "cannot write the report: %s", e != 0 ? strerror(e) : "write error");
-}

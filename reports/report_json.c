@@ -292,6 +292,11 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     json_object_set_new(lad, "level_name",
                         r->ladder.level_name ? ulp_json_str(r->ladder.level_name) : json_null());
     json_object_set_new(lad, "keys", kv);
+    /* No rung verdict on nothing: every capture compared empty. */
+    json_object_set_new(lad, "verdict",
+                        r->identical && r->elements_compared == 0 ? json_null()
+                        : r->identical                            ? json_string("holds")
+                                                                  : json_string("breaks"));
     json_object_set_new(doc, "ladder", lad);
     json_object_set_new(doc, "streams_part", jparts(r));
     json_object_set_new(doc, "requests_paired", jrequests(r, 1));
@@ -305,6 +310,7 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     json_object_set_new(sum, "only_in_a", json_integer((json_int_t)r->n_only_a));
     json_object_set_new(sum, "only_in_b", json_integer((json_int_t)r->n_only_b));
     json_object_set_new(sum, "not_identical", json_integer((json_int_t)ndiff));
+    json_object_set_new(sum, "elements_compared", json_integer((json_int_t)r->elements_compared));
     json_object_set_new(sum, "no_shared_captures", json_boolean(r->n_shared == 0 && r->n_rows > 0));
     json_object_set_new(doc, "summary", sum);
     if (r->amp.valid) {

@@ -99,11 +99,39 @@ static void print_runs(const out *o, const ulp_ladder_result *r)
     }
 }
 
-/* "model.layers.0.mlp_out (layer 0) row 3, rank 1; 2 flips" */
-static void print_first(const out *o, const ulp_ladder_pair *p)
+/* Whether run `run` has a file of rank `rank`. */
+static int has_rank(const ulp_ladder_run *run, int rank)
 {
+    for (size_t f = 0; f < run->n_files; f++)
+        if (run->files[f].rank == rank)
+            return 1;
+    return 0;
+}
+
+/* "rank 1 only in A, rank 3 only in B": the ranks of one run the other lacks. */
+static void print_missing_ranks(const out *o, const ulp_ladder_result *r, const ulp_ladder_pair *p)
+{
+    const char *sep = "";
+    for (int side = 0; side < 2; side++) {
+        const ulp_ladder_run *run = &r->runs[side ? p->b : p->a];
+        const ulp_ladder_run *other = &r->runs[side ? p->a : p->b];
+        for (size_t f = 0; f < run->n_files; f++)
+            if (!has_rank(other, run->files[f].rank)) {
+                fprintf(o->f, "%srank %d only in %s", sep, run->files[f].rank, side ? "B" : "A");
+                sep = ", ";
+            }
+    }
+}
+
+/* "model.layers.0.mlp_out (layer 0) row 3, rank 1; 2 flips" */
+static void print_first(const out *o, const ulp_ladder_result *r, const ulp_ladder_pair *p)
+{
+    int missing = p->ranks_only_a > 0 || p->ranks_only_b > 0;
     if (!p->has_first) {
-        fputs(p->identical ? "-" : "captures only one run has", o->f);
+        if (missing)
+            print_missing_ranks(o, r, p);
+        else
+            fputs(p->identical ? "-" : "captures only one run has", o->f);
         return;
     }
     const ulp_ladder_divergence *d = &p->first;
@@ -122,6 +150,10 @@ static void print_first(const out *o, const ulp_ladder_pair *p)
         fprintf(o->f, " row %" PRId64, d->row);
     if (p->n_ranks > 1 || d->rank > 0)
         fprintf(o->f, ", rank %d", d->rank);
+    if (missing) {
+        fputs("; ", o->f);
+        print_missing_ranks(o, r, p);
+    }
 }
 
 static void print_rungs(const out *o, const ulp_ladder_result *r)
@@ -156,13 +188,14 @@ static void print_rungs(const out *o, const ulp_ladder_result *r)
         if (g->has_first_break) {
             const ulp_ladder_pair *p = &r->pairs[g->first_break];
             fprintf(o->f, "%s vs %s: ", r->runs[p->a].label, r->runs[p->b].label);
-            print_first(o, p);
+            print_first(o, r, p);
             if (p->logits_rows)
                 fprintf(o->f, "; %" PRIu64 " of %" PRIu64 " logits rows flip", p->argmax_flips,
                         p->logits_rows);
         } else if (g->verdict == ULP_LADDER_UNTESTED) {
             fputs(!g->varied   ? "not varied"
                   : g->n_mixed ? "only varied together with another rung or key"
+                  : g->n_empty ? "nothing compared: every capture of its pairs is empty"
                                : "",
                   o->f);
         }
@@ -237,7 +270,8 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
             snprintf(decides, sizeof decides, "%d %s", p->rung, ulp_diff_ladder_name(p->rung));
         else
             snprintf(decides, sizeof decides, "%s",
-                     p->uncontrolled ? "none (key without rung)"
+                     p->identical && p->elements_compared == 0 ? "none (nothing compared)"
+                     : p->uncontrolled                         ? "none (key without rung)"
                      /* Several keys of one rung, and the runs are identical (ladder.h). */
                      : p->rungs != 0 && (p->rungs & (p->rungs - 1)) == 0
                          ? "none (several keys, same bits)"
@@ -254,7 +288,7 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
         }
         print_keys(o, p, r);
         fputs(o->md ? " | " : "  ", o->f);
-        print_first(o, p);
+        print_first(o, r, p);
         if (o->md)
             fprintf(o->f, " | %" PRIu64 " |\n", p->argmax_flips);
         else if (p->logits_rows)

@@ -202,6 +202,7 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
     key_count(w, "rows", p->rows);
     key_count(w, "differing_rows", p->differing_rows);
     key_count(w, "logits_rows", p->logits_rows);
+    key_count(w, "elements_compared", p->elements_compared);
     ulp__jw_close(w, '}');
 }
 
@@ -234,6 +235,7 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
     key_int(w, "deciding_pairs", (int64_t)g->n_deciding);
     key_int(w, "breaking_pairs", (int64_t)g->n_breaking);
     key_int(w, "mixed_pairs", (int64_t)g->n_mixed);
+    key_int(w, "empty_pairs", (int64_t)g->n_empty);
     ulp__jw_close(w, '}');
 }
 

@@ -139,6 +139,9 @@ void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape);
  * / kernels / logits), each prefixed with `bullet`. */
 void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f, const char *bullet,
                          const char *code);
+/* A failed report write as an error, with the reason errno holds (the
+ * writer clears it first) or "write error". */
+ulp_status ulp__report_write_error(ulp_error *err, ulp_status st);
 
 /* report_gemm.c: the GEMM calls of a capture. */
 /* "gemms at <where>: A ran ...; B ran ..." when the row has GEMM calls. */
@@ -176,8 +179,5 @@ int ulp__fmt_runs(char *buf, size_t n, const ulp_diff_row *row, size_t *k, int s
 void ulp__fmt_origin(char *buf, size_t n, const ulp_diff_row *row, const ulp__key_run *run);
 /* The shortest digits that read back as the same value of `dt`. */
 void ulp__fmt_value(char *buf, size_t n, ulp_dtype dt, uint64_t bits, double v);
-/* A failed report write as an error, with the reason errno holds (the
- * writer clears it first) or "write error". */
-ulp_status ulp__report_write_error(ulp_error *err, ulp_status st);
 
 #endif /* ULPPROF_REPORTS_REPORT_PRIV_H */

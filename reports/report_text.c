@@ -4,10 +4,12 @@
  * first divergence, the ladder rung and the logits.  Shared so that the
  * terminal and the bug report never tell two stories.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "report_priv.h"
 
 void ulp__fmt_shape(char *buf, size_t n, int ndim, const int64_t *shape)
@@ -108,7 +110,9 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
 {
     const ulp_diff_ladder *l = &r->ladder;
     char tail[400];
-    if (r->identical) {
+    if (r->identical && r->elements_compared == 0) {
+        snprintf(tail, sizeof tail, "no verdict: every capture compared is empty (0 elements)");
+    } else if (r->identical) {
         snprintf(tail, sizeof tail, "holds: bitwise identical");
     } else if (r->has_first_divergence) {
         char name[300];
@@ -391,6 +395,9 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
                 "%sthe snapshots share no capture: %zu only in A, %zu only in B; nothing was "
                 "compared\n",
                 bullet, r->n_only_a, r->n_only_b);
+    } else if (r->identical && r->elements_compared == 0) {
+        fprintf(f, "%sidentical: all %zu captures are empty on both sides; no element compared\n",
+                bullet, r->n_shared);
     } else if (r->identical) {
         fprintf(f, "%sidentical: all %zu captures are bitwise identical\n", bullet, r->n_shared);
     } else {
@@ -461,4 +468,10 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
     }
     summary_ladder(r, f, bullet, code);
     summary_logits(r, f, bullet, code, 10);
+}
+
+ulp_status ulp__report_write_error(ulp_error *err, ulp_status st)
+{
+    int e = errno;
+    return ulp__error(err, st, "cannot write the report: %s", e != 0 ? strerror(e) : "write error");
 }

@@ -26,7 +26,6 @@ struct ulp__cuda_trace {
     ulp__cuda_trace_sink sink;
     int stopped;
     uint64_t rows;
-    uint64_t dropped;
     stream_pending *streams;
     size_t nstreams, capstreams;
 };
@@ -76,7 +75,6 @@ static int pending_push(ulp__cuda_trace *t, stream_pending *s, uint32_t corr, ui
         size_t half = PENDING_MAX / 2;
         memmove(s->v, s->v + half, (s->n - half) * sizeof(*s->v));
         s->n -= half;
-        t->dropped += half;
     }
     if (ULP__GROW(s->v, s->cap, s->n + 1) != 0)
         return -1;
@@ -167,14 +165,6 @@ uint64_t ulp__cuda_trace_rows(ulp__cuda_trace *t)
 {
     pthread_mutex_lock(&t->lock);
     uint64_t r = t->rows;
-    pthread_mutex_unlock(&t->lock);
-    return r;
-}
-
-uint64_t ulp__cuda_trace_dropped(ulp__cuda_trace *t)
-{
-    pthread_mutex_lock(&t->lock);
-    uint64_t r = t->dropped;
     pthread_mutex_unlock(&t->lock);
     return r;
 }

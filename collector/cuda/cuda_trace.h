@@ -58,7 +58,4 @@ int ulp__cuda_trace_attribute(ulp__cuda_trace *t, int any_stream, uint32_t strea
 /* Rows numbered so far. */
 uint64_t ulp__cuda_trace_rows(ulp__cuda_trace *t);
 
-/* Kernels never attributed that were dropped to bound memory. */
-uint64_t ulp__cuda_trace_dropped(ulp__cuda_trace *t);
-
 #endif /* ULPPROF_CUDA_TRACE_H */

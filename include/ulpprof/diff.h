@@ -357,6 +357,10 @@ typedef struct ulp_diff_result {
     /* Parted token streams, by request; a result with any is not identical. */
     size_t n_parts;
     ulp_diff_part *parts;
+    /* Element pairs compared over the identical and differing rows: 0 when
+     * every capture both files have is empty (or none is shared); a
+     * comparison of nothing is no verdict on a ladder rung.             */
+    uint64_t elements_compared;
     /* B's requests renumbered onto A's by their tokens, ascending by b;
      * none when every request pairs under its own number. */
     size_t n_request_pairs;

@@ -8,8 +8,9 @@
  * multi-process run (their /env `rank`, else their order by file name).
  * Two runs are compared rank by rank, over the ranks both have, with
  * ulp_diff_run() -- the compare `ulpprof diff` does.  A pair is identical
- * when every compared rank pair is; ranks only one run has are listed, not
- * compared (a TP1 run has no rank 1 to hold against a TP2 run's).
+ * when every compared rank pair is and both runs have the same ranks; a
+ * rank only one run has is listed, not compared, and makes the pair differ
+ * (as a capture only one file has does).
  *
  * The pair's /run keys whose values differ (diff.h's ladder) name the
  * rungs it tests.  A pair decides a rung when that is the only rung among
@@ -19,7 +20,8 @@
  * only if the runs differ: identical runs may come from changes that
  * cancel, so a rung holds only from pairs that vary one key.  A rung
  * holds when every pair deciding it is identical, breaks when one is not,
- * and is untested when no pair decides it.  Pairs that differ in several
+ * and is untested when no pair decides it.  An identical pair that
+ * compared no element (every capture empty) decides nothing.  Pairs that differ in several
  * rungs, or in a key without a rung, are reported and decide nothing.
  */
 #ifndef ULPPROF_LADDER_H
@@ -111,6 +113,8 @@ typedef struct ulp_ladder_pair {
     ulp_ladder_divergence first;
     uint64_t argmax_flips; /* over logits captures and rank pairs            */
     uint64_t logits_rows;
+    uint64_t elements_compared; /* over the rank pairs (ulp_diff_result's); an
+                                   identical pair with 0 decides no rung       */
 } ulp_ladder_pair;
 
 typedef struct ulp_ladder_rung {
@@ -125,6 +129,8 @@ typedef struct ulp_ladder_rung {
     int has_first_break;
     size_t first_break; /* pair index: of the breaking pairs, the one that
                            diverges at the lowest layer (then the first)   */
+    size_t n_empty;     /* identical pairs testing it that compared no
+                           element (every capture empty): they decide nothing */
 } ulp_ladder_rung;
 
 typedef struct ulp_ladder_result {

@@ -3,6 +3,11 @@
 # module's own private header (x.c -> x_internal.h -> x.h) is no circle; a
 # longer circle through three modules fails too; collector/ including
 # analyzer/, or programs/ including common/, crosses a layer and fails.
+# Calls: two files of one folder that call each other fail, naming both
+# and a function of each edge; a circle through three files, or through a
+# macro of the folder's header, fails too; calls one way, a static function
+# of the same name, and a struct member of that name are no circle; files
+# in two folders calling each other are no circle of a folder.
 set -u
 : "${ULPPROF_SOURCE_DIR:?source tree}"
 CHECK=$ULPPROF_SOURCE_DIR/.ci/includes
@@ -71,6 +76,44 @@ src "$T" collector/writer.c common/error.h
 src "$T" programs/cmd.c ulpprof/status.h common/error.h
 expect "program uses common" 1 "$T"
 grep -q "programs/ may not use common/" "$TMP/err" || fail "program uses common: crossing not named"
+
+# code DIR FILE TEXT: writes FILE holding TEXT.
+code() {
+    mkdir -p "$1/$(dirname "$2")"
+    printf '%s\n' "$3" >"$1/$2"
+}
+
+T=$TMP/calls
+code "$T" analyzer/hub.h 'int hub_open(void); int part_read(void);'
+code "$T" analyzer/hub.c '#include "hub.h"
+int hub_open(void) { return part_read(); }'
+code "$T" analyzer/part.c '#include "hub.h"
+static int hub_help(void) { return 1; }
+struct s { int (*hub_open)(void); };
+int part_read(void) { struct s x = {0}; return hub_help() + (x.hub_open != 0); }'
+expect "calls one way" 0 "$T"
+grep -q "no circle of calls" "$TMP/out" || fail "calls one way: no verdict line"
+code "$T" analyzer/part.c '#include "hub.h"
+/* hub_open() in a comment is no call */
+int part_read(void) { const char *s = "hub_open()"; return s != 0; }
+int part_write(void) { return hub_open(); }'
+expect "calls back" 1 "$T"
+grep -q "calls: circle among 2 files of analyzer/: analyzer/hub.c -> analyzer/part.c (part_read); analyzer/part.c -> analyzer/hub.c (hub_open)" \
+    "$TMP/err" || fail "calls back: circle not named ($(cat "$TMP/err"))"
+code "$T" analyzer/part.c 'int part_read(void) { return 0; }'
+code "$T" analyzer/hub.h '#define HUB_OPEN() hub_open()
+int hub_open(void); int part_read(void);'
+code "$T" analyzer/more.c '#include "hub.h"
+int more_go(void) { return HUB_OPEN(); }'
+code "$T" analyzer/part.c 'int more_go(void);
+int part_read(void) { return more_go(); }'
+expect "calls through a macro, three files" 1 "$T"
+grep -q "circle among 3 files of analyzer/" "$TMP/err" || fail "three files: circle not named"
+
+T=$TMP/folders
+code "$T" analyzer/a.c 'int b_go(void); int a_go(void) { return b_go(); }'
+code "$T" reports/b.c 'int a_go(void); int b_go(void) { return a_go(); }'
+expect "calls across folders" 0 "$T"
 
 [ "$fails" -eq 0 ] && echo "test_includes: all passed"
 exit $((fails > 0))

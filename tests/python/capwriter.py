@@ -15,9 +15,9 @@ ROLES = {"activation": 0, "logits": 1, "input": 3}
 class Options(ctypes.Structure):
     _fields_ = [("path", ctypes.c_char_p), ("label", ctypes.c_char_p), ("attrs", ctypes.c_char_p),
                 ("queue_bytes", ctypes.c_size_t), ("writer", ctypes.c_char_p),
-                ("record_env", ctypes.c_int), ("observed", ctypes.c_char_p),
+                ("record_env", ctypes.c_int),
                 # Room for fields added later: ulp_session_options_init() writes them.
-                ("_reserved", ctypes.c_char * 256)]
+                ("_reserved", ctypes.c_char * 512)]
 
 
 class Desc(ctypes.Structure):
@@ -49,6 +49,11 @@ def lib():
         _lib.ulp_session_capture.argtypes = [ctypes.c_void_p, ctypes.POINTER(Desc)]
         _lib.ulp_session_close.argtypes = [ctypes.c_void_p]
         _lib.ulp_session_set_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+        # The library says how big its structs are: the room above must hold them.
+        for query, struct in (("ulp_session_options_size", Options), ("ulp_capture_desc_size", Desc)):
+            fn = getattr(_lib, query)
+            fn.restype = ctypes.c_size_t
+            assert fn() <= ctypes.sizeof(struct), (query, fn(), ctypes.sizeof(struct))
     return _lib
 
 

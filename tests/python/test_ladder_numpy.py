@@ -11,7 +11,8 @@ divergence (A's seq order; shape and dtype mismatches count) and the row of
 its first differing element, the argmax flips (NaN never wins, ties go to
 the lowest index, and a row whose emitted token differs is a flip even where
 one run's top two were tied), the keys that differ, the rung each pair decides, the groups
-of bitwise-identical runs, each rung's verdict and its first break.
+of bitwise-identical runs (a rank only one run has makes a pair differ),
+each rung's verdict and its first break.
 """
 import json
 import os
@@ -186,7 +187,8 @@ def expected_ladder(runs, ignore=()):
         for b in range(a + 1, n):
             ra, rb = runs[a], runs[b]
             common = sorted(set(ra) & set(rb))
-            ident, first, flips = True, None, 0
+            # A rank only one run has is not compared, and the runs differ there.
+            ident, first, flips = set(ra) == set(rb), None, 0
             for rank in common:
                 i, f, fl, _ = compare_files(ra[rank], rb[rank])
                 ident &= i

@@ -176,6 +176,37 @@ class StreamsTest(unittest.TestCase):
         self.assertTrue(all(r["positions_parted"] == 0 and r["positions_compared"] == STEPS
                             for r in doc["rows"]))
 
+    def test_streams__prefill_without_embedding_is_no_part(self):
+        """One prefill pass, no embedding captured and no inputs listed (as the
+        reference workload writes its layers): B's layers differ from position
+        2 on and its logits at 2 flip.  A layer's output is never the stream's
+        entry, and a prompt's rows are computed before any logits: the streams
+        do not part, and the first divergence is the layer at position 2."""
+        ra, ta = decode()
+        rb = {n: v.copy() for n, v in ra.items()}
+        for n in ("layers.0.out", "layers.1.out"):
+            rb[n][2:, 0] = np.nextafter(ra[n][2:, 0], np.float32(np.inf))
+        order = np.argsort(ra["lm_head"][2])
+        rb["lm_head"][2, order[-2]] = ra["lm_head"][2, order[-1]] + np.float32(0.25)
+        flips = int(np.sum(ra["lm_head"].argmax(1) != rb["lm_head"].argmax(1)))
+        a, b = self.path("fa.h5"), self.path("fb.h5")
+        for path, rows, label in ((a, ra, "a"), (b, rb, "b")):
+            w = capwriter.Writer(path, label)
+            pos = np.arange(STEPS)
+            for n in ("layers.0.out", "layers.1.out", "lm_head"):
+                role = "logits" if n == "lm_head" else "activation"
+                assert w.capture(n, rows[n], "f32", positions=pos, layer=LAYER[n], role=role) == 0
+            w.close()
+        rc, out, err = diff("--format", "json", a, b)
+        self.assertEqual(rc, 1, err)
+        doc = json.loads(out)
+        self.assertEqual(doc["streams_part"], [])
+        fd = doc["first_divergence"]
+        self.assertEqual((fd["name"], fd["position"]), ("layers.0.out", 2))
+        self.assertEqual(doc["logits"][0]["argmax_flips"], flips)
+        self.assertTrue(all(r["positions_parted"] == 0 and r["positions_compared"] == STEPS
+                            for r in doc["rows"]))
+
     def test_streams__tie_that_changes_the_token_is_a_flip(self):
         """bf16 logits, 4 rows of 1000: row 1 tied in A (116 and 633; A emits
         116), B emits 633; row 2 tied in both (no flip); row 3 a plain flip."""
