@@ -720,6 +720,7 @@ void ulp_diff_result_free(ulp_diff_result *r)
     free(r->rows);
     free(r->kept_index);
     free(r->parts);
+    free(r->request_pairs);
     free(r->path_a);
     free(r->path_b);
     free(r->label_a);

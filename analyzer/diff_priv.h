@@ -213,6 +213,16 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
  */
 ulp_status ulp__streams_find(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_result *r,
                              ulp_error *err);
+/*
+ * requests.c: B's requests renumbered onto A's by their recorded token ids
+ * (the captures ia[0..na) of A and ib[0..nb) of B of the ids' name) into
+ * r->request_pairs, before any key is gathered.
+ */
+ulp_status ulp__requests_pair(const ulp_snapshot *a, const size_t *ia, size_t na,
+                              const ulp_snapshot *b, const size_t *ib, size_t nb,
+                              ulp_diff_result *r, ulp_error *err);
+/* The number B's `request` is compared under (itself unless renumbered). */
+int64_t ulp__requests_b(const ulp_diff_result *r, int64_t request);
 /* The first position of `request` that follows a parted stream, or -1. */
 int64_t ulp__streams_parted_at(const ulp_diff_result *r, int64_t request);
 

@@ -99,6 +99,28 @@ static void jparts(ulp__jw *w, const ulp_diff_result *r)
     ulp__jw_close(w, ']');
 }
 
+/* B's requests renumbered onto A's by their tokens: paired, and kept apart. */
+static void jrequests(ulp__jw *w, const char *key, const ulp_diff_result *r, int paired)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_open(w, '[');
+    for (size_t k = 0; k < r->n_request_pairs; k++) {
+        const ulp_diff_request_pair *p = &r->request_pairs[k];
+        if (!p->paired != !paired)
+            continue;
+        ulp__jw_item(w);
+        if (!paired) {
+            ulp__jw_int(w, p->b);
+            continue;
+        }
+        ulp__jw_open(w, '{');
+        kint(w, "b", p->b);
+        kint(w, "a", p->a);
+        ulp__jw_close(w, '}');
+    }
+    ulp__jw_close(w, ']');
+}
+
 /* One statistic of a distribution measure over the rows: null without rows. */
 static void jstat(ulp__jw *w, const char *key, const ulp_diff_dist_stat *s)
 {
@@ -407,6 +429,8 @@ void ulp__json_tail(ulp__jw *w, const ulp_diff_result *r, size_t not_identical)
     ulp__jw_close(w, ']');
     jladder(w, r);
     jparts(w, r);
+    jrequests(w, "requests_paired", r, 1);
+    jrequests(w, "requests_apart_b", r, 0);
     jsummary(w, r, not_identical);
     jamp(w, r);
     jdoubles(w, "temperatures", r->temperatures,

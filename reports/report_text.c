@@ -414,6 +414,31 @@ static void summary_notes(const ulp__tally *t, FILE *f, const char *bullet, cons
     }
 }
 
+/* B's requests renumbered onto A's by their recorded tokens. */
+static void summary_requests(const ulp_diff_result *r, FILE *f, const char *bullet)
+{
+    size_t paired = 0, apart = 0;
+    for (size_t k = 0; k < r->n_request_pairs; k++)
+        paired += r->request_pairs[k].paired != 0;
+    apart = r->n_request_pairs - paired;
+    if (paired > 0) {
+        fprintf(f, "%srequests paired by tokens:", bullet);
+        for (size_t k = 0, m = 0; k < r->n_request_pairs; k++) {
+            const ulp_diff_request_pair *p = &r->request_pairs[k];
+            if (p->paired)
+                fprintf(f, "%s B's %" PRId64 " is A's %" PRId64, m++ ? "," : "", p->b, p->a);
+        }
+        fputc('\n', f);
+    }
+    if (apart > 0) {
+        fprintf(f, "%srequests of B with no request of A's tokens, kept apart:", bullet);
+        for (size_t k = 0, m = 0; k < r->n_request_pairs; k++)
+            if (!r->request_pairs[k].paired)
+                fprintf(f, "%s %" PRId64, m++ ? "," : "", r->request_pairs[k].b);
+        fputc('\n', f);
+    }
+}
+
 /* Where the token streams part: the position, the tokens fed, the logits before. */
 static void summary_parts(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code)
 {
@@ -475,6 +500,7 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
             fprintf(f, ", %zu only in B", r->n_only_b);
         fputc('\n', f);
     }
+    summary_requests(r, f, bullet);
     summary_parts(r, f, bullet, code);
     if (r->has_first_divergence) {
         const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);

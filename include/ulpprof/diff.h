@@ -383,6 +383,19 @@ typedef struct ulp_diff_part {
                                   `source` holds on both sides                  */
 } ulp_diff_part;
 
+/*
+ * A request of B compared under another number (FORMAT.md "Requests
+ * paired by their tokens"): with recorded token ids, B's request `b` is
+ * compared with A's request `a` whose tokens it has (paired 1), or, when
+ * no request of A has its tokens and its own number is another pair's,
+ * kept apart under the number `a` that no request of either run has
+ * (paired 0: its keys are only in B).
+ */
+typedef struct ulp_diff_request_pair {
+    int64_t b, a;
+    int paired;
+} ulp_diff_request_pair;
+
 typedef struct ulp_diff_result {
     char *path_a, *path_b; /* owned by the result                               */
     char *label_a, *label_b;
@@ -420,6 +433,10 @@ typedef struct ulp_diff_result {
      * comparison of nothing is no verdict on a ladder rung.             */
     uint64_t elements_compared;
     int by_site; /* 1: the captures were paired by (site, layer) (ulp_diff_by) */
+    /* B's requests renumbered onto A's by their tokens, ascending by b;
+     * none when every request pairs under its own number. */
+    size_t n_request_pairs;
+    ulp_diff_request_pair *request_pairs;
 } ulp_diff_result;
 
 /*

@@ -28,7 +28,12 @@ cache length + 0, 1, ...; the request is the batch row, or `requests[row]`
 when given, or what `cap.request(ids)` says for the calls inside its `with`
 block.  Padded tokens (attention_mask 0) are left out.  So a cache miss
 and a hit, or batch 1 and batch 4, pair position by position.  Each call of
-the model's forward is one step (0, 1, ...).
+the model's forward is one step (0, 1, ...).  The call's token ids are
+captured too, as `input_ids` (role `input`, one element per token, with
+its position and request; `prefix` in front): `ulpprof diff` pairs the
+requests of two runs by them (the prompt in batch row 2 with the same
+prompt alone) and reports a token fed differently as a parted stream,
+never as a numeric divergence.
 
 Several prompts in one capture(): give each its request ids, so that
 `ulpprof diff` pairs them with another run's (in any order):
@@ -358,6 +363,7 @@ class Capture:
             raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
         self.model = model
         self._rows = select
+        self._prefix = prefix
         self._match = re.compile(match) if match else None
         self._requests = list(requests) if requests is not None else None
         self._outputs = outputs
@@ -441,6 +447,7 @@ class Capture:
                 n = cap._pass
             calls.append(_Call(n, _token_context(args, kwargs, cap._request_ids())))
             cap.step(n)
+            cap._capture_ids(args, kwargs)
             try:
                 return orig(*args, **kwargs)
             finally:
@@ -457,6 +464,27 @@ class Capture:
             groups.setdefault(id(module), (module, []))[1].append(spec)
         for module, specs in groups.values():
             self._handles.append(module.register_forward_hook(self._hook(specs)))
+
+    def _capture_ids(self, args, kwargs):
+        """The call's token ids as `input_ids` (role input, one element per
+        (request, position)): `ulpprof diff` pairs requests by them and
+        tells a token fed differently from a numeric divergence."""
+        call = self._call()
+        if call is None or call.tokens is None:
+            return
+        ids = kwargs.get("input_ids")
+        if ids is None and args and _torch.is_tensor(args[0]):
+            ids = args[0]
+        if not _torch.is_tensor(ids) or ids.dtype not in (_torch.int64, _torch.int32) \
+                or ids.dim() not in (1, 2):
+            return
+        name = self._prefix + "input_ids"
+        if self._match and not self._match.search(name):
+            return
+        try:
+            self.capture(name, ids, role="input", tokens=True)
+        except Exception as e:  # noqa: BLE001
+            self._warn_once(("hook", name), "%s not captured: %s: %s" % (name, type(e).__name__, e))
 
     def _calls(self):
         """This thread's forward calls of the model, innermost last."""
