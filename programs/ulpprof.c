@@ -4,9 +4,11 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "ulpprof/diff.h"
 #include "ulpprof/export.h"
 
 typedef struct command {
@@ -77,13 +79,21 @@ int main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     const char *arg = argv[1];
+    /* A forced kernel level the CPU lacks would be a silent fallback. */
+    const char *why = NULL;
+    const char *isa = ulp_diff_isa(&why);
+    if (why != NULL) {
+        cli_error("ULPPROF_ISA=%s: %s (the best here: %s)", getenv("ULPPROF_ISA"), why,
+                  ulp_diff_isa_best());
+        return CLI_EXIT_ERROR;
+    }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 ||
         (strcmp(arg, "help") == 0 && argc == 2)) {
         usage(stdout);
         return finish(CLI_EXIT_OK);
     }
     if (strcmp(arg, "--version") == 0) {
-        printf("ulpprof %s\n", ULP_VERSION_STRING);
+        printf("ulpprof %s\ncomparison kernels: %s\n", ULP_VERSION_STRING, isa);
         return finish(CLI_EXIT_OK);
     }
     if (strcmp(arg, "help") == 0) {

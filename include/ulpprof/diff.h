@@ -46,6 +46,20 @@ ULP_API uint64_t ulp_diff_hist_hi(int k);
 /* The bin that ULP distance `d` falls in. */
 ULP_API int ulp_diff_hist_bin(uint64_t d);
 
+/*
+ * The instruction-set level the comparison kernels run at: "x86-64-v4"
+ * (AVX-512), "x86-64-v3" (AVX2) or "baseline" (x86-64 SSE2, or any other
+ * CPU).  The best the CPU has, chosen once per process, unless the
+ * environment's ULPPROF_ISA names a lower one (the results are the same at
+ * every level; only the speed differs).  When ULPPROF_ISA names a level
+ * that is unknown, or one the CPU or this build lacks, *why (when `why` is
+ * not NULL) is set to a static sentence saying so and the best level is
+ * used; otherwise *why is NULL.  ulp_diff_isa_best(): the best level this
+ * CPU and build have.
+ */
+ULP_API const char *ulp_diff_isa(const char **why);
+ULP_API const char *ulp_diff_isa_best(void);
+
 typedef enum ulp_diff_status {
     ULP_DIFF_IDENTICAL = 0,  /* every element's bits are equal                 */
     ULP_DIFF_DIFFERS,        /* same shape and dtype, some bits differ         */
