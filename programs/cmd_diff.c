@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "ulpprof/diff.h"
+#include "ulpprof/digest.h"
 #include "ulpprof/format.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
@@ -418,6 +419,17 @@ int cmd_diff(int argc, char **argv)
         return rc;
     if (cli_is_dir(o.path_a) || cli_is_dir(o.path_b))
         return diff_runs(&o);
+    if (ulp_digest_only(o.path_a) || ulp_digest_only(o.path_b)) {
+        FILE *out = o.out_path ? fopen(o.out_path, "w") : stdout;
+        if (out == NULL) {
+            cli_error("cannot open '%s' for writing: %s", o.out_path, strerror(errno));
+            return CLI_EXIT_ERROR;
+        }
+        rc = cli_diff_digests(o.path_a, o.path_b, o.format == ULP_REPORT_JSON, out);
+        if (out != stdout)
+            fclose(out);
+        return rc;
+    }
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_report_stream *rs = diff_stream(&o);

@@ -357,8 +357,16 @@ class Capture:
 
     def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
                  match=None, requests=None, outputs="first", kv=False, layers=None,
-                 sublayers=True, queue_mb=None, observed=None, tokens=False):
+                 sublayers=True, queue_mb=None, observed=None, tokens=False, mode="data"):
         self._produced_on = bool(tokens)
+        if mode not in ("data", "digest", "both"):
+            raise ValueError("mode must be 'data', 'digest' or 'both', not %r" % (mode,))
+        # select as a string or dict is a selection of (name, request,
+        # positions) to capture in full (the diff's "capture next" line);
+        # an int or a list keeps batch rows, as before.
+        selection = select if isinstance(select, (str, dict)) else None
+        if selection is not None:
+            select = None
         if outputs not in ("first", "all"):
             raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
         self.model = model
@@ -391,8 +399,14 @@ class Capture:
             if label is not None or run or observed:
                 _warn("under `ulpprof record`, the label, /run and /observed come from its "
                       "--label and --attr and ULPPROF_OBSERVED")
+            if mode != "data" or selection is not None:
+                _warn("mode and a selection apply to the host capture library only")
         else:
             self._open(path, label, run, queue_mb, observed)
+            if mode != "data":
+                self._session.set_capture_mode(mode)
+            if selection is not None:
+                self._session.select(selection)
         self._install()
 
     # --- session ------------------------------------------------------------
@@ -756,7 +770,12 @@ def capture(model, path=None, label=None, run=None, **options):
     outputs ("first" / "all"), kv, layers (path of the layer list when it is
     not found), sublayers (False: layer outputs only), queue_mb, tokens
     (True: also the `tokens` capture of each step's produced token and its
-    top-2 margin, FORMAT.md "Produced tokens", for `ulpprof streams`).  The
+    top-2 margin, FORMAT.md "Produced tokens", for `ulpprof streams`), mode
+    ("data", the default; "digest": one 64-bit digest per (request,
+    position) row instead of the bytes; "both").  select as a string
+    ("NAME@REQUEST:FIRST-LAST,...", as `ulpprof diff` prints it for digest
+    runs) or a dict {name: [(request, first, last)]} captures only those
+    rows in full.  The
     module's docstring says what each means.
     """
     return Capture(model, path, label=label, run=run, **options)
