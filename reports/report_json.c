@@ -321,6 +321,8 @@ static json_t *build(const ulp_diff_result *r, size_t not_identical)
     for (int k = 0; k < r->n_temperatures; k++)
         json_array_append_new(temps, jnum(r->temperatures[k]));
     json_object_set_new(doc, "temperatures", temps);
+    if (r->verdict)
+        json_object_set_new(doc, "verdict", ulp__report_verdict_json(r->verdict));
     return doc;
 }
 

@@ -366,6 +366,9 @@ typedef struct ulp_diff_result {
      * comparison of nothing is no verdict on a ladder rung.             */
     uint64_t elements_compared;
     int by_site; /* 1: the captures were paired by (site, layer) (ulp_diff_by) */
+    /* The verdict (ulpprof/verdict.h) the reports show, set by the caller after
+     * ulp_diff_verdict_compute() and owned by it; NULL: none shown. */
+    const struct ulp_diff_verdict *verdict;
 } ulp_diff_result;
 
 /*
