@@ -150,7 +150,8 @@ static int is_tiny(double x)
     return x == 0 || fabs(x) < 1.1754943508222875e-38;
 }
 
-/* Evidence at the first divergence: far beyond the bound, NaN/inf, a value one side never computed. */
+/* Evidence at the first divergence: far beyond the bound, NaN/inf, a value one side never computed.
+ */
 static int first_evidence(const ulp_diff_row *row, ulp_diff_verdict *v)
 {
     const char *nm = row->name;

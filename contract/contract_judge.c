@@ -69,8 +69,8 @@ ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a, const c
             break;
         }
         verdict = "kept";
-        snprintf(text, sizeof text, "claim %zu%s%s%s (level %d) covers the pair and holds",
-                 i + 1, name ? " \"" : "", name ? name : "", name ? "\"" : "", level);
+        snprintf(text, sizeof text, "claim %zu%s%s%s (level %d) covers the pair and holds", i + 1,
+                 name ? " \"" : "", name ? name : "", name ? "\"" : "", level);
     }
     if (!verdict) {
         verdict = "not promised";

@@ -22,7 +22,7 @@
     "ulpprof diff [--format table|markdown|md|csv|json] [--out FILE] [--match GLOB]\n"             \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
     "                    [--threads N] [--plot DIR] [--by name|site|auto] [--map FILE]\n"          \
-    "                    [--contract C.json]\n"          \
+    "                    [--contract C.json]\n"                                                    \
     "                    A B     (snapshot files, or run directories of per-rank files)"
 
 static void diff_help(void)

@@ -194,12 +194,12 @@ static void print_rungs(const out *o, const ulp_ladder_result *r)
                 fprintf(o->f, "; %" PRIu64 " of %" PRIu64 " logits rows flip", p->argmax_flips,
                         p->logits_rows);
         } else if (g->verdict == ULP_LADDER_UNTESTED) {
-            fputs(!g->varied   ? "not varied"
-                  : g->n_mixed ? "only varied together with another rung or key"
-                  : g->n_empty ? "nothing compared: every capture of its pairs is empty"
+            fputs(!g->varied         ? "not varied"
+                  : g->n_mixed       ? "only varied together with another rung or key"
+                  : g->n_empty       ? "nothing compared: every capture of its pairs is empty"
                   : g->n_unwitnessed ? "its pairs do not test the cache rung: no side took a "
                                        "position from its cache"
-                               : "",
+                                     : "",
                   o->f);
         }
         fputs(o->md ? " |\n" : "\n", o->f);

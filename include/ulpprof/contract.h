@@ -87,9 +87,9 @@ ULP_API ulp_status ulp_contract_compare(const ulp_contract *a, const ulp_contrac
  */
 struct ulp_diff_result;
 struct ulp_diff_verdict;
-ULP_API ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a,
-                                      const char *path_b, const struct ulp_diff_result *r,
-                                      struct ulp_diff_verdict *v, ulp_error *err);
+ULP_API ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a, const char *path_b,
+                                      const struct ulp_diff_result *r, struct ulp_diff_verdict *v,
+                                      ulp_error *err);
 
 /* Frees a contract.  NULL is accepted. */
 ULP_API void ulp_contract_free(ulp_contract *c);
