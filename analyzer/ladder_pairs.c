@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "ladder_priv.h"
+#include "ulpprof/verdict.h"
 
 size_t ulp_ladder_pair_index(size_t n, size_t a, size_t b)
 {
@@ -108,6 +109,26 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
     return st;
 }
 
+/* The pair's verdict and cache witness over its rank pairs (ulpprof/verdict.h). */
+static ulp_status note_verdict(ulp_ladder_pair *p, const ulp_diff_result *d, const ulp_snapshot *sa,
+                               const ulp_snapshot *sb, ulp_error *err)
+{
+    ulp_diff_verdict *v = NULL;
+    ulp_status st = ulp_diff_verdict_compute(sa, sb, d, &v, err);
+    if (st != ULP_OK)
+        return st;
+    if (v->kind == ULP_VERDICT_DEFECT || p->verdict == ULP_VERDICT_IDENTICAL ||
+        (p->verdict == ULP_VERDICT_UNKNOWN && v->kind == ULP_VERDICT_ROUNDING))
+        if (p->verdict != ULP_VERDICT_DEFECT)
+            p->verdict = (int)v->kind;
+    if (v->witness == ULP_WITNESS_TAKEN || p->cache_witness == ULP_WITNESS_NOT_CACHE ||
+        (p->cache_witness == ULP_WITNESS_UNKNOWN && v->witness == ULP_WITNESS_NONE))
+        if (p->cache_witness != ULP_WITNESS_TAKEN)
+            p->cache_witness = (int)v->witness;
+    ulp_diff_verdict_free(v);
+    return ULP_OK;
+}
+
 /* A rank only one run has was not compared: the runs differ there, as they
  * do where one file has a capture the other lacks. */
 static void missing_ranks_differ(ulp_ladder_pair *p)
@@ -159,6 +180,8 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
             }
             if (st == ULP_OK && d->has_first_divergence)
                 st = note_first(p, d, xa, sa, sb, err);
+            if (st == ULP_OK)
+                st = note_verdict(p, d, sa, sb, err);
         }
         ulp_diff_result_free(d);
         i++;

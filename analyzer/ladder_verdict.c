@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "ladder_priv.h"
+#include "ulpprof/verdict.h"
 
 static const char *const verdict_names[] = {
     [ULP_LADDER_UNTESTED] = "untested",
@@ -67,6 +68,13 @@ static int compared_nothing(const ulp_ladder_pair *p)
     return p->identical && p->elements_compared == 0;
 }
 
+/* On the cache rung, but neither side took a position from its cache: the
+ * pair cannot show what a cache hit does (ulpprof/verdict.h). */
+static int unwitnessed(const ulp_ladder_pair *p, int level)
+{
+    return level == 2 && p->cache_witness == ULP_WITNESS_NONE;
+}
+
 static size_t find(size_t *parent, size_t x)
 {
     while (parent[x] != x)
@@ -120,6 +128,10 @@ static ulp_status decide_rung(ulp_ladder_result *r, int level, ulp_error *err)
             }
         if (compared_nothing(p)) {
             g->n_empty++;
+            continue;
+        }
+        if (unwitnessed(p, level)) {
+            g->n_unwitnessed++;
             continue;
         }
         if (p->rung != level) {
@@ -177,7 +189,7 @@ ulp_status ulp__ladder_decide(ulp_ladder_result *r, ulp_error *err)
     }
     /* The rungs counted them apart (n_empty); such a pair decides none. */
     for (size_t j = 0; j < r->n_pairs; j++)
-        if (compared_nothing(&r->pairs[j]))
+        if (compared_nothing(&r->pairs[j]) || unwitnessed(&r->pairs[j], r->pairs[j].rung))
             r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
     return ULP_OK;
 }

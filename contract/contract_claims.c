@@ -21,7 +21,7 @@
 #include "ulpprof/ladder.h"
 
 /* Whether run `obs` is within the claim; if not, `why` says which condition. */
-static int in_claim(const json_t *claim, const json_t *obs, char *why, size_t len)
+int ulp__contract_in_claim(const json_t *claim, const json_t *obs, char *why, size_t len)
 {
     const char *k;
     json_t *v;
@@ -99,7 +99,7 @@ ulp_status ulp__contract_check_claims(const json_t *claims, const char *const *r
         char why[160] = "";
         for (size_t r = 0; r < n; r++) {
             char w[160];
-            in[r] = in_claim(cl, obs[r], w, sizeof w);
+            in[r] = ulp__contract_in_claim(cl, obs[r], w, sizeof w);
             n_in += (size_t)in[r];
             if (!in[r] && !*why)
                 snprintf(why, sizeof why, "%s", w);

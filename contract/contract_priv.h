@@ -81,6 +81,10 @@ char *ulp__config_text(const json_t *config);
 /* The configuration without its shape (m, n, k, batch): what tile-invariance compares. */
 json_t *ulp__config_scheme(const json_t *config);
 
+/* Whether run `obs` is within `claim` (scope, domain, requires); if not, `why` says
+ * which condition.  check and the diff's verdict (contract_judge.c) use it. */
+int ulp__contract_in_claim(const json_t *claim, const json_t *obs, char *why, size_t len);
+
 /* The claims part of check (contract_claims.c): prints, returns 1 broken, 2 untested, 0 kept. */
 ulp_status ulp__contract_check_claims(const json_t *claims, const char *const *runs, size_t n,
                                       json_t *const *obs, FILE *out, int *worst, ulp_error *err);

@@ -11,17 +11,19 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ulpprof/contract.h"
 #include "ulpprof/diff.h"
 #include "ulpprof/digest.h"
 #include "ulpprof/format.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
+#include "ulpprof/verdict.h"
 
 #define DIFF_USAGE                                                                                 \
     "ulpprof diff [--format table|markdown|md|csv|json] [--out FILE] [--match GLOB]\n"             \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
     "                    [--threads N] [--plot DIR] [--by name|site|auto] [--map FILE]\n"          \
-    "                    [--dist] [--topk K,...]\n"                                                \
+    "                    [--dist] [--topk K,...] [--contract C.json]\n"                            \
     "                    A B     (snapshot files, or run directories of per-rank files)"
 
 static void diff_help(void)
@@ -64,6 +66,9 @@ static void diff_help(void)
            "                         share no name but share sites\n"
            "      --map FILE         extra naming rules for sites, one 'REGEX SITE' a line\n"
            "                         (the regex's first group is the layer number)\n"
+           "      --contract C.json  judge the divergence against a numeric contract\n"
+           "                         (docs/contract.md): a bug naming the claim it breaks,\n"
+           "                         or not promised\n"
            "  -j, --threads N        worker threads (default: online CPUs, at most 8)\n"
            "      --chunk-elements N elements per read and thread (default 1048576)\n"
            "      --color WHEN       auto (default), always or never\n"
@@ -92,12 +97,23 @@ typedef struct diff_cli {
     ulp_report_format format;
     const char *out_path, *color, *plot_dir;
     const char *path_a, *path_b;
+    const char *contract;
 } diff_cli;
 
 /* Fills `o` from the command line: -1 to go on, else the exit status. */
 static int diff_parse(int argc, char **argv, diff_cli *o)
 {
-    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS, OPT_BY, OPT_MAP, OPT_DIST, OPT_TOPK };
+    enum {
+        OPT_CHUNK = 256,
+        OPT_COLOR,
+        OPT_PLOT,
+        OPT_ROWS,
+        OPT_BY,
+        OPT_MAP,
+        OPT_DIST,
+        OPT_TOPK,
+        OPT_CONTRACT
+    };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
         {"out", required_argument, NULL, 'o'},
@@ -113,6 +129,7 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         {"map", required_argument, NULL, OPT_MAP},
         {"dist", no_argument, NULL, OPT_DIST},
         {"topk", required_argument, NULL, OPT_TOPK},
+        {"contract", required_argument, NULL, OPT_CONTRACT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -170,6 +187,9 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
             break;
         case OPT_MAP:
             o->opts.site_map = optarg;
+            break;
+        case OPT_CONTRACT:
+            o->contract = optarg;
             break;
         case 't': {
             char *end;
@@ -389,6 +409,23 @@ static int diff_plot(const diff_cli *o, const ulp_diff_result *res)
     return 0;
 }
 
+/* The verdict of a pair that is not identical (ulpprof/verdict.h), and the
+ * contract's word on it with --contract: set on `res` for the reports. */
+static int diff_judge(const diff_cli *o, const ulp_contract *c, const ulp_snapshot *a,
+                      const ulp_snapshot *b, ulp_diff_result *res, ulp_diff_verdict **v)
+{
+    ulp_error err;
+    if (res->identical && !c)
+        return 0;
+    if (ulp_diff_verdict_compute(a, b, res, v, &err) != ULP_OK ||
+        (c && ulp_contract_judge(c, o->path_a, o->path_b, res, *v, &err) != ULP_OK)) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    res->verdict = *v;
+    return 0;
+}
+
 /* Run directories of per-rank files: rank by rank (cmd_diff_ranks.c). */
 static int diff_runs(const diff_cli *o)
 {
@@ -417,9 +454,19 @@ int cmd_diff(int argc, char **argv)
     int rc = diff_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
-    if (cli_is_dir(o.path_a) || cli_is_dir(o.path_b))
+    if (cli_is_dir(o.path_a) || cli_is_dir(o.path_b)) {
+        if (o.contract) {
+            fprintf(stderr, "ulpprof diff: --contract takes two snapshot files, not run "
+                            "directories\n");
+            return CLI_EXIT_ERROR;
+        }
         return diff_runs(&o);
+    }
     if (ulp_digest_only(o.path_a) || ulp_digest_only(o.path_b)) {
+        if (o.contract) {
+            fprintf(stderr, "ulpprof diff: --contract needs captured tensors, not digests\n");
+            return CLI_EXIT_ERROR;
+        }
         FILE *out = o.out_path ? fopen(o.out_path, "w") : stdout;
         if (out == NULL) {
             cli_error("cannot open '%s' for writing: %s", o.out_path, strerror(errno));
@@ -433,11 +480,25 @@ int cmd_diff(int argc, char **argv)
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_report_stream *rs = diff_stream(&o);
+    ulp_contract *contract = NULL;
+    ulp_diff_verdict *verdict = NULL;
+    ulp_error err;
+    if (o.contract && ulp_contract_read(o.contract, &contract, &err) != ULP_OK) {
+        cli_error("%s", err.msg);
+        ulp_report_stream_free(rs);
+        return CLI_EXIT_ERROR;
+    }
     ulp_diff_result *res = diff_run(&o, &rs, &a, &b);
+    if (res != NULL && diff_judge(&o, contract, a, b, res, &verdict) != 0) {
+        ulp_diff_result_free(res);
+        res = NULL;
+    }
     if (res != NULL && diff_print(&o, res, rs) == 0 && (!o.plot_dir || diff_plot(&o, res) == 0))
         rc = res->identical ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
     ulp_report_stream_free(rs);
     ulp_diff_result_free(res);
+    ulp_diff_verdict_free(verdict);
+    ulp_contract_free(contract);
     ulp_snapshot_close(a);
     ulp_snapshot_close(b);
     return rc;

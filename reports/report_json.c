@@ -435,6 +435,10 @@ void ulp__json_tail(ulp__jw *w, const ulp_diff_result *r, size_t not_identical)
     jamp(w, r);
     jdoubles(w, "temperatures", r->temperatures,
              (uint64_t)(r->n_temperatures > 0 ? r->n_temperatures : 0));
+    if (r->verdict) {
+        ulp__jw_key(w, "verdict");
+        ulp__report_verdict_json(w, r->verdict);
+    }
     ulp__jw_close(w, '}');
     ulp__jw_raw(w, "\n", 1);
     ulp__jw_flush(w);

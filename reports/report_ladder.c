@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "report_priv.h"
+#include "ulpprof/verdict.h"
 
 #define MAX_PAIRS_LISTED  200 /* more: the breaking and deciding pairs only */
 #define MAX_MATRIX_RUNS   60  /* wider matrices do not fit a terminal        */
@@ -193,10 +194,12 @@ static void print_rungs(const out *o, const ulp_ladder_result *r)
                 fprintf(o->f, "; %" PRIu64 " of %" PRIu64 " logits rows flip", p->argmax_flips,
                         p->logits_rows);
         } else if (g->verdict == ULP_LADDER_UNTESTED) {
-            fputs(!g->varied   ? "not varied"
-                  : g->n_mixed ? "only varied together with another rung or key"
-                  : g->n_empty ? "nothing compared: every capture of its pairs is empty"
-                               : "",
+            fputs(!g->varied         ? "not varied"
+                  : g->n_mixed       ? "only varied together with another rung or key"
+                  : g->n_empty       ? "nothing compared: every capture of its pairs is empty"
+                  : g->n_unwitnessed ? "its pairs do not test the cache rung: no side took a "
+                                       "position from its cache"
+                                     : "",
                   o->f);
         }
         fputs(o->md ? " |\n" : "\n", o->f);
@@ -271,6 +274,7 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
         else
             snprintf(decides, sizeof decides, "%s",
                      p->identical && p->elements_compared == 0 ? "none (nothing compared)"
+                     : p->cache_witness == ULP_WITNESS_NONE    ? "none (no cache witness)"
                      : p->uncontrolled                         ? "none (key without rung)"
                      /* Several keys of one rung, and the runs are identical (ladder.h). */
                      : p->rungs != 0 && (p->rungs & (p->rungs - 1)) == 0
@@ -289,12 +293,14 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
         print_keys(o, p, r);
         fputs(o->md ? " | " : "  ", o->f);
         print_first(o, r, p);
+        const char *vk = p->identical ? NULL : ulp_verdict_kind_name((ulp_verdict_kind)p->verdict);
         if (o->md)
-            fprintf(o->f, " | %" PRIu64 " |\n", p->argmax_flips);
+            fprintf(o->f, " | %" PRIu64 "%s%s |\n", p->argmax_flips, vk ? "; " : "", vk ? vk : "");
         else if (p->logits_rows)
-            fprintf(o->f, "  %" PRIu64 " flips\n", p->argmax_flips);
+            fprintf(o->f, "  %" PRIu64 " flips%s%s\n", p->argmax_flips, vk ? "; " : "",
+                    vk ? vk : "");
         else
-            fputc('\n', o->f);
+            fprintf(o->f, "%s%s\n", vk ? "  " : "", vk ? vk : "");
     }
 }
 

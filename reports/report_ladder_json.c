@@ -20,6 +20,7 @@
 #include "common/utf8.h"
 #include "report_json_out.h"
 #include "report_priv.h"
+#include "ulpprof/verdict.h"
 
 /* Whether jansson's json_string(s) is a string: s is not NULL and is UTF-8. */
 static int is_text(const char *s)
@@ -203,6 +204,8 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
     key_count(w, "differing_rows", p->differing_rows);
     key_count(w, "logits_rows", p->logits_rows);
     key_count(w, "elements_compared", p->elements_compared);
+    key_str(w, "verdict", ulp_verdict_kind_name((ulp_verdict_kind)p->verdict));
+    key_str(w, "cache_witness", ulp_cache_witness_name((ulp_cache_witness)p->cache_witness));
     ulp__jw_close(w, '}');
 }
 
@@ -236,6 +239,7 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
     key_int(w, "breaking_pairs", (int64_t)g->n_breaking);
     key_int(w, "mixed_pairs", (int64_t)g->n_mixed);
     key_int(w, "empty_pairs", (int64_t)g->n_empty);
+    key_int(w, "unwitnessed_pairs", (int64_t)g->n_unwitnessed);
     ulp__jw_close(w, '}');
 }
 

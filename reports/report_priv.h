@@ -147,6 +147,12 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
  * writer clears it first) or "write error". */
 ulp_status ulp__report_write_error(ulp_error *err, ulp_status st);
 
+/* report_verdict.c: the verdict (ulpprof/verdict.h) as summary lines and as JSON. */
+struct ulp_diff_verdict;
+void ulp__report_verdict_text(const struct ulp_diff_verdict *v, FILE *f, const char *bullet);
+struct ulp__jw;
+void ulp__report_verdict_json(struct ulp__jw *w, const struct ulp_diff_verdict *v);
+
 /* report_gemm.c: the GEMM calls of a capture. */
 /* "gemms at <where>: A ran ...; B ran ..." when the row has GEMM calls. */
 void ulp__report_summary_gemms(const ulp_diff_row *row, FILE *f, const char *bullet,

@@ -557,6 +557,8 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
     }
     summary_ladder(r, f, bullet, code);
     summary_logits(r, f, bullet, code, 10);
+    if (r->verdict)
+        ulp__report_verdict_text(r->verdict, f, bullet);
 }
 
 ulp_status ulp__report_write_error(ulp_error *err, ulp_status st)

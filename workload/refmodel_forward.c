@@ -90,6 +90,38 @@ static uint64_t block_hash(uint64_t parent, const int32_t *tokens, int n)
     return h ? h : 1;
 }
 
+/*
+ * The defect a test injects (docs/demo.md, "An injected defect"):
+ * ULPPROF_REFMODEL_STALE_KV=B makes a prefix-cache hit serve block B of
+ * the reused chain from a fresh block nobody wrote, holding what an
+ * uninitialized buffer (torch.empty) holds: leftover bits, here finite
+ * bf16 values of every exponent from 2^-20 to 2^20, a pure function of
+ * the slot.  -1 when unset or not a block number.
+ */
+static int stale_block(void)
+{
+    const char *e = getenv("ULPPROF_REFMODEL_STALE_KV");
+    if (e == NULL || *e < '0' || *e > '9')
+        return -1;
+    return atoi(e);
+}
+
+static void fill_garbage(ulp__rm_kvcache *c, int block)
+{
+    size_t n = (size_t)c->layers * (size_t)c->block_size * (size_t)c->kv_dim;
+    size_t at = kv_index(c, block, 0, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (uint64_t)(at + i) * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e5ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        uint16_t sign = (uint16_t)((z >> 20) & 0x8000u), mant = (uint16_t)(z & 0x7fu);
+        uint16_t exp = (uint16_t)(127 - 20 + (int)((z >> 32) % 41));
+        c->k[at + i] = (uint16_t)(sign | (uint16_t)(exp << 7) | mant);
+        c->v[at + i] = (uint16_t)((sign ^ 0x8000u) | (uint16_t)(exp << 7) | (mant ^ 0x55u));
+    }
+}
+
 ulp_status ulp__rm_seq_init(ulp__rm_seq *s, ulp__rm_kvcache *c, const int32_t *tokens, int n,
                             int reuse, int max_reuse, ulp_error *err)
 {
@@ -114,6 +146,15 @@ ulp_status ulp__rm_seq_init(ulp__rm_seq *s, ulp__rm_kvcache *c, const int32_t *t
             s->block_table[b] = found;
             s->computed = (b + 1) * bs;
             parent = h;
+        }
+        int stale = stale_block();
+        if (stale >= 0 && stale < b) {
+            if (c->used >= c->n_blocks) {
+                ulp__rm_seq_release(s);
+                return ulp__error(err, ULP_ERANGE, "KV cache full (%d blocks)", c->n_blocks);
+            }
+            s->block_table[stale] = c->used++;
+            fill_garbage(c, s->block_table[stale]);
         }
     }
     for (; b < nb; b++) {

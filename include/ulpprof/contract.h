@@ -77,6 +77,20 @@ ULP_API ulp_status ulp_contract_check(const ulp_contract *c, const char *const *
 ULP_API ulp_status ulp_contract_compare(const ulp_contract *a, const ulp_contract *b, FILE *out,
                                         int *level, ulp_error *err);
 
+/*
+ * The contract's word on one compared pair (`r`, of runs `path_a` and
+ * `path_b`), into v->contract_verdict and v->contract_text: "bug" when a
+ * claim covers both runs, the pair varies only conditions of that claim's
+ * rung, and the runs differ (the claim is named); "kept" when such claims
+ * exist and the runs are identical; "not promised" when no claim covers
+ * the pair (the reason is given).
+ */
+struct ulp_diff_result;
+struct ulp_diff_verdict;
+ULP_API ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a, const char *path_b,
+                                      const struct ulp_diff_result *r, struct ulp_diff_verdict *v,
+                                      ulp_error *err);
+
 /* Frees a contract.  NULL is accepted. */
 ULP_API void ulp_contract_free(ulp_contract *c);
 

@@ -451,6 +451,9 @@ typedef struct ulp_diff_result {
      * none when every request pairs under its own number. */
     size_t n_request_pairs;
     ulp_diff_request_pair *request_pairs;
+    /* The verdict (ulpprof/verdict.h) the reports show, set by the caller after
+     * ulp_diff_verdict_compute() and owned by it; NULL: none shown. */
+    const struct ulp_diff_verdict *verdict;
 } ulp_diff_result;
 
 /*

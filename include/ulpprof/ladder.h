@@ -115,6 +115,11 @@ typedef struct ulp_ladder_pair {
     uint64_t logits_rows;
     uint64_t elements_compared; /* over the rank pairs (ulp_diff_result's); an
                                    identical pair with 0 decides no rung       */
+    int verdict;                /* ulp_verdict_kind (ulpprof/verdict.h) over the rank pairs:
+                                   defect when one is, else rounding or unknown; 0 identical */
+    int cache_witness;          /* ulp_cache_witness: taken when a rank pair's side took
+                                   positions from its cache; none when a pair on the cache
+                                   rung shows neither did: it decides nothing            */
 } ulp_ladder_pair;
 
 typedef struct ulp_ladder_rung {
@@ -127,10 +132,13 @@ typedef struct ulp_ladder_rung {
     size_t n_deciding, n_breaking, n_mixed; /* pairs: deciding it, of them not identical,
                                                testing it with another rung or key */
     int has_first_break;
-    size_t first_break; /* pair index: of the breaking pairs, the one that
-                           diverges at the lowest layer (then the first)   */
-    size_t n_empty;     /* identical pairs testing it that compared no
-                           element (every capture empty): they decide nothing */
+    size_t first_break;   /* pair index: of the breaking pairs, the one that
+                             diverges at the lowest layer (then the first)   */
+    size_t n_empty;       /* identical pairs testing it that compared no
+                             element (every capture empty): they decide nothing */
+    size_t n_unwitnessed; /* rung 2: pairs whose cache witness is none (neither
+                             side took a position from its cache): they decide
+                             nothing                                         */
 } ulp_ladder_rung;
 
 typedef struct ulp_ladder_result {

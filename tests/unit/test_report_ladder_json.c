@@ -112,6 +112,10 @@ static json_t *ref_pair_json(const ulp_ladder_result *r, const ulp_ladder_pair *
     json_object_set_new(o, "differing_rows", ref_jcount(p->differing_rows));
     json_object_set_new(o, "logits_rows", ref_jcount(p->logits_rows));
     json_object_set_new(o, "elements_compared", ref_jcount(p->elements_compared));
+    static const char *const verdicts[] = {"identical", "rounding", "defect", "unknown"};
+    static const char *const witnesses[] = {"not_cache", "taken", "none", "unknown"};
+    json_object_set_new(o, "verdict", json_string(verdicts[p->verdict]));
+    json_object_set_new(o, "cache_witness", json_string(witnesses[p->cache_witness]));
     return o;
 }
 
@@ -140,6 +144,7 @@ static json_t *ref_rung_json(const ulp_ladder_result *r, const ulp_ladder_rung *
     json_object_set_new(o, "breaking_pairs", json_integer((json_int_t)g->n_breaking));
     json_object_set_new(o, "mixed_pairs", json_integer((json_int_t)g->n_mixed));
     json_object_set_new(o, "empty_pairs", json_integer((json_int_t)g->n_empty));
+    json_object_set_new(o, "unwitnessed_pairs", json_integer((json_int_t)g->n_unwitnessed));
     return o;
 }
 
@@ -306,6 +311,8 @@ static void any_pair(ulp_ladder_pair *p, size_t n_runs, arena *a, ulp_diff_run_k
     p->argmax_flips = any_u64();
     p->logits_rows = any_u64();
     p->elements_compared = any_u64();
+    p->verdict = (int)pick(4);
+    p->cache_witness = (int)pick(4);
 }
 
 enum { RUNS = 6, PAIRS = 12, KEYS = 4, FILES = 3 };
@@ -375,6 +382,7 @@ static void any_result_fill(any_result *x)
         rg->n_breaking = pick(100);
         rg->n_mixed = pick(100);
         rg->n_empty = pick(100);
+        rg->n_unwitnessed = pick(100);
         rg->has_first_break = r->n_pairs && pick(2);
         rg->first_break = r->n_pairs ? pick(r->n_pairs) : 0;
     }

@@ -1,0 +1,120 @@
+/*
+ * The verdict of a pair (ulpprof/verdict.h) in the reports: summary lines
+ * for the table and Markdown, an object for JSON (FORMAT.md "verdict").
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "report_json_out.h"
+#include "report_priv.h"
+#include "ulpprof/verdict.h"
+
+void ulp__report_verdict_text(const ulp_diff_verdict *v, FILE *f, const char *bullet)
+{
+    fprintf(f, "%sverdict: %s\n", bullet, v->summary ? v->summary : "?");
+    for (size_t i = v->kind == ULP_VERDICT_DEFECT ? 1 : 0; i < v->n_evidence; i++)
+        fprintf(f, "%sevidence: %s\n", bullet, v->evidence[i]);
+    if (v->has_logits)
+        fprintf(f,
+                "%snear ties: %llu of %llu logits rows have a top-2 margin below 2P (P = %.3g, "
+                "the largest |dz|), %llu exact ties; %llu argmax flips, %llu of them in those "
+                "rows\n",
+                bullet, (unsigned long long)v->near_ties, (unsigned long long)v->logits_rows,
+                v->perturbation, (unsigned long long)v->exact_ties, (unsigned long long)v->flips,
+                (unsigned long long)v->flips_near);
+    if (v->witness != ULP_WITNESS_NOT_CACHE && v->witness_text)
+        fprintf(f, "%scache witness: %s\n", bullet, v->witness_text);
+    if (v->contract_verdict)
+        fprintf(f, "%scontract: %s: %s\n", bullet, v->contract_verdict,
+                v->contract_text ? v->contract_text : "");
+}
+
+static void kstr(ulp__jw *w, const char *key, const char *s)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_str(w, s); /* null for NULL */
+}
+
+/* A finite x, else null. */
+static void knum(ulp__jw *w, const char *key, double x)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_num(w, x);
+}
+
+static void ku64(ulp__jw *w, const char *key, uint64_t v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_u64(w, v);
+}
+
+static void jbound(ulp__jw *w, const ulp_diff_verdict *v)
+{
+    ulp__jw_key(w, "bound");
+    if (!v->has_bound) {
+        ulp__jw_null(w);
+        return;
+    }
+    ulp__jw_open(w, '{');
+    kstr(w, "site", v->site);
+    ulp__jw_key(w, "layer");
+    if (v->layer >= 0)
+        ulp__jw_int(w, v->layer);
+    else
+        ulp__jw_null(w);
+    knum(w, "max_abs_diff", v->max_abs_diff);
+    knum(w, "scale", v->scale);
+    ulp__jw_key(w, "k");
+    ulp__jw_int(w, (int64_t)v->k);
+    kstr(w, "k_from", v->k_from);
+    kstr(w, "accumulation", v->acc);
+    knum(w, "u_acc", v->u_acc);
+    knum(w, "ulp_out", v->ulp_out);
+    knum(w, "bound", v->bound);
+    knum(w, "ratio", v->ratio);
+    ulp__jw_close(w, '}');
+}
+
+static void jties(ulp__jw *w, const ulp_diff_verdict *v)
+{
+    ulp__jw_key(w, "near_ties");
+    if (!v->has_logits) {
+        ulp__jw_null(w);
+        return;
+    }
+    ulp__jw_open(w, '{');
+    ku64(w, "rows", v->logits_rows);
+    knum(w, "perturbation", v->perturbation);
+    ku64(w, "near_ties", v->near_ties);
+    ku64(w, "exact_ties", v->exact_ties);
+    ku64(w, "flips", v->flips);
+    ku64(w, "flips_near", v->flips_near);
+    ku64(w, "jump_rows", v->jump_rows);
+    ulp__jw_close(w, '}');
+}
+
+void ulp__report_verdict_json(ulp__jw *w, const ulp_diff_verdict *v)
+{
+    ulp__jw_open(w, '{');
+    kstr(w, "kind", ulp_verdict_kind_name(v->kind));
+    kstr(w, "summary", v->summary);
+    ulp__jw_key(w, "evidence");
+    ulp__jw_open(w, '[');
+    for (size_t i = 0; i < v->n_evidence; i++) {
+        ulp__jw_item(w);
+        ulp__jw_str(w, v->evidence[i]);
+    }
+    ulp__jw_close(w, ']');
+    jbound(w, v);
+    ulp__jw_key(w, "growth");
+    if (v->has_growth)
+        ulp__jw_num(w, v->growth);
+    else
+        ulp__jw_null(w);
+    jties(w, v);
+    kstr(w, "cache_witness", ulp_cache_witness_name(v->witness));
+    kstr(w, "cache_witness_text", v->witness_text);
+    kstr(w, "contract", v->contract_verdict);
+    kstr(w, "contract_text", v->contract_text);
+    ulp__jw_close(w, '}');
+}
