@@ -30,10 +30,12 @@ class CaptureError(RuntimeError):
 
 
 class _Options(ctypes.Structure):
-    # ulp_session_options (include/ulpprof/capture.h), the fields we set.
+    # ulp_session_options (include/ulpprof/capture.h), whole: library() checks
+    # its size against ulp_session_options_size().
     _fields_ = [("path", ctypes.c_char_p), ("label", ctypes.c_char_p),
                 ("attrs", ctypes.c_char_p), ("queue_bytes", ctypes.c_size_t),
-                ("writer", ctypes.c_char_p), ("record_env", ctypes.c_int)]
+                ("writer", ctypes.c_char_p), ("record_env", ctypes.c_int),
+                ("observed", ctypes.c_char_p)]
 
 
 class _Desc(ctypes.Structure):
