@@ -92,6 +92,65 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+/* --by name|site|auto. */
+static int parse_by(const char *arg, ulp_diff_options *opts)
+{
+    if (strcmp(arg, "name") == 0)
+        opts->by = ULP_DIFF_BY_NAME;
+    else if (strcmp(arg, "site") == 0)
+        opts->by = ULP_DIFF_BY_SITE;
+    else if (strcmp(arg, "auto") == 0)
+        opts->by = ULP_DIFF_BY_AUTO;
+    else {
+        fprintf(stderr, "ulpprof diff: --by takes name, site or auto, not '%s'\n", arg);
+        return -1;
+    }
+    return 0;
+}
+
+/* One more -t T: a positive finite temperature. */
+static int parse_temperature(const char *arg, ulp_diff_options *opts)
+{
+    char *end;
+    double t = strtod(arg, &end);
+    if (end == arg || *end || !(t > 0) || isinf(t)) {
+        fprintf(stderr, "ulpprof diff: temperature '%s' is not a positive number\n", arg);
+        return -1;
+    }
+    if (opts->n_temperatures == ULP_DIFF_MAX_TEMPERATURES) {
+        fprintf(stderr, "ulpprof diff: at most %d temperatures\n", ULP_DIFF_MAX_TEMPERATURES);
+        return -1;
+    }
+    opts->temperatures[opts->n_temperatures++] = t;
+    return 0;
+}
+
+/* --topk K,...: turns the distribution measures on. */
+static int parse_topk(const char *arg, ulp_diff_options *opts)
+{
+    char buf[256];
+    uint64_t v;
+    opts->distributions = 1;
+    opts->n_topk = 0;
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (parse_u64(tok, &v) || v < 1 || v > 1000000 || opts->n_topk == ULP_DIFF_MAX_TOPK) {
+            fprintf(stderr,
+                    "ulpprof diff: --topk '%s' is not a list of at most %d numbers from 1 to "
+                    "1000000\n",
+                    arg, ULP_DIFF_MAX_TOPK);
+            return -1;
+        }
+        opts->topk[opts->n_topk++] = (int)v;
+    }
+    if (opts->n_topk == 0 || strlen(arg) >= sizeof buf) {
+        fprintf(stderr, "ulpprof diff: --topk '%s' is not a list of numbers\n", arg);
+        return -1;
+    }
+    return 0;
+}
+
 typedef struct diff_cli {
     ulp_diff_options opts;
     ulp_report_format format;
@@ -174,16 +233,8 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
             o->opts.rows = optarg;
             break;
         case OPT_BY:
-            if (strcmp(optarg, "name") == 0) {
-                o->opts.by = ULP_DIFF_BY_NAME;
-            } else if (strcmp(optarg, "site") == 0) {
-                o->opts.by = ULP_DIFF_BY_SITE;
-            } else if (strcmp(optarg, "auto") == 0) {
-                o->opts.by = ULP_DIFF_BY_AUTO;
-            } else {
-                fprintf(stderr, "ulpprof diff: --by takes name, site or auto, not '%s'\n", optarg);
+            if (parse_by(optarg, &o->opts) != 0)
                 return CLI_EXIT_ERROR;
-            }
             break;
         case OPT_MAP:
             o->opts.site_map = optarg;
@@ -191,48 +242,17 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         case OPT_CONTRACT:
             o->contract = optarg;
             break;
-        case 't': {
-            char *end;
-            double t = strtod(optarg, &end);
-            if (end == optarg || *end || !(t > 0) || isinf(t)) {
-                fprintf(stderr, "ulpprof diff: temperature '%s' is not a positive number\n",
-                        optarg);
+        case 't':
+            if (parse_temperature(optarg, &o->opts) != 0)
                 return CLI_EXIT_ERROR;
-            }
-            if (o->opts.n_temperatures == ULP_DIFF_MAX_TEMPERATURES) {
-                fprintf(stderr, "ulpprof diff: at most %d temperatures\n",
-                        ULP_DIFF_MAX_TEMPERATURES);
-                return CLI_EXIT_ERROR;
-            }
-            o->opts.temperatures[o->opts.n_temperatures++] = t;
             break;
-        }
         case OPT_DIST:
             o->opts.distributions = 1;
             break;
-        case OPT_TOPK: {
-            o->opts.distributions = 1;
-            o->opts.n_topk = 0;
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
-                 tok = strtok_r(NULL, ",", &save)) {
-                if (parse_u64(tok, &v) || v < 1 || v > 1000000 ||
-                    o->opts.n_topk == ULP_DIFF_MAX_TOPK) {
-                    fprintf(stderr,
-                            "ulpprof diff: --topk '%s' is not a list of at most %d numbers "
-                            "from 1 to 1000000\n",
-                            optarg, ULP_DIFF_MAX_TOPK);
-                    return CLI_EXIT_ERROR;
-                }
-                o->opts.topk[o->opts.n_topk++] = (int)v;
-            }
-            if (o->opts.n_topk == 0 || strlen(optarg) >= sizeof buf) {
-                fprintf(stderr, "ulpprof diff: --topk '%s' is not a list of numbers\n", optarg);
+        case OPT_TOPK:
+            if (parse_topk(optarg, &o->opts) != 0)
                 return CLI_EXIT_ERROR;
-            }
             break;
-        }
         case 'j':
             if (parse_u64(optarg, &v) || v < 1 || v > 64) {
                 fprintf(stderr, "ulpprof diff: threads '%s' is not a number from 1 to 64\n",
