@@ -92,6 +92,41 @@ static int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
+/* A count from 1 to max (shown as max_text). */
+static int parse_range(const char *what, const char *arg, uint64_t max, const char *max_text,
+                       uint64_t *out)
+{
+    if (parse_u64(arg, out) || *out < 1 || *out > max) {
+        fprintf(stderr, "ulpprof diff: %s '%s' is not a number from 1 to %s\n", what, arg,
+                max_text);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_format(const char *arg, ulp_report_format *out)
+{
+    int fmt = ulp_report_format_from_name(arg);
+    if (fmt < 0) {
+        fprintf(stderr, "ulpprof diff: unknown format '%s' (table, markdown or md, csv, json)\n",
+                arg);
+        return -1;
+    }
+    *out = (ulp_report_format)fmt;
+    return 0;
+}
+
+static int parse_role(const char *arg, ulp_diff_options *opts)
+{
+    if (ulp_role_from_name(arg) < 0) {
+        fprintf(stderr, "ulpprof diff: unknown role '%s' (activation, logits, kv, input, weight)\n",
+                arg);
+        return -1;
+    }
+    opts->role = arg;
+    return 0;
+}
+
 /* --by name|site|auto. */
 static int parse_by(const char *arg, ulp_diff_options *opts)
 {
@@ -202,17 +237,10 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
     while ((c = getopt_long(argc, argv, ":f:o:m:r:t:j:h", longopts, NULL)) != -1) {
         uint64_t v;
         switch (c) {
-        case 'f': {
-            int fmt = ulp_report_format_from_name(optarg);
-            if (fmt < 0) {
-                fprintf(stderr,
-                        "ulpprof diff: unknown format '%s' (table, markdown or md, csv, json)\n",
-                        optarg);
+        case 'f':
+            if (parse_format(optarg, &o->format) != 0)
                 return CLI_EXIT_ERROR;
-            }
-            o->format = (ulp_report_format)fmt;
             break;
-        }
         case 'o':
             o->out_path = optarg;
             break;
@@ -220,14 +248,8 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
             o->opts.match = optarg;
             break;
         case 'r':
-            if (ulp_role_from_name(optarg) < 0) {
-                fprintf(stderr,
-                        "ulpprof diff: unknown role '%s' (activation, logits, kv, input, "
-                        "weight)\n",
-                        optarg);
+            if (parse_role(optarg, &o->opts) != 0)
                 return CLI_EXIT_ERROR;
-            }
-            o->opts.role = optarg;
             break;
         case OPT_ROWS:
             o->opts.rows = optarg;
@@ -254,26 +276,18 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
                 return CLI_EXIT_ERROR;
             break;
         case 'j':
-            if (parse_u64(optarg, &v) || v < 1 || v > 64) {
-                fprintf(stderr, "ulpprof diff: threads '%s' is not a number from 1 to 64\n",
-                        optarg);
+            if (parse_range("threads", optarg, 64, "64", &v) != 0)
                 return CLI_EXIT_ERROR;
-            }
             o->opts.threads = (int)v;
             break;
         case OPT_CHUNK:
-            if (parse_u64(optarg, &v) || v < 1 || v > ((uint64_t)1 << 30)) {
-                fprintf(stderr,
-                        "ulpprof diff: chunk-elements '%s' is not a number from 1 to "
-                        "2^30\n",
-                        optarg);
+            if (parse_range("chunk-elements", optarg, (uint64_t)1 << 30, "2^30", &v) != 0)
                 return CLI_EXIT_ERROR;
-            }
             o->opts.chunk_elements = v;
             break;
         case OPT_COLOR:
             if (strcmp(optarg, "auto") && strcmp(optarg, "always") && strcmp(optarg, "never")) {
-                fprintf(stderr, "ulpprof diff: --color takes auto, always or never\n");
+                fputs("ulpprof diff: --color takes auto, always or never\n", stderr);
                 return CLI_EXIT_ERROR;
             }
             o->color = optarg;
