@@ -68,14 +68,33 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "run"
 
 
+# ulpprof.torch files a token's k-th recomputation under request + k * _REPEAT
+# (docs/python.md, "Several prompts, threads, recomputed tokens").
+_REPEAT = 1000000
+
+
+def _request_starts(c) -> Dict[int, int]:
+    """{request: the first position that capture (pass) computed for it},
+    a request's recomputed tokens (filed under request + k * _REPEAT)
+    counted as the request's: a pass that recomputes positions 0-31 and
+    computes 32-39 for the first time starts at 0, not at 32."""
+    out: Dict[int, int] = {}
+    for r, ps in c.request_positions().items():
+        base = r % _REPEAT
+        out[base] = min(out.get(base, ps[0]), ps[0])
+    return out
+
+
 def _pass_starts(snap: Snapshot) -> Dict[tuple, int]:
     """{(name, request, position): the first position of that request in
-    the capture (pass) that computed it}."""
-    out = {}
+    the earliest capture (pass) that computed it}."""
+    out: Dict[tuple, int] = {}
     for c in snap.captures:
+        starts = _request_starts(c)
         for r, ps in c.request_positions().items():
             for p in ps:
-                out[(c.name, r, p)] = ps[0]
+                k = (c.name, r % _REPEAT, p)
+                out[k] = min(out.get(k, starts[r % _REPEAT]), starts[r % _REPEAT])
     return out
 
 
@@ -84,12 +103,13 @@ def _took_from_cache(miss: Snapshot, hit: Snapshot) -> bool:
     in a pass together with earlier positions: the earlier positions then
     came from the hit's cache (as `cached_tokens > 0`).  A pass that starts
     where the miss's pass starts too (a decode step) is not counted, nor a
-    hit that computed each request from its first position in every pass."""
+    hit that computed each request from its first position in every pass
+    (recomputing the positions it had computed before: a fresh cache)."""
     starts = _pass_starts(miss)
     for c in hit.captures:
-        for r, ps in c.request_positions().items():
-            m = starts.get((c.name, r, ps[0]))
-            if m is not None and m < ps[0]:
+        for r, first in _request_starts(c).items():
+            m = starts.get((c.name, r, first))
+            if m is not None and m < first:
                 return True
     return False
 
