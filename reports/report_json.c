@@ -17,48 +17,6 @@
 #include "report_json_out.h"
 #include "report_priv.h"
 
-/* A key and its value, for the document around the rows. */
-static void kstr(ulp__jw *w, const char *key, const char *s)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_str(w, s); /* null for NULL */
-}
-
-static void kint(ulp__jw *w, const char *key, int64_t v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_int(w, v);
-}
-
-/* v, or null without it. */
-static void kint_or_null(ulp__jw *w, const char *key, int has, int64_t v)
-{
-    ulp__jw_key(w, key);
-    if (has)
-        ulp__jw_int(w, v);
-    else
-        ulp__jw_null(w);
-}
-
-static void ku64(ulp__jw *w, const char *key, uint64_t v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_u64(w, v);
-}
-
-/* A finite v, else null (JSON cannot spell the others). */
-static void knum(ulp__jw *w, const char *key, double v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_num(w, v);
-}
-
-static void kbool(ulp__jw *w, const char *key, int v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_bool(w, v);
-}
-
 static void jdoubles(ulp__jw *w, const char *key, const double *v, uint64_t n)
 {
     ulp__jw_key(w, key);
@@ -80,20 +38,20 @@ static void jparts(ulp__jw *w, const ulp_diff_result *r)
         int lg = p->has_logits;
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        kint(w, "request", p->request);
-        kint(w, "position", p->position);
-        kint(w, "token_a", p->token_a);
-        kint(w, "token_b", p->token_b);
-        kstr(w, "from", p->from_ids ? "ids" : "argmax");
-        kstr(w, "source", p->source);
-        kstr(w, "logits", lg ? p->logits : NULL);
-        kint_or_null(w, "logits_position", lg, p->position - 1);
-        kint_or_null(w, "step", lg && p->step >= 0, p->step);
-        kint_or_null(w, "argmax_a", lg, p->argmax_a);
-        kint_or_null(w, "argmax_b", lg, p->argmax_b);
-        knum(w, "margin_a", lg ? p->margin_a : (double)NAN);
-        knum(w, "margin_b", lg ? p->margin_b : (double)NAN);
-        ku64(w, "positions_parted", p->positions_parted);
+        ulp__jw_kint(w, "request", p->request);
+        ulp__jw_kint(w, "position", p->position);
+        ulp__jw_kint(w, "token_a", p->token_a);
+        ulp__jw_kint(w, "token_b", p->token_b);
+        ulp__jw_kstr(w, "from", p->from_ids ? "ids" : "argmax");
+        ulp__jw_kstr(w, "source", p->source);
+        ulp__jw_kstr(w, "logits", lg ? p->logits : NULL);
+        ulp__jw_kint_or_null(w, "logits_position", lg, p->position - 1);
+        ulp__jw_kint_or_null(w, "step", lg && p->step >= 0, p->step);
+        ulp__jw_kint_or_null(w, "argmax_a", lg, p->argmax_a);
+        ulp__jw_kint_or_null(w, "argmax_b", lg, p->argmax_b);
+        ulp__jw_knum(w, "margin_a", lg ? p->margin_a : (double)NAN);
+        ulp__jw_knum(w, "margin_b", lg ? p->margin_b : (double)NAN);
+        ulp__jw_ku64(w, "positions_parted", p->positions_parted);
         ulp__jw_close(w, '}');
     }
     ulp__jw_close(w, ']');
@@ -114,8 +72,8 @@ static void jrequests(ulp__jw *w, const char *key, const ulp_diff_result *r, int
             continue;
         }
         ulp__jw_open(w, '{');
-        kint(w, "b", p->b);
-        kint(w, "a", p->a);
+        ulp__jw_kint(w, "b", p->b);
+        ulp__jw_kint(w, "a", p->a);
         ulp__jw_close(w, '}');
     }
     ulp__jw_close(w, ']');
@@ -128,13 +86,13 @@ static void jstat(ulp__jw *w, const char *key, const ulp_diff_dist_stat *s)
     ulp__jw_key(w, key);
     ulp__jw_open(w, '{');
     if (has) {
-        knum(w, "max", s->max);
-        knum(w, "mean", s->mean);
+        ulp__jw_knum(w, "max", s->max);
+        ulp__jw_knum(w, "mean", s->mean);
     } else {
-        kstr(w, "max", NULL);
-        kstr(w, "mean", NULL);
+        ulp__jw_kstr(w, "max", NULL);
+        ulp__jw_kstr(w, "mean", NULL);
     }
-    kint_or_null(w, "max_row", has, s->max_row);
+    ulp__jw_kint_or_null(w, "max_row", has, s->max_row);
     ulp__jw_close(w, '}');
 }
 
@@ -144,22 +102,22 @@ static void jdist(ulp__jw *w, const ulp_diff_logits *lg)
     const ulp_diff_dist *d = &lg->dist;
     ulp__jw_key(w, "distributions");
     ulp__jw_open(w, '{');
-    kstr(w, "softmax", "float64, temperature 1");
+    ulp__jw_kstr(w, "softmax", "float64, temperature 1");
     jstat(w, "kl_ab", &d->kl_ab_s);
     jstat(w, "kl_ba", &d->kl_ba_s);
     jstat(w, "dlogp_top", &d->dlogp_top_s);
     jstat(w, "mean_abs_diff", &d->mean_abs_s);
     jstat(w, "rel_diff", &d->rel_diff_s);
-    knum(w, "same_top_fraction", d->same_top_fraction);
+    ulp__jw_knum(w, "same_top_fraction", d->same_top_fraction);
     ulp__jw_key(w, "topk");
     ulp__jw_open(w, '[');
     for (int q = 0; q < d->n_topk; q++) {
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        kint(w, "k", d->topk[q]);
-        knum(w, "mean", d->topk_mean[q]);
-        knum(w, "min", d->topk_min[q]);
-        kint_or_null(w, "min_row", d->topk_min_row[q] >= 0, d->topk_min_row[q]);
+        ulp__jw_kint(w, "k", d->topk[q]);
+        ulp__jw_knum(w, "mean", d->topk_mean[q]);
+        ulp__jw_knum(w, "min", d->topk_min[q]);
+        ulp__jw_kint_or_null(w, "min_row", d->topk_min_row[q] >= 0, d->topk_min_row[q]);
         ulp__jw_close(w, '}');
     }
     ulp__jw_close(w, ']');
@@ -183,19 +141,23 @@ static void jflip(ulp__jw *w, const ulp_diff_flip *f)
 {
     ulp__jw_item(w);
     ulp__jw_open(w, '{');
-    ku64(w, "row", f->row);
-    kint(w, "argmax_a", f->argmax_a);
-    kint(w, "argmax_b", f->argmax_b);
-    knum(w, "margin_a", f->margin_a);
-    knum(w, "margin_b", f->margin_b);
-    knum(w, "gap_a", f->gap_a);
-    knum(w, "gap_b", f->gap_b);
-    knum(w, "gap_perturbation", f->gap_perturbation);
-    knum(w, "magnitude", f->magnitude);
-    knum(w, "gap_perturbation_ulps", f->gap_perturbation_ulps);
-    kint_or_null(w, "request", f->position >= 0, f->request);
-    kint_or_null(w, "position", f->position >= 0, f->position);
-    kstr(w, "tied", f->tied_a && f->tied_b ? "both" : f->tied_a ? "a" : f->tied_b ? "b" : NULL);
+    ulp__jw_ku64(w, "row", f->row);
+    ulp__jw_kint(w, "argmax_a", f->argmax_a);
+    ulp__jw_kint(w, "argmax_b", f->argmax_b);
+    ulp__jw_knum(w, "margin_a", f->margin_a);
+    ulp__jw_knum(w, "margin_b", f->margin_b);
+    ulp__jw_knum(w, "gap_a", f->gap_a);
+    ulp__jw_knum(w, "gap_b", f->gap_b);
+    ulp__jw_knum(w, "gap_perturbation", f->gap_perturbation);
+    ulp__jw_knum(w, "magnitude", f->magnitude);
+    ulp__jw_knum(w, "gap_perturbation_ulps", f->gap_perturbation_ulps);
+    ulp__jw_kint_or_null(w, "request", f->position >= 0, f->request);
+    ulp__jw_kint_or_null(w, "position", f->position >= 0, f->position);
+    ulp__jw_kstr(w, "tied",
+                 f->tied_a && f->tied_b ? "both"
+                 : f->tied_a            ? "a"
+                 : f->tied_b            ? "b"
+                                        : NULL);
     ulp__jw_close(w, '}');
 }
 
@@ -209,11 +171,11 @@ static void jties(ulp__jw *w, const ulp_diff_logits *lg)
             continue;
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        ku64(w, "row", r);
-        kint(w, "argmax_a", lg->argmax_a[r]);
-        kint(w, "argmax_b", lg->argmax_b[r]);
-        knum(w, "margin_a", lg->margin_a[r]);
-        knum(w, "margin_b", lg->margin_b[r]);
+        ulp__jw_ku64(w, "row", r);
+        ulp__jw_kint(w, "argmax_a", lg->argmax_a[r]);
+        ulp__jw_kint(w, "argmax_b", lg->argmax_b[r]);
+        ulp__jw_knum(w, "margin_a", lg->margin_a[r]);
+        ulp__jw_knum(w, "margin_b", lg->margin_b[r]);
         /* In row order: few ties.  The last flip of the row gives the key
          * its value, where the first set it. */
         size_t hit = lg->n_flips;
@@ -221,8 +183,8 @@ static void jties(ulp__jw *w, const ulp_diff_logits *lg)
             if (lg->flips[k].row == r && lg->flips[k].position >= 0)
                 hit = k;
         if (hit < lg->n_flips) {
-            kint(w, "request", lg->flips[hit].request);
-            kint(w, "position", lg->flips[hit].position);
+            ulp__jw_kint(w, "request", lg->flips[hit].request);
+            ulp__jw_kint(w, "position", lg->flips[hit].position);
         }
         ulp__jw_close(w, '}');
     }
@@ -244,20 +206,20 @@ static void jlogits(ulp__jw *w, const ulp_diff_logits *lg)
 {
     ulp__jw_item(w);
     ulp__jw_open(w, '{');
-    kstr(w, "name", lg->name);
-    kint(w, "occurrence", lg->occurrence);
-    ku64(w, "rows", lg->rows);
-    ku64(w, "argmax_flips", lg->argmax_flips);
+    ulp__jw_kstr(w, "name", lg->name);
+    ulp__jw_kint(w, "occurrence", lg->occurrence);
+    ulp__jw_ku64(w, "rows", lg->rows);
+    ulp__jw_ku64(w, "argmax_flips", lg->argmax_flips);
     ulp__jw_key(w, "flipped");
     ulp__jw_open(w, '[');
     for (size_t k = 0; k < lg->n_flips; k++)
         jflip(w, &lg->flips[k]);
     ulp__jw_close(w, ']');
-    ku64(w, "argmax_ties", lg->argmax_ties);
+    ulp__jw_ku64(w, "argmax_ties", lg->argmax_ties);
     jties(w, lg);
-    kstr(w, "dtype", ulp_dtype_name(lg->dtype));
-    ku64(w, "vocab", lg->vocab);
-    ku64(w, "rows_at_risk", lg->rows_at_risk);
+    ulp__jw_kstr(w, "dtype", ulp_dtype_name(lg->dtype));
+    ulp__jw_ku64(w, "vocab", lg->vocab);
+    ulp__jw_ku64(w, "rows_at_risk", lg->rows_at_risk);
     ulp__jw_key(w, "at_risk");
     ulp__jw_open(w, '[');
     for (uint64_t r = 0; r < lg->rows; r++)
@@ -280,11 +242,11 @@ static void jlogits(ulp__jw *w, const ulp_diff_logits *lg)
         const ulp_diff_sampling *s = &lg->sampling[k];
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        knum(w, "temperature", s->temperature);
-        knum(w, "tv_mean", s->tv_mean);
-        knum(w, "tv_max", s->tv_max);
-        knum(w, "p_differ_mean", s->p_differ_mean);
-        knum(w, "p_differ_max", s->p_differ_max);
+        ulp__jw_knum(w, "temperature", s->temperature);
+        ulp__jw_knum(w, "tv_mean", s->tv_mean);
+        ulp__jw_knum(w, "tv_max", s->tv_max);
+        ulp__jw_knum(w, "p_differ_mean", s->p_differ_mean);
+        ulp__jw_knum(w, "p_differ_max", s->p_differ_max);
         jdoubles(w, "tv", s->tv, lg->rows);
         jdoubles(w, "p_differ", s->p_differ, lg->rows);
         ulp__jw_close(w, '}');
@@ -299,8 +261,8 @@ static void jside(ulp__jw *w, const char *key, const char *path, const char *lab
 {
     ulp__jw_key(w, key);
     ulp__jw_open(w, '{');
-    kstr(w, "path", path);
-    kstr(w, "label", label);
+    ulp__jw_kstr(w, "path", path);
+    ulp__jw_kstr(w, "label", label);
     ulp__jw_close(w, '}');
 }
 
@@ -313,22 +275,22 @@ static void jfirst(ulp__jw *w, const ulp_diff_result *r)
     }
     const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
     ulp__jw_open(w, '{');
-    kstr(w, "name", row->name);
+    ulp__jw_kstr(w, "name", row->name);
     if (r->by_site) {
-        kstr(w, "name_b", row->name_b);
-        kstr(w, "site", row->site);
+        ulp__jw_kstr(w, "name_b", row->name_b);
+        ulp__jw_kstr(w, "site", row->site);
     }
-    kint(w, "occurrence", row->occurrence);
-    kint_or_null(w, "layer", row->layer >= 0, row->layer);
-    kint(w, "row", (int64_t)r->first_divergence);
-    kstr(w, "status", ulp_diff_status_name(row->status));
+    ulp__jw_kint(w, "occurrence", row->occurrence);
+    ulp__jw_kint_or_null(w, "layer", row->layer >= 0, row->layer);
+    ulp__jw_kint(w, "row", (int64_t)r->first_divergence);
+    ulp__jw_kstr(w, "status", ulp_diff_status_name(row->status));
     int key = row->aligned && row->first_position >= 0;
-    kint_or_null(w, "request", key, row->first_request);
-    kint_or_null(w, "position", key, row->first_position);
-    kstr(w, "origin", ulp_diff_origin_name(row->origin));
+    ulp__jw_kint_or_null(w, "request", key, row->first_request);
+    ulp__jw_kint_or_null(w, "position", key, row->first_position);
+    ulp__jw_kstr(w, "origin", ulp_diff_origin_name(row->origin));
     char text[2048];
     ulp__first_divergence_text(r, text, sizeof text, "");
-    kstr(w, "text", text);
+    ulp__jw_kstr(w, "text", text);
     ulp__json_kernels(w, row);
     ulp__jw_close(w, '}');
 }
@@ -344,26 +306,26 @@ static void jladder(ulp__jw *w, const ulp_diff_result *r)
         ulp__jw_str(w, r->ladder.keys[i].key);
     }
     ulp__jw_close(w, ']');
-    kint_or_null(w, "level", r->ladder.level != ULP_DIFF_LADDER_NONE, r->ladder.level);
-    kstr(w, "level_name", r->ladder.level_name);
+    ulp__jw_kint_or_null(w, "level", r->ladder.level != ULP_DIFF_LADDER_NONE, r->ladder.level);
+    ulp__jw_kstr(w, "level_name", r->ladder.level_name);
     ulp__jw_key(w, "keys");
     ulp__jw_open(w, '[');
     for (size_t i = 0; i < r->ladder.n_keys; i++) {
         const ulp_diff_run_key *k = &r->ladder.keys[i];
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        kstr(w, "key", k->key);
-        kstr(w, "a", k->value_a);
-        kstr(w, "b", k->value_b);
-        kint_or_null(w, "level", k->level != ULP_DIFF_LADDER_NONE, k->level);
+        ulp__jw_kstr(w, "key", k->key);
+        ulp__jw_kstr(w, "a", k->value_a);
+        ulp__jw_kstr(w, "b", k->value_b);
+        ulp__jw_kint_or_null(w, "level", k->level != ULP_DIFF_LADDER_NONE, k->level);
         ulp__jw_close(w, '}');
     }
     ulp__jw_close(w, ']');
     /* No rung verdict on nothing: every capture compared empty. */
-    kstr(w, "verdict",
-         r->identical && r->elements_compared == 0 ? NULL
-         : r->identical                            ? "holds"
-                                                   : "breaks");
+    ulp__jw_kstr(w, "verdict",
+                 r->identical && r->elements_compared == 0 ? NULL
+                 : r->identical                            ? "holds"
+                                                           : "breaks");
     ulp__jw_close(w, '}');
 }
 
@@ -371,15 +333,15 @@ static void jsummary(ulp__jw *w, const ulp_diff_result *r, size_t not_identical)
 {
     ulp__jw_key(w, "summary");
     ulp__jw_open(w, '{');
-    kint(w, "rows", (int64_t)r->n_rows);
-    kint(w, "shared", (int64_t)r->n_shared);
-    kint(w, "only_in_a", (int64_t)r->n_only_a);
-    kint(w, "only_in_b", (int64_t)r->n_only_b);
-    kint(w, "not_identical", (int64_t)not_identical);
-    kint(w, "elements_compared", (int64_t)r->elements_compared);
+    ulp__jw_kint(w, "rows", (int64_t)r->n_rows);
+    ulp__jw_kint(w, "shared", (int64_t)r->n_shared);
+    ulp__jw_kint(w, "only_in_a", (int64_t)r->n_only_a);
+    ulp__jw_kint(w, "only_in_b", (int64_t)r->n_only_b);
+    ulp__jw_kint(w, "not_identical", (int64_t)not_identical);
+    ulp__jw_kint(w, "elements_compared", (int64_t)r->elements_compared);
     if (r->by_site) /* absent when paired by name: older reports stay as they were */
-        kstr(w, "paired_by", "site");
-    kbool(w, "no_shared_captures", r->n_shared == 0 && r->n_rows > 0);
+        ulp__jw_kstr(w, "paired_by", "site");
+    ulp__jw_kbool(w, "no_shared_captures", r->n_shared == 0 && r->n_rows > 0);
     ulp__jw_close(w, '}');
 }
 
@@ -394,27 +356,27 @@ static void jamp(ulp__jw *w, const ulp_diff_result *r)
     const ulp_diff_row *f = ulp_diff_result_row(r, a->first_row);
     const ulp_diff_row *l = ulp_diff_result_row(r, a->last_row);
     ulp__jw_open(w, '{');
-    kstr(w, "first", f->name);
-    kint(w, "first_occurrence", f->occurrence);
-    kstr(w, "last", l->name);
-    kint(w, "last_occurrence", l->occurrence);
-    knum(w, "differing_fraction_first", a->frac_first);
-    knum(w, "differing_fraction_last", a->frac_last);
-    knum(w, "differing_fraction_factor", a->frac_factor);
-    knum(w, "max_abs_diff_first", a->abs_first);
-    knum(w, "max_abs_diff_last", a->abs_last);
-    knum(w, "max_abs_diff_factor", a->abs_factor);
+    ulp__jw_kstr(w, "first", f->name);
+    ulp__jw_kint(w, "first_occurrence", f->occurrence);
+    ulp__jw_kstr(w, "last", l->name);
+    ulp__jw_kint(w, "last_occurrence", l->occurrence);
+    ulp__jw_knum(w, "differing_fraction_first", a->frac_first);
+    ulp__jw_knum(w, "differing_fraction_last", a->frac_last);
+    ulp__jw_knum(w, "differing_fraction_factor", a->frac_factor);
+    ulp__jw_knum(w, "max_abs_diff_first", a->abs_first);
+    ulp__jw_knum(w, "max_abs_diff_last", a->abs_last);
+    ulp__jw_knum(w, "max_abs_diff_factor", a->abs_factor);
     ulp__jw_close(w, '}');
 }
 
 void ulp__json_head(ulp__jw *w, const ulp_diff_result *r)
 {
     ulp__jw_open(w, '{');
-    kstr(w, "format", "ulpprof-diff");
-    kint(w, "format_version", 1);
+    ulp__jw_kstr(w, "format", "ulpprof-diff");
+    ulp__jw_kint(w, "format_version", 1);
     jside(w, "a", r->path_a, r->label_a);
     jside(w, "b", r->path_b, r->label_b);
-    kbool(w, "identical", r->identical);
+    ulp__jw_kbool(w, "identical", r->identical);
     jfirst(w, r);
     ulp__jw_key(w, "rows");
     ulp__jw_flush(w);

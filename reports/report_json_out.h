@@ -84,6 +84,43 @@ void ulp__jw_num(ulp__jw *w, double v);
 /* A string, \udcXX for each byte that is not UTF-8; null for NULL. */
 void ulp__jw_str(ulp__jw *w, const char *s);
 
+/* A key and its value, as the documents' fields are written. */
+static inline void ulp__jw_kstr(ulp__jw *w, const char *key, const char *s)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_str(w, s); /* null for NULL */
+}
+static inline void ulp__jw_kint(ulp__jw *w, const char *key, int64_t v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_int(w, v);
+}
+/* v, or null when `has` is 0. */
+static inline void ulp__jw_kint_or_null(ulp__jw *w, const char *key, int has, int64_t v)
+{
+    ulp__jw_key(w, key);
+    if (has)
+        ulp__jw_int(w, v);
+    else
+        ulp__jw_null(w);
+}
+static inline void ulp__jw_ku64(ulp__jw *w, const char *key, uint64_t v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_u64(w, v);
+}
+/* A finite v, else null (JSON cannot spell the others). */
+static inline void ulp__jw_knum(ulp__jw *w, const char *key, double v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_num(w, v);
+}
+static inline void ulp__jw_kbool(ulp__jw *w, const char *key, int v)
+{
+    ulp__jw_key(w, key);
+    ulp__jw_bool(w, v);
+}
+
 /* report_json_row.c: one row of the report's "rows", from its '{' to its '}'. */
 struct ulp_diff_row;
 void ulp__json_row(ulp__jw *w, const struct ulp_diff_row *row);

@@ -50,18 +50,6 @@ static void jkernels(ulp__jw *w, const ulp_diff_kernel *k, size_t n)
     ulp__jw_close(w, ']');
 }
 
-static void kv_str(ulp__jw *w, const char *key, const char *v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_str(w, v);
-}
-
-static void kv_int(ulp__jw *w, const char *key, int64_t v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_int(w, v);
-}
-
 /* The objects of `gemms_a` / `gemms_b` (FORMAT.md). */
 static void jgemms(ulp__jw *w, const ulp_gemm_info *g, size_t n)
 {
@@ -69,28 +57,28 @@ static void jgemms(ulp__jw *w, const ulp_gemm_info *g, size_t n)
     for (size_t i = 0; i < n; i++) {
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        kv_int(w, "seq", (int64_t)g[i].seq);
-        kv_str(w, "api", g[i].api);
-        kv_int(w, "m", g[i].m);
-        kv_int(w, "n", g[i].n);
-        kv_int(w, "k", g[i].k);
-        kv_int(w, "batch", g[i].batch);
-        kv_str(w, "transa", g[i].transa);
-        kv_str(w, "transb", g[i].transb);
-        kv_str(w, "a_type", g[i].a_type);
-        kv_str(w, "b_type", g[i].b_type);
-        kv_str(w, "c_type", g[i].c_type);
-        kv_str(w, "d_type", g[i].d_type);
-        kv_str(w, "compute", g[i].compute);
-        kv_str(w, "algo", g[i].algo);
-        kv_int(w, "algo_id", g[i].algo_id);
-        kv_str(w, "tile", g[i].tile);
-        kv_str(w, "stages", g[i].stages);
-        kv_int(w, "splitk", g[i].splitk);
-        kv_str(w, "reduction", g[i].reduction);
-        kv_str(w, "cluster", g[i].cluster);
-        kv_int(w, "workspace", (int64_t)g[i].workspace);
-        kv_int(w, "status", g[i].status);
+        ulp__jw_kint(w, "seq", (int64_t)g[i].seq);
+        ulp__jw_kstr(w, "api", g[i].api);
+        ulp__jw_kint(w, "m", g[i].m);
+        ulp__jw_kint(w, "n", g[i].n);
+        ulp__jw_kint(w, "k", g[i].k);
+        ulp__jw_kint(w, "batch", g[i].batch);
+        ulp__jw_kstr(w, "transa", g[i].transa);
+        ulp__jw_kstr(w, "transb", g[i].transb);
+        ulp__jw_kstr(w, "a_type", g[i].a_type);
+        ulp__jw_kstr(w, "b_type", g[i].b_type);
+        ulp__jw_kstr(w, "c_type", g[i].c_type);
+        ulp__jw_kstr(w, "d_type", g[i].d_type);
+        ulp__jw_kstr(w, "compute", g[i].compute);
+        ulp__jw_kstr(w, "algo", g[i].algo);
+        ulp__jw_kint(w, "algo_id", g[i].algo_id);
+        ulp__jw_kstr(w, "tile", g[i].tile);
+        ulp__jw_kstr(w, "stages", g[i].stages);
+        ulp__jw_kint(w, "splitk", g[i].splitk);
+        ulp__jw_kstr(w, "reduction", g[i].reduction);
+        ulp__jw_kstr(w, "cluster", g[i].cluster);
+        ulp__jw_kint(w, "workspace", (int64_t)g[i].workspace);
+        ulp__jw_kint(w, "status", g[i].status);
         ulp__jw_close(w, '}');
     }
     ulp__jw_close(w, ']');
@@ -124,8 +112,8 @@ static void jkey(ulp__jw *w, const char *name, int has, int64_t request, int64_t
         return;
     }
     ulp__jw_open(w, '{');
-    kv_int(w, "request", request);
-    kv_int(w, "position", position);
+    ulp__jw_kint(w, "request", request);
+    ulp__jw_kint(w, "position", position);
     ulp__jw_close(w, '}');
 }
 
@@ -156,12 +144,13 @@ static void jruns(ulp__jw *w, const ulp_diff_row *row)
     while (ulp__next_run(row, &k, &run)) {
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        kv_int(w, "request", run.request);
-        kv_int(w, "first", run.first);
-        kv_int(w, "last", run.last);
-        kv_str(w, "origin", ulp_diff_origin_name(run.origin));
-        kv_str(w, "input",
-               run.input >= 0 && (size_t)run.input < row->n_inputs ? row->inputs[run.input] : NULL);
+        ulp__jw_kint(w, "request", run.request);
+        ulp__jw_kint(w, "first", run.first);
+        ulp__jw_kint(w, "last", run.last);
+        ulp__jw_kstr(w, "origin", ulp_diff_origin_name(run.origin));
+        ulp__jw_kstr(w, "input",
+                     run.input >= 0 && (size_t)run.input < row->n_inputs ? row->inputs[run.input]
+                                                                         : NULL);
         ulp__jw_key(w, "occurrences_a");
         joccurrences(w, row, run.k0, run.k1, 0);
         ulp__jw_key(w, "occurrences_b");
@@ -192,7 +181,7 @@ static void set_aligned_keys(ulp__jw *w, const ulp_diff_row *row)
         ulp__jw_str(w, row->inputs[k]);
     }
     ulp__jw_close(w, ']');
-    kv_str(w, "origin", ulp_diff_origin_name(row->origin));
+    ulp__jw_kstr(w, "origin", ulp_diff_origin_name(row->origin));
     ulp__jw_key(w, "differing_positions");
     jruns(w, row);
     ulp__jw_key(w, "capture_next");
@@ -201,10 +190,10 @@ static void set_aligned_keys(ulp__jw *w, const ulp_diff_row *row)
         return;
     }
     ulp__jw_open(w, '{');
-    kv_str(w, "name", row->capture_next);
-    kv_int(w, "request", row->capture_request);
-    kv_int(w, "first", row->capture_first);
-    kv_int(w, "last", row->capture_last);
+    ulp__jw_kstr(w, "name", row->capture_next);
+    ulp__jw_kint(w, "request", row->capture_request);
+    ulp__jw_kint(w, "first", row->capture_first);
+    ulp__jw_kint(w, "last", row->capture_last);
     ulp__jw_close(w, '}');
 }
 
@@ -214,16 +203,16 @@ static void set_aligned(ulp__jw *w, const ulp_diff_row *row)
     ulp__jw_key(w, "aligned");
     ulp__jw_bool(w, row->aligned);
     if (row->positions_in != NULL)
-        kv_str(w, "positions_only_on", row->positions_in);
+        ulp__jw_kstr(w, "positions_only_on", row->positions_in);
     if (row->hint != NULL)
-        kv_str(w, "hint", row->hint);
+        ulp__jw_kstr(w, "hint", row->hint);
     if (row->sliced) {
         ulp__jw_key(w, "rows_slice");
         ulp__jw_open(w, '{');
-        kv_int(w, "axis", row->token_axis);
-        kv_int(w, "first_a", row->slice_first_a);
-        kv_int(w, "first_b", row->slice_first_b);
-        kv_int(w, "count", row->slice_rows);
+        ulp__jw_kint(w, "axis", row->token_axis);
+        ulp__jw_kint(w, "first_a", row->slice_first_a);
+        ulp__jw_kint(w, "first_b", row->slice_first_b);
+        ulp__jw_kint(w, "count", row->slice_rows);
         ulp__jw_close(w, '}');
     }
     if (row->aligned)
@@ -234,7 +223,7 @@ static void jbits(ulp__jw *w, const char *key, uint64_t bits, ulp_dtype dt)
 {
     char b[24];
     snprintf(b, sizeof b, "0x%0*" PRIx64, (int)(2 * ulp_dtype_size(dt)), bits);
-    kv_str(w, key, b);
+    ulp__jw_kstr(w, key, b);
 }
 
 /* The keys of a compared row's metrics after "seq_b" / "shape_b". */
@@ -268,7 +257,7 @@ static void set_metrics(ulp__jw *w, const ulp_diff_row *row)
     ulp__jw_key(w, "worst_index");
     if (m->worst_flat >= 0) {
         jshape(w, row->ndim_a, m->worst_index);
-        kv_int(w, "worst_flat", m->worst_flat);
+        ulp__jw_kint(w, "worst_flat", m->worst_flat);
         ulp__jw_key(w, "worst_a");
         ulp__jw_num(w, m->worst_a);
         ulp__jw_key(w, "worst_b");
@@ -291,9 +280,9 @@ static void set_metrics(ulp__jw *w, const ulp_diff_row *row)
 /* A row of two dtypes, compared in the coarser one (FORMAT.md "Different dtypes"). */
 static void set_rounded(ulp__jw *w, const ulp_diff_row *row)
 {
-    kv_str(w, "compared_in", ulp_dtype_name(row->compared_dtype));
-    kv_str(w, "rounded_side", row->rounded_side ? "b" : "a");
-    kv_str(w, "rounding", "nearest_even");
+    ulp__jw_kstr(w, "compared_in", ulp_dtype_name(row->compared_dtype));
+    ulp__jw_kstr(w, "rounded_side", row->rounded_side ? "b" : "a");
+    ulp__jw_kstr(w, "rounding", "nearest_even");
     ulp__jw_key(w, "rounded_equal");
     ulp__jw_u64(w, row->rounded_equal);
     ulp__jw_key(w, "rounded_equal_fraction");
@@ -327,15 +316,15 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
     int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
 
     ulp__jw_open(w, '{');
-    kv_str(w, "name", row->name);
-    kv_int(w, "occurrence", row->occurrence);
+    ulp__jw_kstr(w, "name", row->name);
+    ulp__jw_kint(w, "occurrence", row->occurrence);
     optional_int(w, "layer", row->layer >= 0, row->layer);
     if (row->site != NULL || row->name_b != NULL) { /* paired by site */
-        kv_str(w, "name_b", row->name_b);
-        kv_str(w, "site", row->site);
+        ulp__jw_kstr(w, "name_b", row->name_b);
+        ulp__jw_kstr(w, "site", row->site);
     }
-    kv_str(w, "role", row->role);
-    kv_str(w, "dtype", ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
+    ulp__jw_kstr(w, "role", row->role);
+    ulp__jw_kstr(w, "dtype", ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
     ulp__jw_key(w, "shape");
     if (side_b)
         jshape(w, row->ndim_b, row->shape_b);
@@ -343,7 +332,7 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
         jshape(w, row->ndim_a, row->shape_a);
     ulp__jw_key(w, "elements");
     ulp__jw_u64(w, row->elements);
-    kv_str(w, "status", ulp_diff_status_name(row->status));
+    ulp__jw_kstr(w, "status", ulp_diff_status_name(row->status));
     const char *counts[] = {"differing", "max_ulp", "max_abs_diff", "nonfinite_mismatch"};
     for (int k = 0; k < 4; k++) {
         ulp__jw_key(w, counts[k]);
@@ -358,7 +347,7 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
     optional_int(w, "seq", row->seq_a >= 0, row->seq_a);
     optional_int(w, "seq_b", row->seq_b >= 0, row->seq_b);
     if (paired) {
-        kv_str(w, "dtype_b", ulp_dtype_name(row->dtype_b));
+        ulp__jw_kstr(w, "dtype_b", ulp_dtype_name(row->dtype_b));
         ulp__jw_key(w, "shape_b");
         jshape(w, row->ndim_b, row->shape_b);
     }

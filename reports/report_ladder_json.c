@@ -70,41 +70,19 @@ static void item_str(ulp__jw *w, const char *s)
     ulp__jw_str(w, s);
 }
 
-static void key_int(ulp__jw *w, const char *key, int64_t v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_int(w, v);
-}
-
-/* An integer, or null when `has` is 0. */
-static void key_int_or_null(ulp__jw *w, const char *key, int has, int64_t v)
-{
-    ulp__jw_key(w, key);
-    if (has)
-        ulp__jw_int(w, v);
-    else
-        ulp__jw_null(w);
-}
-
-static void key_bool(ulp__jw *w, const char *key, int v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_bool(w, v);
-}
-
 /* Counts of elements and rows stay far below 2^63: json_integer((json_int_t)v). */
 static void key_count(ulp__jw *w, const char *key, uint64_t v)
 {
-    key_int(w, key, (int64_t)v);
+    ulp__jw_kint(w, key, (int64_t)v);
 }
 
 static void run_json(ulp__jw *w, const ulp_ladder_run *run, size_t i)
 {
     ulp__jw_open(w, '{');
-    key_int(w, "index", (int64_t)i);
+    ulp__jw_kint(w, "index", (int64_t)i);
     key_str(w, "path", run->path);
     key_str(w, "label", run->label);
-    key_int(w, "group", (int64_t)run->group);
+    ulp__jw_kint(w, "group", (int64_t)run->group);
     ulp__jw_key(w, "run");
     ulp__jw_open(w, '{');
     /* /run's keys are attribute names: distinct. */
@@ -120,7 +98,7 @@ static void run_json(ulp__jw *w, const ulp_ladder_run *run, size_t i)
     for (size_t f = 0; f < run->n_files; f++) {
         ulp__jw_item(w);
         ulp__jw_open(w, '{');
-        key_int(w, "rank", run->files[f].rank);
+        ulp__jw_kint(w, "rank", run->files[f].rank);
         key_str(w, "path", run->files[f].path);
         ulp__jw_close(w, '}');
     }
@@ -138,16 +116,16 @@ static void first_json(ulp__jw *w, const ulp_ladder_pair *p)
     int compared = d->status == ULP_DIFF_DIFFERS;
     ulp__jw_open(w, '{');
     key_str(w, "capture", d->capture);
-    key_int(w, "occurrence", d->occurrence);
-    key_int_or_null(w, "layer", d->layer >= 0, d->layer);
-    key_int(w, "rank", d->rank);
+    ulp__jw_kint(w, "occurrence", d->occurrence);
+    ulp__jw_kint_or_null(w, "layer", d->layer >= 0, d->layer);
+    ulp__jw_kint(w, "rank", d->rank);
     key_str(w, "status", ulp_diff_status_name(d->status));
-    key_int_or_null(w, "row", d->row >= 0, d->row);
-    key_int_or_null(w, "request", d->request >= 0, d->request);
-    key_int_or_null(w, "position", d->position >= 0, d->position);
-    key_int_or_null(w, "differing", compared, (int64_t)d->differing);
+    ulp__jw_kint_or_null(w, "row", d->row >= 0, d->row);
+    ulp__jw_kint_or_null(w, "request", d->request >= 0, d->request);
+    ulp__jw_kint_or_null(w, "position", d->position >= 0, d->position);
+    ulp__jw_kint_or_null(w, "differing", compared, (int64_t)d->differing);
     key_count(w, "elements", d->elements);
-    key_int_or_null(w, "max_ulp", compared, (int64_t)d->max_ulp);
+    ulp__jw_kint_or_null(w, "max_ulp", compared, (int64_t)d->max_ulp);
     ulp__jw_close(w, '}');
 }
 
@@ -165,8 +143,8 @@ static void pair_keys(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
         key_str(w, "key", key->key);
         key_str_or_null(w, "a", key->value_a);
         key_str_or_null(w, "b", key->value_b);
-        key_int_or_null(w, "level", key->level >= 0, key->level);
-        key_bool(w, "ignored", ign);
+        ulp__jw_kint_or_null(w, "level", key->level >= 0, key->level);
+        ulp__jw_kbool(w, "ignored", ign);
         ulp__jw_close(w, '}');
     }
     ulp__jw_close(w, ']');
@@ -175,9 +153,9 @@ static void pair_keys(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
 static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_pair *p)
 {
     ulp__jw_open(w, '{');
-    key_int(w, "a", (int64_t)p->a);
-    key_int(w, "b", (int64_t)p->b);
-    key_bool(w, "identical", p->identical);
+    ulp__jw_kint(w, "a", (int64_t)p->a);
+    ulp__jw_kint(w, "b", (int64_t)p->b);
+    ulp__jw_kbool(w, "identical", p->identical);
     ulp__jw_key(w, "differing_keys");
     ulp__jw_open(w, '[');
     for (size_t k = 0; k < p->n_keys; k++)
@@ -187,7 +165,7 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
     first_json(w, p);
     key_count(w, "argmax_flips", p->argmax_flips);
     pair_keys(w, r, p);
-    key_int_or_null(w, "rung", p->rung >= 0, p->rung);
+    ulp__jw_kint_or_null(w, "rung", p->rung >= 0, p->rung);
     ulp__jw_key(w, "rungs");
     ulp__jw_open(w, '[');
     for (int g = 0; g < ULP_LADDER_RUNGS; g++)
@@ -196,10 +174,10 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
             ulp__jw_int(w, g);
         }
     ulp__jw_close(w, ']');
-    key_bool(w, "uncontrolled", p->uncontrolled);
-    key_int(w, "ranks", (int64_t)p->n_ranks);
-    key_int(w, "ranks_only_a", (int64_t)p->ranks_only_a);
-    key_int(w, "ranks_only_b", (int64_t)p->ranks_only_b);
+    ulp__jw_kbool(w, "uncontrolled", p->uncontrolled);
+    ulp__jw_kint(w, "ranks", (int64_t)p->n_ranks);
+    ulp__jw_kint(w, "ranks_only_a", (int64_t)p->ranks_only_a);
+    ulp__jw_kint(w, "ranks_only_b", (int64_t)p->ranks_only_b);
     key_count(w, "rows", p->rows);
     key_count(w, "differing_rows", p->differing_rows);
     key_count(w, "logits_rows", p->logits_rows);
@@ -212,7 +190,7 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
 static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_rung *g)
 {
     ulp__jw_open(w, '{');
-    key_int(w, "level", g->level);
+    ulp__jw_kint(w, "level", g->level);
     key_str(w, "name", g->name);
     ulp__jw_key(w, "keys");
     ulp__jw_open(w, '[');
@@ -224,9 +202,9 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
     if (g->has_first_break) {
         const ulp_ladder_pair *p = &r->pairs[g->first_break];
         ulp__jw_open(w, '{');
-        key_int(w, "pair", (int64_t)g->first_break);
-        key_int(w, "a", (int64_t)p->a);
-        key_int(w, "b", (int64_t)p->b);
+        ulp__jw_kint(w, "pair", (int64_t)g->first_break);
+        ulp__jw_kint(w, "a", (int64_t)p->a);
+        ulp__jw_kint(w, "b", (int64_t)p->b);
         ulp__jw_key(w, "first_divergence");
         first_json(w, p);
         key_count(w, "argmax_flips", p->argmax_flips);
@@ -234,12 +212,12 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
     } else {
         ulp__jw_null(w);
     }
-    key_bool(w, "varied", g->varied);
-    key_int(w, "deciding_pairs", (int64_t)g->n_deciding);
-    key_int(w, "breaking_pairs", (int64_t)g->n_breaking);
-    key_int(w, "mixed_pairs", (int64_t)g->n_mixed);
-    key_int(w, "empty_pairs", (int64_t)g->n_empty);
-    key_int(w, "unwitnessed_pairs", (int64_t)g->n_unwitnessed);
+    ulp__jw_kbool(w, "varied", g->varied);
+    ulp__jw_kint(w, "deciding_pairs", (int64_t)g->n_deciding);
+    ulp__jw_kint(w, "breaking_pairs", (int64_t)g->n_breaking);
+    ulp__jw_kint(w, "mixed_pairs", (int64_t)g->n_mixed);
+    ulp__jw_kint(w, "empty_pairs", (int64_t)g->n_empty);
+    ulp__jw_kint(w, "unwitnessed_pairs", (int64_t)g->n_unwitnessed);
     ulp__jw_close(w, '}');
 }
 
@@ -277,7 +255,7 @@ ulp_status ulp__ladder_report_json(const ulp_ladder_result *r, FILE *f, ulp_erro
     ulp__jw_init(w, f, 0);
     ulp__jw_open(w, '{');
     key_str(w, "format", "ulpprof-ladder");
-    key_int(w, "format_version", 1);
+    ulp__jw_kint(w, "format_version", 1);
     body(w, r);
     ulp__jw_key(w, "groups");
     ulp__jw_open(w, '[');

@@ -29,25 +29,6 @@ void ulp__report_verdict_text(const ulp_diff_verdict *v, FILE *f, const char *bu
                 v->contract_text ? v->contract_text : "");
 }
 
-static void kstr(ulp__jw *w, const char *key, const char *s)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_str(w, s); /* null for NULL */
-}
-
-/* A finite x, else null. */
-static void knum(ulp__jw *w, const char *key, double x)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_num(w, x);
-}
-
-static void ku64(ulp__jw *w, const char *key, uint64_t v)
-{
-    ulp__jw_key(w, key);
-    ulp__jw_u64(w, v);
-}
-
 static void jbound(ulp__jw *w, const ulp_diff_verdict *v)
 {
     ulp__jw_key(w, "bound");
@@ -56,22 +37,22 @@ static void jbound(ulp__jw *w, const ulp_diff_verdict *v)
         return;
     }
     ulp__jw_open(w, '{');
-    kstr(w, "site", v->site);
+    ulp__jw_kstr(w, "site", v->site);
     ulp__jw_key(w, "layer");
     if (v->layer >= 0)
         ulp__jw_int(w, v->layer);
     else
         ulp__jw_null(w);
-    knum(w, "max_abs_diff", v->max_abs_diff);
-    knum(w, "scale", v->scale);
+    ulp__jw_knum(w, "max_abs_diff", v->max_abs_diff);
+    ulp__jw_knum(w, "scale", v->scale);
     ulp__jw_key(w, "k");
     ulp__jw_int(w, (int64_t)v->k);
-    kstr(w, "k_from", v->k_from);
-    kstr(w, "accumulation", v->acc);
-    knum(w, "u_acc", v->u_acc);
-    knum(w, "ulp_out", v->ulp_out);
-    knum(w, "bound", v->bound);
-    knum(w, "ratio", v->ratio);
+    ulp__jw_kstr(w, "k_from", v->k_from);
+    ulp__jw_kstr(w, "accumulation", v->acc);
+    ulp__jw_knum(w, "u_acc", v->u_acc);
+    ulp__jw_knum(w, "ulp_out", v->ulp_out);
+    ulp__jw_knum(w, "bound", v->bound);
+    ulp__jw_knum(w, "ratio", v->ratio);
     ulp__jw_close(w, '}');
 }
 
@@ -83,21 +64,21 @@ static void jties(ulp__jw *w, const ulp_diff_verdict *v)
         return;
     }
     ulp__jw_open(w, '{');
-    ku64(w, "rows", v->logits_rows);
-    knum(w, "perturbation", v->perturbation);
-    ku64(w, "near_ties", v->near_ties);
-    ku64(w, "exact_ties", v->exact_ties);
-    ku64(w, "flips", v->flips);
-    ku64(w, "flips_near", v->flips_near);
-    ku64(w, "jump_rows", v->jump_rows);
+    ulp__jw_ku64(w, "rows", v->logits_rows);
+    ulp__jw_knum(w, "perturbation", v->perturbation);
+    ulp__jw_ku64(w, "near_ties", v->near_ties);
+    ulp__jw_ku64(w, "exact_ties", v->exact_ties);
+    ulp__jw_ku64(w, "flips", v->flips);
+    ulp__jw_ku64(w, "flips_near", v->flips_near);
+    ulp__jw_ku64(w, "jump_rows", v->jump_rows);
     ulp__jw_close(w, '}');
 }
 
 void ulp__report_verdict_json(ulp__jw *w, const ulp_diff_verdict *v)
 {
     ulp__jw_open(w, '{');
-    kstr(w, "kind", ulp_verdict_kind_name(v->kind));
-    kstr(w, "summary", v->summary);
+    ulp__jw_kstr(w, "kind", ulp_verdict_kind_name(v->kind));
+    ulp__jw_kstr(w, "summary", v->summary);
     ulp__jw_key(w, "evidence");
     ulp__jw_open(w, '[');
     for (size_t i = 0; i < v->n_evidence; i++) {
@@ -112,9 +93,9 @@ void ulp__report_verdict_json(ulp__jw *w, const ulp_diff_verdict *v)
     else
         ulp__jw_null(w);
     jties(w, v);
-    kstr(w, "cache_witness", ulp_cache_witness_name(v->witness));
-    kstr(w, "cache_witness_text", v->witness_text);
-    kstr(w, "contract", v->contract_verdict);
-    kstr(w, "contract_text", v->contract_text);
+    ulp__jw_kstr(w, "cache_witness", ulp_cache_witness_name(v->witness));
+    ulp__jw_kstr(w, "cache_witness_text", v->witness_text);
+    ulp__jw_kstr(w, "contract", v->contract_verdict);
+    ulp__jw_kstr(w, "contract_text", v->contract_text);
     ulp__jw_close(w, '}');
 }
