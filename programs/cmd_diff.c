@@ -374,8 +374,14 @@ static ulp_status stream_rows(void *ctx, const ulp_diff_row *rows, size_t first,
  * *res, or a message and NULL.  When the stream fails (a full /tmp: its
  * rows are lost), it is freed (*rs NULL) and the comparison runs again
  * with the rows in memory, as it would have without a temporary file. */
+/*
+ * NULL with *digests set when a side holds no captures but row digests: the
+ * digest comparison's to do.  Asked only once both files opened (through
+ * the open guard), so that the files with captures, nearly all of them,
+ * cost nothing more.
+ */
 static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream **rs, ulp_snapshot **a,
-                                 ulp_snapshot **b)
+                                 ulp_snapshot **b, int *digests)
 {
     ulp_diff_result *res = NULL;
     ulp_error err;
@@ -383,6 +389,11 @@ static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream **rs, ulp_snapsh
     /* Nothing here keeps a capture's description across the diff. */
     if (cli_open_pair(o->path_a, o->path_b, a, b, *rs != NULL) < 0)
         return NULL;
+    if ((ulp_snapshot_capture_count(*a) == 0 && ulp_digest_only(o->path_a)) ||
+        (ulp_snapshot_capture_count(*b) == 0 && ulp_digest_only(o->path_b))) {
+        *digests = 1;
+        return NULL;
+    }
     o->opts.progress = isatty(STDERR_FILENO);
     ulp_status st = *rs != NULL ? ulp_diff_stream(*a, *b, &o->opts, stream_rows, &sc, &res, &err)
                                 : ulp_diff_run(*a, *b, &o->opts, &res, &err);
@@ -461,6 +472,26 @@ static int diff_judge(const diff_cli *o, const ulp_contract *c, const ulp_snapsh
 }
 
 /* Run directories of per-rank files: rank by rank (cmd_diff_ranks.c). */
+/* Two runs of which one holds row digests only (FORMAT.md "Digests"). */
+static int diff_digests(const diff_cli *o)
+{
+    if (o->contract) {
+        fprintf(stderr, "ulpprof diff: --contract needs captured tensors, not digests\n");
+        return CLI_EXIT_ERROR;
+    }
+    FILE *out = o->out_path ? fopen(o->out_path, "w") : stdout;
+    if (out == NULL) {
+        cli_error("cannot open '%s' for writing: %s", o->out_path, strerror(errno));
+        return CLI_EXIT_ERROR;
+    }
+    int rc = cli_diff_digests(o->path_a, o->path_b, o->format == ULP_REPORT_JSON, out);
+    if (out != stdout && fclose(out) != 0 && rc != CLI_EXIT_ERROR) {
+        cli_error("cannot write '%s': %s", o->out_path, strerror(errno));
+        rc = CLI_EXIT_ERROR;
+    }
+    return rc;
+}
+
 static int diff_runs(const diff_cli *o)
 {
     FILE *out = o->out_path ? fopen(o->out_path, "w") : stdout;
@@ -496,21 +527,6 @@ int cmd_diff(int argc, char **argv)
         }
         return diff_runs(&o);
     }
-    if (ulp_digest_only(o.path_a) || ulp_digest_only(o.path_b)) {
-        if (o.contract) {
-            fprintf(stderr, "ulpprof diff: --contract needs captured tensors, not digests\n");
-            return CLI_EXIT_ERROR;
-        }
-        FILE *out = o.out_path ? fopen(o.out_path, "w") : stdout;
-        if (out == NULL) {
-            cli_error("cannot open '%s' for writing: %s", o.out_path, strerror(errno));
-            return CLI_EXIT_ERROR;
-        }
-        rc = cli_diff_digests(o.path_a, o.path_b, o.format == ULP_REPORT_JSON, out);
-        if (out != stdout)
-            fclose(out);
-        return rc;
-    }
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_report_stream *rs = diff_stream(&o);
@@ -522,7 +538,8 @@ int cmd_diff(int argc, char **argv)
         ulp_report_stream_free(rs);
         return CLI_EXIT_ERROR;
     }
-    ulp_diff_result *res = diff_run(&o, &rs, &a, &b);
+    int digests = 0;
+    ulp_diff_result *res = diff_run(&o, &rs, &a, &b, &digests);
     if (res != NULL && diff_judge(&o, contract, a, b, res, &verdict) != 0) {
         ulp_diff_result_free(res);
         res = NULL;
@@ -535,5 +552,5 @@ int cmd_diff(int argc, char **argv)
     ulp_contract_free(contract);
     ulp_snapshot_close(a);
     ulp_snapshot_close(b);
-    return rc;
+    return digests ? diff_digests(&o) : rc;
 }
