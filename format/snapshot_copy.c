@@ -24,6 +24,7 @@
 
 #include "common/error.h"
 #include "h5types.h"
+#include "snapshot_file.h"
 #include "snapshot_priv.h"
 
 /* A capture object of `s`, opened by path or, found through the journal, by address. */
