@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "index.h"
+#include "index_write.h"
 #include "snapshot_types.h"
 #include "ulpprof/snapshot.h"
 
@@ -231,28 +232,15 @@ typedef struct ulp__index_check ulp__index_check;
 int ulp__index_check_wait(ulp_snapshot *s);
 
 /*
- * snapshot_copy_index.c: the capture index of a copy (ulp_snapshot_copy).
- * ulp__copy_index_write() writes the records and an unsealed seal into the
- * open copy `out` (0, or -1: nothing to seal); ulp__copy_index_seal() seals
- * it once the copy at `path` is closed (0, or -1: left unsealed, so read
- * through the groups).  Both leave *job empty.
+ * snapshot_copy_index.c: the capture index and open map of a copy
+ * (ulp_snapshot_copy), through the index's writer (index_write.h).
+ * ulp__copy_index_write() writes the records, an unsealed seal and the map
+ * into the open copy `out` (0, or -1: nothing to seal);
+ * ulp__copy_index_seal() seals it once the copy at `path` is closed (0, or
+ * -1: left unsealed, so read through the groups).  Both leave *job empty.
  */
-typedef struct ulp__copy_seal {
-    uint64_t seal_off, stamp;
-    ulp__index_range *skip; /* the captures' data, room for two more */
-    size_t nskip;
-    unsigned char *map; /* the copy's open map, appended before the seal; or NULL */
-    size_t map_len;
-} ulp__copy_seal;
-int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job);
-int ulp__copy_index_seal(const char *path, ulp__copy_seal *job);
-/* Frees an unsealed job's buffers. */
-void ulp__copy_seal_drop(ulp__copy_seal *job);
-
-/* snapshot_copy_map.c: the copy's open map into job->map (its records,
- * `records_bytes`, already written to `out`); 0, or -1 (then no map). */
-int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
-                       ulp__copy_seal *job);
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job *job);
+int ulp__copy_index_seal(const char *path, ulp__index_seal_job *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
 void ulp__open_progress_add(uint64_t n);
