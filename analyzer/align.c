@@ -182,9 +182,11 @@ static int entry_cmp(const void *pa, const void *pb)
     return a->cap < b->cap ? -1 : a->cap > b->cap;
 }
 
-/* Every row of the captures idx[0..n), sorted by key; a key in two captures is refused. */
-static ulp_status gather(const ulp_snapshot *s, const size_t *idx, size_t n, entry **out,
-                         size_t *count, ulp_error *err)
+/* Every row of the captures idx[0..n), sorted by key; a key in two captures is refused.
+ * renumber (B's side): the result whose request pairs give B's requests A's numbers. */
+static ulp_status gather(const ulp_snapshot *s, const size_t *idx, size_t n,
+                         const ulp_diff_result *renumber, entry **out, size_t *count,
+                         ulp_error *err)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
@@ -197,6 +199,8 @@ static ulp_status gather(const ulp_snapshot *s, const size_t *idx, size_t n, ent
         const ulp_capture_info *c = ulp_snapshot_capture(s, idx[i]);
         for (uint64_t r = 0; r < c->rows; r++) {
             e[k].request = c->requests != NULL ? c->requests[r] : 0;
+            if (renumber != NULL)
+                e[k].request = ulp__requests_b(renumber, e[k].request);
             e[k].position = c->positions[r];
             e[k].cap = idx[i];
             e[k].row = r;
@@ -347,9 +351,9 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
     row->worst_request = row->worst_position = -1;
     if (copy_inputs(a, ia, na, row) != ULP_OK)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    if ((st = gather(a, ia, na, &ea, &nea, err)) != ULP_OK)
+    if ((st = gather(a, ia, na, NULL, &ea, &nea, err)) != ULP_OK)
         return st;
-    if ((st = gather(b, ib, nb, &eb, &neb, err)) != ULP_OK) {
+    if ((st = gather(b, ib, nb, r, &eb, &neb, err)) != ULP_OK) {
         free(ea);
         return st;
     }
@@ -369,12 +373,19 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
     for (size_t i = 0; i < na + nb; i++) {
         const ulp_capture_info *c =
             i < na ? ulp_snapshot_capture(a, ia[i]) : ulp_snapshot_capture(b, ib[i - na]);
-        if (c->dtype != ref->dtype) {
+        if (c->dtype != (i < na ? ref->dtype : refb->dtype)) {
             row->status = ULP_DIFF_DTYPE_MISMATCH;
             row->dtype_b = c->dtype;
         } else if (!same_rows(ref, c) && row->status == ULP_DIFF_IDENTICAL) {
             row->status = ULP_DIFF_SHAPE_MISMATCH;
         }
+    }
+    if (row->status == ULP_DIFF_IDENTICAL && ref->dtype != refb->dtype) {
+        /* Different float dtypes: compared in the coarser one (diff_cross.c), or not at all. */
+        if (ulp__cross_coarser(ref->dtype, refb->dtype, &row->compared_dtype, &row->rounded_side))
+            row->rounded = 1;
+        else
+            row->status = ULP_DIFF_DTYPE_MISMATCH;
     }
     st = merge_keys(a, ea, nea, b, eb, neb, *rowlen, r, row, segs);
     free(ea);

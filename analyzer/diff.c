@@ -92,14 +92,18 @@ static void verdict_rows(ulp_diff_result *r, verdict_run *v, const ulp_diff_row 
             r->identical = 0;
         if (s == ULP_DIFF_IDENTICAL || s == ULP_DIFF_DIFFERS)
             r->elements_compared += compared_elements(&rows[i].m);
-        if (!r->has_first_divergence && (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_SHAPE_MISMATCH ||
-                                         s == ULP_DIFF_DTYPE_MISMATCH)) {
+        /* A rounded row whose every element rounds to the other side's is
+         * not where the runs part (its dtypes still differ: not identical). */
+        int parts = !(rows[i].rounded && rows[i].m.differing == 0);
+        if (!r->has_first_divergence && parts &&
+            (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_SHAPE_MISMATCH ||
+             s == ULP_DIFF_DTYPE_MISMATCH)) {
             r->has_first_divergence = 1;
             r->first_divergence = base + i;
         }
         /* Amplification: from the first row that differs to the last
          * compared activation row at or after it. */
-        if (!v->amp_first_found && s == ULP_DIFF_DIFFERS) {
+        if (!v->amp_first_found && s == ULP_DIFF_DIFFERS && parts) {
             v->amp_first_found = 1;
             v->amp_first = base + i;
         }
@@ -159,6 +163,16 @@ static ulp_status resolve_options(const ulp_diff_options *in, ulp_diff_options *
     for (int i = 0; i < opts->n_temperatures; i++)
         if (!(opts->temperatures[i] > 0) || isinf(opts->temperatures[i]))
             return ulp__error(err, ULP_EINVAL, "temperature must be a positive number");
+    if (opts->n_topk < 0 || opts->n_topk > ULP_DIFF_MAX_TOPK)
+        return ulp__error(err, ULP_EINVAL, "at most %d top-k sizes", ULP_DIFF_MAX_TOPK);
+    for (int i = 0; i < opts->n_topk; i++)
+        if (opts->topk[i] < 1)
+            return ulp__error(err, ULP_EINVAL, "top-k sizes must be positive");
+    if (opts->distributions && opts->n_topk == 0) {
+        static const int dflt[] = {1, 5, 10};
+        memcpy(opts->topk, dflt, sizeof dflt);
+        opts->n_topk = 3;
+    }
     return ULP_OK;
 }
 
@@ -287,13 +301,32 @@ static ulp_status compare(const ulp_snapshot *a, const ulp_snapshot *b,
                           size_t base, ulp__diff_overlap *ov, ulp_error *err)
 {
     ulp__logits_fuse *fuse = NULL;
-    size_t nfuse = 0;
-    ulp_status st = fuse_plan(opts, r, pairs, npairs, &fuse, &nfuse, err);
+    size_t nfuse = 0, nsame = 0, ncross = 0;
+    /* Rows of two dtypes go to their own pass (diff_cross.c), after the others. */
+    ulp__diff_pair *split = NULL;
+    for (size_t q = 0; q < npairs; q++)
+        ncross += r->rows[pairs[q].row].rounded != 0;
+    if (ncross > 0) {
+        if ((split = malloc(npairs * sizeof *split)) == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        for (size_t q = 0, c = npairs - ncross; q < npairs; q++)
+            split[r->rows[pairs[q].row].rounded ? c++ : nsame++] = pairs[q];
+        pairs = split;
+    } else {
+        nsame = npairs;
+    }
+    ulp_status st = fuse_plan(opts, r, pairs, nsame, &fuse, &nfuse, err);
     if (st == ULP_OK)
-        st = ulp__diff_metrics(a, b, opts, rm, pool, r, pairs, npairs, fuse, nfuse, ov, err);
+        st = ulp__diff_metrics(a, b, opts, rm, pool, r, pairs, nsame, fuse, nfuse, ov, err);
     if (st == ULP_OK)
-        st = logits(a, b, opts, r, pairs, npairs, fuse, nfuse, base, err);
+        st = ulp__diff_cross(a, b, r, pairs + nsame, ncross, err);
+    if (st == ULP_OK)
+        st = logits(a, b, opts, r, pairs, nsame, fuse, nfuse, base, err);
+    for (size_t i = 0; st == ULP_OK && i < r->n_rows; i++)
+        if (r->rows[i].rounded && r->rows[i].status == ULP_DIFF_IDENTICAL)
+            r->rows[i].status = ULP_DIFF_DIFFERS; /* no pairs: still two formats */
     fuse_release(fuse, nfuse);
+    free(split);
     return st;
 }
 
@@ -687,6 +720,7 @@ void ulp_diff_result_free(ulp_diff_result *r)
     free(r->rows);
     free(r->kept_index);
     free(r->parts);
+    free(r->request_pairs);
     free(r->path_a);
     free(r->path_b);
     free(r->label_a);

@@ -299,7 +299,7 @@ static ulp_status fill_worst(const ulp_snapshot *a, const ulp_snapshot *b, const
 }
 
 /* Aligned rows: how many keys differ, the first one, the worst element's key. */
-static void finish_keys(ulp_diff_row *row, uint64_t rowlen)
+void ulp__diff_finish_keys(ulp_diff_row *row, uint64_t rowlen)
 {
     if (!row->aligned || rowlen == 0)
         return;
@@ -338,7 +338,7 @@ static ulp_status finish_row(const ulp_snapshot *a, const ulp_snapshot *b, ulp_d
         if (st != ULP_OK)
             return st;
     }
-    finish_keys(row, jrs[0].rowlen);
+    ulp__diff_finish_keys(row, jrs[0].rowlen);
     return ULP_OK;
 }
 

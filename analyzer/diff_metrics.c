@@ -4,7 +4,8 @@
  *
  * The floating-point formats up to 32 bits go through kernels instantiated
  * per format with its constants, which gcc vectorizes (this file is built
- * with -O3 and AVX2 / AVX-512 clones; tests/perf/check_vec_diff.sh checks):
+ * with -O3, once per instruction-set level of isa.h;
+ * tests/perf/check_vec_diff.sh checks):
  *
  *  - k1, every block of BLOCK elements: differing elements, nonfinite
  *    mismatches, sign changes, the ordered-integer ULP distance (sum, max,
@@ -30,8 +31,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "clones.h"
 #include "diff_priv.h"
+#include "isa.h"
 
 #define BLOCK 1024
 
@@ -130,9 +131,9 @@ typedef struct blk_res {
  * NAME_k2 (dense blocks only): float32 |a - b| of finite pairs, stored in
  * fv, and its max.  NAME_val: one element's value, for the sparse path.
  */
-#define DEFINE_KERNELS(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT)           \
-    ULP__CLONES static void NAME##_k1(const T *restrict a, const T *restrict b, unsigned n,        \
-                                      L *restrict dv, blk_res *r)                                  \
+#define DEFINE_KERNELS(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT, ISA)      \
+    ULP__TARGET_##ISA static void NAME##_k1_##ISA(const T *restrict a, const T *restrict b,        \
+                                                  unsigned n, L *restrict dv, blk_res *r)          \
     {                                                                                              \
         L ndiff = 0, nnf = 0, nsign = 0, maxd = 0, maxmag = 0, h1 = 0, h2 = 0, h34 = 0;            \
         SUMT sum = 0;                                                                              \
@@ -171,8 +172,8 @@ typedef struct blk_res {
         r->h2 = h2;                                                                                \
         r->h34 = h34;                                                                              \
     }                                                                                              \
-    ULP__CLONES static uint32_t NAME##_k2(const T *restrict a, const T *restrict b, unsigned n,    \
-                                          uint32_t *inexact)                                       \
+    ULP__TARGET_##ISA static uint32_t NAME##_k2_##ISA(const T *restrict a, const T *restrict b,    \
+                                                      unsigned n, uint32_t *inexact)               \
     {                                                                                              \
         uint32_t maxf = 0, maxi = 0;                                                               \
         const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W)-1)) - 1);                             \
@@ -205,7 +206,8 @@ typedef struct blk_res {
         *inexact = maxi;                                                                           \
         return maxf;                                                                               \
     }                                                                                              \
-    ULP__CLONES static double NAME##_k3(const T *restrict a, const T *restrict b, unsigned n)      \
+    ULP__TARGET_##ISA static double NAME##_k3_##ISA(const T *restrict a, const T *restrict b,      \
+                                                    unsigned n)                                    \
     {                                                                                              \
         double maxd = 0;                                                                           \
         const uint32_t MAG = (uint32_t)(((uint64_t)1 << ((W)-1)) - 1);                             \
@@ -225,7 +227,9 @@ typedef struct blk_res {
             maxd = d > maxd ? d : maxd;                                                            \
         }                                                                                          \
         return maxd;                                                                               \
-    }                                                                                              \
+    }
+
+#define DEFINE_VALUES(NAME, W, MANB, BIAS, SUBSCALE, DIRECT, SHIFT)                                \
     /* The spacing of the format at magnitude bits m: |a - b| <= distance * spacing at the         \
      * larger magnitude, since every step between them is at most that wide. */                    \
     static inline double NAME##_spacing(uint32_t m)                                                \
@@ -244,16 +248,20 @@ typedef struct blk_res {
     }
 
 /* clang-format off */
-DEFINE_KERNELS(bf16, uint16_t, 16, 7, 127, 1.0, 0x7f80u, 1, 16, uint16_t, int16_t, uint32_t)
-DEFINE_KERNELS(f32, uint32_t, 32, 23, 127, 1.0, 0x7f800000u, 1, 0, uint32_t, int32_t, uint64_t)
-DEFINE_KERNELS(f16, uint16_t, 16, 10, 15, 0x1p-24, 0x7c00u, 0, 0, uint16_t, int16_t, uint32_t)
-DEFINE_KERNELS(e4m3, uint8_t, 8, 3, 7, 0x1p-9, 0x7fu, 0, 0, uint16_t, int16_t, uint32_t)
-DEFINE_KERNELS(e5m2, uint8_t, 8, 2, 15, 0x1p-16, 0x7cu, 0, 0, uint16_t, int16_t, uint32_t)
+#define DEFINE_FORMAT(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT) \
+    DEFINE_VALUES(NAME, W, MANB, BIAS, SUBSCALE, DIRECT, SHIFT) \
+    ULP__ISA_EACH(DEFINE_KERNELS, NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT)
+DEFINE_FORMAT(bf16, uint16_t, 16, 7, 127, 1.0, 0x7f80u, 1, 16, uint16_t, int16_t, uint32_t)
+DEFINE_FORMAT(f32, uint32_t, 32, 23, 127, 1.0, 0x7f800000u, 1, 0, uint32_t, int32_t, uint64_t)
+DEFINE_FORMAT(f16, uint16_t, 16, 10, 15, 0x1p-24, 0x7c00u, 0, 0, uint16_t, int16_t, uint32_t)
+DEFINE_FORMAT(e4m3, uint8_t, 8, 3, 7, 0x1p-9, 0x7fu, 0, 0, uint16_t, int16_t, uint32_t)
+DEFINE_FORMAT(e5m2, uint8_t, 8, 2, 15, 0x1p-16, 0x7cu, 0, 0, uint16_t, int16_t, uint32_t)
 /* clang-format on */
 
 /* Counts of dv[i] >= lo(k) for the bins 1..K, turned into bin counts. */
-#define DEFINE_HIST(NAME, L)                                                                       \
-    ULP__CLONES static void NAME(uint64_t *hist, const L *restrict dv, unsigned n, uint32_t maxd)  \
+#define DEFINE_HIST(NAME, L, ISA)                                                                  \
+    ULP__TARGET_##ISA static void NAME##_##ISA(uint64_t *hist, const L *restrict dv, unsigned n,   \
+                                               uint32_t maxd)                                      \
     {                                                                                              \
         int top = hist_bin(maxd);                                                                  \
         uint32_t prev = 0;                                                                         \
@@ -266,8 +274,8 @@ DEFINE_KERNELS(e5m2, uint8_t, 8, 2, 15, 0x1p-16, 0x7cu, 0, 0, uint16_t, int16_t,
             prev = c;                                                                              \
         }                                                                                          \
     }
-DEFINE_HIST(hist16, uint16_t)
-DEFINE_HIST(hist32, uint32_t)
+ULP__ISA_EACH(DEFINE_HIST, hist16, uint16_t)
+ULP__ISA_EACH(DEFINE_HIST, hist32, uint32_t)
 
 /*
  * Sparse or dense, per block, by cost.  Measured with
@@ -315,9 +323,9 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
  * whose float32 maximum reaches the running one is visited again, to find
  * its elements at that maximum and their exact |a - b| in double.
  */
-#define DEFINE_ADD(NAME, T, L, HIST)                                                               \
-    static void NAME##_add(ulp__acc *acc, ulp_dtype dtype, const T *a, const T *b, uint64_t n,     \
-                           uint64_t base)                                                          \
+#define DEFINE_ADD(NAME, T, L, HIST, ISA)                                                          \
+    ULP__TARGET_##ISA static void NAME##_add_##ISA(ulp__acc *acc, ulp_dtype dtype, const T *a,     \
+                                                   const T *b, uint64_t n, uint64_t base)          \
     {                                                                                              \
         L dv[BLOCK] __attribute__((aligned(64)));                                                  \
         for (uint64_t off = 0; off < n; off += BLOCK) {                                            \
@@ -325,7 +333,7 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
             const T *pa = a + off, *pb = b + off;                                                  \
             uint64_t at = base + off;                                                              \
             blk_res r;                                                                             \
-            NAME##_k1(pa, pb, m, dv, &r);                                                          \
+            NAME##_k1_##ISA(pa, pb, m, dv, &r);                                                    \
             if (r.maxmag > acc->max_mag_bits)                                                      \
                 acc->max_mag_bits = r.maxmag;                                                      \
             if (r.ndiff == 0)                                                                      \
@@ -395,15 +403,15 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
                 }                                                                                  \
             } else {                                                                               \
                 if (!hist_done)                                                                    \
-                    HIST(acc->hist, dv, m, r.maxd);                                                \
+                    HIST##_##ISA(acc->hist, dv, m, r.maxd);                                        \
                 if (!want_abs)                                                                     \
                     continue;                                                                      \
                 /* float32 |a - b| first; the exact maximum in double only where it                \
                  * can reach the running one (see may_grow). */                                    \
-                uint32_t maxi, maxf = NAME##_k2(pa, pb, m, &maxi);                                 \
+                uint32_t maxi, maxf = NAME##_k2_##ISA(pa, pb, m, &maxi);                           \
                 if (!may_grow(acc, maxf, maxi))                                                    \
                     continue;                                                                      \
-                double d = NAME##_k3(pa, pb, m);                                                   \
+                double d = NAME##_k3_##ISA(pa, pb, m);                                             \
                 if (d > acc->max_abs_diff) {                                                       \
                     for (unsigned i = 0; i < m; i++) {                                             \
                         if (dv[i] != 0 && fabs(NAME##_val(pa[i]) - NAME##_val(pb[i])) == d) {      \
@@ -439,11 +447,11 @@ static void first_diffs(ulp__acc *acc, ulp_dtype dtype, const void *a, const voi
     }
 }
 
-DEFINE_ADD(bf16, uint16_t, uint16_t, hist16)
-DEFINE_ADD(f16, uint16_t, uint16_t, hist16)
-DEFINE_ADD(e4m3, uint8_t, uint16_t, hist16)
-DEFINE_ADD(e5m2, uint8_t, uint16_t, hist16)
-DEFINE_ADD(f32, uint32_t, uint32_t, hist32)
+ULP__ISA_EACH(DEFINE_ADD, bf16, uint16_t, uint16_t, hist16)
+ULP__ISA_EACH(DEFINE_ADD, f16, uint16_t, uint16_t, hist16)
+ULP__ISA_EACH(DEFINE_ADD, e4m3, uint8_t, uint16_t, hist16)
+ULP__ISA_EACH(DEFINE_ADD, e5m2, uint8_t, uint16_t, hist16)
+ULP__ISA_EACH(DEFINE_ADD, f32, uint32_t, uint32_t, hist32)
 
 /* f64: scalar, with the same definitions. */
 static void add_f64(ulp__acc *acc, const void *a, const void *b, uint64_t n, uint64_t base)
@@ -541,19 +549,19 @@ void ulp__acc_add(ulp__acc *acc, ulp_dtype dtype, const void *a, const void *b, 
     acc->elements += n;
     switch (dtype) {
     case ULP_DTYPE_BF16:
-        bf16_add(acc, dtype, a, b, n, base);
+        ULP__ISA_CALL(bf16_add, acc, dtype, a, b, n, base);
         break;
     case ULP_DTYPE_F16:
-        f16_add(acc, dtype, a, b, n, base);
+        ULP__ISA_CALL(f16_add, acc, dtype, a, b, n, base);
         break;
     case ULP_DTYPE_F32:
-        f32_add(acc, dtype, a, b, n, base);
+        ULP__ISA_CALL(f32_add, acc, dtype, a, b, n, base);
         break;
     case ULP_DTYPE_F8E4M3:
-        e4m3_add(acc, dtype, a, b, n, base);
+        ULP__ISA_CALL(e4m3_add, acc, dtype, a, b, n, base);
         break;
     case ULP_DTYPE_F8E5M2:
-        e5m2_add(acc, dtype, a, b, n, base);
+        ULP__ISA_CALL(e5m2_add, acc, dtype, a, b, n, base);
         break;
     case ULP_DTYPE_F64:
         add_f64(acc, a, b, n, base);

@@ -195,6 +195,7 @@ static ulp_status new_row(pair_ctx *pc, const ulp_capture_info *c, ulp_diff_row 
     row->elements = c->elements;
     row->m.worst_flat = -1;
     row->m.max_abs_diff_flat = -1;
+    row->max_abs_diff_fine_flat = -1;
     row->first_request = row->first_position = -1;
     row->worst_request = row->worst_position = -1;
     *out = row;
@@ -405,11 +406,20 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
         copy_gemms(pc->a, ca, &row->has_gemms_a, &row->n_gemms_a, &row->gemms_a) ||
         copy_gemms(pc->b, cb, &row->has_gemms_b, &row->n_gemms_b, &row->gemms_b))
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    if (ca->dtype != cb->dtype) {
+    ulp_dtype coarse = ca->dtype;
+    int side = 0;
+    if (ca->dtype != cb->dtype && !ulp__cross_coarser(ca->dtype, cb->dtype, &coarse, &side)) {
         row->status = ULP_DIFF_DTYPE_MISMATCH;
         return ULP_OK;
     }
-    return pair_elements(pc, row, ca, i, cb, (size_t)k, err);
+    ulp_status st = pair_elements(pc, row, ca, i, cb, (size_t)k, err);
+    if (st == ULP_OK && ca->dtype != cb->dtype && row->status == ULP_DIFF_IDENTICAL) {
+        /* Compared in the coarser format (diff_cross.c). */
+        row->rounded = 1;
+        row->compared_dtype = coarse;
+        row->rounded_side = side;
+    }
+    return st;
 }
 
 /* Captures on one side only and none on both: nothing was compared, so
@@ -439,7 +449,13 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     if (rows == 0)
         return ulp__error(err, ULP_ENOTFOUND,
                           "neither '%s' nor '%s' holds a capture: nothing to compare", pa, pb);
-    if (pc->r->n_shared == 0)
+    /* One side holds captures the other lacks entirely (a writer that lost
+     * everything, a run that captured nothing): the runs differ, as a
+     * capture in one run only always does.  Both holding captures under no
+     * common name, or a selection that one side lacks, is no comparison at
+     * all. */
+    if (pc->r->n_shared == 0 &&
+        ((pc->r->n_only_a != 0 && pc->r->n_only_b != 0) || o->match != NULL || o->role != NULL))
         return no_shared(pc, err);
     if (pc->rows.mode != 0 && pc->n_sliced == 0)
         return ulp__error(err, ULP_ENOTFOUND,

@@ -213,6 +213,16 @@ ulp_status ulp__align_row(const ulp_snapshot *a, const size_t *ia, size_t na, co
  */
 ulp_status ulp__streams_find(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_result *r,
                              ulp_error *err);
+/*
+ * requests.c: B's requests renumbered onto A's by their recorded token ids
+ * (the captures ia[0..na) of A and ib[0..nb) of B of the ids' name) into
+ * r->request_pairs, before any key is gathered.
+ */
+ulp_status ulp__requests_pair(const ulp_snapshot *a, const size_t *ia, size_t na,
+                              const ulp_snapshot *b, const size_t *ib, size_t nb,
+                              ulp_diff_result *r, ulp_error *err);
+/* The number B's `request` is compared under (itself unless renumbered). */
+int64_t ulp__requests_b(const ulp_diff_result *r, int64_t request);
 /* The first position of `request` that follows a parted stream, or -1. */
 int64_t ulp__streams_parted_at(const ulp_diff_result *r, int64_t request);
 
@@ -234,6 +244,22 @@ int ulp__rows_slice(const ulp__rows_spec *spec, const ulp_capture_info *ca, size
                     const ulp_capture_info *cb, size_t ib, ulp_diff_row *row, ulp__segs *segs);
 /* A malloc'd sentence on what would compare two shapes, or NULL. */
 char *ulp__rows_hint(const ulp_capture_info *ca, const ulp_capture_info *cb);
+
+/*
+ * diff_cross.c: pairs of different float dtypes.  ulp__cross_coarser():
+ * 1 when one of a, b holds every value of the other, with the coarser one
+ * in *coarse and the side to round (0: A, 1: B); 0 otherwise.
+ * ulp__cross_round(): bits of `from` rounded to `to` (nearest, ties to
+ * even).  ulp__diff_cross(): the element metrics of the rounded rows' pairs
+ * (rows with `rounded` set), on the calling thread.
+ */
+int ulp__cross_coarser(ulp_dtype a, ulp_dtype b, ulp_dtype *coarse, int *rounded_side);
+uint64_t ulp__cross_round(ulp_dtype from, ulp_dtype to, uint64_t bits);
+ulp_status ulp__diff_cross(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_result *r,
+                           const ulp__diff_pair *pairs, size_t npairs, ulp_error *err);
+/* diff_jobs.c: an aligned row's differing keys counted, the first one and
+ * the worst element's key found, from its keys' `differs`. */
+void ulp__diff_finish_keys(ulp_diff_row *row, uint64_t rowlen);
 
 /* origin.c: introduced / carried in / not captured, for every differing aligned key. */
 void ulp__origin_run(ulp_diff_result *r);
@@ -432,6 +458,22 @@ ulp_status ulp__logits_run_view(const ulp_snapshot *a, const ulp_snapshot *b,
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,
                           double *work, double *tv, double *p_differ);
 void ulp__logits_free(ulp_diff_logits *lg);
+/* logits_softmax.c: softmax(z / t) into p; NaN logits get probability 0. */
+void ulp__logits_softmax(const double *z, uint64_t n, double t, double *p);
+
+/*
+ * logits_dist.c: whole-distribution measures (ulp_diff_dist).  alloc: the
+ * per-row arrays for lg->rows rows and opts' top-k sizes; row: one row's
+ * values at `row` (argmax_a: A's argmax there; work: 2 * vocab doubles,
+ * kwork: 2 * the largest k int64s); summarize: over the rows.
+ */
+ulp_status ulp__logits_dist_alloc(ulp_diff_logits *lg, const ulp_diff_options *opts);
+void ulp__logits_dist_row(ulp_diff_logits *lg, const double *za, const double *zb, int64_t argmax_a,
+                          double *work, int64_t *kwork, uint64_t row);
+void ulp__logits_dist_summarize(ulp_diff_logits *lg);
+void ulp__logits_dist_free(ulp_diff_dist *d);
+/* The largest k of opts' top-k sizes (0 without distributions). */
+int ulp__logits_dist_kmax(const ulp_diff_options *opts);
 
 /* ladder.c */
 ulp_status ulp__ladder_run(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_ladder *l,

@@ -78,10 +78,11 @@ static ulp_status find_classes(const ulp__ladder_ctx *c, ulp__ladder_plan *plan,
     uint64_t *hash = malloc(r->n_runs * sizeof *hash);
     unsigned char *buf = malloc(HASH_CHUNK);
     ulp_status st = hash && buf ? ULP_OK : ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t i = 0; st == ULP_OK && i < r->n_runs; i++)
-        st = run_hash(c, i, buf, &hash[i], err);
-    free(buf);
+    /* One run open at a time beside the classes' first runs, which stay open. */
     for (size_t i = 0; st == ULP_OK && i < r->n_runs; i++) {
+        if ((st = ulp__ladder_open_run(c, i, err)) != ULP_OK ||
+            (st = run_hash(c, i, buf, &hash[i], err)) != ULP_OK)
+            break;
         plan->cls[i] = SIZE_MAX;
         for (size_t x = 0; st == ULP_OK && x < plan->n_classes; x++) {
             size_t rep = plan->rep[x];
@@ -103,8 +104,11 @@ static ulp_status find_classes(const ulp__ladder_ctx *c, ulp__ladder_plan *plan,
         if (st == ULP_OK && plan->cls[i] == SIZE_MAX) {
             plan->rep[plan->n_classes] = i;
             plan->cls[i] = plan->n_classes++;
+        } else {
+            ulp__ladder_close_run(c, i);
         }
     }
+    free(buf);
     free(hash);
     return st;
 }
@@ -168,19 +172,7 @@ static ulp_status copy_summary(ulp_ladder_pair *dst, const ulp_ladder_pair *src,
 /* The pair's own /run keys (its first files' /run, as the diff compares them). */
 static ulp_status own_keys(const ulp__ladder_ctx *c, ulp_ladder_pair *p, ulp_error *err)
 {
-    ulp_diff_ladder l;
-    ulp_status st = ulp__ladder_run(c->snaps[p->a][0], c->snaps[p->b][0], &l, err);
-    if (st == ULP_OK) {
-        p->keys = calloc(l.n_keys + 1, sizeof *p->keys);
-        for (size_t k = 0; p->keys && k < l.n_keys; k++, p->n_keys++)
-            p->keys[k] = l.keys[k]; /* takes the strings */
-        if (p->keys == NULL)
-            st = ulp__error(err, ULP_ENOMEM, "out of memory");
-        else
-            l.n_keys = 0;
-    }
-    ulp__ladder_free(&l);
-    return st;
+    return ulp__ladder_keys_of_runs(p, &c->r->runs[p->a], &c->r->runs[p->b], err);
 }
 
 ulp_status ulp__ladder_plan_fill(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)

@@ -2,13 +2,15 @@
  * ulp_ladder_compare(): every pair of N runs compared (ladder.h), in parallel.
  *
  * The runs' files are opened once, up front, so that a bad file stops the
- * whole ladder before any work (and names itself).  Runs that are bitwise
- * identical are found first and compared through one member
- * (ladder_classes.c).  Worker threads then take the compares from one
+ * whole ladder before any work (and names itself), and closed again: only
+ * a run's label and /run are kept.  Runs that are bitwise identical are
+ * found first and compared through one member (ladder_classes.c), which
+ * alone stays open.  Worker threads then take the compares from one
  * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
  * the parallelism is across pairs -- and only a summary is kept: memory is
- * the open snapshots, one diff's chunk buffers per worker and a few hundred
- * bytes per pair, whatever the tensor sizes.  Groups and verdicts are
+ * the classes' open snapshots, one diff's chunk buffers per worker, a run's
+ * path, label and /run, and a few hundred bytes per pair, whatever the
+ * tensor sizes.  Groups and verdicts are
  * decided afterwards (ladder_verdict.c).
  */
 #include <pthread.h>
@@ -72,8 +74,8 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp__ladder_ctx *w,
-                            ulp_error *err)
+static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths,
+                            const ulp__ladder_ctx *w, ulp_error *err)
 {
     for (size_t i = 0; i < r->n_runs; i++) {
         ulp_ladder_run *run = &r->runs[i];
@@ -82,11 +84,8 @@ static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp_
             return ulp__error(err, ULP_ENOMEM, "out of memory");
         if ((st = ulp_ladder_run_files(paths[i], &run->files, &run->n_files, err)) != ULP_OK)
             return st;
-        if ((w->snaps[i] = calloc(run->n_files, sizeof *w->snaps[i])) == NULL)
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-        for (size_t f = 0; f < run->n_files; f++)
-            if ((st = ulp_snapshot_open(run->files[f].path, &w->snaps[i][f], err)) != ULP_OK)
-                return st;
+        if ((st = ulp__ladder_open_run(w, i, err)) != ULP_OK)
+            return st;
         const ulp_snapshot *s = w->snaps[i][0];
         run->label = strdup(ulp_snapshot_label(s));
         run->n_run = ulp_snapshot_run_count(s);
@@ -100,6 +99,7 @@ static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, ulp_
             if (!run->run[k].key || !run->run[k].value)
                 return ulp__error(err, ULP_ENOMEM, "out of memory");
         }
+        ulp__ladder_close_run(w, i);
     }
     return ULP_OK;
 }
@@ -188,11 +188,8 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
         st = ulp__ladder_decide(r, err);
     ulp__ladder_plan_release(&w.plan);
 
-    for (size_t i = 0; i < n; i++) {
-        for (size_t f = 0; w.c.snaps[i] && f < r->runs[i].n_files; f++)
-            ulp_snapshot_close(w.c.snaps[i][f]);
-        free(w.c.snaps[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        ulp__ladder_close_run(&w.c, i);
     free(w.c.snaps);
     pthread_mutex_destroy(&w.lock);
     if (st != ULP_OK) {

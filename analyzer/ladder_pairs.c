@@ -108,24 +108,6 @@ static ulp_status note_first(ulp_ladder_pair *p, const ulp_diff_result *d, int r
     return st;
 }
 
-static ulp_status copy_keys(ulp_ladder_pair *p, const ulp_diff_ladder *l, ulp_error *err)
-{
-    p->keys = calloc(l->n_keys + 1, sizeof *p->keys);
-    if (p->keys == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t i = 0; i < l->n_keys; i++) {
-        const ulp_diff_run_key *k = &l->keys[i];
-        ulp_diff_run_key *q = &p->keys[p->n_keys++];
-        q->key = strdup(k->key);
-        q->value_a = k->value_a ? strdup(k->value_a) : NULL;
-        q->value_b = k->value_b ? strdup(k->value_b) : NULL;
-        q->level = k->level;
-        if (!q->key || (k->value_a && !q->value_a) || (k->value_b && !q->value_b))
-            return ulp__error(err, ULP_ENOMEM, "out of memory");
-    }
-    return ULP_OK;
-}
-
 /* A rank only one run has was not compared: the runs differ there, as they
  * do where one file has a capture the other lacks. */
 static void missing_ranks_differ(ulp_ladder_pair *p)
@@ -164,7 +146,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
                             w->opts->diff.match || w->opts->diff.role ? " selected" : "");
         } else {
             if (p->n_ranks == 0)
-                st = copy_keys(p, &d->ladder, err);
+                st = ulp__ladder_keys_set(p, d->ladder.keys, d->ladder.n_keys, err);
             p->n_ranks++;
             p->identical &= d->identical != 0;
             p->rows += d->n_rows;
@@ -191,12 +173,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
 
 void ulp__ladder_pair_release(ulp_ladder_pair *p)
 {
-    for (size_t k = 0; p->keys && k < p->n_keys; k++) {
-        free((char *)(uintptr_t)p->keys[k].key);
-        free((char *)(uintptr_t)p->keys[k].value_a);
-        free((char *)(uintptr_t)p->keys[k].value_b);
-    }
-    free(p->keys);
+    free(p->keys); /* one block with its strings (ladder_keys.c) */
     free(p->first.capture);
     p->keys = NULL;
     p->n_keys = 0;

@@ -5,7 +5,13 @@
 
 #include "ulpprof/ladder.h"
 
-/* The runs being compared: their open snapshots, snaps[run][file] in rank order. */
+/*
+ * The runs being compared.  snaps[run][file] (rank order) is open only while
+ * the run is needed: a class's first run stays open for the compares between
+ * classes, every other run is opened to be hashed and checked against its
+ * class's first run, then closed (NULL), so that memory grows with the
+ * classes, not the runs.
+ */
 typedef struct ulp__ladder_ctx {
     ulp_ladder_result *r;
     ulp_snapshot ***snaps;
@@ -37,6 +43,17 @@ typedef struct ulp__ladder_plan {
 ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
 ulp_status ulp__ladder_plan_fill(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
 void ulp__ladder_plan_release(ulp__ladder_plan *plan);
+/*
+ * A pair's /run keys as one block (ladder_keys.c): copies of src[0..n), or
+ * the keys whose values differ between the runs' /run lists.
+ */
+ulp_status ulp__ladder_keys_set(ulp_ladder_pair *p, const ulp_diff_run_key *src, size_t n,
+                                ulp_error *err);
+ulp_status ulp__ladder_keys_of_runs(ulp_ladder_pair *p, const ulp_ladder_run *a,
+                                    const ulp_ladder_run *b, ulp_error *err);
+/* Opens run `run`'s files into snaps[run] / closes them (ladder_open.c). */
+ulp_status ulp__ladder_open_run(const ulp__ladder_ctx *c, size_t run, ulp_error *err);
+void ulp__ladder_close_run(const ulp__ladder_ctx *c, size_t run);
 /* Frees what a pair owns (keys, first divergence name). */
 void ulp__ladder_pair_release(ulp_ladder_pair *p);
 

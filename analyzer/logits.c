@@ -79,37 +79,6 @@ void ulp__logits_row_stats(const double *za, const double *zb, uint64_t vocab, u
     out->max_perturbation = m;
 }
 
-/* softmax(z / t) into p; NaN logits get probability 0. */
-static void softmax(const double *z, uint64_t n, double t, double *p)
-{
-    double m = -HUGE_VAL;
-    uint64_t ninf = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        if (!isnan(z[i]) && z[i] > m)
-            m = z[i];
-        ninf += z[i] == HUGE_VAL;
-    }
-    if (m == -HUGE_VAL || m == HUGE_VAL) {
-        /* All -inf/NaN: uniform over the non-NaN entries (or all); +inf: over the infs. */
-        uint64_t cnt = 0;
-        for (uint64_t i = 0; i < n; i++)
-            cnt += m == HUGE_VAL ? z[i] == HUGE_VAL : !isnan(z[i]);
-        for (uint64_t i = 0; i < n; i++) {
-            int in = m == HUGE_VAL ? z[i] == HUGE_VAL : !isnan(z[i]);
-            p[i] = cnt ? (in ? 1.0 / (double)cnt : 0.0) : 1.0 / (double)n;
-        }
-        (void)ninf;
-        return;
-    }
-    double s = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        p[i] = isnan(z[i]) ? 0.0 : exp((z[i] - m) / t);
-        s += p[i];
-    }
-    for (uint64_t i = 0; i < n; i++)
-        p[i] /= s;
-}
-
 void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, double t,
                           double *work, double *tv, double *p_differ)
 {
@@ -119,8 +88,8 @@ void ulp__logits_sampling(const double *za, const double *zb, uint64_t vocab, do
         *p_differ = 0;
         return;
     }
-    softmax(za, vocab, t, pa);
-    softmax(zb, vocab, t, pb);
+    ulp__logits_softmax(za, vocab, t, pa);
+    ulp__logits_softmax(zb, vocab, t, pb);
     double d = 0;
     for (uint64_t i = 0; i < vocab; i++)
         d += fabs(pa[i] - pb[i]);
@@ -159,6 +128,7 @@ void ulp__logits_free(ulp_diff_logits *lg)
         free(lg->sampling[k].tv);
         free(lg->sampling[k].p_differ);
     }
+    ulp__logits_dist_free(&lg->dist);
     memset(lg, 0, sizeof *lg);
 }
 
@@ -218,6 +188,7 @@ typedef struct lg_scratch {
     unsigned char *ba, *bb; /* per * vocab elements each, when a view needs a copy */
     float *fa, *fb;         /* vocab each                                       */
     double *za, *zb, *work; /* vocab, vocab, 2 * vocab                          */
+    int64_t *kwork;         /* 2 * the largest top-k size (distributions)       */
 } lg_scratch;
 
 static void scratch_free(lg_scratch *s)
@@ -229,6 +200,7 @@ static void scratch_free(lg_scratch *s)
     free(s->za);
     free(s->zb);
     free(s->work);
+    free(s->kwork);
 }
 
 static int scratch_init(lg_scratch *s, const lg_job *j)
@@ -249,7 +221,11 @@ static int scratch_init(lg_scratch *s, const lg_job *j)
         if (!s->fa || !s->fb)
             return -1;
     }
-    if (wide || j->opts->n_temperatures > 0) {
+    if (j->opts->distributions &&
+        (s->kwork = malloc((2 * (size_t)ulp__logits_dist_kmax(j->opts) + 1) * sizeof *s->kwork)) ==
+            NULL)
+        return -1;
+    if (wide || j->opts->n_temperatures > 0 || j->opts->distributions) {
         s->za = malloc((V + 1) * sizeof *s->za);
         s->zb = malloc((V + 1) * sizeof *s->zb);
         s->work = malloc((2 * V + 1) * sizeof *s->work);
@@ -340,6 +316,8 @@ static void one_row(lg_job *j, lg_scratch *s, const unsigned char *ra, const uns
         ulp__logits_sampling(s->za, s->zb, V, sp->temperature, s->work, &sp->tv[row],
                              &sp->p_differ[row]);
     }
+    if (lg->has_dist)
+        ulp__logits_dist_row(lg, s->za, s->zb, rs.argmax_a, s->work, s->kwork, row);
 }
 
 static void lg_fail(lg_job *j, const ulp_error *e)
@@ -441,6 +419,8 @@ static ulp_status alloc_rows(ulp_diff_logits *lg, const ulp_diff_options *opts)
         if (!lg->sampling[k].tv || !lg->sampling[k].p_differ)
             return ULP_ENOMEM;
     }
+    if (opts->distributions && ulp__logits_dist_alloc(lg, opts) != ULP_OK)
+        return ULP_ENOMEM;
     return ULP_OK;
 }
 
@@ -474,6 +454,8 @@ static ulp_status summarize(ulp_diff_logits *lg, const ulp_diff_flip *slot)
         s->tv_mean = R ? st_tv / (double)R : 0.0;
         s->p_differ_mean = R ? st_p / (double)R : 0.0;
     }
+    if (lg->has_dist)
+        ulp__logits_dist_summarize(lg);
     return ULP_OK;
 }
 

@@ -27,8 +27,8 @@ int ulp__logits_fusable(ulp_dtype dtype, int ndim, const int64_t *shape,
     if (!(dtype == ULP_DTYPE_F32 || dtype == ULP_DTYPE_BF16 || dtype == ULP_DTYPE_F16 ||
           dtype == ULP_DTYPE_F8E4M3 || dtype == ULP_DTYPE_F8E5M2))
         return 0;
-    /* The sampling figures need whole rows in doubles: their own pass. */
-    if (opts->n_temperatures > 0 || ndim < 1)
+    /* The sampling and distribution figures need whole rows in doubles: their own pass. */
+    if (opts->n_temperatures > 0 || opts->distributions || ndim < 1)
         return 0;
     for (int k = 0; k < ndim; k++)
         if (shape[k] <= 0)

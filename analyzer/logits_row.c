@@ -5,8 +5,8 @@
  * row to doubles element by element.
  *
  * The row is taken in blocks that stay in L1, each with two loops that gcc
- * vectorizes (this file is built with -O3 and AVX2 / AVX-512 clones, as
- * diff_metrics.c), so that the row is read from memory once:
+ * vectorizes (this file is built with -O3, once per instruction-set level
+ * of isa.h, as diff_metrics.c), so that the row is read from memory once:
  *   1. both sides: the largest non-NaN value, the count of non-NaN values,
  *      and the largest |z_A - z_B| over finite pairs in float32, with the
  *      exact double maximum only for blocks that can beat the row's so far;
@@ -28,8 +28,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "clones.h"
 #include "diff_priv.h"
+#include "isa.h"
 
 /*
  * Floats compared as unsigned integers, so that the loops vectorize
@@ -58,40 +58,42 @@ static inline float float_of(uint32_t k)
  * and the largest float32 |a - b| over pairs where both are finite (bits),
  * also over those whose float32 difference may be rounded (*inexact:
  * operands of different signs or binades). */
-ULP__CLONES static uint32_t block_tops(const uint32_t *restrict a, const uint32_t *restrict b,
-                                       uint32_t n, uint32_t *top_a, uint32_t *top_b, uint32_t *nn_a,
-                                       uint32_t *nn_b, uint32_t *inexact)
-{
-    uint32_t ma = 0, mb = 0;
-    uint32_t ca = 0, cb = 0, mf = 0, mi = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t bx = a[i], by = b[i];
-        uint32_t kx = key_of(bx), ky = key_of(by);
-        ma = kx > ma ? kx : ma;
-        mb = ky > mb ? ky : mb;
-        ca += kx != 0;
-        cb += ky != 0;
-        uint32_t fin =
-            -(uint32_t)(((bx & 0x7fffffffu) < 0x7f800000u) & ((by & 0x7fffffffu) < 0x7f800000u));
-        float x, y;
-        memcpy(&x, &bx, 4);
-        memcpy(&y, &by, 4);
-        float df = x - y;
-        uint32_t bd;
-        memcpy(&bd, &df, 4);
-        bd &= 0x7fffffffu & fin;
-        mf = bd > mf ? bd : mf;
-        uint32_t exact = -(uint32_t)(((bx ^ by) >> 23) == 0); /* same sign and exponent */
-        bd &= ~exact;
-        mi = bd > mi ? bd : mi;
+#define DEFINE_BLOCK_TOPS(NAME, ISA)                                                               \
+    ULP__TARGET_##ISA static uint32_t NAME##_##ISA(                                                \
+        const uint32_t *restrict a, const uint32_t *restrict b, uint32_t n, uint32_t *top_a,       \
+        uint32_t *top_b, uint32_t *nn_a, uint32_t *nn_b, uint32_t *inexact)                        \
+    {                                                                                              \
+        uint32_t ma = 0, mb = 0;                                                                   \
+        uint32_t ca = 0, cb = 0, mf = 0, mi = 0;                                                   \
+        for (uint32_t i = 0; i < n; i++) {                                                         \
+            uint32_t bx = a[i], by = b[i];                                                         \
+            uint32_t kx = key_of(bx), ky = key_of(by);                                             \
+            ma = kx > ma ? kx : ma;                                                                \
+            mb = ky > mb ? ky : mb;                                                                \
+            ca += kx != 0;                                                                         \
+            cb += ky != 0;                                                                         \
+            uint32_t fin = -(uint32_t)(((bx & 0x7fffffffu) < 0x7f800000u) &                        \
+                                       ((by & 0x7fffffffu) < 0x7f800000u));                        \
+            float x, y;                                                                            \
+            memcpy(&x, &bx, 4);                                                                    \
+            memcpy(&y, &by, 4);                                                                    \
+            float df = x - y;                                                                      \
+            uint32_t bd;                                                                           \
+            memcpy(&bd, &df, 4);                                                                   \
+            bd &= 0x7fffffffu & fin;                                                               \
+            mf = bd > mf ? bd : mf;                                                                \
+            uint32_t exact = -(uint32_t)(((bx ^ by) >> 23) == 0); /* same sign and exponent */     \
+            bd &= ~exact;                                                                          \
+            mi = bd > mi ? bd : mi;                                                                \
+        }                                                                                          \
+        *top_a = ma;                                                                               \
+        *top_b = mb;                                                                               \
+        *nn_a = ca;                                                                                \
+        *nn_b = cb;                                                                                \
+        *inexact = mi;                                                                             \
+        return mf;                                                                                 \
     }
-    *top_a = ma;
-    *top_b = mb;
-    *nn_a = ca;
-    *nn_b = cb;
-    *inexact = mi;
-    return mf;
-}
+ULP__ISA_EACH(DEFINE_BLOCK_TOPS, block_tops)
 
 /* The largest |a - b| in double over pairs where both are finite (scalar:
  * run only on the few blocks that can raise the row's maximum). */
@@ -133,26 +135,28 @@ static int may_grow(double run, uint32_t maxf, uint32_t maxi)
 
 /* Pass 2 over a block, one side: the first index of key `top`, how many
  * equal it, the largest key below it (0 when none). */
-ULP__CLONES static uint32_t below_top(const uint32_t *restrict z, uint32_t n, uint32_t top,
-                                      uint32_t *first, uint32_t *count)
-{
-    uint32_t m = 0, c = 0, f = UINT32_MAX;
-    /* Masks, not conditions: gcc vectorizes this form only.  The first of
-     * them is a minimum (a search stopped at the first, scalar, took as
-     * long as pass 1). */
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t k = key_of(z[i]);
-        uint32_t eq = -(uint32_t)(k == top);
-        c -= eq;
-        uint32_t at = i | ~eq;
-        f = at < f ? at : f;
-        uint32_t w = k & -(uint32_t)(k < top);
-        m = w > m ? w : m;
+#define DEFINE_BELOW_TOP(NAME, ISA)                                                                \
+    ULP__TARGET_##ISA static uint32_t NAME##_##ISA(const uint32_t *restrict z, uint32_t n,         \
+                                                   uint32_t top, uint32_t *first, uint32_t *count) \
+    {                                                                                              \
+        uint32_t m = 0, c = 0, f = UINT32_MAX;                                                     \
+        /* Masks, not conditions: gcc vectorizes this form only.  The first of                     \
+         * them is a minimum (a search stopped at the first, scalar, took as                       \
+         * long as pass 1). */                                                                     \
+        for (uint32_t i = 0; i < n; i++) {                                                         \
+            uint32_t k = key_of(z[i]);                                                             \
+            uint32_t eq = -(uint32_t)(k == top);                                                   \
+            c -= eq;                                                                               \
+            uint32_t at = i | ~eq;                                                                 \
+            f = at < f ? at : f;                                                                   \
+            uint32_t w = k & -(uint32_t)(k < top);                                                 \
+            m = w > m ? w : m;                                                                     \
+        }                                                                                          \
+        *first = f < n ? f : n;                                                                    \
+        *count = c;                                                                                \
+        return m;                                                                                  \
     }
-    *first = f < n ? f : n;
-    *count = c;
-    return m;
-}
+ULP__ISA_EACH(DEFINE_BELOW_TOP, below_top)
 
 /* Merges a block (starting at index `base`) whose largest non-NaN value is `btop`. */
 static void top2_merge(ulp__lside *s, const uint32_t *z, uint32_t n, uint64_t base, uint32_t btop,
@@ -167,7 +171,7 @@ static void top2_merge(ulp__lside *s, const uint32_t *z, uint32_t n, uint64_t ba
         return;
     }
     uint32_t bfirst, bcount;
-    uint32_t bsecond = below_top(z, n, btop, &bfirst, &bcount);
+    uint32_t bsecond = ULP__ISA_CALL(below_top, z, n, btop, &bfirst, &bcount);
     if (s->nonnan == 0 || btop > s->top) {
         uint32_t old = s->nonnan ? s->top : 0;
         s->second = bsecond > old ? bsecond : old;
@@ -215,7 +219,7 @@ void ulp__lpart_add(ulp__lpart *p, const float *za, const float *zb, uint64_t n,
     for (uint64_t at = 0; at < n; at += ROW_BLOCK) {
         uint32_t m = (uint32_t)(n - at < ROW_BLOCK ? n - at : ROW_BLOCK);
         uint32_t ta, tb, na, nb, maxi;
-        uint32_t maxf = block_tops(ua + at, ub + at, m, &ta, &tb, &na, &nb, &maxi);
+        uint32_t maxf = ULP__ISA_CALL(block_tops, ua + at, ub + at, m, &ta, &tb, &na, &nb, &maxi);
         if (may_grow(p->pert, maxf, maxi)) {
             double d = block_pert(ua + at, ub + at, m);
             p->pert = d > p->pert ? d : p->pert;

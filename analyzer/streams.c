@@ -46,8 +46,10 @@ static int kentry_cmp(const void *pa, const void *pb)
     return a->position < b->position ? -1 : a->position > b->position;
 }
 
-/* Every row of the captures idx[0..n), sorted by key (NULL when out of memory). */
-static kentry *keys_of(const ulp_snapshot *s, const size_t *idx, size_t n, size_t *count)
+/* Every row of the captures idx[0..n), sorted by key (NULL when out of memory); B's
+ * (renumber: the result) under the numbers its requests are compared under. */
+static kentry *keys_of(const ulp_snapshot *s, const size_t *idx, size_t n, size_t *count,
+                       const ulp_diff_result *renumber)
 {
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
@@ -60,6 +62,8 @@ static kentry *keys_of(const ulp_snapshot *s, const size_t *idx, size_t n, size_
         const ulp_capture_info *c = ulp_snapshot_capture(s, idx[i]);
         for (uint64_t r = 0; r < c->rows; r++, k++) {
             e[k].request = c->requests != NULL ? c->requests[r] : 0;
+            if (renumber != NULL)
+                e[k].request = ulp__requests_b(renumber, e[k].request);
             e[k].position = c->positions[r];
             e[k].cap = idx[i];
             e[k].row = r;
@@ -201,6 +205,7 @@ static int push_part(parts *p, const ulp_diff_part *x)
 /* The logits at (req, pos) on both sides: argmax and margin; 0 when a side lacks the key. */
 typedef struct logits_ctx {
     const ulp_snapshot *a, *b;
+    const ulp_diff_result *r; /* B's requests renumbered */
     kentry *ka, *kb;
     size_t nka, nkb;
     double *za, *zb;
@@ -266,8 +271,8 @@ static ulp_status from_ids(const ulp_snapshot *a, const ulp_snapshot *b, const s
                            logits_ctx *lc, parts *out, ulp_error *err)
 {
     size_t nka = 0, nkb = 0;
-    kentry *ka = keys_of(a, sn->ids.ia, sn->ids.na, &nka);
-    kentry *kb = keys_of(b, sn->ids.ib, sn->ids.nb, &nkb);
+    kentry *ka = keys_of(a, sn->ids.ia, sn->ids.na, &nka, NULL);
+    kentry *kb = keys_of(b, sn->ids.ib, sn->ids.nb, &nkb, lc->r);
     ulp_status st = ULP_OK;
     if (ka == NULL || kb == NULL)
         st = ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -340,8 +345,8 @@ static ulp_status inferred(const ulp_snapshot *a, const ulp_snapshot *b, const s
                            logits_ctx *lc, parts *out, ulp_error *err)
 {
     size_t nka = 0, nkb = 0;
-    kentry *ka = keys_of(a, sn->entry.ia, sn->entry.na, &nka);
-    kentry *kb = keys_of(b, sn->entry.ib, sn->entry.nb, &nkb);
+    kentry *ka = keys_of(a, sn->entry.ia, sn->entry.na, &nka, NULL);
+    kentry *kb = keys_of(b, sn->entry.ib, sn->entry.nb, &nkb, lc->r);
     const ulp_capture_info *ref = ulp_snapshot_capture(a, sn->entry.ia[0]);
     size_t bytes = (size_t)(row_len(ref) * ulp_dtype_size(ref->dtype));
     unsigned char *ra = malloc(bytes + 1), *rb = malloc(bytes + 1);
@@ -394,17 +399,18 @@ static ulp_status inferred(const ulp_snapshot *a, const ulp_snapshot *b, const s
 }
 
 static ulp_status logits_init(logits_ctx *lc, const ulp_snapshot *a, const ulp_snapshot *b,
-                              const stream_names *sn, ulp_error *err)
+                              const stream_names *sn, const ulp_diff_result *r, ulp_error *err)
 {
     memset(lc, 0, sizeof *lc);
     lc->a = a;
     lc->b = b;
+    lc->r = r;
     if (!sn->has_logits)
         return ULP_OK;
     const ulp_capture_info *c = ulp_snapshot_capture(a, sn->logits.ia[0]);
     lc->vocab = row_len(c);
-    lc->ka = keys_of(a, sn->logits.ia, sn->logits.na, &lc->nka);
-    lc->kb = keys_of(b, sn->logits.ib, sn->logits.nb, &lc->nkb);
+    lc->ka = keys_of(a, sn->logits.ia, sn->logits.na, &lc->nka, NULL);
+    lc->kb = keys_of(b, sn->logits.ib, sn->logits.nb, &lc->nkb, lc->r);
     lc->za = malloc((lc->vocab + 1) * sizeof *lc->za);
     lc->zb = malloc((lc->vocab + 1) * sizeof *lc->zb);
     lc->raw = malloc((size_t)(lc->vocab * ulp_dtype_size(c->dtype)) + 8);
@@ -441,7 +447,12 @@ ulp_status ulp__streams_find(const ulp_snapshot *a, const ulp_snapshot *b, ulp_d
     logits_ctx lc;
     parts found = {0};
     find_names(na, nb, a, b, &sn);
-    st = logits_init(&lc, a, b, &sn, err);
+    if (sn.has_ids) /* B's requests renumbered onto A's by their tokens, first */
+        st = ulp__requests_pair(a, sn.ids.ia, sn.ids.na, b, sn.ids.ib, sn.ids.nb, r, err);
+    if (st == ULP_OK)
+        st = logits_init(&lc, a, b, &sn, r, err);
+    else
+        memset(&lc, 0, sizeof lc);
     if (st == ULP_OK && sn.has_ids)
         st = from_ids(a, b, &sn, &lc, &found, err);
     else if (st == ULP_OK && sn.has_entry && sn.has_logits)

@@ -65,6 +65,7 @@ ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_
 static void session_free(ulp_session *s)
 {
     ulp__staging_stop(s);
+    ulp__session_select_free(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->room);
     pthread_cond_destroy(&s->work);
@@ -189,6 +190,11 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     pthread_mutex_unlock(&s->mu);
     if (st != ULP_OK) {
         pthread_join(s->thread, NULL);
+        goto cleanup;
+    }
+    if ((st = ulp__session_select_env(s, err)) != ULP_OK) {
+        ulp_session_close(s);
+        s = NULL;
         goto cleanup;
     }
     *out = s;

@@ -26,7 +26,8 @@ typedef enum ulp__item_kind {
     ITEM_DEFERRED, /* bytes in a producer's buffer, valid after ready() */
     ITEM_ATTR,     /* a /run or /env attribute                          */
     ITEM_KERNELS,  /* a batch of /trace/kernels rows                    */
-    ITEM_GEMMS     /* a batch of /trace/gemms rows                      */
+    ITEM_GEMMS,    /* a batch of /trace/gemms rows                      */
+    ITEM_DIGESTS   /* a capture's row digests: `data` holds nbytes/8    */
 } ulp__item_kind;
 
 typedef struct ulp__item {
@@ -107,6 +108,11 @@ struct ulp_session {
     int has_step;
     int64_t step;
     ulp__staging staging;
+
+    /* Digests and the selection (session_select.c). */
+    ulp_capture_mode mode;
+    struct ulp__select *sel;
+    size_t nsel, sel_cap;
 
     /* Opening and closing, done by the writer thread (see writer_main). */
     const struct ulp__open_args *open; /* set while ulp_session_open waits  */
@@ -195,6 +201,29 @@ ulp__item *ulp__staging_take(ulp_session *s, size_t size);
 
 /* Gives a written block back to the ring; 0 if it is not the ring's (free() it).  s->mu held. */
 int ulp__staging_give(ulp_session *s, ulp__item *it);
+
+/* --- digests and the selection (session_select.c) ------------------------------------ */
+
+typedef struct ulp__select {
+    char *name;
+    int64_t request, first, last;
+} ulp__select;
+
+/*
+ * What one capture writes under the session's mode and selection: the
+ * digests (*digests, *rows; malloc'd, NULL when the mode has none) and the
+ * data (*want_data; *sub is `d`, or a descriptor of the selected rows whose
+ * buffers *owned holds, to be freed).  ULP_ENOMEM when out of memory.
+ */
+ulp_status ulp__session_plan(ulp_session *s, const ulp_capture_desc *d, size_t nbytes,
+                             uint64_t **digests, uint64_t *rows, int *want_data,
+                             ulp_capture_desc *sub, size_t *sub_bytes, void **owned);
+
+/* Frees the selection (close). */
+void ulp__session_select_free(ulp_session *s);
+
+/* Applies ULPPROF_CAPTURE_MODE and ULPPROF_SELECT to a new session. */
+ulp_status ulp__session_select_env(ulp_session *s, ulp_error *err);
 
 /* --- the writer thread (session_thread.c) -------------------------------------------- */
 

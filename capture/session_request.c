@@ -142,7 +142,7 @@ static size_t capture_charge(size_t nbytes)
 static size_t capture_size(const capture_arg *a)
 {
     return payload_offset(strlen(a->d->name), ulp__capture_rows_size(a->d)) +
-           (a->kind == ITEM_CAPTURE ? a->nbytes : 0);
+           (a->kind != ITEM_DEFERRED ? a->nbytes : 0);
 }
 
 static void build_capture(ulp__item *it, void *arg)
@@ -163,7 +163,7 @@ static void build_capture(ulp__item *it, void *arg)
     it->desc.shape = it->shape;
     ulp__capture_rows_copy(&it->desc, d, (char *)it + rows_offset(name_len));
     it->nbytes = a->nbytes;
-    if (a->kind == ITEM_CAPTURE) {
+    if (a->kind != ITEM_DEFERRED) {
         if (a->nbytes > 0)
             ulp__capture_copy((char *)it + off, d->data, a->nbytes);
         it->data = (char *)it + off;
@@ -194,9 +194,29 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
         return refuse(ULP_EINVAL, "%s", why);
     if (nbytes > 0 && d->data == NULL)
         return refuse(ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name, nbytes);
-    capture_arg a = {s, d, nbytes, ITEM_CAPTURE, NULL, NULL, NULL, NULL};
-    ulp_status st = ulp__session_enqueue(s, capture_charge(capture_size(&a)), capture_size(&a),
-                                         build_capture, &a);
+    uint64_t *digests = NULL, rows = 0;
+    int want_data = 1;
+    ulp_capture_desc sub;
+    size_t sub_bytes = nbytes;
+    void *owned = NULL;
+    ulp_status st =
+        ulp__session_plan(s, d, nbytes, &digests, &rows, &want_data, &sub, &sub_bytes, &owned);
+    if (st != ULP_OK)
+        return refuse(st, "capture '%.200s': out of memory", d->name);
+    if (digests != NULL) {
+        ulp_capture_desc dd = *d;
+        dd.data = digests;
+        capture_arg g = {s, &dd, (size_t)rows * 8, ITEM_DIGESTS, NULL, NULL, NULL, NULL};
+        st = ulp__session_enqueue(s, capture_charge(capture_size(&g)), capture_size(&g),
+                                  build_capture, &g);
+        free(digests);
+    }
+    if (st == ULP_OK && want_data) {
+        capture_arg a = {s, &sub, sub_bytes, ITEM_CAPTURE, NULL, NULL, NULL, NULL};
+        st = ulp__session_enqueue(s, capture_charge(capture_size(&a)), capture_size(&a),
+                                  build_capture, &a);
+    }
+    free(owned);
     return refused_by_queue(s, st, "capture", d->name);
 }
 

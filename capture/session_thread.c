@@ -33,6 +33,8 @@ static ulp_status item_write(ulp_session *s, ulp__item *it, ulp_error *err, int 
         return ulp__writer_append_kernels(s->writer, it->rows, it->names, it->nrows, err);
     case ITEM_GEMMS:
         return ulp__writer_append_gemms(s->writer, it->gemms, it->nrows, err);
+    case ITEM_DIGESTS:
+        return ulp__writer_add_digests(s->writer, &it->desc, it->data, it->nbytes / 8, err);
     }
     return ULP_EINVAL;
 }

@@ -76,6 +76,18 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
                            size_t nbytes, int64_t *seq, ulp_error *err);
 
 /*
+ * Stores the row digests of one capture (FORMAT.md, "Digests") as
+ * /digests/<d->name>/<occurrence>: `rows` uint64 values, with the
+ * capture's attributes (dtype, seq -- a counter of the digests' own --
+ * role, layer, step, positions, requests, inputs) and its `shape`.  The
+ * tensor's bytes are not written.  Not journaled nor indexed: a file is
+ * read through its groups; digests are durable once the file is closed or
+ * flushed.
+ */
+ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp_capture_desc *d,
+                                   const uint64_t *digests, uint64_t rows, ulp_error *err);
+
+/*
  * Appends `n` kernel rows to /trace/kernels (created at the first call),
  * interning names[i] (NULL: "") into /trace/names, and flushes.  `names`
  * may be NULL only when n == 0.  The rows are not modified.

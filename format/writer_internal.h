@@ -35,6 +35,11 @@ struct ulp__writer {
     ulp__strmap occurrences; /* capture name -> next occurrence    */
     ulp__strmap groups_open; /* capture name -> its open group id  */
 
+    /* /digests (writer_digest.c), created at the first digest. */
+    hid_t digests;
+    ulp__strmap digest_occ; /* capture name -> next digest occurrence */
+    int64_t digest_seq;
+
     /* Captures written that wait for their batch's flush, journal
      * records and links (writer_link.c). */
     struct ulp__writer_unlinked *unlinked;

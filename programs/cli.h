@@ -33,6 +33,7 @@ int cmd_demo(int argc, char **argv);
 int cmd_repair(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_ladder(int argc, char **argv);
+int cmd_streams(int argc, char **argv);
 int cmd_contract(int argc, char **argv);
 
 /* `ulpprof diff A B` when A or B is a run directory of per-rank files (cmd_diff_ranks.c). */
@@ -45,6 +46,9 @@ typedef struct cli_diff_ranks_args {
 } cli_diff_ranks_args;
 /* Prints the rank-by-rank reports to `out`; returns the exit status. */
 int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out);
+
+/* A diff where a side holds row digests only (cmd_diff_digests.c); json: 1 for --format json. */
+int cli_diff_digests(const char *a, const char *b, int json, FILE *out);
 /* Whether `path` is a directory. */
 int cli_is_dir(const char *path);
 /*

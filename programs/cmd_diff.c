@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "ulpprof/diff.h"
+#include "ulpprof/digest.h"
 #include "ulpprof/format.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
@@ -20,6 +21,7 @@
     "ulpprof diff [--format table|markdown|md|csv|json] [--out FILE] [--match GLOB]\n"             \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
     "                    [--threads N] [--plot DIR] [--by name|site|auto] [--map FILE]\n"          \
+    "                    [--dist] [--topk K,...]\n"                                                \
     "                    A B     (snapshot files, or run directories of per-rank files)"
 
 static void diff_help(void)
@@ -51,6 +53,11 @@ static void diff_help(void)
            "  -t, --temperature T    for logits: total variation and the probability that\n"
            "                         same-draw sampling at temperature T differs\n"
            "                         (repeatable, at most %d)\n"
+           "      --dist             for logits: whole distributions per row -- KL both\n"
+           "                         ways, |delta log p| at A's top token, top-k overlap,\n"
+           "                         mean |a-b| and SGLang's rel_diff -- summarized\n"
+           "      --topk K,...       the k of the top-k overlaps (default 1,5,10; at most\n"
+           "                         %d of them); implies --dist\n"
            "      --by HOW           pair captures by name, by site (what the tensor is:\n"
            "                         layer 3's q projection, the logits; docs/sites.md) or\n"
            "                         auto (default): by name, by site when the snapshots\n"
@@ -66,7 +73,7 @@ static void diff_help(void)
            "\n"
            "exit status: 0 identical, 1 the snapshots differ, 2 error (nothing to\n"
            "compare -- no capture, none selected, no capture name in common -- is one)\n",
-           ULP_DIFF_MAX_TEMPERATURES);
+           ULP_DIFF_MAX_TEMPERATURES, ULP_DIFF_MAX_TOPK);
 }
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -90,7 +97,7 @@ typedef struct diff_cli {
 /* Fills `o` from the command line: -1 to go on, else the exit status. */
 static int diff_parse(int argc, char **argv, diff_cli *o)
 {
-    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS, OPT_BY, OPT_MAP };
+    enum { OPT_CHUNK = 256, OPT_COLOR, OPT_PLOT, OPT_ROWS, OPT_BY, OPT_MAP, OPT_DIST, OPT_TOPK };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
         {"out", required_argument, NULL, 'o'},
@@ -104,6 +111,8 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         {"rows", required_argument, NULL, OPT_ROWS},
         {"by", required_argument, NULL, OPT_BY},
         {"map", required_argument, NULL, OPT_MAP},
+        {"dist", no_argument, NULL, OPT_DIST},
+        {"topk", required_argument, NULL, OPT_TOPK},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -176,6 +185,32 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
                 return CLI_EXIT_ERROR;
             }
             o->opts.temperatures[o->opts.n_temperatures++] = t;
+            break;
+        }
+        case OPT_DIST:
+            o->opts.distributions = 1;
+            break;
+        case OPT_TOPK: {
+            o->opts.distributions = 1;
+            o->opts.n_topk = 0;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok != NULL;
+                 tok = strtok_r(NULL, ",", &save)) {
+                if (parse_u64(tok, &v) || v < 1 || v > 1000000 ||
+                    o->opts.n_topk == ULP_DIFF_MAX_TOPK) {
+                    fprintf(stderr,
+                            "ulpprof diff: --topk '%s' is not a list of at most %d numbers "
+                            "from 1 to 1000000\n",
+                            optarg, ULP_DIFF_MAX_TOPK);
+                    return CLI_EXIT_ERROR;
+                }
+                o->opts.topk[o->opts.n_topk++] = (int)v;
+            }
+            if (o->opts.n_topk == 0 || strlen(optarg) >= sizeof buf) {
+                fprintf(stderr, "ulpprof diff: --topk '%s' is not a list of numbers\n", optarg);
+                return CLI_EXIT_ERROR;
+            }
             break;
         }
         case 'j':
@@ -384,6 +419,17 @@ int cmd_diff(int argc, char **argv)
         return rc;
     if (cli_is_dir(o.path_a) || cli_is_dir(o.path_b))
         return diff_runs(&o);
+    if (ulp_digest_only(o.path_a) || ulp_digest_only(o.path_b)) {
+        FILE *out = o.out_path ? fopen(o.out_path, "w") : stdout;
+        if (out == NULL) {
+            cli_error("cannot open '%s' for writing: %s", o.out_path, strerror(errno));
+            return CLI_EXIT_ERROR;
+        }
+        rc = cli_diff_digests(o.path_a, o.path_b, o.format == ULP_REPORT_JSON, out);
+        if (out != stdout)
+            fclose(out);
+        return rc;
+    }
     rc = CLI_EXIT_ERROR;
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_report_stream *rs = diff_stream(&o);

@@ -9,7 +9,6 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -62,34 +61,17 @@ int cli_check_run(const char *path)
 
 /*
  * A JSON string literal of `s`, a path: bytes that are not UTF-8 as \udcXX,
- * as the rank reports write theirs (json_string() refuses such a string,
- * which is no lack of memory).  ulp_json_print() alone writes them so, and
- * a document only: s goes out as the one element of an array, unwrapped.
- * -1 (said) when out of memory.
+ * as the rank reports write theirs.  -1 (said) when out of memory.
  */
 static int json_str(FILE *f, const char *s)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    json_t *a = json_array();
-    int bad = mem == NULL || a == NULL || json_array_append_new(a, ulp_json_str(s)) != 0 ||
-              ulp_json_print(a, mem) != 0;
-    json_decref(a);
-    if (mem != NULL) {
-        bad |= ferror(mem);
-        bad |= fclose(mem) != 0 || text == NULL;
-    }
-    /* "[\n  \"...\"\n]\n": the literal is what lies between "[\n  " and "\n]\n". */
-    if (!bad && len >= 9 && strncmp(text, "[\n  \"", 5) == 0)
-        fwrite(text + 4, 1, len - 7, f);
-    else
-        bad = 1;
-    free(text);
-    if (bad) {
+    ulp_json *j = ulp_json_open(f);
+    if (j == NULL) {
         cli_error("out of memory writing the JSON report");
         return -1;
     }
+    ulp_json_string(j, s); /* a document of one string */
+    ulp_json_close(j);
     return 0;
 }
 

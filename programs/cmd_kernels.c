@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,19 +87,57 @@ static void print_where(const char *side, const ulp_snapshot *s, size_t r)
     printf("\n");
 }
 
-static json_t *kernel_json(const ulp_snapshot *s, size_t i)
+static void kint(ulp_json *j, const char *key, int64_t v)
 {
+    ulp_json_key(j, key);
+    ulp_json_int(j, v);
+}
+
+static void kstr(ulp_json *j, const char *key, const char *v)
+{
+    ulp_json_key(j, key);
+    ulp_json_string(j, v);
+}
+
+static void kdim3(ulp_json *j, const char *key, const int32_t *v)
+{
+    ulp_json_key(j, key);
+    ulp_json_array(j);
+    for (int k = 0; k < 3; k++)
+        ulp_json_int(j, v[k]);
+    ulp_json_end(j);
+}
+
+static void kernel_json(ulp_json *j, const char *key, const ulp_snapshot *s, size_t i, size_t n)
+{
+    ulp_json_key(j, key);
+    if (i >= n) {
+        ulp_json_null(j);
+        return;
+    }
     const ulp_kernel_info *k = ulp_snapshot_kernel(s, i);
-    json_t *o = json_pack("{s:I, s:o, s:[i,i,i], s:[i,i,i]}", "index", (json_int_t)i, "name",
-                          ulp_json_str(k->name), "grid", k->grid[0], k->grid[1], k->grid[2],
-                          "block", k->block[0], k->block[1], k->block[2]);
+    ulp_json_object(j);
+    kint(j, "index", (int64_t)i);
+    kstr(j, "name", k->name);
+    kdim3(j, "grid", k->grid);
+    kdim3(j, "block", k->block);
     const ulp_gemm_info *g = ulp_snapshot_kernel_gemm(s, i);
-    if (o != NULL && g != NULL) {
+    if (g != NULL) {
         char buf[400];
         ulp_gemm_format(g, buf, sizeof buf);
-        json_object_set_new(o, "gemm", ulp_json_str(buf));
+        kstr(j, "gemm", buf);
     }
-    return o;
+    ulp_json_end(j);
+}
+
+static void side_json(ulp_json *j, const char *key, const ulp_snapshot *s, size_t launches)
+{
+    ulp_json_key(j, key);
+    ulp_json_object(j);
+    kstr(j, "path", ulp_snapshot_path(s));
+    kstr(j, "label", ulp_snapshot_label(s));
+    kint(j, "launches", (int64_t)launches);
+    ulp_json_end(j);
 }
 
 typedef struct kernels_opts {
@@ -163,50 +200,56 @@ static int kernels_parse(int argc, char **argv, kernels_opts *o)
     return -1;
 }
 
-/* The JSON document; 0, or -1 when out of memory. */
+/* The JSON document; 0, or -1 when out of memory or not written. */
 static int kernels_print_json(const ulp_snapshot *A, const ulp_snapshot *B,
                               const ulp_kernels_alignment *al)
 {
     size_t na = al->launches_a, nb = al->launches_b, pre = al->first_divergence;
-    json_t *o = json_pack(
-        "{s:s, s:i, s:{s:o, s:o, s:I}, s:{s:o, s:o, s:I}, s:b, s:b}", "format", "ulpprof-kernels",
-        "format_version", 1, "a", "path", ulp_json_str(ulp_snapshot_path(A)), "label",
-        ulp_json_str(ulp_snapshot_label(A)), "launches", (json_int_t)na, "b", "path",
-        ulp_json_str(ulp_snapshot_path(B)), "label", ulp_json_str(ulp_snapshot_label(B)),
-        "launches", (json_int_t)nb, "identical", al->identical, "aligned", al->aligned);
-    if (o == NULL)
+    ulp_json *j = ulp_json_open(stdout);
+    if (j == NULL)
         return -1;
+    ulp_json_object(j);
+    kstr(j, "format", "ulpprof-kernels");
+    kint(j, "format_version", 1);
+    side_json(j, "a", A, na);
+    side_json(j, "b", B, nb);
+    ulp_json_key(j, "identical");
+    ulp_json_bool(j, al->identical);
+    ulp_json_key(j, "aligned");
+    ulp_json_bool(j, al->aligned);
     if (al->aligned) {
-        json_object_set_new(o, "common", json_integer((json_int_t)al->common));
-        json_object_set_new(o, "only_in_a", json_integer((json_int_t)al->only_a));
-        json_object_set_new(o, "only_in_b", json_integer((json_int_t)al->only_b));
+        kint(j, "common", (int64_t)al->common);
+        kint(j, "only_in_a", (int64_t)al->only_a);
+        kint(j, "only_in_b", (int64_t)al->only_b);
     }
+    ulp_json_key(j, "first_divergence");
     if (al->identical) {
-        json_object_set_new(o, "first_divergence", json_null());
+        ulp_json_null(j);
     } else {
-        json_t *fd = json_object();
-        json_object_set_new(fd, "a_index", json_integer((json_int_t)pre));
-        json_object_set_new(fd, "b_index", json_integer((json_int_t)pre));
-        json_object_set_new(fd, "a", pre < na ? kernel_json(A, pre) : json_null());
-        json_object_set_new(fd, "b", pre < nb ? kernel_json(B, pre) : json_null());
-        json_object_set_new(o, "first_divergence", fd);
+        ulp_json_object(j);
+        kint(j, "a_index", (int64_t)pre);
+        kint(j, "b_index", (int64_t)pre);
+        kernel_json(j, "a", A, pre, na);
+        kernel_json(j, "b", B, pre, nb);
+        ulp_json_end(j);
     }
     if (al->aligned && !al->identical) {
-        json_t *ops = json_array();
+        ulp_json_key(j, "edits");
+        ulp_json_array(j);
         for (size_t i = 0; i < al->n_steps; i++) {
             const ulp_kernels_step *st = &al->steps[i];
             if (st->op == ULP_KERNELS_SAME)
                 continue;
-            json_array_append_new(
-                ops,
-                json_pack("{s:s, s:I}", "op", st->op == ULP_KERNELS_ONLY_A ? "only_a" : "only_b",
-                          "index", (json_int_t)(st->op == ULP_KERNELS_ONLY_A ? st->a : st->b)));
+            ulp_json_object(j);
+            kstr(j, "op", st->op == ULP_KERNELS_ONLY_A ? "only_a" : "only_b");
+            kint(j, "index", (int64_t)(st->op == ULP_KERNELS_ONLY_A ? st->a : st->b));
+            ulp_json_end(j);
         }
-        json_object_set_new(o, "edits", ops);
+        ulp_json_end(j);
     }
-    int bad = ulp_json_print(o, stdout);
-    json_decref(o);
-    return bad ? -1 : 0;
+    ulp_json_end(j);
+    int rc = ulp_json_close(j);
+    return rc == 0 && putchar('\n') != EOF ? 0 : -1;
 }
 
 /* The end of the hunk that starts at edit `start`: runs of edits merged while

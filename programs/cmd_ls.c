@@ -7,7 +7,6 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -166,77 +165,111 @@ static void print_text(const ulp_snapshot *s, int color)
            n == 1 ? "" : "s", total_elements, buf, total_bytes);
 }
 
-static json_t *kvs_json(size_t n, const ulp_kv *(*get)(const ulp_snapshot *, size_t),
-                        const ulp_snapshot *s)
+/* The key-value pairs as an object; a key given twice keeps its first
+ * place and its last value. */
+static void kvs_json(ulp_json *j, const char *key, size_t n,
+                     const ulp_kv *(*get)(const ulp_snapshot *, size_t), const ulp_snapshot *s)
 {
-    json_t *o = json_object();
-    for (size_t i = 0; i < n; i++)
-        ulp_json_set(o, get(s, i)->key, ulp_json_str(get(s, i)->value));
-    return o;
+    ulp_json_key(j, key);
+    ulp_json_object(j);
+    for (size_t i = 0; i < n; i++) {
+        const char *k = get(s, i)->key;
+        size_t seen = 0, last = i;
+        while (seen < i && strcmp(get(s, seen)->key, k) != 0)
+            seen++;
+        if (seen < i)
+            continue;
+        for (size_t m = i + 1; m < n; m++)
+            if (strcmp(get(s, m)->key, k) == 0)
+                last = m;
+        ulp_json_key(j, k);
+        ulp_json_string(j, get(s, last)->value);
+    }
+    ulp_json_end(j);
 }
 
-static json_t *snapshot_json(const ulp_snapshot *s)
+static void kstr(ulp_json *j, const char *key, const char *v)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "path", ulp_json_str(ulp_snapshot_path(s)));
-    json_object_set_new(o, "label", ulp_json_str(ulp_snapshot_label(s)));
-    json_object_set_new(o, "writer", ulp_json_str(ulp_snapshot_writer(s)));
-    json_object_set_new(o, "format_version", json_integer(ulp_snapshot_format_version(s)));
-    json_object_set_new(o, "created_unix_ns", json_integer(ulp_snapshot_created_unix_ns(s)));
-    json_object_set_new(o, "run", kvs_json(ulp_snapshot_run_count(s), ulp_snapshot_run, s));
-    json_object_set_new(o, "env", kvs_json(ulp_snapshot_env_count(s), ulp_snapshot_env, s));
-    json_object_set_new(o, "observed",
-                        kvs_json(ulp_snapshot_observed_count(s), ulp_snapshot_observed, s));
-    json_object_set_new(o, "kernels", json_integer((json_int_t)ulp_snapshot_kernel_count(s)));
+    ulp_json_key(j, key);
+    ulp_json_string(j, v);
+}
+
+static void kint(ulp_json *j, const char *key, int64_t v)
+{
+    ulp_json_key(j, key);
+    ulp_json_int(j, v);
+}
+
+static void snapshot_json(ulp_json *j, const ulp_snapshot *s)
+{
+    ulp_json_object(j);
+    kstr(j, "path", ulp_snapshot_path(s));
+    kstr(j, "label", ulp_snapshot_label(s));
+    kstr(j, "writer", ulp_snapshot_writer(s));
+    kint(j, "format_version", ulp_snapshot_format_version(s));
+    kint(j, "created_unix_ns", ulp_snapshot_created_unix_ns(s));
+    kvs_json(j, "run", ulp_snapshot_run_count(s), ulp_snapshot_run, s);
+    kvs_json(j, "env", ulp_snapshot_env_count(s), ulp_snapshot_env, s);
+    kvs_json(j, "observed", ulp_snapshot_observed_count(s), ulp_snapshot_observed, s);
+    kint(j, "kernels", (int64_t)ulp_snapshot_kernel_count(s));
     /* What the reader read around (a killed writer's file), or null. */
-    json_object_set_new(o, "warning",
-                        ulp_snapshot_warning(s) != NULL ? ulp_json_str(ulp_snapshot_warning(s))
-                                                        : json_null());
-    json_t *caps = json_array();
+    kstr(j, "warning", ulp_snapshot_warning(s));
+    ulp_json_key(j, "captures");
+    ulp_json_array(j);
     uint64_t total_elements = 0, total_bytes = 0;
     for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++) {
         const ulp_capture_info *c = ulp_snapshot_capture(s, i);
-        json_t *shape = json_array();
+        ulp_json_object(j);
+        kint(j, "seq", c->seq);
+        kstr(j, "name", c->name);
+        kint(j, "occurrence", c->occurrence);
+        ulp_json_key(j, "layer");
+        if (c->layer < 0)
+            ulp_json_null(j);
+        else
+            ulp_json_int(j, c->layer);
+        kstr(j, "role", c->role);
+        kstr(j, "dtype", ulp_dtype_name(c->dtype));
+        ulp_json_key(j, "shape");
+        ulp_json_array(j);
         for (int k = 0; k < c->ndim; k++)
-            json_array_append_new(shape, json_integer(c->shape[k]));
-        json_t *r = json_object();
-        json_object_set_new(r, "seq", json_integer(c->seq));
-        json_object_set_new(r, "name", ulp_json_str(c->name));
-        json_object_set_new(r, "occurrence", json_integer(c->occurrence));
-        json_object_set_new(r, "layer", c->layer < 0 ? json_null() : json_integer(c->layer));
-        json_object_set_new(r, "role", ulp_json_str(c->role));
-        json_object_set_new(r, "dtype", ulp_json_str(ulp_dtype_name(c->dtype)));
-        json_object_set_new(r, "shape", shape);
-        json_object_set_new(r, "elements", json_integer((json_int_t)c->elements));
-        json_object_set_new(r, "bytes", json_integer((json_int_t)capture_bytes(c)));
+            ulp_json_int(j, c->shape[k]);
+        ulp_json_end(j);
+        kint(j, "elements", (int64_t)c->elements);
+        kint(j, "bytes", (int64_t)capture_bytes(c));
         if (c->row_rank > 0) {
             /* The token metadata, in full (FORMAT.md "Rows and tokens"). */
-            json_t *pos = json_array(), *req = json_array();
-            for (uint64_t k = 0; k < c->rows; k++) {
-                json_array_append_new(pos, json_integer(c->positions[k]));
-                json_array_append_new(req, json_integer(c->requests ? c->requests[k] : 0));
-            }
-            json_object_set_new(r, "row_rank", json_integer(c->row_rank));
-            json_object_set_new(r, "positions", pos);
-            json_object_set_new(r, "requests", req);
+            kint(j, "row_rank", c->row_rank);
+            ulp_json_key(j, "positions");
+            ulp_json_array(j);
+            for (uint64_t k = 0; k < c->rows; k++)
+                ulp_json_int(j, c->positions[k]);
+            ulp_json_end(j);
+            ulp_json_key(j, "requests");
+            ulp_json_array(j);
+            for (uint64_t k = 0; k < c->rows; k++)
+                ulp_json_int(j, c->requests ? c->requests[k] : 0);
+            ulp_json_end(j);
         }
         if (c->n_inputs > 0) {
-            json_t *in = json_array();
+            ulp_json_key(j, "inputs");
+            ulp_json_array(j);
             for (size_t k = 0; k < c->n_inputs; k++)
-                json_array_append_new(in, ulp_json_str(c->inputs[k]));
-            json_object_set_new(r, "inputs", in);
+                ulp_json_string(j, c->inputs[k]);
+            ulp_json_end(j);
         }
-        json_array_append_new(caps, r);
+        ulp_json_end(j);
         total_elements += c->elements;
         total_bytes += capture_bytes(c);
     }
-    json_object_set_new(o, "captures", caps);
-    json_t *total = json_object();
-    json_object_set_new(total, "captures", json_integer((json_int_t)ulp_snapshot_capture_count(s)));
-    json_object_set_new(total, "elements", json_integer((json_int_t)total_elements));
-    json_object_set_new(total, "bytes", json_integer((json_int_t)total_bytes));
-    json_object_set_new(o, "total", total);
-    return o;
+    ulp_json_end(j);
+    ulp_json_key(j, "total");
+    ulp_json_object(j);
+    kint(j, "captures", (int64_t)ulp_snapshot_capture_count(s));
+    kint(j, "elements", (int64_t)total_elements);
+    kint(j, "bytes", (int64_t)total_bytes);
+    ulp_json_end(j);
+    ulp_json_end(j);
 }
 
 typedef struct ls_cli {
@@ -277,7 +310,7 @@ static int ls_parse(int argc, char **argv, ls_cli *o)
     return -1;
 }
 
-/* Lists each snapshot as it is opened (text), or gathers them (JSON, printed after). */
+/* Lists each snapshot as it is opened, as text or as an element of the JSON array. */
 int cmd_ls(int argc, char **argv)
 {
     ls_cli o = {0};
@@ -286,7 +319,13 @@ int cmd_ls(int argc, char **argv)
         return rc;
     rc = CLI_EXIT_OK;
     int color = !o.json && cli_use_color(stdout), listed = 0;
-    json_t *all = o.json ? json_array() : NULL;
+    ulp_json *all = o.json ? ulp_json_open(stdout) : NULL;
+    if (o.json && all == NULL) {
+        cli_error("out of memory writing the JSON listing");
+        return CLI_EXIT_ERROR;
+    }
+    if (all != NULL)
+        ulp_json_array(all);
     for (int i = 0; i < o.n_paths; i++) {
         ulp_snapshot *s = cli_open_snapshot(o.paths[i]);
         if (s == NULL) {
@@ -294,7 +333,7 @@ int cmd_ls(int argc, char **argv)
             continue;
         }
         if (o.json) {
-            json_array_append_new(all, snapshot_json(s));
+            snapshot_json(all, s);
         } else {
             if (listed++ > 0)
                 printf("\n");
@@ -303,12 +342,12 @@ int cmd_ls(int argc, char **argv)
         }
         ulp_snapshot_close(s);
     }
-    if (o.json) {
-        if (ulp_json_print(all, stdout) != 0) {
-            cli_error("out of memory writing the JSON listing");
+    if (all != NULL) {
+        ulp_json_end(all);
+        if (ulp_json_close(all) != 0 || putchar('\n') == EOF) {
+            cli_error("cannot write the JSON listing");
             rc = CLI_EXIT_ERROR;
         }
-        json_decref(all);
     }
     return rc;
 }

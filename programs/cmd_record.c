@@ -26,8 +26,8 @@
 #include "cli.h"
 
 #define RECORD_USAGE                                                                               \
-    "ulpprof record -o FILE [--label L] [--attr K=V]... [--no-cuda] [--allow-empty] [--gemms] "    \
-    "-- CMD [ARGS...]"
+    "ulpprof record -o FILE [--label L] [--attr K=V]... [--mode data|digest|both] "                \
+    "[--select SPEC] [--no-cuda] [--allow-empty] [--gemms] -- CMD [ARGS...]"
 #define CUDA_LIB_NAME    "libulpprof_cuda.so"
 #define CAPTURE_LIB_NAME "libulpprof_capture.so"
 
@@ -42,6 +42,7 @@ static void record_help(void)
            "  ULPPROF_OUTPUT          FILE, made absolute\n"
            "  ULPPROF_LABEL           the run label (--label)\n"
            "  ULPPROF_ATTR            /run attributes (--attr, appended to any set)\n"
+           "  ULPPROF_CAPTURE_MODE    --mode; ULPPROF_SELECT  --select\n"
            "  CUDA_INJECTION64_PATH   libulpprof_cuda.so (unless --no-cuda)\n"
            "  NVTX_INJECTION64_PATH   libulpprof_cuda.so (unless --no-cuda)\n"
            "  LD_PRELOAD              libulpprof_cuda.so prepended (with --gemms)\n"
@@ -55,6 +56,12 @@ static void record_help(void)
            "                     several processes that capture: one file each.\n"
            "  -l, --label L      run label, e.g. miss, hit, bs1 (default: run)\n"
            "  -a, --attr K=V     a /run attribute (repeatable), e.g. cache=hit\n"
+           "      --mode M       data (default), digest (one 64-bit digest per row of\n"
+           "                     each host capture, in /digests, instead of the\n"
+           "                     bytes) or both\n"
+           "      --select SPEC  write the data of these rows only: NAME or\n"
+           "                     NAME@REQUEST:FIRST-LAST, comma-separated (what\n"
+           "                     `ulpprof diff` prints for digest runs)\n"
            "      --gemms        preload the collector so that it sees each cuBLAS /\n"
            "                     cuBLASLt GEMM call (M, N, K, types, tile, split-K) and\n"
            "                     writes /trace/gemms\n"
@@ -261,7 +268,7 @@ static int run_child(char **argv)
 }
 
 typedef struct record_cli {
-    const char *output, *label;
+    const char *output, *label, *mode, *select;
     int no_cuda, allow_empty, gemms;
     char *attrs; /* ULPPROF_ATTR as built: every --attr escaped, after any inherited */
     size_t attr_len;
@@ -297,7 +304,8 @@ static int record_parse(int argc, char **argv, record_cli *o)
         {"output", required_argument, NULL, 'o'}, {"label", required_argument, NULL, 'l'},
         {"attr", required_argument, NULL, 'a'},   {"no-cuda", no_argument, NULL, 'N'},
         {"help", no_argument, NULL, 'h'},         {"allow-empty", no_argument, NULL, 'E'},
-        {"gemms", no_argument, NULL, 'G'},        {NULL, 0, NULL, 0},
+        {"gemms", no_argument, NULL, 'G'},        {"mode", required_argument, NULL, 'M'},
+        {"select", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     if (attrs_init(o, argc, argv) != 0)
@@ -327,6 +335,17 @@ static int record_parse(int argc, char **argv, record_cli *o)
             attr_escape(o->attrs, &o->attr_len, eq + 1, strlen(eq + 1));
             break;
         }
+        case 'M':
+            if (strcmp(optarg, "data") != 0 && strcmp(optarg, "digest") != 0 &&
+                strcmp(optarg, "both") != 0) {
+                cli_error("record: --mode '%s' is not data, digest or both", optarg);
+                return CLI_EXIT_ERROR;
+            }
+            o->mode = optarg;
+            break;
+        case 'S':
+            o->select = optarg;
+            break;
         case 'N':
             o->no_cuda = 1;
             break;
@@ -421,10 +440,14 @@ static int record_env(const record_cli *o, char *abs_out, size_t size)
         return -1;
     if (o->attr_len > 0 && set_env("ULPPROF_ATTR", o->attrs) != 0)
         return -1;
+    if (o->mode != NULL && set_env("ULPPROF_CAPTURE_MODE", o->mode) != 0)
+        return -1;
+    if (o->select != NULL && set_env("ULPPROF_SELECT", o->select) != 0)
+        return -1;
     if (!o->no_cuda && set_injection(o->gemms) != 0)
         return -1;
     char lib[PATH_MAX];
-    if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../collector", lib,
+    if (find_library(CAPTURE_LIB_NAME, "ULPPROF_CAPTURE_LIBRARY", "/../capture", lib,
                      sizeof(lib)) == 0)
         return set_env("ULPPROF_CAPTURE_LIBRARY", lib) != 0 ? -1 : 0;
     return getenv("ULPPROF_CAPTURE_LIBRARY") != NULL ? -1 : 0; /* a bad override was named */

@@ -4,9 +4,11 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "ulpprof/diff.h"
 #include "ulpprof/export.h"
 
 typedef struct command {
@@ -21,6 +23,7 @@ static const command commands[] = {
     {"diff", cmd_diff, "compare two snapshots: where they diverge, how it grows, why"},
     {"record", cmd_record, "run a program with the collector: its captures and kernel trace"},
     {"ladder", cmd_ladder, "compare many runs: which rung of the determinism ladder breaks, where"},
+    {"streams", cmd_streams, "many runs' generations: the distinct completions, where they part"},
     {"contract", cmd_contract,
      "emit a numeric contract from runs, check one against runs, compare two"},
     {"plot", cmd_plot, "draw a comparison with gnuplot: amplification, ULP heatmap, logits"},
@@ -76,13 +79,21 @@ int main(int argc, char **argv)
         return CLI_EXIT_ERROR;
     }
     const char *arg = argv[1];
+    /* A forced kernel level the CPU lacks would be a silent fallback. */
+    const char *why = NULL;
+    const char *isa = ulp_diff_isa(&why);
+    if (why != NULL) {
+        cli_error("ULPPROF_ISA=%s: %s (the best here: %s)", getenv("ULPPROF_ISA"), why,
+                  ulp_diff_isa_best());
+        return CLI_EXIT_ERROR;
+    }
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 ||
         (strcmp(arg, "help") == 0 && argc == 2)) {
         usage(stdout);
         return finish(CLI_EXIT_OK);
     }
     if (strcmp(arg, "--version") == 0) {
-        printf("ulpprof %s\n", ULP_VERSION_STRING);
+        printf("ulpprof %s\ncomparison kernels: %s\n", ULP_VERSION_STRING, isa);
         return finish(CLI_EXIT_OK);
     }
     if (strcmp(arg, "help") == 0) {

@@ -96,6 +96,21 @@ static void csv_aligned(ulp__jw *w, const ulp_diff_row *row)
     } else {
         put(w, ",");
     }
+    /* Rows of two dtypes: compared_in, rounded_side, rounded_equal_fraction, max_abs_diff_fine. */
+    if (row->rounded && row->status == ULP_DIFF_DIFFERS) {
+        const char *cd = ulp_dtype_name(row->compared_dtype);
+        put(w, ",");
+        put_str(w, cd, strlen(cd));
+        if (row->rounded_side)
+            put(w, ",b,");
+        else
+            put(w, ",a,");
+        csv_num(w, row->elements ? (double)row->rounded_equal / (double)row->elements : 1.0);
+        put(w, ",");
+        csv_num(w, row->max_abs_diff_fine);
+    } else {
+        put(w, ",,,,");
+    }
     put(w, "\n");
 }
 
@@ -105,7 +120,8 @@ void ulp__csv_head(FILE *f)
           "differing,differing_fraction,max_ulp,mean_ulp,max_abs_diff,max_abs,"
           "max_abs_diff_ulps_at_max,nonfinite_mismatch,sign_changes,worst_index,worst_a,worst_b,"
           "ulp_hist,aligned,positions_compared,positions_only_in_a,positions_only_in_b,"
-          "first_request,first_position\n",
+          "first_request,first_position,compared_in,rounded_side,rounded_equal_fraction,"
+          "max_abs_diff_fine\n",
           f);
 }
 

@@ -1,11 +1,10 @@
 /*
  * The GEMM calls behind a capture in the reports: one sentence for the
  * table and Markdown summaries ("gemms at layer 0: A ran M=127 ... split-K
- * 1 tile 128x128; B ran M=15 ... split-K 4 tile 64x64") and the JSON
- * objects of `gemms_a` / `gemms_b` (FORMAT.md).
+ * 1 tile 128x128; B ran M=15 ... split-K 4 tile 64x64") (the JSON objects of
+ * `gemms_a` / `gemms_b` are report_json_row.c's).
  */
 #include <inttypes.h>
-#include <jansson.h>
 #include <string.h>
 
 #include "report_priv.h"
@@ -66,42 +65,4 @@ void ulp__report_summary_gemms(const ulp_diff_row *row, FILE *f, const char *bul
     }
     fprintf(f, "%sgemms at %s: A made %zu GEMM calls, B made %zu (the first %zu are the same)\n",
             bullet, where, row->n_gemms_a, row->n_gemms_b, n);
-}
-
-static json_t *jstr(const char *s)
-{
-    json_t *v = ulp_json_str(s);
-    return v != NULL ? v : json_null();
-}
-
-json_t *ulp__report_json_gemms(const ulp_gemm_info *g, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *o = json_object();
-        json_object_set_new(o, "seq", json_integer((json_int_t)g[i].seq));
-        json_object_set_new(o, "api", jstr(g[i].api));
-        json_object_set_new(o, "m", json_integer(g[i].m));
-        json_object_set_new(o, "n", json_integer(g[i].n));
-        json_object_set_new(o, "k", json_integer(g[i].k));
-        json_object_set_new(o, "batch", json_integer(g[i].batch));
-        json_object_set_new(o, "transa", jstr(g[i].transa));
-        json_object_set_new(o, "transb", jstr(g[i].transb));
-        json_object_set_new(o, "a_type", jstr(g[i].a_type));
-        json_object_set_new(o, "b_type", jstr(g[i].b_type));
-        json_object_set_new(o, "c_type", jstr(g[i].c_type));
-        json_object_set_new(o, "d_type", jstr(g[i].d_type));
-        json_object_set_new(o, "compute", jstr(g[i].compute));
-        json_object_set_new(o, "algo", jstr(g[i].algo));
-        json_object_set_new(o, "algo_id", json_integer(g[i].algo_id));
-        json_object_set_new(o, "tile", jstr(g[i].tile));
-        json_object_set_new(o, "stages", jstr(g[i].stages));
-        json_object_set_new(o, "splitk", json_integer(g[i].splitk));
-        json_object_set_new(o, "reduction", jstr(g[i].reduction));
-        json_object_set_new(o, "cluster", jstr(g[i].cluster));
-        json_object_set_new(o, "workspace", json_integer((json_int_t)g[i].workspace));
-        json_object_set_new(o, "status", json_integer(g[i].status));
-        json_array_append_new(a, o);
-    }
-    return a;
 }

@@ -7,8 +7,8 @@
  *     ": " after a key;
  *   - strings: \" \\ \b \f \n \r \t, other bytes below 0x20 as \u00XX
  *     (upper-case hex), everything else as it is ('/' and non-ASCII too);
- *     a byte that is not part of valid UTF-8 as \udcXX (lower-case hex, as
- *     report_json_bytes.c marks it);
+ *     a byte that is not part of valid UTF-8 as \udcXX (lower-case hex;
+ *     jansson refuses such strings);
  *   - integers as "%lld"; reals as "%.17g", with ".0" appended when that
  *     has neither '.' nor 'e', and the exponent without '+' or leading
  *     zeros ("1e+300" -> "1e300", "1e-05" -> "1e-5") (ulp__fmt_g17(),
@@ -188,7 +188,7 @@ static void str_escape(ulp__jw *w, const unsigned char *p, size_t *i)
         o[5] = HEX[c & 15];
         w->used += 6;
     } else {
-        memcpy(o, "\\udc", 4); /* not UTF-8: its byte, as ulp__json_unmark() writes it */
+        memcpy(o, "\\udc", 4); /* not UTF-8: its byte, surrogateescape */
         o[4] = hex[c >> 4];
         o[5] = hex[c & 15];
         w->used += 6;

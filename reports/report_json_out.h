@@ -1,11 +1,12 @@
 /*
- * A JSON writer that writes as it goes, byte for byte what jansson's
- * json_dumps(JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17))
- * writes for the same values in the same order, followed by
- * ulp__json_unmark() (strings that are not UTF-8 get \udcXX per bad byte,
- * report_json_bytes.c).  The report's rows are written with it: building a
- * jansson tree per row and dumping it cost four times the table report.
- * Not installed.
+ * The one JSON writer of the reports library: it writes as it goes, byte
+ * for byte what jansson's json_dumps(JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+ * JSON_REAL_PRECISION(17)) writes for the same values in the same order,
+ * except that a string byte that is not part of valid UTF-8 comes out as
+ * \udcXX (jansson refuses such a string).  It allocates nothing: a report
+ * is never a tree in memory, and cannot come out short for lack of it.
+ * The diff and ladder reports are written with it, and the public
+ * ulp_json_* writer (ulpprof/report.h) wraps it.  Not installed.
  */
 #ifndef ULPPROF_REPORTS_REPORT_JSON_OUT_H
 #define ULPPROF_REPORTS_REPORT_JSON_OUT_H
@@ -80,11 +81,20 @@ void ulp__jw_u64(ulp__jw *w, uint64_t v);
 void ulp__jw_real(ulp__jw *w, double v);
 /* A finite v as a real, else null. */
 void ulp__jw_num(ulp__jw *w, double v);
-/* ulp_json_str(s) as dumped: null for NULL. */
+/* A string, \udcXX for each byte that is not UTF-8; null for NULL. */
 void ulp__jw_str(ulp__jw *w, const char *s);
 
 /* report_json_row.c: one row of the report's "rows", from its '{' to its '}'. */
 struct ulp_diff_row;
 void ulp__json_row(ulp__jw *w, const struct ulp_diff_row *row);
+/* Its "kernels_a", "kernels_b", "gemms_a", "gemms_b" keys, those the row has. */
+void ulp__json_kernels(ulp__jw *w, const struct ulp_diff_row *row);
+
+/* report_json.c: the diff report's document around its rows, from its '{'
+ * up to the key "rows" (flushed), and after the rows to its '}' and the
+ * newline (flushed).  The rows go to the same FILE in between. */
+struct ulp_diff_result;
+void ulp__json_head(ulp__jw *w, const struct ulp_diff_result *r);
+void ulp__json_tail(ulp__jw *w, const struct ulp_diff_result *r, size_t not_identical);
 
 #endif /* ULPPROF_REPORTS_REPORT_JSON_OUT_H */

@@ -62,7 +62,7 @@ static void kv_int(ulp__jw *w, const char *key, int64_t v)
     ulp__jw_int(w, v);
 }
 
-/* ulp__report_json_gemms()'s objects (report_gemm.c). */
+/* The objects of `gemms_a` / `gemms_b` (FORMAT.md). */
 static void jgemms(ulp__jw *w, const ulp_gemm_info *g, size_t n)
 {
     ulp__jw_open(w, '[');
@@ -96,7 +96,7 @@ static void jgemms(ulp__jw *w, const ulp_gemm_info *g, size_t n)
     ulp__jw_close(w, ']');
 }
 
-static void set_kernels(ulp__jw *w, const ulp_diff_row *row)
+void ulp__json_kernels(ulp__jw *w, const ulp_diff_row *row)
 {
     if (row->has_kernels_a) {
         ulp__jw_key(w, "kernels_a");
@@ -273,8 +273,8 @@ static void set_metrics(ulp__jw *w, const ulp_diff_row *row)
         ulp__jw_num(w, m->worst_a);
         ulp__jw_key(w, "worst_b");
         ulp__jw_num(w, m->worst_b);
-        jbits(w, "worst_bits_a", m->worst_bits_a, row->dtype_a);
-        jbits(w, "worst_bits_b", m->worst_bits_b, row->dtype_a);
+        jbits(w, "worst_bits_a", m->worst_bits_a, ulp__row_dtype(row));
+        jbits(w, "worst_bits_b", m->worst_bits_b, ulp__row_dtype(row));
     } else {
         ulp__jw_null(w);
     }
@@ -282,6 +282,28 @@ static void set_metrics(ulp__jw *w, const ulp_diff_row *row)
     if (m->max_abs_diff_flat >= 0) {
         int64_t idx[ULP_SNAPSHOT_MAX_RANK];
         ulp_diff_unflatten((uint64_t)m->max_abs_diff_flat, row->ndim_a, row->shape_a, idx);
+        jshape(w, row->ndim_a, idx);
+    } else {
+        ulp__jw_null(w);
+    }
+}
+
+/* A row of two dtypes, compared in the coarser one (FORMAT.md "Different dtypes"). */
+static void set_rounded(ulp__jw *w, const ulp_diff_row *row)
+{
+    kv_str(w, "compared_in", ulp_dtype_name(row->compared_dtype));
+    kv_str(w, "rounded_side", row->rounded_side ? "b" : "a");
+    kv_str(w, "rounding", "nearest_even");
+    ulp__jw_key(w, "rounded_equal");
+    ulp__jw_u64(w, row->rounded_equal);
+    ulp__jw_key(w, "rounded_equal_fraction");
+    ulp__jw_num(w, row->elements ? (double)row->rounded_equal / (double)row->elements : 1.0);
+    ulp__jw_key(w, "max_abs_diff_fine");
+    jmag(w, row->max_abs_diff_fine);
+    ulp__jw_key(w, "max_abs_diff_fine_index");
+    if (row->max_abs_diff_fine_flat >= 0) {
+        int64_t idx[ULP_SNAPSHOT_MAX_RANK];
+        ulp_diff_unflatten((uint64_t)row->max_abs_diff_fine_flat, row->ndim_a, row->shape_a, idx);
         jshape(w, row->ndim_a, idx);
     } else {
         ulp__jw_null(w);
@@ -342,7 +364,9 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
     }
     if (compared)
         set_metrics(w, row);
-    set_kernels(w, row);
+    if (compared && row->rounded)
+        set_rounded(w, row);
+    ulp__json_kernels(w, row);
     set_aligned(w, row);
     ulp__jw_close(w, '}');
 }

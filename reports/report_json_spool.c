@@ -206,7 +206,8 @@ static void put_row(enc *e, const ulp_diff_row *row)
     put_i(e, row->status);
     put_u(e, (uint64_t)(row->has_kernels_a != 0) | (uint64_t)(row->has_kernels_b != 0) << 1 |
                  (uint64_t)(row->has_gemms_a != 0) << 2 | (uint64_t)(row->has_gemms_b != 0) << 3 |
-                 (uint64_t)(row->aligned != 0) << 4 | (uint64_t)(row->sliced != 0) << 5);
+                 (uint64_t)(row->aligned != 0) << 4 | (uint64_t)(row->sliced != 0) << 5 |
+                 (uint64_t)(row->rounded != 0) << 6);
     if (row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS)
         put_metrics(e, row);
     put_kernels(e, row->has_kernels_a, row->kernels_a, row->n_kernels_a);
@@ -225,6 +226,13 @@ static void put_row(enc *e, const ulp_diff_row *row)
     }
     if (row->aligned)
         put_aligned(e, row);
+    if (row->rounded) {
+        put_i(e, row->compared_dtype);
+        put_i(e, row->rounded_side);
+        put_u(e, row->rounded_equal);
+        put_f(e, row->max_abs_diff_fine);
+        put_i(e, row->max_abs_diff_fine_flat);
+    }
 }
 
 int ulp__json_spool_rows(const ulp_diff_row *rows, size_t n, FILE *spool)
@@ -532,6 +540,7 @@ static int get_row(dec *d, scratch *s, ulp_diff_row *row)
     row->has_gemms_b = (flags & 8) != 0;
     row->aligned = (flags & 16) != 0;
     row->sliced = (flags & 32) != 0;
+    row->rounded = (flags & 64) != 0;
     if (row->has_kernels_a)
         row->kernels_a = get_kernels(d, s, 0, &row->n_kernels_a);
     if (row->has_kernels_b)
@@ -552,6 +561,16 @@ static int get_row(dec *d, scratch *s, ulp_diff_row *row)
     }
     if (row->aligned)
         get_aligned(d, s, row);
+    row->max_abs_diff_fine_flat = -1;
+    if (row->rounded) {
+        int64_t cd = get_i(d);
+        row->compared_dtype = cd >= 0 && cd < ULP_DTYPE_COUNT ? (ulp_dtype)cd : ULP_DTYPE_INVALID;
+        d->bad |= row->compared_dtype == ULP_DTYPE_INVALID;
+        row->rounded_side = get_i(d) != 0;
+        row->rounded_equal = get_u(d);
+        row->max_abs_diff_fine = get_f(d);
+        row->max_abs_diff_fine_flat = get_i(d);
+    }
     return d->bad || d->p != d->end ? -1 : 0;
 }
 

@@ -149,9 +149,14 @@ static void markdown_row(mdbuf *m, const ulp_diff_row *row)
         mb_put(m, "-", 1);
     mb_put(m, " | ", 3);
     mb_str(m, ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
-    if (row->status == ULP_DIFF_DTYPE_MISMATCH) {
+    if (row->status == ULP_DIFF_DTYPE_MISMATCH || row->rounded) {
         mb_put(m, " / ", 3);
         mb_str(m, ulp_dtype_name(row->dtype_b));
+    }
+    if (row->rounded && row->status == ULP_DIFF_DIFFERS) {
+        mb_str(m, " (in ");
+        mb_str(m, ulp_dtype_name(row->compared_dtype));
+        mb_put(m, ")", 1);
     }
     mb_put(m, " | ", 3);
     mb_shape(m, side_b ? row->ndim_b : row->ndim_a, side_b ? row->shape_b : row->shape_a);

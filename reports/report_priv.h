@@ -11,6 +11,13 @@
 
 #include "ulpprof/report.h"
 
+/* The dtype a compared row's metrics and worst bits are in: the coarser
+ * one for a row of two dtypes (`rounded`), else A's. */
+static inline ulp_dtype ulp__row_dtype(const ulp_diff_row *row)
+{
+    return row->rounded ? row->compared_dtype : row->dtype_a;
+}
+
 ulp_status ulp__report_table(const ulp_diff_result *r, FILE *f, unsigned flags);
 ulp_status ulp__report_markdown(const ulp_diff_result *r, FILE *f);
 ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f);
@@ -21,15 +28,6 @@ ulp_status ulp__report_json(const ulp_diff_result *r, FILE *f, ulp_error *err);
  * ulp__report_display_free(). */
 ulp_diff_result *ulp__report_display(const ulp_diff_result *r, int markdown);
 void ulp__report_display_free(ulp_diff_result *d);
-
-/* report_json_bytes.c: strings that may not be UTF-8, losslessly (\udcXX per bad byte). */
-/* ulp_json_str() and ulp_json_set() are public (ulpprof/report.h). */
-char *ulp__json_unmark(const char *text); /* the dump with \udcXX; NULL: out of memory */
-
-/* report_json_alloc.c: allocations lost while JSON was built, on this thread.
- * A document built while ulp__json_lost() moved lacks what they were for. */
-unsigned long ulp__json_lost(void);
-void ulp__json_lose(void); /* counts one: a buffer of our own was not given */
 
 /* report_num.c: numbers without printf where the value allows, byte for byte
  * what the printf format named prints. */
@@ -66,6 +64,15 @@ typedef struct ulp__tally {
     ulp__detail *details; /* rows the table's details list, in row order      */
     size_t n_details, cap_details;
     int oom;
+    /* Rows of two dtypes compared in the coarser one (`rounded`). */
+    size_t n_rounded;
+    int rounded_mixed; /* not all of one (fine, coarse, side)          */
+    ulp_dtype rounded_fine, rounded_coarse;
+    int rounded_side;         /* of the first such row: 0 A rounded, 1 B     */
+    double rounded_equal_min; /* the least fraction of elements that round equal */
+    char *rounded_equal_name; /* its row                                     */
+    double rounded_fine_max;  /* the largest max_abs_diff_fine               */
+    char *rounded_fine_name;  /* its row; NULL while every one is 0          */
 } ulp__tally;
 void ulp__tally_init(ulp__tally *t);
 void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n);
@@ -117,12 +124,9 @@ int ulp__spool_flush(ulp__spool *s);
 FILE *ulp__spool_rewind(ulp__spool *s, const char **mem, size_t *len);
 void ulp__spool_close(ulp__spool *s);
 
-/* report_json.c, in parts: the marks (first), the document around the
- * rows (NULL when out of memory; the rows go at [*at, *rest) of it), rows
- * [first, first + n) of the array (-1 when out of memory), its end. */
-void ulp__json_marks(void);
-char *ulp__json_frame(const ulp_diff_result *r, size_t not_identical, size_t *at, size_t *rest);
-void ulp__json_emit(const char *text, size_t n, FILE *f);
+/* report_json.c, in parts: rows [first, first + n) of the array (-1 when
+ * out of memory), its end; the document around them is
+ * ulp__json_head() and ulp__json_tail() (report_json_out.h). */
 int ulp__json_rows(const ulp_diff_row *rows, size_t n, size_t first, FILE *f);
 void ulp__json_rows_end(size_t total, FILE *f);
 /* report_json_spool.c: rows as records in a streamed report's temporary file
@@ -147,7 +151,6 @@ ulp_status ulp__report_write_error(ulp_error *err, ulp_status st);
 /* "gemms at <where>: A ran ...; B ran ..." when the row has GEMM calls. */
 void ulp__report_summary_gemms(const ulp_diff_row *row, FILE *f, const char *bullet,
                                const char *code, const char *where);
-struct json_t *ulp__report_json_gemms(const ulp_gemm_info *g, size_t n);
 
 /* The ladder's writers (ulp_ladder_report_write()). */
 ulp_status ulp__ladder_report_text(const ulp_ladder_result *r, FILE *f, int markdown);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "report_json_out.h"
 #include "report_priv.h"
 
 struct ulp_report_stream {
@@ -42,8 +43,6 @@ ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags, ulp_
         return ulp__error(err, ULP_EIO, "cannot make a spool for the report: %s", strerror(e));
     }
     s->spool = s->sp.f;
-    if (format == ULP_REPORT_JSON)
-        ulp__json_marks();
     *out = s;
     return ULP_OK;
 }
@@ -243,21 +242,21 @@ static ulp_status write_table(ulp_report_stream *s, const ulp_diff_result *shown
 static ulp_status write_json(ulp_report_stream *s, const ulp_diff_result *r, FILE *spool, FILE *f,
                              ulp_error *err)
 {
-    size_t at, rest;
-    char *plain = ulp__json_frame(r, s->tally.rows - s->tally.nident, &at, &rest);
-    if (plain == NULL)
+    ulp__jw *w = malloc(sizeof *w);
+    if (w == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
-    ulp__json_emit(plain, at, f);
+    ulp__jw_init(w, f, 0);
+    ulp__json_head(w, r);
     int rc = ulp__json_unspool(spool, f);
     ulp__json_rows_end(r->n_rows, f);
-    ulp__json_emit(plain + rest, strlen(plain + rest), f);
-    free(plain);
+    ulp__json_tail(w, r, s->tally.rows - s->tally.nident);
+    free(w);
     if (rc == -2)
         return ulp__error(err, ULP_ENOMEM, "out of memory writing the JSON report");
     /* Its rows not read back whole: the temporary file failed, not `f`. */
     if (rc != 0 && !ferror(f))
         return ulp__error(err, ULP_EIO, "cannot read the report's temporary file back (damaged?)");
-    if (rc != 0 || fputc('\n', f) == EOF || ferror(f))
+    if (rc != 0 || ferror(f))
         return ulp__report_write_error(err, ULP_EIO);
     return ULP_OK;
 }

@@ -223,8 +223,10 @@ size_t ulp__table_rest(const ulp_diff_row *row, int color, char *buf)
         text(&layer, "-");
     ulp_dtype dt = row->status == ULP_DIFF_ONLY_IN_B ? row->dtype_b : row->dtype_a;
     int compared = row->status == ULP_DIFF_IDENTICAL || row->status == ULP_DIFF_DIFFERS;
-    text(&dtype, ulp_dtype_name(dt));
-    text(&status, short_status(row->status));
+    /* A row of two dtypes: the coarser one, which its numbers are in. */
+    text(&dtype, ulp_dtype_name(compared && row->rounded ? row->compared_dtype : dt));
+    text(&status,
+         compared && row->rounded && row->m.differing == 0 ? "rounds=" : short_status(row->status));
     if (compared) {
         diff.n = ulp__fmt_u64(diff.s, row->m.differing);
         fmt_pct(pct.s, PCT_BYTES, row->m.differing, row->elements);

@@ -26,6 +26,8 @@ void ulp__tally_release(ulp__tally *t)
     free(t->details);
     free(t->positions_first);
     free(t->worst_sign_name);
+    free(t->rounded_equal_name);
+    free(t->rounded_fine_name);
     memset(t, 0, sizeof *t);
 }
 
@@ -104,6 +106,39 @@ static void tally_details(ulp__tally *t, const ulp_diff_row *row)
     t->n_details++;
 }
 
+/* A compared row of two dtypes: the least share that rounds equal, the largest fine |a - b|. */
+static void tally_rounded(ulp__tally *t, const ulp_diff_row *row)
+{
+    char full[ULP__FULL_NAME];
+    if (!row->rounded || row->status != ULP_DIFF_DIFFERS)
+        return;
+    ulp_dtype fine = row->rounded_side ? row->dtype_b : row->dtype_a;
+    if (t->n_rounded++ == 0) {
+        t->rounded_fine = fine;
+        t->rounded_coarse = row->compared_dtype;
+        t->rounded_side = row->rounded_side;
+        t->rounded_equal_min = 2;
+    } else if (fine != t->rounded_fine || row->compared_dtype != t->rounded_coarse ||
+               row->rounded_side != t->rounded_side) {
+        t->rounded_mixed = 1;
+    }
+    double eq = row->elements ? (double)row->rounded_equal / (double)row->elements : 1.0;
+    if (eq < t->rounded_equal_min) {
+        t->rounded_equal_min = eq;
+        ulp__full_name(full, sizeof full, row);
+        free(t->rounded_equal_name);
+        if ((t->rounded_equal_name = strdup(full)) == NULL)
+            t->oom = 1;
+    }
+    if (row->max_abs_diff_fine > t->rounded_fine_max) {
+        t->rounded_fine_max = row->max_abs_diff_fine;
+        ulp__full_name(full, sizeof full, row);
+        free(t->rounded_fine_name);
+        if ((t->rounded_fine_name = strdup(full)) == NULL)
+            t->oom = 1;
+    }
+}
+
 void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n)
 {
     char occ[24];
@@ -138,6 +173,7 @@ void ulp__tally_rows(ulp__tally *t, const ulp_diff_row *rows, size_t n)
         }
         t->name_width = len > t->name_width ? len : t->name_width;
         tally_details(t, row);
+        tally_rounded(t, row);
     }
 }
 

@@ -158,6 +158,42 @@ static void summary_ladder(const ulp_diff_result *r, FILE *f, const char *bullet
     fprintf(f, "): %s\n", tail);
 }
 
+/* "max M (row R), mean E" of a per-row measure. */
+static void fmt_stat(char *buf, size_t n, const ulp_diff_dist_stat *s)
+{
+    char m[40], e[40];
+    snprintf(m, sizeof m, "%.3g", s->max);
+    snprintf(e, sizeof e, "%.3g", s->mean);
+    if (s->max_row >= 0)
+        snprintf(buf, n, "max %s (row %" PRId64 "), mean %s", m, s->max_row, e);
+    else
+        snprintf(buf, n, "no rows");
+}
+
+/* The whole-distribution measures of a logits pair (--dist). */
+static void summary_dist(const ulp_diff_logits *lg, FILE *f, const char *sub)
+{
+    const ulp_diff_dist *d = &lg->dist;
+    char s1[120], s2[120], s3[120], s4[120], s5[120];
+    fmt_stat(s1, sizeof s1, &d->kl_ab_s);
+    fmt_stat(s2, sizeof s2, &d->kl_ba_s);
+    fmt_stat(s3, sizeof s3, &d->dlogp_top_s);
+    fmt_stat(s4, sizeof s4, &d->mean_abs_s);
+    fmt_stat(s5, sizeof s5, &d->rel_diff_s);
+    fprintf(f, "%sdistributions (softmax at T=1, float64): KL(A||B) nats %s; KL(B||A) %s\n", sub,
+            s1, s2);
+    fprintf(f, "%s|delta log p| at A's top token %s; same top token in %.4g%% of rows\n", sub, s3,
+            100.0 * d->same_top_fraction);
+    fprintf(f, "%stop-k overlap", sub);
+    for (int q = 0; q < d->n_topk; q++)
+        fprintf(f, "%s k=%d mean %.4g, min %.4g (row %" PRId64 ")", q ? ";" : "", d->topk[q],
+                d->topk_mean[q], d->topk_min[q], d->topk_min_row[q]);
+    fputc('\n', f);
+    fprintf(f,
+            "%smean |a-b| %s; rel_diff (SGLang's 1 - 2 sum(ab)/sum(a^2+b^2), 0 below ~1e-8) %s\n",
+            sub, s4, s5);
+}
+
 static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet, const char *code,
                            size_t max_flips)
 {
@@ -217,6 +253,8 @@ static void summary_logits(const ulp_diff_result *r, FILE *f, const char *bullet
                     "mean %s, max %s\n",
                     sub, b1, b2, b3, b4, b5);
         }
+        if (lg->has_dist)
+            summary_dist(lg, f, sub);
     }
 }
 
@@ -236,10 +274,10 @@ static void fmt_where(char *buf, size_t n, const ulp_diff_row *row, const char *
 /* Whether the worst pair of a float row has opposite signs (its ULP distance crosses zero). */
 static int crosses_zero(const ulp_diff_row *row)
 {
-    const ulp_dtype_info *di = ulp_dtype_get(row->dtype_a);
+    const ulp_dtype_info *di = ulp_dtype_get(ulp__row_dtype(row));
     if (di == NULL || !di->is_float || row->m.worst_flat < 0)
         return 0;
-    unsigned bits = 8u * (unsigned)ulp_dtype_size(row->dtype_a);
+    unsigned bits = 8u * (unsigned)ulp_dtype_size(ulp__row_dtype(row));
     uint64_t sign = (uint64_t)1 << (bits - 1);
     return ((row->m.worst_bits_a ^ row->m.worst_bits_b) & sign) != 0 && isfinite(row->m.worst_a) &&
            isfinite(row->m.worst_b);
@@ -269,6 +307,10 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
     ulp__fmt_num(b3, sizeof b3, m->max_abs);
     w += (size_t)snprintf(buf + w, n - w, "%s ulp@max (max |diff| %s, values up to %s) at %s", b1,
                           b2, b3, where);
+    if (row->rounded && w < n)
+        w += (size_t)snprintf(buf + w, n - w, " (compared in %s: %s's %s rounded to nearest even)",
+                              ulp_dtype_name(row->compared_dtype), row->rounded_side ? "B" : "A",
+                              ulp_dtype_name(row->rounded_side ? row->dtype_b : row->dtype_a));
     if (row->aligned && w < n) {
         ulp__key_run run;
         size_t k = 0;
@@ -292,8 +334,8 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
                               "has opposite signs)");
     if (m->worst_flat >= 0 && w < n) {
         ulp__fmt_shape(b4, sizeof b4, row->ndim_a, m->worst_index);
-        ulp__fmt_value(b1, sizeof b1, row->dtype_a, m->worst_bits_a, m->worst_a);
-        ulp__fmt_value(b2, sizeof b2, row->dtype_a, m->worst_bits_b, m->worst_b);
+        ulp__fmt_value(b1, sizeof b1, ulp__row_dtype(row), m->worst_bits_a, m->worst_a);
+        ulp__fmt_value(b2, sizeof b2, ulp__row_dtype(row), m->worst_bits_b, m->worst_b);
         if (row->aligned && row->worst_position >= 0)
             w += (size_t)snprintf(buf + w, n - w,
                                   "; worst at request %" PRId64 ", position %" PRId64
@@ -303,6 +345,42 @@ void ulp__first_divergence_text(const ulp_diff_result *r, char *buf, size_t n, c
             w += (size_t)snprintf(buf + w, n - w, "; worst at %s: %s vs %s", b4, b1, b2);
     }
     (void)w;
+}
+
+/* Rows of two dtypes: how they were compared, and what the rounding hid. */
+static void summary_rounded(const ulp__tally *t, FILE *f, const char *bullet, const char *code)
+{
+    if (t->n_rounded == 0)
+        return;
+    char b1[40], b2[40];
+    if (t->rounded_mixed)
+        fprintf(f,
+                "%s%zu captures of two dtypes compared in the coarser one, the finer side "
+                "rounded to nearest even (JSON compared_in, rounded_side)",
+                bullet, t->n_rounded);
+    else
+        fprintf(f,
+                "%scompared in %s: %s side rounded to nearest even (%s's %s against %s's %s) for "
+                "%zu capture%s",
+                bullet, ulp_dtype_name(t->rounded_coarse), ulp_dtype_name(t->rounded_fine),
+                t->rounded_side ? "B" : "A", ulp_dtype_name(t->rounded_fine),
+                t->rounded_side ? "A" : "B", ulp_dtype_name(t->rounded_coarse), t->n_rounded,
+                t->n_rounded > 1 ? "s" : "");
+    double eq = t->rounded_equal_min;
+    if (eq >= 1)
+        snprintf(b1, sizeof b1, "100%%");
+    else if (eq >= 0.9999)
+        snprintf(b1, sizeof b1, ">99.99%%");
+    else
+        snprintf(b1, sizeof b1, "%.4g%%", 100.0 * eq);
+    fprintf(f, "; rounded values equal the other side's: at least %s", b1);
+    if (eq < 1 && t->rounded_equal_name != NULL)
+        fprintf(f, " (least at %s%s%s)", code, t->rounded_equal_name, code);
+    ulp__fmt_num(b2, sizeof b2, t->rounded_fine_max);
+    fprintf(f, "; max |a - b| before rounding %s", b2);
+    if (t->rounded_fine_name != NULL)
+        fprintf(f, " (at %s%s%s)", code, t->rounded_fine_name, code);
+    fputc('\n', f);
 }
 
 /* Rows compared by occurrence although one side has positions, or with a hint. */
@@ -333,6 +411,31 @@ static void summary_notes(const ulp__tally *t, FILE *f, const char *bullet, cons
                 "runs, %s only in A, %s only in B%s\n",
                 bullet, aligned, aligned > 1 ? "s" : "", r[0], r[1], r[2],
                 aligned > 1 ? " (per capture)" : "");
+    }
+}
+
+/* B's requests renumbered onto A's by their recorded tokens. */
+static void summary_requests(const ulp_diff_result *r, FILE *f, const char *bullet)
+{
+    size_t paired = 0, apart = 0;
+    for (size_t k = 0; k < r->n_request_pairs; k++)
+        paired += r->request_pairs[k].paired != 0;
+    apart = r->n_request_pairs - paired;
+    if (paired > 0) {
+        fprintf(f, "%srequests paired by tokens:", bullet);
+        for (size_t k = 0, m = 0; k < r->n_request_pairs; k++) {
+            const ulp_diff_request_pair *p = &r->request_pairs[k];
+            if (p->paired)
+                fprintf(f, "%s B's %" PRId64 " is A's %" PRId64, m++ ? "," : "", p->b, p->a);
+        }
+        fputc('\n', f);
+    }
+    if (apart > 0) {
+        fprintf(f, "%srequests of B with no request of A's tokens, kept apart:", bullet);
+        for (size_t k = 0, m = 0; k < r->n_request_pairs; k++)
+            if (!r->request_pairs[k].paired)
+                fprintf(f, "%s %" PRId64, m++ ? "," : "", r->request_pairs[k].b);
+        fputc('\n', f);
     }
 }
 
@@ -397,6 +500,7 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
             fprintf(f, ", %zu only in B", r->n_only_b);
         fputc('\n', f);
     }
+    summary_requests(r, f, bullet);
     summary_parts(r, f, bullet, code);
     if (r->has_first_divergence) {
         const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
@@ -427,6 +531,7 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
         ulp__report_summary_gemms(row, f, bullet, code, where);
     }
     summary_notes(t, f, bullet, code);
+    summary_rounded(t, f, bullet, code);
     if (r->amp.valid && r->amp.last_row != r->amp.first_row) {
         const ulp_diff_amplification *a = &r->amp;
         char nl[300], f1[40], f2[40], f3[40];

@@ -179,6 +179,41 @@ ULP_API ulp_status ulp_session_flush(ulp_session *s);
  */
 ULP_API ulp_status ulp_session_close(ulp_session *s);
 
+/* --- Digests and selections (FORMAT.md, "Digests") ---------------------- */
+
+/* What a capture writes: its bytes, the digests of its rows, or both. */
+typedef enum ulp_capture_mode {
+    ULP_CAPTURE_DATA = 0,   /* /captures only (the default)              */
+    ULP_CAPTURE_DIGEST = 1, /* /digests only: one 64-bit digest a row     */
+    ULP_CAPTURE_BOTH = 2    /* both                                      */
+} ulp_capture_mode;
+
+/*
+ * Sets the mode of later captures; the default is ULPPROF_CAPTURE_MODE
+ * ("data", "digest", "both") at open, else data.  The digests are computed
+ * on the calling thread, from the caller's bytes (ulp_row_digest).
+ */
+ULP_API ulp_status ulp_session_set_capture_mode(ulp_session *s, ulp_capture_mode mode);
+
+/*
+ * Restricts the data (not the digests) of later captures to a selection:
+ * after the first call, only names selected are written, and of a capture
+ * with positions only its rows whose request is `request` and position is
+ * in [first, last] (first = 0, last = INT64_MAX: every row; request
+ * ULP_SELECT_ANY_REQUEST: any request).  Such a capture is written as
+ * [rows selected, row axes...] with those rows' positions and requests.
+ * Calls add up.  ULPPROF_SELECT at open is a list of "NAME" or
+ * "NAME@REQUEST:FIRST-LAST" separated by ',' (the last '@' splits).
+ */
+#define ULP_SELECT_ANY_REQUEST INT64_MIN
+ULP_API ulp_status ulp_session_select(ulp_session *s, const char *name, int64_t request,
+                                      int64_t first, int64_t last);
+/* The ULPPROF_SELECT syntax above; ULP_EINVAL (and one stderr line) when it does not parse. */
+ULP_API ulp_status ulp_session_select_spec(ulp_session *s, const char *spec);
+
+/* The digest of one row: XXH64 of its `n` bytes with seed = `position`. */
+ULP_API uint64_t ulp_row_digest(const void *bytes, size_t n, int64_t position);
+
 /* --- The process-wide default session ------------------------------------ */
 
 /* Opens the default session explicitly (path and label may be NULL). */

@@ -38,12 +38,27 @@ extern "C" {
  */
 #define ULP_DIFF_HIST_BINS        66
 #define ULP_DIFF_MAX_TEMPERATURES 16
+#define ULP_DIFF_MAX_TOPK         8
 
 /* Lower and upper ends (inclusive) of histogram bin `k`. */
 ULP_API uint64_t ulp_diff_hist_lo(int k);
 ULP_API uint64_t ulp_diff_hist_hi(int k);
 /* The bin that ULP distance `d` falls in. */
 ULP_API int ulp_diff_hist_bin(uint64_t d);
+
+/*
+ * The instruction-set level the comparison kernels run at: "x86-64-v4"
+ * (AVX-512), "x86-64-v3" (AVX2) or "baseline" (x86-64 SSE2, or any other
+ * CPU).  The best the CPU has, chosen once per process, unless the
+ * environment's ULPPROF_ISA names a lower one (the results are the same at
+ * every level; only the speed differs).  When ULPPROF_ISA names a level
+ * that is unknown, or one the CPU or this build lacks, *why (when `why` is
+ * not NULL) is set to a static sentence saying so and the best level is
+ * used; otherwise *why is NULL.  ulp_diff_isa_best(): the best level this
+ * CPU and build have.
+ */
+ULP_API const char *ulp_diff_isa(const char **why);
+ULP_API const char *ulp_diff_isa_best(void);
 
 typedef enum ulp_diff_status {
     ULP_DIFF_IDENTICAL = 0,  /* every element's bits are equal                 */
@@ -75,6 +90,11 @@ typedef struct ulp_diff_options {
     const char *site_map;    /* a site map file (ulpprof/sites.h) for ULP_DIFF_BY_AUTO
                                 and _SITE, its rules before the built-in ones; NULL:
                                 the built-in rules                                */
+    /* Whole distributions at the logits (ulp_diff_dist): 1 to compute them.
+     * topk: the k of the top-k overlaps, n_topk of them (0: 1, 5, 10). */
+    int distributions;
+    int topk[ULP_DIFF_MAX_TOPK];
+    int n_topk;
 } ulp_diff_options;
 
 /*
@@ -212,6 +232,22 @@ typedef struct ulp_diff_row {
      * NULL when paired by name, and the site NULL for a capture no rule knows. */
     const char *site;
     const char *name_b;
+    /*
+     * Two float dtypes where one holds every value of the other (f32 and
+     * bf16, f16 and f8e4m3, ...; FORMAT.md "Different dtypes"): the finer
+     * side is rounded to the coarser one (to nearest, ties to even) and `m`
+     * describes the coarser format's bit patterns of both sides -- its ULPs,
+     * worst bits and values.  The status is then differs, even where every
+     * element rounds to the other side's: the runs stored different formats.
+     */
+    int rounded;                    /* 1 when compared so; 0: same dtypes, bits compared   */
+    ulp_dtype compared_dtype;       /* the coarser dtype (when rounded)                    */
+    int rounded_side;               /* 0: A's side was rounded, 1: B's                     */
+    uint64_t rounded_equal;         /* elements whose rounded bits equal the other side's */
+    double max_abs_diff_fine;       /* max |fine - coarse| over pairs where both are
+                                       finite, the coarse value widened exactly, in double;
+                                       0 when none differs                                */
+    int64_t max_abs_diff_fine_flat; /* first element with it; -1 when none              */
 } ulp_diff_row;
 
 /*
@@ -245,6 +281,36 @@ typedef struct ulp_diff_sampling {
     double p_differ_mean, p_differ_max;
 } ulp_diff_sampling;
 
+/* A per-row measure summarized over the rows (NaN rows left out). */
+typedef struct ulp_diff_dist_stat {
+    double max, mean;
+    int64_t max_row; /* first row with the max; -1 when no row has a number */
+} ulp_diff_dist_stat;
+
+/*
+ * Whole-distribution measures of a logits pair (FORMAT.md "Logits
+ * distributions"), per row and over the rows.  Softmax at temperature 1 in
+ * double, log-sum-exp stable; NaN logits have probability 0.
+ */
+typedef struct ulp_diff_dist {
+    double *kl_ab, *kl_ba; /* [rows] KL(A||B), KL(B||A) in nats (inf where one side
+                              gives 0 to a token the other does not)          */
+    double *dlogp_top;     /* [rows] |log p_A - log p_B| at A's argmax           */
+    double *mean_abs;      /* [rows] mean |z_A - z_B| over pairs both finite     */
+    double *rel_diff;      /* [rows] 1 - 2 sum(xy) / sum(x^2 + y^2), finite pairs;
+                              0 when the sum is 0.  Reads 0 (to double precision)
+                              for differences well below 1e-8 of the values  */
+    ulp_diff_dist_stat kl_ab_s, kl_ba_s, dlogp_top_s, mean_abs_s, rel_diff_s;
+    int n_topk;
+    int topk[ULP_DIFF_MAX_TOPK];
+    double *topk_overlap[ULP_DIFF_MAX_TOPK]; /* [rows] |top-k(A) & top-k(B)| / k, k at
+                                                most the vocabulary; ties to the lowest
+                                                index, NaN never in a top k */
+    double topk_mean[ULP_DIFF_MAX_TOPK], topk_min[ULP_DIFF_MAX_TOPK];
+    int64_t topk_min_row[ULP_DIFF_MAX_TOPK];
+    double same_top_fraction; /* rows whose argmax agrees, over rows (1 with none) */
+} ulp_diff_dist;
+
 typedef struct ulp_diff_logits {
     const char *name; /* owned by the result                               */
     int64_t occurrence;
@@ -270,6 +336,8 @@ typedef struct ulp_diff_logits {
     int n_sampling;
     ulp_diff_sampling sampling[ULP_DIFF_MAX_TEMPERATURES];
     uint64_t argmax_ties; /* flipped rows where a run was tied (of argmax_flips) */
+    int has_dist;         /* options.distributions: `dist` is filled               */
+    ulp_diff_dist dist;
 } ulp_diff_logits;
 
 /* Rungs of the determinism ladder (FORMAT.md /run keys). */
@@ -329,6 +397,19 @@ typedef struct ulp_diff_part {
                                   `source` holds on both sides                  */
 } ulp_diff_part;
 
+/*
+ * A request of B compared under another number (FORMAT.md "Requests
+ * paired by their tokens"): with recorded token ids, B's request `b` is
+ * compared with A's request `a` whose tokens it has (paired 1), or, when
+ * no request of A has its tokens and its own number is another pair's,
+ * kept apart under the number `a` that no request of either run has
+ * (paired 0: its keys are only in B).
+ */
+typedef struct ulp_diff_request_pair {
+    int64_t b, a;
+    int paired;
+} ulp_diff_request_pair;
+
 typedef struct ulp_diff_result {
     char *path_a, *path_b; /* owned by the result                               */
     char *label_a, *label_b;
@@ -366,6 +447,10 @@ typedef struct ulp_diff_result {
      * comparison of nothing is no verdict on a ladder rung.             */
     uint64_t elements_compared;
     int by_site; /* 1: the captures were paired by (site, layer) (ulp_diff_by) */
+    /* B's requests renumbered onto A's by their tokens, ascending by b;
+     * none when every request pairs under its own number. */
+    size_t n_request_pairs;
+    ulp_diff_request_pair *request_pairs;
 } ulp_diff_result;
 
 /*

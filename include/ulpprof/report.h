@@ -7,6 +7,7 @@
 #ifndef ULPPROF_REPORT_H
 #define ULPPROF_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "ulpprof/diff.h"
@@ -29,23 +30,41 @@ typedef enum ulp_report_format {
 ULP_API int ulp_report_format_from_name(const char *name);
 
 /*
- * JSON for strings that are bytes in the file (names, labels, /run keys and
- * values), for programs that write JSON beside the reports (`ulpprof ls
- * --json`, `kernels --json`): a byte that is not part of valid UTF-8 comes
- * out as \udcXX, Python's surrogateescape convention, so nothing is
- * dropped or merged; valid UTF-8 as it is.  The strings only come out right
- * when the document is written with ulp_json_print().
+ * The JSON writer the reports are written with, for programs that write
+ * JSON beside them (`ulpprof ls --json`, `kernels --json`).  It writes as
+ * it goes, to `f`, indented by 2, keys in the order given; it allocates
+ * nothing but itself, so a document is never left short by a lack of
+ * memory.  Strings and keys are bytes (names, labels, /run keys and
+ * values): a byte that is not part of valid UTF-8 comes out as \udcXX,
+ * Python's surrogateescape convention, so nothing is dropped or merged;
+ * valid UTF-8 as it is.
+ *
+ * ulp_json_object() / ulp_json_array() open a container, ulp_json_end()
+ * closes the innermost one; in an object each value follows its
+ * ulp_json_key().  A value given out of place (no key in an object, a
+ * second value at the top, an end too many, nesting past 15 levels) is not
+ * written, and ulp_json_close() answers -1.
  */
-struct json_t;
-/* A new jansson string for s (JSON null for NULL or when out of memory). */
-ULP_API struct json_t *ulp_json_str(const char *s);
-/* json_object_set_new() for any key, bytes that are not UTF-8 included. */
-ULP_API int ulp_json_set(struct json_t *o, const char *key, struct json_t *v);
-/* Writes doc indented by 2, then a newline, to f; 0, or -1 when out of
- * memory, now or while doc was built: when an allocation of jansson's or of
- * ulp_json_str()/ulp_json_set() failed on this thread since the previous
- * ulp_json_print(), doc may lack fields, and nothing is written. */
-ULP_API int ulp_json_print(struct json_t *doc, FILE *f);
+typedef struct ulp_json ulp_json;
+/* A writer to f; NULL when out of memory. */
+ULP_API ulp_json *ulp_json_open(FILE *f);
+ULP_API void ulp_json_object(ulp_json *j);
+ULP_API void ulp_json_array(ulp_json *j);
+ULP_API void ulp_json_end(ulp_json *j);
+ULP_API void ulp_json_key(ulp_json *j, const char *key);
+/* A string; null for NULL. */
+ULP_API void ulp_json_string(ulp_json *j, const char *s);
+ULP_API void ulp_json_int(ulp_json *j, int64_t v);
+ULP_API void ulp_json_uint(ulp_json *j, uint64_t v);
+/* v as "%.17g" reads it back exactly; null when v is not finite. */
+ULP_API void ulp_json_real(ulp_json *j, double v);
+ULP_API void ulp_json_bool(ulp_json *j, int v);
+ULP_API void ulp_json_null(ulp_json *j);
+/* Writes what is buffered of the document and frees j (no newline after
+ * the document: the caller writes one when it wants it): 0, or -1 when the document was not whole
+ * (a container left open, a value out of place) or f has its error flag set.  NULL is accepted
+ * (-1). */
+ULP_API int ulp_json_close(ulp_json *j);
 
 /*
  * One GEMM call in words, into buf (n bytes, truncated):

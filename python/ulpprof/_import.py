@@ -12,21 +12,28 @@ their names).  Read:
                   bf16 and fp8 keep their bits); one capture per tensor.  The
                   format keeps no execution order: the captures are ordered
                   embeddings, layers by number, the rest, logits, with a warning
+  .json           Polygraphy's `run --save-outputs` RunResults (one runner;
+                  iteration i is step i)
   .pt .pth .bin   torch.save of a tensor, of a dict / list / tuple of tensors,
                   or SGLang's dumper {"value": tensor, "meta": {...}}; loaded
                   with weights_only=True (no arbitrary pickle) on torch >= 2.6,
                   refused on an older torch (whose weights_only loader can run
                   code) unless --unsafe-pickle; a TorchScript archive is always
                   refused (ulpprof/_import_guard.py).  SGLang dumper files
-                  (`forward_pass_id=3___rank=0___name=x___layer_id=5.pt`) give
-                  the name (`layers.5.x` when a layer_id is given), the layer,
-                  the step (forward_pass_id) and the rank (--rank keeps one).
+                  (`step=3___rank=0___dump_index=7___name=x___layer_id=5.pt`,
+                  older `forward_pass_id=3`) give the name (`layers.5.x` when a
+                  layer_id is given; non-intrusive names are the module path),
+                  the layer, the step and the rank (--rank keeps one); their
+                  input_ids are token ids (role input), their positions,
+                  seq_lens, req_pool_indices and rids token metadata.
+Names: '/' becomes '.' (ONNX exporter paths), a leading '/' is dropped.
 Layer numbers come from `layers.N` / `h.N` / `layer_id`, the role `logits`
 from names ending in `logits` or `lm_head`.  Positions: a tensor named
 `positions` (1-D integers) in the same forward pass (the SGLang step, else
 the same file) gives each capture whose first axis has its length one
-position per row, and is itself no capture; a position that does not follow
-the previous one starts a new request.
+position per row, and is itself no capture; a pass of as many rows as
+requests (seq_lens, rids) is one row each, else a position that does not
+follow the previous one starts a new request; rids number the requests.
 A capture name seen again (another pass) is its next occurrence.  Bad input
 exits 2 with one line; the output is written in a private temporary
 directory beside it and moved into place only when everything was read, so
@@ -46,7 +53,7 @@ from ._import_guard import BadInput
 from ._lib import DTYPE_SIZES, CaptureError, Session
 
 _TORCH_EXT = (".pt", ".pth", ".bin")
-_EXTS = (".npy", ".npz", ".safetensors") + _TORCH_EXT
+_EXTS = (".npy", ".npz", ".safetensors", ".json") + _TORCH_EXT
 # safetensors dtype -> FORMAT.md dtype
 _ST_DTYPES = {"F64": "f64", "F32": "f32", "F16": "f16", "BF16": "bf16", "F8_E4M3": "f8e4m3",
               "F8_E5M2": "f8e5m2", "I64": "i64", "I32": "i32", "I16": "i16", "I8": "i8",
@@ -60,11 +67,13 @@ class Tensor:
     """One tensor to write: FORMAT.md dtype, shape, contiguous bytes (a numpy
     array or bytes), and what the source says about it."""
 
-    def __init__(self, name, dtype, shape, data, layer=-1, step=None, rank=None, order=()):
+    def __init__(self, name, dtype, shape, data, layer=-1, step=None, rank=None, order=(),
+                 role=None):
         self.name, self.dtype, self.shape, self.data = name, dtype, tuple(shape), data
         self.layer = layer if layer >= 0 else _layout.layer_of(name)
-        self.step, self.rank, self.order = step, rank, order
+        self.step, self.rank, self.order, self.role = step, rank, order, role
         self.src = 0  # index of the file it came from (its pass when it has no step)
+        self.meta = None  # a non-tensor value (SGLang's rids): read, never captured
 
 
 def _natural(s):
@@ -82,11 +91,13 @@ def _files(paths):
                     if f.endswith(_EXTS):
                         found.append((os.path.join(root, f), p))
             if not found:
-                raise BadInput("'%s': no .npy, .npz, .safetensors or .pt files in it" % p)
+                raise BadInput("'%s': no .npy, .npz, .safetensors, .json or .pt files in it"
+                               % p)
             out += sorted(found, key=lambda x: _natural(os.path.relpath(x[0], x[1])))
         elif os.path.isfile(p):
             if not p.endswith(_EXTS):
-                raise BadInput("'%s': not a .npy, .npz, .safetensors or .pt/.pth/.bin file" % p)
+                raise BadInput("'%s': not a .npy, .npz, .safetensors, .json or .pt/.pth/.bin "
+                               "file" % p)
             out.append((p, None))
         else:
             raise BadInput("'%s': no such file or directory" % p)
@@ -178,6 +189,70 @@ def _read_safetensors(path, root):
     return _execution_order(out, path)
 
 
+def _pg_array(path, name, obj):
+    """The numpy array of one Polygraphy output: {"polygraphy_class":
+    "LazyArray", "values": ndarray} or the ndarray itself, {"polygraphy_class":
+    "ndarray", "array": base64 of the .npy bytes}."""
+    import base64
+    import binascii
+    import io
+
+    import numpy as np
+
+    if isinstance(obj, dict) and obj.get("polygraphy_class") == "LazyArray":
+        obj = obj.get("values")
+    if not isinstance(obj, dict) or obj.get("polygraphy_class") != "ndarray" or not isinstance(
+            obj.get("array"), str):
+        raise BadInput("'%s': output %s is not an array as Polygraphy writes one "
+                       "(polygraphy_class ndarray)" % (path, name))
+    try:
+        return np.load(io.BytesIO(base64.b64decode(obj["array"], validate=True)),
+                       allow_pickle=False)
+    except (ValueError, OSError, EOFError, binascii.Error) as e:
+        raise BadInput("'%s': output %s: not a base64 .npy array (%s)" % (path, name, _short(e)))
+
+
+def _read_polygraphy(path, root):
+    """Polygraphy's `run --save-outputs` JSON: {"polygraphy_class":
+    "RunResults", "lst": [[runner name, [IterationResult {"outputs": {name:
+    array}}, ...]], ...]}.  One runner per file (each is a run); iteration i
+    is step i, its outputs in the order the runner returned them."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        raise BadInput("'%s': cannot read: %s" % (path, e.strerror))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise BadInput("'%s': not a JSON file (%s)" % (path, _short(e)))
+    except RecursionError:
+        raise BadInput("'%s': not a Polygraphy file (JSON nested too deep)" % path)
+    if not isinstance(doc, dict) or doc.get("polygraphy_class") != "RunResults" or \
+            not isinstance(doc.get("lst"), list):
+        raise BadInput("'%s': not a Polygraphy RunResults file (polygraphy run "
+                       "--save-outputs)" % path)
+    runners = [r for r in doc["lst"] if isinstance(r, list) and len(r) == 2]
+    if len(runners) != len(doc["lst"]) or not runners:
+        raise BadInput("'%s': RunResults holds no [runner, iterations] pairs" % path)
+    if len(runners) > 1:
+        raise BadInput("'%s': results of %d runners (%s): one runner is one run; save each "
+                       "runner's outputs to a file of its own" % (
+                           path, len(runners), ", ".join(str(r[0]) for r in runners)))
+    out = []
+    iterations = runners[0][1] if isinstance(runners[0][1], list) else None
+    if iterations is None:
+        raise BadInput("'%s': runner %s has no list of iterations" % (path, runners[0][0]))
+    for step, it in enumerate(iterations):
+        outputs = it.get("outputs") if isinstance(it, dict) else None
+        if not isinstance(outputs, dict):
+            raise BadInput("'%s': iteration %d has no outputs" % (path, step))
+        for i, (name, obj) in enumerate(outputs.items()):
+            arr = _pg_array(path, name, obj)
+            out.append(_np_tensor(name, arr, path, step=step, order=(step, i)))
+    if not out:
+        raise BadInput("'%s': holds no outputs" % path)
+    return out
+
+
 _EMBED = re.compile(r"(embed|wte|wpe|tok|input)", re.I)
 
 
@@ -213,6 +288,33 @@ def _sglang_fields(path):
             return None
         fields[m.group(1)] = m.group(2)
     return fields if "name" in fields else None
+
+
+_NON_INTRUSIVE = "non_intrusive__"
+# SGLang's token metadata: read for the rows of the pass, never activations.
+_SGL_AUX = ("positions", "seq_lens", "req_pool_indices", "rids")
+
+
+def _sglang_name(fields):
+    """(capture name, layer) of an SGLang dumper file's fields.  The
+    non-intrusive hooks name a module's tensors `non_intrusive__<module
+    path>.output` / `.inputs.<i>`; the module path is the capture name
+    (`.output` dropped: the module's output, as `ulpprof.torch` names it),
+    and a layer_id already in it (`model.layers.0`) is not put in front
+    again."""
+    name = fields["name"]
+    layer = fields.get("layer_id")
+    layer = int(layer) if layer is not None and layer.isdigit() else -1
+    if name.startswith(_NON_INTRUSIVE):
+        name = name[len(_NON_INTRUSIVE):]
+        if name.endswith(".output"):
+            name = name[:-len(".output")]
+        name = name or "model"
+        if layer >= 0 and ("layers.%d." % layer) not in name + ".":
+            name = "layers.%d.%s" % (layer, name)
+    elif layer >= 0:
+        name = "layers.%d.%s" % (layer, name)
+    return name, layer
 
 
 def _torch_tensors(obj, name):
@@ -255,17 +357,28 @@ def _read_torch(path, root, unsafe):
     sgl = _sglang_fields(path)
     kw = {}
     if sgl is not None:
-        base = sgl["name"]
-        layer = sgl.get("layer_id")
-        if layer is not None and layer.isdigit():
-            base = "layers.%s.%s" % (layer, base)
-            kw["layer"] = int(layer)
-        if sgl.get("forward_pass_id", "").isdigit():
-            kw["step"] = int(sgl["forward_pass_id"])
+        base, layer = _sglang_name(sgl)
+        if layer >= 0:
+            kw["layer"] = layer
+        # The pass: `step=` (SGLang 0.5.x), `forward_pass_id=` (older releases).
+        for key in ("step", "forward_pass_id"):
+            if sgl.get(key, "").isdigit():
+                kw["step"] = int(sgl[key])
+                break
         if sgl.get("rank", "").isdigit():
             kw["rank"] = int(sgl["rank"])
         kw["order"] = (kw.get("step", 0), int(sgl.get("dump_index", "0") or 0)
                        if sgl.get("dump_index", "0").isdigit() else 0)
+        if sgl["name"] == "input_ids":
+            kw["role"] = "input"
+        value = obj.get("value") if isinstance(obj, dict) and set(obj) <= {"value", "meta"} \
+            else obj
+        if not torch.is_tensor(value):
+            # A value that is no tensor (the request ids `rids`, a list of
+            # strings): metadata of the pass, never a capture.
+            t = Tensor(base, "u8", (0,), b"", **kw)
+            t.meta = value
+            return [t]
     else:
         base = _stem_name(path, root) if not isinstance(obj, dict) else ""
     pairs = _torch_tensors(obj, base)
@@ -299,33 +412,98 @@ def _pass_of(t):
     return ("step", t.step) if t.step is not None else ("file", t.src)
 
 
-def _is_positions(t):
-    return t.name.rsplit(".", 1)[-1] == "positions" and len(t.shape) == 1 and t.dtype in (
-        "i64", "i32")
+def _aux(t):
+    """The token-metadata kind of t (`positions`, `seq_lens`, ...), or None:
+    a 1-D integer tensor of that name, or a non-tensor value."""
+    kind = t.name.rsplit(".", 1)[-1]
+    if t.meta is not None:
+        return kind
+    if kind in _SGL_AUX and len(t.shape) == 1 and t.dtype in ("i64", "i32"):
+        return kind
+    return None
+
+
+def _ints(t):
+    import numpy as np
+
+    return np.frombuffer(bytes(t.data), dtype="<" + (
+        "i8" if t.dtype == "i64" else "i4")).astype(np.int64)
+
+
+def _requests(pos, seq_lens, rids, numbers):
+    """The request of each of a pass's rows.  The rows of a request are
+    consecutive; a pass of n requests (len(seq_lens), or len(rids)) with n
+    rows is one row each (decode), else the requests start where a position
+    does not follow the previous one.  With rids, a request is numbered by
+    its rid (`numbers`: rid -> number, in order of first appearance), so that
+    it keeps its number from pass to pass; else by its place in the pass."""
+    import numpy as np
+
+    n = len(rids) if rids is not None else len(seq_lens) if seq_lens is not None else None
+    if n is not None and n == len(pos):
+        seg = np.arange(len(pos), dtype=np.int64)
+    else:
+        seg = np.cumsum(np.concatenate([[0], (pos[1:] != pos[:-1] + 1).astype(np.int64)]))
+    if rids is not None and len(seg) and int(seg[-1]) + 1 == len(rids):
+        ids = [numbers.setdefault(str(r), len(numbers)) for r in rids]
+        return np.array(ids, dtype=np.int64)[seg]
+    return seg
 
 
 def _rows(tensors):
-    """The tensors to capture (a `positions` tensor is not one) and the
-    positions and requests of each, by its index in that list, from the
-    `positions` tensor of the same pass (see the module docstring)."""
+    """The tensors to capture (token metadata -- `positions`, `seq_lens`,
+    `rids`, ... -- is not one) and the positions and requests of each, by
+    its index in that list, from the metadata of the same pass (see the
+    module docstring)."""
     import numpy as np
 
-    pos_by_pass = {}
+    aux = {}
     for t in tensors:
-        if _is_positions(t):
-            pos_by_pass[_pass_of(t)] = np.frombuffer(bytes(t.data), dtype="<" + (
-                "i8" if t.dtype == "i64" else "i4")).astype(np.int64)
-    kept = [t for t in tensors if not _is_positions(t)]
+        kind = _aux(t)
+        if kind is not None:
+            if t.meta is not None:
+                aux.setdefault(_pass_of(t), {})[kind] = t.meta if isinstance(
+                    t.meta, (list, tuple)) else None
+            else:
+                aux.setdefault(_pass_of(t), {})[kind] = _ints(t)
+    skipped = sorted({t.name for t in tensors if t.meta is not None})
+    if skipped:
+        sys.stderr.write("ulpprof: import: note: values that are not tensors are not captured "
+                         "(%s); rids number the requests\n" % ", ".join(skipped))
+    kept = [t for t in tensors if _aux(t) is None]
+    numbers = {}
+    reqs = {}
+    for key in sorted(aux, key=lambda k: (k[0], k[1])):
+        a = aux[key]
+        pos = a.get("positions")
+        if pos is None or len(pos) == 0 or (pos < 0).any():
+            continue
+        rids = a.get("rids")
+        reqs[key] = (pos, _requests(pos, a.get("seq_lens"), rids, numbers))
     out = {}
     for i, t in enumerate(kept):
-        pos = pos_by_pass.get(_pass_of(t))
-        if pos is None or not t.shape or t.shape[0] != len(pos):
+        got = reqs.get(_pass_of(t))
+        if got is None or not t.shape or t.shape[0] != len(got[0]):
             continue
-        if (pos < 0).any():
-            continue
-        req = np.cumsum(np.concatenate([[0], (pos[1:] != pos[:-1] + 1).astype(np.int64)]))
-        out[i] = (pos.tolist(), req.tolist())
+        out[i] = (got[0].tolist(), got[1].tolist())
     return kept, out
+
+
+def _capture_name(path, name, seen):
+    """A capture name for a tensor name: '/' may not be in one, and the ONNX
+    exporter's names are paths (`/model/layers.0/self_attn/MatMul_output_0`):
+    the leading '/' is dropped and each other '/' becomes '.'
+    (`model.layers.0.self_attn.MatMul_output_0`, layer 0).  Two names of one
+    file that map to one capture name are refused."""
+    if "/" not in name:
+        mapped = name
+    else:
+        mapped = ".".join(p for p in name.split("/") if p) or "_"
+    other = seen.setdefault(mapped, name)
+    if other != name:
+        raise BadInput("'%s': tensor names %r and %r both map to capture name %r ('/' becomes "
+                       "'.')" % (guard.shown(path), other, name, mapped))
+    return mapped
 
 
 def _load(files, unsafe, rank):
@@ -337,10 +515,16 @@ def _load(files, unsafe, rank):
             got = _read_npz(path, root)
         elif path.endswith(".safetensors"):
             got = _read_safetensors(path, root)
+        elif path.endswith(".json"):
+            got = _read_polygraphy(path, root)
         else:
             got = _read_torch(path, root, unsafe)
+        seen = {}
         for t in got:
             guard.check_name(path, t.name)
+            t.name = _capture_name(path, t.name, seen)
+            if t.layer < 0:
+                t.layer = _layout.layer_of(t.name)
             t.src = src
         tensors += got
     ranks = sorted({t.rank for t in tensors if t.rank is not None})
@@ -370,8 +554,11 @@ def _write(tensors, out, label, attrs, observed=None):
         sess.set_observed("imported", "ulpprof import")
         for i, t in enumerate(tensors):
             buf = t.data if isinstance(t.data, np.ndarray) else np.frombuffer(t.data, np.uint8)
-            role = "logits" if re.search(r"(logits|lm_head)$", t.name) else "activation"
+            role = t.role or ("logits" if re.search(r"(logits|lm_head)$", t.name)
+                              else "activation")
             pos, req = rows.get(i, (None, None))
+            if role == "input" and pos is None:
+                role = "activation"  # token ids without positions pair nothing
             st = sess.capture(t.name, buf.ctypes.data if buf.size else None, t.dtype,
                               list(t.shape), layer=t.layer, role=role,
                               step=t.step if t.step is not None else -(2 ** 63),

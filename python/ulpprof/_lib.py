@@ -130,6 +130,13 @@ def _declare(lib):
     if hasattr(lib, "ulp_session_set_observed"):  # libraries before /observed lack it
         lib.ulp_session_set_observed.argtypes = [c.c_void_p, c.c_char_p, c.c_char_p]
         lib.ulp_session_set_observed.restype = c.c_int
+    if hasattr(lib, "ulp_session_set_capture_mode"):  # libraries before digests lack them
+        lib.ulp_session_set_capture_mode.argtypes = [c.c_void_p, c.c_int]
+        lib.ulp_session_set_capture_mode.restype = c.c_int
+        lib.ulp_session_select_spec.argtypes = [c.c_void_p, c.c_char_p]
+        lib.ulp_session_select_spec.restype = c.c_int
+        lib.ulp_row_digest.argtypes = [c.c_void_p, c.c_size_t, c.c_int64]
+        lib.ulp_row_digest.restype = c.c_uint64
     lib.ulp_session_set_step.argtypes = [c.c_void_p, c.c_int64]
     lib.ulp_session_set_step.restype = c.c_int
     lib.ulp_capture_desc_init.argtypes = [c.c_void_p]
@@ -270,6 +277,39 @@ class Session:
 
     def set_step(self, step):
         self._lib.ulp_session_set_step(self._h, int(step))
+
+    def set_capture_mode(self, mode):
+        """"data" (the default), "digest" (one 64-bit digest per row,
+        in /digests, instead of the bytes) or "both"."""
+        codes = {"data": 0, "digest": 1, "both": 2}
+        if mode not in codes:
+            raise ValueError("mode must be 'data', 'digest' or 'both', not %r" % (mode,))
+        fn = getattr(self._lib, "ulp_session_set_capture_mode", None)
+        if fn is None:
+            raise CaptureError("the capture library is older than digests")
+        st = fn(self._h, codes[mode])
+        if st != 0:
+            raise CaptureError("cannot set the capture mode: %s" % status_str(st))
+
+    def select(self, spec):
+        """Restricts the data of later captures to `spec`: the syntax of
+        `ulpprof diff`'s "capture next" line (NAME or NAME@REQUEST:FIRST-LAST,
+        comma-separated), or a dict {name: [(request, first, last), ...]}
+        (an empty list: the whole capture)."""
+        if isinstance(spec, dict):
+            parts = []
+            for name, ranges in spec.items():
+                if not ranges:
+                    parts.append(str(name))
+                for r, a, b in ranges:
+                    parts.append("%s@%d:%d-%d" % (name, r, a, b))
+            spec = ",".join(parts)
+        fn = getattr(self._lib, "ulp_session_select_spec", None)
+        if fn is None:
+            raise CaptureError("the capture library is older than selections")
+        st = fn(self._h, str(spec).encode())
+        if st != 0:
+            raise CaptureError("cannot select %r: %s" % (spec, status_str(st)))
 
     def _desc(self):
         """This thread's descriptor, made once: a buffer that

@@ -28,7 +28,12 @@ cache length + 0, 1, ...; the request is the batch row, or `requests[row]`
 when given, or what `cap.request(ids)` says for the calls inside its `with`
 block.  Padded tokens (attention_mask 0) are left out.  So a cache miss
 and a hit, or batch 1 and batch 4, pair position by position.  Each call of
-the model's forward is one step (0, 1, ...).
+the model's forward is one step (0, 1, ...).  The call's token ids are
+captured too, as `input_ids` (role `input`, one element per token, with
+its position and request; `prefix` in front): `ulpprof diff` pairs the
+requests of two runs by them (the prompt in batch row 2 with the same
+prompt alone) and reports a token fed differently as a parted stream,
+never as a numeric divergence.
 
 Several prompts in one capture(): give each its request ids, so that
 `ulpprof diff` pairs them with another run's (in any order):
@@ -352,11 +357,21 @@ class Capture:
 
     def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
                  match=None, requests=None, outputs="first", kv=False, layers=None,
-                 sublayers=True, queue_mb=None, observed=None):
+                 sublayers=True, queue_mb=None, observed=None, tokens=False, mode="data"):
+        self._produced_on = bool(tokens)
+        if mode not in ("data", "digest", "both"):
+            raise ValueError("mode must be 'data', 'digest' or 'both', not %r" % (mode,))
+        # select as a string or dict is a selection of (name, request,
+        # positions) to capture in full (the diff's "capture next" line);
+        # an int or a list keeps batch rows, as before.
+        selection = select if isinstance(select, (str, dict)) else None
+        if selection is not None:
+            select = None
         if outputs not in ("first", "all"):
             raise ValueError("outputs must be 'first' or 'all', not %r" % (outputs,))
         self.model = model
         self._rows = select
+        self._prefix = prefix
         self._match = re.compile(match) if match else None
         self._requests = list(requests) if requests is not None else None
         self._outputs = outputs
@@ -384,8 +399,14 @@ class Capture:
             if label is not None or run or observed:
                 _warn("under `ulpprof record`, the label, /run and /observed come from its "
                       "--label and --attr and ULPPROF_OBSERVED")
+            if mode != "data" or selection is not None:
+                _warn("mode and a selection apply to the host capture library only")
         else:
             self._open(path, label, run, queue_mb, observed)
+            if mode != "data":
+                self._session.set_capture_mode(mode)
+            if selection is not None:
+                self._session.select(selection)
         self._install()
 
     # --- session ------------------------------------------------------------
@@ -440,6 +461,7 @@ class Capture:
                 n = cap._pass
             calls.append(_Call(n, _token_context(args, kwargs, cap._request_ids())))
             cap.step(n)
+            cap._capture_ids(args, kwargs)
             try:
                 return orig(*args, **kwargs)
             finally:
@@ -456,6 +478,27 @@ class Capture:
             groups.setdefault(id(module), (module, []))[1].append(spec)
         for module, specs in groups.values():
             self._handles.append(module.register_forward_hook(self._hook(specs)))
+
+    def _capture_ids(self, args, kwargs):
+        """The call's token ids as `input_ids` (role input, one element per
+        (request, position)): `ulpprof diff` pairs requests by them and
+        tells a token fed differently from a numeric divergence."""
+        call = self._call()
+        if call is None or call.tokens is None:
+            return
+        ids = kwargs.get("input_ids")
+        if ids is None and args and _torch.is_tensor(args[0]):
+            ids = args[0]
+        if not _torch.is_tensor(ids) or ids.dtype not in (_torch.int64, _torch.int32) \
+                or ids.dim() not in (1, 2):
+            return
+        name = self._prefix + "input_ids"
+        if self._match and not self._match.search(name):
+            return
+        try:
+            self.capture(name, ids, role="input", tokens=True)
+        except Exception as e:  # noqa: BLE001
+            self._warn_once(("hook", name), "%s not captured: %s: %s" % (name, type(e).__name__, e))
 
     def _calls(self):
         """This thread's forward calls of the model, innermost last."""
@@ -486,6 +529,8 @@ class Capture:
                 for suffix, t in _tensors(output, self._outputs):
                     self.capture(spec.name + suffix, t, layer=spec.layer, role=spec.role,
                                  inputs=spec.inputs, tokens=True)
+                    if self._produced_on and spec.role == "logits" and suffix == "":
+                        self._produced(t)
             except Exception as e:  # noqa: BLE001
                 self._warn_once(("hook", spec.name), "%s not captured: %s: %s"
                                 % (spec.name, type(e).__name__, e))
@@ -531,6 +576,33 @@ class Capture:
             t, pos, req = t[keep], pos[keep], req[keep]
             return t, pos, req, 1
         return t, pos, req, 2
+
+    def _produced(self, logits):
+        """The `tokens` capture (FORMAT.md "Produced tokens"): per batch row, the
+        token the last position's logits emit (argmax, ties to the lowest id)
+        and its top-1 minus top-2 margin, at that position and request."""
+        call = self._call()
+        if call is None or call.tokens is None or not _torch.is_tensor(logits) \
+                or logits.dim() != 3 or not logits.is_floating_point() or logits.shape[-1] < 2:
+            return
+        pos, req, _ = call.tokens
+        if logits.shape[0] != pos.shape[0]:
+            return
+        last = logits.detach()[:, -1, :].to("cpu", _torch.float64)
+        top = _torch.topk(last, 2, dim=-1)
+        tok = _torch.argmax(last, dim=-1).to(_torch.float64)
+        rows = _torch.stack([tok, top.values[:, 0] - top.values[:, 1]], dim=1).contiguous()
+        p, r = pos[:, -1].contiguous(), req[:, -1].contiguous()
+        if self._rows is not None:
+            keep = [self._rows] if isinstance(self._rows, int) else self._rows
+            rows, p, r = rows[keep], p[keep], r[keep]
+        if self.mode == "nvtx":
+            self._mark("tokens", rows, "f64", -1, "activation", p.tolist(), r.tolist(), 1,
+                       None, call.step)
+            return
+        self._session.capture("tokens", rows.data_ptr(), "f64", list(rows.shape), role="activation",
+                              step=call.step, positions_ptr=p.data_ptr(),
+                              requests_ptr=r.data_ptr(), row_rank=1)
 
     # --- the public methods ---------------------------------------------------
     def capture(self, name, t, layer=-1, role="activation", inputs=None, tokens=False):
@@ -696,7 +768,14 @@ def capture(model, path=None, label=None, run=None, **options):
     run that set no condition (a timing, the kernel a library picked), shown
     but never compared as one.  options: prefix, select, match, requests,
     outputs ("first" / "all"), kv, layers (path of the layer list when it is
-    not found), sublayers (False: layer outputs only), queue_mb.  The
+    not found), sublayers (False: layer outputs only), queue_mb, tokens
+    (True: also the `tokens` capture of each step's produced token and its
+    top-2 margin, FORMAT.md "Produced tokens", for `ulpprof streams`), mode
+    ("data", the default; "digest": one 64-bit digest per (request,
+    position) row instead of the bytes; "both").  select as a string
+    ("NAME@REQUEST:FIRST-LAST,...", as `ulpprof diff` prints it for digest
+    runs) or a dict {name: [(request, first, last)]} captures only those
+    rows in full.  The
     module's docstring says what each means.
     """
     return Capture(model, path, label=label, run=run, **options)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # .ci/includes: two modules that include each other fail, naming both; a
 # module's own private header (x.c -> x_internal.h -> x.h) is no circle; a
-# longer circle through three modules fails too; capture/ including
+# longer circle through three modules fails too; format/ including
 # analyzer/, or programs/ including common/, crosses a layer and fails.
 # Calls: two files of one folder that call each other fail, naming both
 # and a function of each edge; a circle through three files, or through a
@@ -69,9 +69,9 @@ src "$T" format/writer.c common/error.h
 src "$T" programs/cmd.c ulpprof/status.h
 expect "layers kept" 0 "$T"
 src "$T" format/writer.c common/error.h analyzer/snap.h
-expect "collector uses analyzer" 1 "$T"
-grep -q 'format/writer.c includes "analyzer/snap.h": capture/ may not use analyzer/' \
-    "$TMP/err" || fail "collector uses analyzer: crossing not named ($(cat "$TMP/err"))"
+expect "format uses analyzer" 1 "$T"
+grep -q 'format/writer.c includes "analyzer/snap.h": format/ may not use analyzer/' \
+    "$TMP/err" || fail "format uses analyzer: crossing not named ($(cat "$TMP/err"))"
 src "$T" format/writer.c common/error.h
 src "$T" programs/cmd.c ulpprof/status.h common/error.h
 expect "program uses common" 1 "$T"

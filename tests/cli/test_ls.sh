@@ -33,7 +33,10 @@ for h in --help -h help; do
     [ -s "$TMP/err" ] && fail "ulpprof $h: stderr not empty"
 done
 expect "--version" 0 "$ULPPROF" --version
-[ "$(cat "$TMP/out")" = "ulpprof 0.1.0" ] || fail "--version printed '$(cat "$TMP/out")'"
+[ "$(head -1 "$TMP/out")" = "ulpprof 0.1.0" ] || fail "--version printed '$(cat "$TMP/out")'"
+# The second line names the comparison kernels' level (tests/python/test_diff_isa.py).
+grep -qxE 'comparison kernels: (x86-64-v4|x86-64-v3|baseline)' "$TMP/out" ||
+    fail "--version names no kernel level: '$(cat "$TMP/out")'"
 expect "no command" 2 "$ULPPROF"
 [ -s "$TMP/out" ] && fail "no command: stdout not empty"
 grep -q usage "$TMP/err" || fail "no command: no usage on stderr"

@@ -18,7 +18,10 @@
 #   cat         cat A B > /dev/null
 #   memread     bench_memread A B: a plain two-thread walk of the mapped files
 #               (the memory-read limit: nothing can compare the bytes faster)
-#   ulpprof     ulpprof diff A B (the table; exit 1 expected: the pairs differ)
+#   ulpprof@L   ULPPROF_ISA=L ulpprof diff A B (the table; exit 1 expected: the
+#               pairs differ), once per kernel level L this CPU has
+#               (x86-64-v4, x86-64-v3, baseline; BENCH_ISA="L ..." to choose);
+#               the many cases run the best level only
 #   json        ulpprof diff -f json A B (the report CI runs; many only)
 #   numpy       diff_numpy.py A B (vectorized numpy + h5py; every case but many/4)
 #   torch       diff_torch.py A B (the same numbers with torch tensors loaded
@@ -26,9 +29,9 @@
 #   h5diff      h5diff A B (HDF5's own tool: answers less, the count of
 #               differing elements per dataset; pairs of at most
 #               BENCH_H5DIFF_MAX_MIB, default 300: it takes ~30 s a GiB)
-# Reported per case: median and minimum of each tool (wall time, and CPU
+# Reported per case, under the CPU's model name: median and minimum of each tool (wall time, and CPU
 # time as "cpu:TOOL" where perf(1) works), the ratios of the medians, and
-# the range of the per-round ratios; peak RSS of ulpprof diff
+# the range of the per-round ratios, each ulpprof figure with its level; peak RSS of ulpprof diff
 # (/usr/bin/time -v).  Every output is checked: exit codes, numpy's and
 # torch's numbers against ulpprof's JSON report (check_numpy.py), h5diff's
 # counts (check_h5diff.py), the many case's rows.  A failed check stops the
@@ -37,7 +40,7 @@
 # Environment: ULPPROF_BUILD_DIR (default build), ULP_PYTHON (default
 # /usr/bin/python3), BENCH_ROUNDS (default 5), BENCH_DIR (where the pairs
 # go; default a fresh directory under $TMPDIR, removed at the end),
-# BENCH_EASY=0 / BENCH_MANY=0 to skip those cases, BENCH_TORCH=0 to leave
+# BENCH_EASY=0 / BENCH_MANY=0 to skip those cases, BENCH_ISA (above), BENCH_TORCH=0 to leave
 # torch out, BENCH_H5DIFF_MAX_MIB=0 to leave h5diff out.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -62,6 +65,19 @@ if [ "${BENCH_TORCH:-1}" != 0 ] && ! "$py" -c "import torch" 2>/dev/null; then
     echo "bench_diff: $py cannot import torch (BENCH_TORCH=0 leaves it out)" >&2
     exit 2
 fi
+# The kernel levels: the best this CPU has (ulpprof --version) and those below it.
+best=$("$ulpprof" --version | sed -n 's/^comparison kernels: //p')
+case $best in
+x86-64-v4) have="x86-64-v4 x86-64-v3 baseline" ;;
+x86-64-v3) have="x86-64-v3 baseline" ;;
+*) have=baseline ;;
+esac
+levels=${BENCH_ISA:-$have}
+for l in $levels; do
+    ULPPROF_ISA=$l "$ulpprof" --version >/dev/null || exit 2 # says why
+done
+cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs || true)
+[ -n "$cpu_model" ] || cpu_model=$(uname -m)
 dir=${BENCH_DIR:-}
 if [ -z "$dir" ]; then
     dir=$(mktemp -d "${TMPDIR:-/tmp}/ulpdiff-bench.XXXXXX")
@@ -127,7 +143,7 @@ bench() {
             case $t in
             cat) timed "$case" $r cat 0 cat "$a" "$b" ;;
             memread) timed "$case" $r memread 0 "$memread" "$a" "$b" ;;
-            ulpprof) timed "$case" $r ulpprof 1 "$ulpprof" diff "$a" "$b" ;;
+            ulpprof@*) timed "$case" $r "$t" 1 env ULPPROF_ISA="${t#ulpprof@}" "$ulpprof" diff "$a" "$b" ;;
             json) timed "$case" $r json 1 "$ulpprof" diff -f json "$a" "$b" ;;
             numpy) timed "$case" $r numpy 0 "$py" "$src/tests/perf/diff_numpy.py" "$a" "$b" ;;
             torch) timed "$case" $r torch 0 "$py" "$src/tests/perf/diff_torch.py" "$a" "$b" ;;
@@ -144,7 +160,8 @@ bench() {
 
 # tools SIZE_MIB: the tools of a real or easy case.
 tools() {
-    echo cat memread ulpprof numpy
+    echo cat memread numpy
+    for l in $levels; do echo "ulpprof@$l"; done
     [ "${BENCH_TORCH:-1}" = 0 ] || echo torch
     [ "$h5max" = 0 ] || [ "$1" -gt "$h5max" ] || echo h5diff
 }
@@ -165,7 +182,7 @@ check() {
     done
 }
 
-echo "bench_diff: $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), $rounds interleaved rounds, files in $dir"
+echo "bench_diff: $(nproc) CPUs ($cpu_model), kernel levels: $levels (best here: $best), $rounds interleaved rounds, files in $dir"
 if [ "${BENCH_EASY:-1}" != 0 ]; then
     mkdir -p "$dir/easy"
     [ -s "$dir/easy/b.h5" ] || "$py" "$src/tests/perf/make_bench_pair.py" "$dir/easy" 32 4194304
@@ -194,10 +211,10 @@ if [ "$many" != 0 ]; then
         "$loop" --out "$d/b$n.h5" --count "$n" --elements 256 --names 100 --flip-from $((n - 10)) >/dev/null
     done
     # The small file first: its peak RSS beside the larger ones' shows whether memory grows.
-    bench "many$((many / 4))" "$d/a$((many / 4)).h5" "$d/b$((many / 4)).h5" cat ulpprof
-    bench "many$many" "$d/a$many.h5" "$d/b$many.h5" cat memread ulpprof json numpy
+    bench "many$((many / 4))" "$d/a$((many / 4)).h5" "$d/b$((many / 4)).h5" cat "ulpprof@$best"
+    bench "many$many" "$d/a$many.h5" "$d/b$many.h5" cat memread "ulpprof@$best" json numpy
     if [ "$big" != 0 ]; then
-        bench "many$big" "$d/a$big.h5" "$d/b$big.h5" cat ulpprof
+        bench "many$big" "$d/a$big.h5" "$d/b$big.h5" cat "ulpprof@$best"
         rm -f "$d/a$big.h5" "$d/b$big.h5"
     fi
     check "many$many" "$d/a$many.h5" "$d/b$many.h5" numpy
@@ -212,7 +229,7 @@ print("check: %d rows, the 10 flipped captures differ in 1 element each" % n)
 PY
 fi
 
-"$py" - "$times" <<'PY'
+"$py" - "$times" "$cpu_model" "$best" <<'PY'
 import collections, statistics, sys
 t = collections.defaultdict(lambda: collections.defaultdict(dict))
 rss = {}
@@ -222,18 +239,29 @@ for line in open(sys.argv[1]):
         rss[case] = int(v) / 1024
     else:
         t[case][tool][rnd] = float(v)
+cpu, best = sys.argv[2], sys.argv[3]
 for case, tools in t.items():
-    print("%s:" % case)
+    print("%s (on %s):" % (case, cpu))
     for tool, v in tools.items():
         x = list(v.values())
-        print("  %-12s median %8.3f s  min %8.3f s  (%d runs)" % (tool, statistics.median(x), min(x), len(x)))
+        print("  %-24s median %8.3f s  min %8.3f s  (%d runs)" % (tool, statistics.median(x), min(x), len(x)))
+    ulps = [k for k in tools if k.startswith("ulpprof@")]
+
+    def expand(name):
+        # "ulpprof" stands for each level measured, named beside its figure.
+        if name in ("ulpprof", "cpu:ulpprof"):
+            return [name[:-7] + u for u in ulps]
+        return [name]
+
     def ratio(num, den, goal):
-        if num not in tools or den not in tools:
-            return
-        rounds = [tools[num][r] / tools[den][r] for r in tools[num] if r in tools[den]]
-        med = statistics.median(tools[num].values()) / statistics.median(tools[den].values())
-        print("  %-26s %6.2f  (per round %.2f-%.2f; medians)  %s" % (
-            "%s / %s" % (num, den), med, min(rounds), max(rounds), goal))
+        for n_ in expand(num):
+            for d_ in expand(den):
+                if n_ not in tools or d_ not in tools:
+                    continue
+                rounds = [tools[n_][r] / tools[d_][r] for r in tools[n_] if r in tools[d_]]
+                med = statistics.median(tools[n_].values()) / statistics.median(tools[d_].values())
+                print("  %-40s %6.2f  (per round %.2f-%.2f; medians)  %s" % (
+                    "%s / %s" % (n_, d_), med, min(rounds), max(rounds), goal))
     ratio("ulpprof", "cat", "goal <= 3" if case.startswith("many") else "goal <= 1.5")
     ratio("json", "ulpprof", "JSON report / table")
     ratio("cpu:json", "cpu:ulpprof", "CPU time, goal <= 1.5")
@@ -248,5 +276,5 @@ for case, tools in t.items():
     ratio("cpu:torch", "cpu:ulpprof", "CPU time")
     ratio("cpu:h5diff", "cpu:ulpprof", "CPU time")
     if case in rss:
-        print("  peak RSS of ulpprof diff: %.1f MiB  (goal <= 32)" % rss[case])
+        print("  peak RSS of ulpprof diff (%s): %.1f MiB  (goal <= 32)" % (best, rss[case]))
 PY

@@ -90,7 +90,13 @@ with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
             out = model(ids[:1], output_hidden_states=True)
         hs = out.hidden_states
         with h5py.File(path, "r") as f:
-            check(sorted(f["captures"]) == sorted(NAMES[arch]), "%s: %s" % (arch, list(f["captures"])))
+            check(sorted(f["captures"]) == sorted(NAMES[arch] + ["input_ids"]),
+                  "%s: %s" % (arch, list(f["captures"])))
+            got_ids = f["captures"]["input_ids"]["0"]
+            check(np.array_equal(got_ids[()], ids[:1].numpy())
+                  and np.array_equal(got_ids.attrs["positions"],
+                                     np.arange(ids.shape[1])[None, :]),
+                  "%s input_ids: %s" % (arch, got_ids[()]))
             layers = [n for n in NAMES[arch] if n.count(".") == 2 and n[-1].isdigit()]
             for i, name in enumerate(layers):
                 # HF's last hidden state is after the final norm (GPT-2 and Llama alike).

@@ -95,7 +95,22 @@ with tempfile.TemporaryDirectory() as tmp:
                 model(ids)
             check(_lib.library_path() == os.path.realpath(LIB), "library %s" % _lib.library_path())
             with h5py.File(path, "r") as f:
-                check(sorted(f["captures"]) == sorted(NAMES), "%s: %s" % (path, list(f["captures"])))
+                check(sorted(f["captures"]) == sorted(NAMES + ["input_ids"]),
+                      "%s: %s" % (path, list(f["captures"])))
+                # The token ids: each call's ids, role input, one per (request, position).
+                for occ in range(2):
+                    ds = f["captures"]["input_ids"][str(occ)]
+                    check(np.array_equal(ds[()], ids.numpy()) and s(ds.attrs["role"]) == "input"
+                          and s(ds.attrs["dtype"]) == "i64" and int(ds.attrs["step"]) == occ,
+                          "%s input_ids/%d: %s" % (path, occ, ds[()]))
+                    want_pos = np.tile(np.arange(ids.shape[1]), (batch, 1))
+                    want_req = np.repeat(np.arange(batch)[:, None], ids.shape[1], axis=1)
+                    if occ == 1:  # the same tokens computed again: filed apart (+1,000,000)
+                        want_req = want_req + 1000000
+                    check(np.array_equal(ds.attrs["positions"], want_pos)
+                          and np.array_equal(ds.attrs["requests"], want_req),
+                          "%s input_ids/%d: positions %s requests %s"
+                          % (path, occ, ds.attrs["positions"], ds.attrs["requests"]))
                 check(s(f.attrs["label"]) == "bs%d" % batch, "%s: label" % path)
                 check(s(f["run"].attrs["batch_size"]) == str(batch), "%s: /run" % path)
                 for name in NAMES:
@@ -218,7 +233,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 0 and p.stderr == "", "record: %d %r" % (p.returncode, p.stderr))
     if p.returncode == 0:
         with h5py.File(out, "r") as f:
-            check(sorted(f["captures"]) == sorted(NAMES), list(f["captures"]))
+            check(sorted(f["captures"]) == sorted(NAMES + ["input_ids"]), list(f["captures"]))
             check(f["captures"]["lm_head"]["0"].shape == (1, 16, 512), "select=[0] in the sample")
             check(s(f.attrs["label"]) == "bs2", "record's label")
 

@@ -79,6 +79,14 @@ static void ref_aligned(FILE *f, const ulp_diff_row *row)
         fprintf(f, "%" PRId64 ",%" PRId64, row->first_request, row->first_position);
     else
         fputc(',', f);
+    if (row->rounded && row->status == ULP_DIFF_DIFFERS) {
+        fprintf(f, ",%s,%s,", ulp_dtype_name(row->compared_dtype), row->rounded_side ? "b" : "a");
+        ref_num(f, row->elements ? (double)row->rounded_equal / (double)row->elements : 1.0);
+        fputc(',', f);
+        ref_num(f, row->max_abs_diff_fine);
+    } else {
+        fputs(",,,,", f);
+    }
     fputc('\n', f);
 }
 
@@ -295,6 +303,11 @@ static void any_row(ulp_diff_row *r, row_mem *mem)
     r->positions_only_in_b = any_u64();
     r->first_request = any_i64();
     r->first_position = pick(3) ? any_i64() : -1;
+    r->rounded = pick(4) == 0;
+    r->compared_dtype = (ulp_dtype)(1 + pick(5));
+    r->rounded_side = (int)pick(2);
+    r->rounded_equal = pick(2) ? any_u64() : r->elements;
+    r->max_abs_diff_fine = pick(4) ? (double)any_u64() * 1e-9 : 0.0;
 }
 
 /* ---- The tests. ---- */

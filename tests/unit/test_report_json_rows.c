@@ -2,8 +2,8 @@
  * reports/report_json_row.c and report_json_out.c: the JSON report's rows,
  * written without a jansson tree, are byte for byte what the tree dumped
  * with the report's flags wrote.  The reference below is report_json.c's
- * row builder as it was (up to 79af049), dumped by jansson and unmarked by
- * ulp__json_unmark(), the path the report took; it is held against the
+ * row builder as it was (up to 79af049), dumped by jansson and unmarked
+ * as the report did then (the copy below); it is held against the
  * writer over hostile rows (quotes, backslashes, control characters,
  * UTF-8 valid and not, NaN, inf, -0.0, denormals, DBL_MAX, counts past
  * INT64_MAX), and the writer's reals and strings against jansson's over
@@ -24,13 +24,126 @@
 
 #include <cmocka.h>
 
+#include "common/utf8.h"
 #include "reports/report_json_out.h"
 #include "reports/report_priv.h"
 #define TEST_RNG_SEED 0x2545F4914F6CDD1DULL
 #include "test_rng.h"
 #include "test_same_text.h"
 
+/* ---- The reference's strings, as reports/report_json_bytes.c made them
+ * (up to the writer's fold): a byte that is not UTF-8 goes into the
+ * jansson string as U+0000 and its two hex digits, which the dump writes as
+ * \u0000XX, turned into \udcXX after dumping. ---- */
+
+/* The marked form of s in a new buffer (*len bytes), or NULL when s is valid UTF-8. */
+static char *ref_marked(const char *s, size_t *len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t bad = 0, n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t k = ulp__utf8_len(p + i);
+        bad += k == 0;
+        i += k ? k : 1;
+    }
+    if (bad == 0)
+        return NULL;
+    char *out = malloc(n + 2 * bad + 1), *q = out;
+    assert_non_null(out);
+    for (size_t i = 0; i < n;) {
+        size_t k = ulp__utf8_len(p + i);
+        if (k == 0) {
+            static const char hex[] = "0123456789abcdef";
+            *q++ = '\0';
+            *q++ = hex[p[i] >> 4];
+            *q++ = hex[p[i] & 15];
+            i++;
+        } else {
+            memcpy(q, p + i, k);
+            q += k;
+            i += k;
+        }
+    }
+    *len = (size_t)(q - out);
+    return out;
+}
+
+static json_t *ulp_json_str(const char *s)
+{
+    if (s == NULL)
+        return json_null();
+    size_t len = 0;
+    char *m = ref_marked(s, &len);
+    json_t *j = m != NULL ? json_stringn(m, len) : json_string(s);
+    free(m);
+    return j != NULL ? j : json_null();
+}
+
+static char *ulp__json_unmark(const char *text)
+{
+    size_t n = strlen(text);
+    char *out = malloc(n + 1), *q = out;
+    if (out == NULL)
+        return NULL;
+    for (const char *p = text; *p;) {
+        /* Every backslash in the dump starts an escape: skip escapes whole. */
+        if (p[0] == '\\' && strncmp(p + 1, "u0000", 5) == 0 && p[6] && p[7]) {
+            memcpy(q, "\\udc", 4);
+            q[4] = p[6];
+            q[5] = p[7];
+            q += 6;
+            p += 8;
+        } else if (p[0] == '\\' && p[1]) {
+            *q++ = *p++;
+            *q++ = *p++;
+        } else {
+            *q++ = *p++;
+        }
+    }
+    *q = '\0';
+    return out;
+}
+
 /* ---- The reference: the jansson tree of a row, as report_json.c built it. ---- */
+
+/* The GEMM objects, as reports/report_gemm.c built them. */
+static json_t *jstr(const char *s)
+{
+    json_t *v = ulp_json_str(s);
+    return v != NULL ? v : json_null();
+}
+
+static json_t *ulp__report_json_gemms(const ulp_gemm_info *g, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "seq", json_integer((json_int_t)g[i].seq));
+        json_object_set_new(o, "api", jstr(g[i].api));
+        json_object_set_new(o, "m", json_integer(g[i].m));
+        json_object_set_new(o, "n", json_integer(g[i].n));
+        json_object_set_new(o, "k", json_integer(g[i].k));
+        json_object_set_new(o, "batch", json_integer(g[i].batch));
+        json_object_set_new(o, "transa", jstr(g[i].transa));
+        json_object_set_new(o, "transb", jstr(g[i].transb));
+        json_object_set_new(o, "a_type", jstr(g[i].a_type));
+        json_object_set_new(o, "b_type", jstr(g[i].b_type));
+        json_object_set_new(o, "c_type", jstr(g[i].c_type));
+        json_object_set_new(o, "d_type", jstr(g[i].d_type));
+        json_object_set_new(o, "compute", jstr(g[i].compute));
+        json_object_set_new(o, "algo", jstr(g[i].algo));
+        json_object_set_new(o, "algo_id", json_integer(g[i].algo_id));
+        json_object_set_new(o, "tile", jstr(g[i].tile));
+        json_object_set_new(o, "stages", jstr(g[i].stages));
+        json_object_set_new(o, "splitk", json_integer(g[i].splitk));
+        json_object_set_new(o, "reduction", jstr(g[i].reduction));
+        json_object_set_new(o, "cluster", jstr(g[i].cluster));
+        json_object_set_new(o, "workspace", json_integer((json_int_t)g[i].workspace));
+        json_object_set_new(o, "status", json_integer(g[i].status));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
 
 static json_t *ref_jnum(double v)
 {

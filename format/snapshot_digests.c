@@ -1,0 +1,192 @@
+/*
+ * The reader of /digests: each /digests/<name>/<occurrence> dataset read
+ * with its `seq`, `positions` and `requests` attributes.
+ */
+#include "snapshot_digests.h"
+
+#include <hdf5.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+typedef struct walk {
+    hid_t group;
+    const char *path;
+    ulp__digest_entry *v;
+    size_t n, cap;
+    ulp_status st;
+    ulp_error *err;
+    const char *name; /* the capture name being walked */
+} walk;
+
+/* An integer attribute of `want` elements into `out` (malloc'd); 0 absent, -1 bad. */
+static int int_attr(hid_t ds, const char *name, uint64_t want, int64_t **out)
+{
+    *out = NULL;
+    if (H5Aexists(ds, name) <= 0)
+        return 0;
+    hid_t a = H5Aopen(ds, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    hid_t sp = H5Aget_space(a);
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    int rc = -1;
+    if (n >= 0 && (uint64_t)n == want) {
+        *out = malloc((size_t)(want > 0 ? want : 1) * sizeof(int64_t));
+        if (*out != NULL && H5Aread(a, H5T_NATIVE_INT64, *out) >= 0)
+            rc = 1;
+    }
+    if (rc < 0) {
+        free(*out);
+        *out = NULL;
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    H5Aclose(a);
+    return rc;
+}
+
+static void entry_release(ulp__digest_entry *e)
+{
+    free(e->name);
+    free(e->requests);
+    free(e->positions);
+    free(e->digests);
+}
+
+static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    walk *w = arg;
+    char *end;
+    long long o = strtoll(occ, &end, 10);
+    if (*end != '\0' || o < 0) {
+        w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s/%s is not an occurrence", w->path,
+                           w->name, occ);
+        return -1;
+    }
+    hid_t ds = H5Dopen2(g, occ, H5P_DEFAULT);
+    hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
+    hssize_t rows = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    ulp__digest_entry e = {0};
+    e.occurrence = o;
+    int ok = rows >= 0;
+    if (ok) {
+        e.rows = (uint64_t)rows;
+        e.digests = malloc((size_t)(rows > 0 ? rows : 1) * sizeof(uint64_t));
+        e.name = strdup(w->name);
+        int64_t *seq = NULL;
+        ok = e.digests != NULL && e.name != NULL &&
+             (rows == 0 ||
+              H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.digests) >= 0) &&
+             int_attr(ds, "seq", 1, &seq) == 1 &&
+             int_attr(ds, "positions", e.rows, &e.positions) >= 0 &&
+             int_attr(ds, "requests", e.rows, &e.requests) >= 0;
+        if (seq != NULL)
+            e.seq = seq[0];
+        free(seq);
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (ok && w->n == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        ulp__digest_entry *p = realloc(w->v, cap * sizeof(*p));
+        if (p == NULL)
+            ok = 0;
+        else
+            w->v = p, w->cap = cap;
+    }
+    if (!ok) {
+        entry_release(&e);
+        w->st = ulp__error(w->err, ULP_EFORMAT,
+                           "%s: /digests/%s/%s is not a digest dataset (uint64 rows, seq, "
+                           "positions and requests of as many rows)",
+                           w->path, w->name, occ);
+        return -1;
+    }
+    w->v[w->n++] = e;
+    return 0;
+}
+
+static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    walk *w = arg;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub < 0) {
+        w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s is not a group", w->path, name);
+        return -1;
+    }
+    w->name = name;
+    herr_t rc = H5Literate(sub, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_occurrence, w);
+    H5Gclose(sub);
+    return rc < 0 ? -1 : 0;
+}
+
+static herr_t count_data(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    H5G_info_t gi;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub >= 0 && H5Gget_info(sub, &gi) >= 0 && gi.nlinks > 0)
+        *(int *)arg = 1;
+    if (sub >= 0)
+        H5Gclose(sub);
+    return 0;
+}
+
+ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *n, int *has_data,
+                             ulp_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    *has_data = 0;
+    hid_t file;
+    H5E_BEGIN_TRY
+    {
+        file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    }
+    H5E_END_TRY;
+    if (file < 0)
+        return ulp__error(err, ULP_EIO, "%s: cannot be opened as HDF5", path);
+    walk w = {.path = path, .st = ULP_OK, .err = err};
+    H5E_BEGIN_TRY
+    {
+        if (H5Lexists(file, "captures", H5P_DEFAULT) > 0) {
+            hid_t c = H5Gopen2(file, "captures", H5P_DEFAULT);
+            if (c >= 0) {
+                H5Literate(c, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, count_data, has_data);
+                H5Gclose(c);
+            }
+        }
+        if (H5Lexists(file, "digests", H5P_DEFAULT) > 0) {
+            w.group = H5Gopen2(file, "digests", H5P_DEFAULT);
+            if (w.group < 0 ||
+                H5Literate(w.group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_name, &w) < 0) {
+                if (w.st == ULP_OK)
+                    w.st = ulp__error(err, ULP_EFORMAT, "%s: /digests cannot be read", path);
+            }
+            if (w.group >= 0)
+                H5Gclose(w.group);
+        }
+    }
+    H5E_END_TRY;
+    H5Fclose(file);
+    if (w.st != ULP_OK) {
+        ulp__digests_free(w.v, w.n);
+        return w.st;
+    }
+    *out = w.v;
+    *n = w.n;
+    return ULP_OK;
+}
+
+void ulp__digests_free(ulp__digest_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        entry_release(&e[i]);
+    free(e);
+}

@@ -1,0 +1,57 @@
+/*
+ * Comparing runs by their row digests (FORMAT.md, "Digests"): which
+ * (capture, request, position) rows differ, the first of them in the order
+ * the captures were written, and the selection to capture in full next.
+ * A side captured in full is compared through the digests of its rows.
+ */
+#ifndef ULPPROF_DIGEST_H
+#define ULPPROF_DIGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/export.h"
+#include "ulpprof/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Differing positions [first, last] of one request. */
+typedef struct ulp_digest_range {
+    int64_t request, first, last;
+} ulp_digest_range;
+
+/* One capture name. */
+typedef struct ulp_digest_name {
+    char *name;
+    int64_t seq;       /* its first seq in A (B when only in B)          */
+    uint64_t compared; /* (request, position) keys both sides have       */
+    uint64_t differing, only_a, only_b;
+    int has_first;
+    int64_t first_request, first_position; /* the first differing key   */
+    size_t nranges;
+    ulp_digest_range *ranges; /* per request, in request order     */
+} ulp_digest_name;
+
+typedef struct ulp_digest_result {
+    size_t nnames;
+    ulp_digest_name *names;   /* in A's seq order, then B's names  */
+    int digests_a, digests_b; /* 1: that side is digest-only      */
+    ptrdiff_t first;          /* the first name that differs, or -1 */
+    int identical;            /* no row differs, no key on one side */
+} ulp_digest_result;
+
+/* 1 when `path` holds digests and no captured tensor; 0 otherwise or on error. */
+ULP_API int ulp_digest_only(const char *path);
+
+/* Compares two snapshot files by row digests.  ULP_EINVAL when nothing is compared. */
+ULP_API ulp_status ulp_digest_compare(const char *a, const char *b, ulp_digest_result **out,
+                                      ulp_error *err);
+ULP_API void ulp_digest_result_free(ulp_digest_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULPPROF_DIGEST_H */

@@ -1,0 +1,63 @@
+/*
+ * ulpprof streams: the generations of many runs (FORMAT.md "Produced
+ * tokens"): per request, the distinct completions and how many runs gave
+ * each, and where each parts from the most common one (step, tokens, the
+ * top-2 margins there).
+ */
+#ifndef ULPPROF_STREAMS_H
+#define ULPPROF_STREAMS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/export.h"
+#include "ulpprof/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One distinct completion of a request. */
+typedef struct ulp_streams_group {
+    size_t n_runs;
+    size_t *runs; /* run indices, ascending; runs[0] speaks for the group  */
+    size_t n_tokens;
+    const int64_t *tokens;        /* the produced tokens, step 0 first                 */
+    const double *margins;        /* top-1 minus top-2 at each step (runs[0]'s)         */
+    int common;                   /* the most common completion (ties: lowest run)      */
+    int64_t part_step;            /* first step where it differs from the common one,
+                                     or where one of them ends; -1 for the common one    */
+    int64_t token, token_common;  /* the tokens at part_step (-1: past the end)    */
+    double margin, margin_common; /* their margins there (NaN past the end)       */
+} ulp_streams_group;
+
+typedef struct ulp_streams_request {
+    int64_t request;
+    size_t n_runs; /* runs that produced tokens for it                       */
+    size_t n_groups;
+    ulp_streams_group *groups; /* by count, descending (ties: lowest run)     */
+    size_t n_hist;
+    size_t *hist; /* hist[s]: runs parting from the common completion at step s */
+} ulp_streams_request;
+
+typedef struct ulp_streams_result {
+    size_t n_runs;
+    char **paths; /* the file read for each run                            */
+    size_t n_requests;
+    ulp_streams_request *requests; /* by request id                         */
+} ulp_streams_result;
+
+/*
+ * Reads the produced tokens of each snapshot file and groups them.  A file
+ * that cannot be read, or that records no produced tokens, is an error
+ * naming it.
+ */
+ULP_API ulp_status ulp_streams_group_runs(const char *const *paths, size_t n,
+                                          ulp_streams_result **out, ulp_error *err);
+ULP_API void ulp_streams_result_free(ulp_streams_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ULPPROF_STREAMS_H */
