@@ -38,8 +38,8 @@
  * seal without hashing (the stamp, index.h) and the journal's closed mark
  * is set (a copy has no journal: its trusted seal says it was written
  * whole); anything else, and any flag it does not know, sends it through
- * HDF5 as before.  ulp_snapshot_copy writes one too
- * (format/snapshot_copy_map.c).
+ * HDF5 as before.  The writer and ulp_snapshot_copy write it through one
+ * writer (index_write.h).
  */
 #ifndef ULPPROF_COMMON_OPEN_MAP_H
 #define ULPPROF_COMMON_OPEN_MAP_H

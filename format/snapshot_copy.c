@@ -10,8 +10,9 @@
  * /env, and /trace when the reader could read it.  The root attributes are
  * the reader's view of them.  The copy has no journal: it is written and
  * closed in one go, and fails as a whole (the partial output is removed).
- * It has a sealed capture index (snapshot_copy_index.c) and an open map
- * (snapshot_copy_map.c), so it opens without HDF5.
+ * It has a sealed capture index and an open map (snapshot_copy_index.c,
+ * written through the snapshot writer's index_write.c), so it opens
+ * without HDF5.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +25,7 @@
 
 #include "common/error.h"
 #include "h5types.h"
+#include "snapshot_file.h"
 #include "snapshot_priv.h"
 
 /* A capture object of `s`, opened by path or, found through the journal, by address. */
@@ -153,12 +155,12 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     if (st == ULP_OK && s->nkernels > 0 && copy_group(s, out, "/trace") < 0)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /trace cannot be copied", path);
     /* A capture index, so that the copy opens fast however it was written. */
-    ulp__copy_seal seal;
+    ulp__index_seal_job seal;
     int indexed = st == ULP_OK && ulp__copy_index_write(s, out, &seal) == 0;
     if (H5Fclose(out) < 0 && st == ULP_OK)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot close it", path);
     if (indexed && st != ULP_OK)
-        ulp__copy_seal_drop(&seal);
+        ulp__index_seal_job_drop(&seal);
     else if (indexed)
         (void)ulp__copy_index_seal(path, &seal); /* unsealed: read through the groups */
     if (st != ULP_OK)

@@ -6,9 +6,18 @@
  * index existed, or changed after its writer closed it).
  *
  * The records describe the copy's own datasets (their header addresses and
- * data offsets), with what the reader found in the original.  The seal's
- * hash is computed once the copy is closed (copy_index_seal); a copy that
- * cannot be sealed is still a valid file, read through its groups.
+ * data offsets), with what the reader found in the original.  They, the
+ * seal and the open map are written through the index's writer
+ * (index_write.h), the snapshot writer's own, all records in one
+ * contiguous /index/records.  The seal's hash is computed once the copy is
+ * closed (copy_index_seal); a copy that cannot be sealed is still a valid
+ * file, read through its groups.
+ *
+ * The open map (FORMAT.md, "Open map") holds the copy's root attributes,
+ * /run and /env as the reader rendered them from the original (the copy
+ * holds the same attributes, H5Ocopy'd).  A copy has no journal: its map
+ * says so (ULP__INDEX_NO_JOURNAL), and its seal, written after H5Fclose
+ * with the map before it, is what says it was written whole.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,8 +26,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/grow.h"
+#include "h5types.h"
 #include "index_seal.h"
+#include "index_write.h"
 #include "open_map.h"
 #include "snapshot_priv.h"
 
@@ -48,9 +58,9 @@ static int copied_place(hid_t caps, const ulp_capture_info *c, uint64_t *oaddr, 
     return rc;
 }
 
-/* The record of capture `c`, its copy at oaddr/offset, appended to *buf. */
-static int add_record(const ulp_capture_info *c, uint64_t oaddr, uint64_t offset,
-                      unsigned char **buf, size_t *used, size_t *cap)
+/* The record of capture `c`, its copy at oaddr/offset, added to the index `x` of `out`. */
+static void add_record(ulp__index_writer *x, hid_t out, const ulp_capture_info *c, uint64_t oaddr,
+                       uint64_t offset)
 {
     ulp__index_entry e = {
         .seq = c->seq,
@@ -90,100 +100,96 @@ static int add_record(const ulp_capture_info *c, uint64_t oaddr, uint64_t offset
     char small[512];
     size_t ilen = 0;
     char *inputs = ulp__index_inputs_join(c->inputs, c->n_inputs, small, sizeof small, &ilen);
-    if (inputs == NULL)
-        return -1;
+    if (inputs == NULL) {
+        ulp__index_writer_off(x);
+        return;
+    }
     e.inputs = inputs;
     e.n_inputs = (uint32_t)c->n_inputs;
     e.inputs_len = (uint32_t)ilen;
-    size_t len = ulp__index_record_size(&e);
-    int rc = len > 0 && ULP__GROW(*buf, *cap, *used + len) == 0 ? 0 : -1;
-    if (rc == 0) {
-        ulp__index_record_encode(*buf + *used, &e);
-        *used += len;
-    }
+    ulp__index_writer_add(x, out, &e, c->elements * ulp_dtype_size(c->dtype));
     if (inputs != small)
         free(inputs);
-    return rc;
 }
 
-/* Writes the records as one contiguous /index/records of `n` bytes. */
-static int write_records(hid_t out, const unsigned char *buf, size_t n)
+/* s's key/value pairs as the map's; NULL when out of memory (n > 0). */
+static ulp__map_kv *map_kvs(const ulp_kv *kv, size_t n)
 {
-    hid_t g = H5Gcreate2(out, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0)
-        return -1;
-    H5Gclose(g);
-    if (n == 0)
-        return 0;
-    hsize_t dims = n;
-    hid_t space = H5Screate_simple(1, &dims, NULL);
-    hid_t ds = space >= 0 ? H5Dcreate2(out, ULP__INDEX_RECORDS, H5T_STD_U8LE, space, H5P_DEFAULT,
-                                       H5P_DEFAULT, H5P_DEFAULT)
-                          : H5I_INVALID_HID;
-    int rc =
-        ds >= 0 && H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
-    if (ds >= 0)
-        H5Dclose(ds);
-    if (space >= 0)
-        H5Sclose(space);
-    return rc;
+    ulp__map_kv *m = malloc((n ? n : 1) * sizeof *m);
+    for (size_t i = 0; m != NULL && i < n; i++) {
+        m[i].key = kv[i].key;
+        m[i].value = kv[i].value;
+    }
+    return m;
 }
 
-int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job)
+/* The copy's open map into job->map, through the index's writer `x`; NULL there when not made. */
+static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, ulp__index_seal_job *job)
+{
+    job->map = NULL;
+    job->map_len = 0;
+    ulp__map_kv *run = map_kvs(s->run, s->nrun), *env = map_kvs(s->env, s->nenv);
+    ulp__map_kv *obs = map_kvs(s->observed, s->nobserved);
+    if (run != NULL && env != NULL && obs != NULL && s->nrun <= UINT32_MAX &&
+        s->nenv <= UINT32_MAX && s->nobserved <= UINT32_MAX) {
+        ulp__open_map m = {
+            /* ulp_snapshot_copy copies /trace when the reader read kernels. */
+            .flags = (s->nkernels > 0 ? ULP__MAP_HAS_TRACE : 0) |
+                     (s->nobserved > 0 ? ULP__MAP_HAS_OBSERVED : 0),
+            .journal = ULP__INDEX_NO_JOURNAL,
+            .format_version = s->format_version,
+            .created_unix_ns = s->created_unix_ns,
+            .format = ULP__FORMAT_NAME,
+            .label = s->label != NULL ? s->label : "",
+            .writer = s->writer != NULL ? s->writer : "",
+            .run = run,
+            .env = env,
+            .nrun = (uint32_t)s->nrun,
+            .nenv = (uint32_t)s->nenv,
+            .observed = obs,
+            .nobserved = (uint32_t)s->nobserved,
+        };
+        ulp__index_writer_map(x, &m, job);
+    }
+    free(run);
+    free(env);
+    free(obs);
+}
+
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job *job)
 {
     memset(job, 0, sizeof *job);
-    unsigned char *buf = NULL;
-    size_t used = 0, cap = 0;
-    /* One range per capture's data, and room for what the seal adds. */
-    job->skip = malloc((s->ncaps + 2) * sizeof *job->skip);
+    ulp__index_writer x;
+    ulp__index_writer_init(&x, SIZE_MAX); /* one contiguous /index/records */
     hid_t caps = H5Gopen2(out, "captures", H5P_DEFAULT);
-    int rc = job->skip != NULL && caps >= 0 ? 0 : -1;
-    for (size_t i = 0; i < s->ncaps && rc == 0; i++) {
+    int rc = caps >= 0 ? 0 : -1;
+    for (size_t i = 0; i < s->ncaps && rc == 0 && !x.off; i++) {
         const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
         uint64_t oaddr, offset;
         rc = c == NULL ? -1 : copied_place(caps, c, &oaddr, &offset);
         if (rc == 0)
-            rc = add_record(c, oaddr, offset, &buf, &used, &cap);
-        if (rc == 0 && offset != ULP__INDEX_NO_OFFSET)
-            job->skip[job->nskip++] =
-                (ulp__index_range){offset, c->elements * ulp_dtype_size(c->dtype)};
+            add_record(&x, out, c, oaddr, offset);
     }
     if (caps >= 0)
         H5Gclose(caps);
     if (rc == 0)
-        rc = write_records(out, buf, used);
-    if (rc == 0)
-        rc = ulp__index_seal_create(out, used, s->ncaps, &job->seal_off, &job->stamp);
+        rc = ulp__index_writer_finish(&x, out, job);
     /* Without a map the copy opens through HDF5, as before. */
-    if (rc == 0 && ulp__copy_map_make(s, out, used, job) != 0) {
-        free(job->map);
-        job->map = NULL;
-        job->map_len = 0;
-    }
-    free(buf);
+    if (rc == 0)
+        copy_map(s, &x, job);
+    ulp__index_writer_release(&x);
     if (rc != 0)
-        ulp__copy_seal_drop(job);
+        ulp__index_seal_job_drop(job);
     return rc;
 }
 
-void ulp__copy_seal_drop(ulp__copy_seal *job)
-{
-    free(job->skip);
-    free(job->map);
-    memset(job, 0, sizeof *job);
-}
-
-int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
+int ulp__copy_index_seal(const char *path, ulp__index_seal_job *job)
 {
     int rc = -1;
-    if (job->skip != NULL) {
+    if (job->seal_off > 0) {
         int fd = open(path, O_RDWR | O_CLOEXEC);
         if (fd >= 0) {
-            /* The open map first: the seal's size and hash cover it. */
-            if (job->map != NULL)
-                (void)ulp__map_append(fd, job->map, job->map_len);
-            rc = ulp__index_seal_write(fd, job->seal_off, ULP__INDEX_NO_JOURNAL, job->skip,
-                                       job->nskip);
+            rc = ulp__index_writer_seal(fd, ULP__INDEX_NO_JOURNAL, job);
             /* The last change to the copy: its stamp (format/index.h). */
             if (rc == 0)
                 (void)ulp__index_stamp_set(fd, job->stamp);
@@ -191,6 +197,6 @@ int ulp__copy_index_seal(const char *path, ulp__copy_seal *job)
                 rc = -1;
         }
     }
-    ulp__copy_seal_drop(job);
+    ulp__index_seal_job_drop(job);
     return rc;
 }

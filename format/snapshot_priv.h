@@ -11,88 +11,13 @@
 #define ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
 
 #include <hdf5.h>
-#include <pthread.h>
 #include <stdint.h>
 
 #include "common/error.h"
 #include "index.h"
+#include "index_write.h"
+#include "snapshot_types.h"
 #include "ulpprof/snapshot.h"
-
-/* A tensor larger than this many elements is an absurd shape, not data
- * (the groups' reader and the capture index's refuse it alike). */
-#define ULP__MAX_ELEMENTS ((uint64_t)1 << 48)
-
-/* Where the bytes of one capture live. */
-typedef struct ulp__capture_src {
-    char *h5path;    /* "/captures/<name>/<occurrence>"; NULL when the
-                        capture was found through the journal           */
-    uint64_t oaddr;  /* object header address (for h5path == NULL)       */
-    uint64_t offset; /* contiguous: file offset of element 0; else ULP__NO_OFFSET */
-} ulp__capture_src;
-#define ULP__NO_OFFSET UINT64_MAX
-
-/*
- * The H5Dread path's state, behind a pointer so that the const snapshot of
- * ulp_snapshot_read() can lock it: the dataset last read stays open, with a
- * chunk cache that holds its chunks, so that reading a compressed tensor in
- * slabs does not inflate each chunk again for every slab.
- */
-typedef struct ulp__h5_reader {
-    pthread_mutex_t lock;
-    hid_t dset; /* open dataset of capture `idx`, or -1            */
-    size_t idx;
-} ulp__h5_reader;
-
-struct ulp_snapshot {
-    char *path;
-    hid_t file;
-    int fd;                   /* for pread(2) of contiguous datasets    */
-    ulp__h5_reader *h5;       /* serializes the H5Dread path            */
-    uint64_t file_size;       /* bytes, at open                         */
-    uint64_t mtime_ns;        /* st_mtim at open, ns since the epoch    */
-    unsigned long fileno;     /* HDF5's number of the open file         */
-    const unsigned char *map; /* read-only mapping of the whole file, or NULL */
-
-    char *label;
-    char *writer;
-    int32_t format_version;
-    int64_t created_unix_ns;
-
-    ulp_kv *run;
-    size_t nrun;
-    ulp_kv *env;
-    size_t nenv;
-    ulp_kv *observed; /* /observed: what was observed, no condition */
-    size_t nobserved;
-
-    struct ulp__lazy *lazy; /* the table in pages (snapshot_pages.c), or
-                               NULL: caps, srcs and by_name hold it     */
-    ulp_capture_info *caps; /* in seq order                           */
-    ulp__capture_src *srcs; /* parallel to caps                       */
-    size_t *by_name;        /* capture indices sorted by (name, occ)  */
-    size_t ncaps;
-
-    ulp_kernel_info *kernels;
-    size_t nkernels;
-    int has_kernel_trace; /* /trace/kernels exists (maybe with no rows) */
-    ulp_gemm_info *gemms;
-    size_t ngemms;
-    char **kernel_names;
-    size_t nkernel_names;
-
-    char *warning; /* what was damaged and worked around, or NULL */
-
-    char **strs; /* every string the snapshot owns         */
-    size_t nstrs, cap_strs;
-
-    /* snapshot_summary.h, one allocation; NULL until asked */
-    struct ulp__snapshot_summary *summary;
-    int stream;   /* ulp_snapshot_open_stream(): pages, which a diff may trim */
-    int from_map; /* opened from its open map: s->file opened when first needed */
-
-    int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
-    struct ulp__index_check *check; /* its seal hash, still running, or NULL */
-};
 
 /*
  * snapshot_pages.c: the capture table made in pages, for a file whose
@@ -289,13 +214,6 @@ int ulp__index_read_at(ulp_snapshot *s, uint64_t seal_off, const ulp__index_mem 
  */
 int ulp__snapshot_open_map(ulp_snapshot *s);
 
-/*
- * snapshot.c: the snapshot's HDF5 file, opened now if it was opened from
- * its map; -1 when HDF5 cannot open it.  Callers that may run on several
- * threads hold s->h5->lock.
- */
-hid_t ulp__snap_file(const ulp_snapshot *s);
-
 /* snapshot_index.c: how many seal hashes this process has computed (for tests). */
 uint64_t ulp__index_hash_count(void);
 
@@ -314,28 +232,15 @@ typedef struct ulp__index_check ulp__index_check;
 int ulp__index_check_wait(ulp_snapshot *s);
 
 /*
- * snapshot_copy_index.c: the capture index of a copy (ulp_snapshot_copy).
- * ulp__copy_index_write() writes the records and an unsealed seal into the
- * open copy `out` (0, or -1: nothing to seal); ulp__copy_index_seal() seals
- * it once the copy at `path` is closed (0, or -1: left unsealed, so read
- * through the groups).  Both leave *job empty.
+ * snapshot_copy_index.c: the capture index and open map of a copy
+ * (ulp_snapshot_copy), through the index's writer (index_write.h).
+ * ulp__copy_index_write() writes the records, an unsealed seal and the map
+ * into the open copy `out` (0, or -1: nothing to seal);
+ * ulp__copy_index_seal() seals it once the copy at `path` is closed (0, or
+ * -1: left unsealed, so read through the groups).  Both leave *job empty.
  */
-typedef struct ulp__copy_seal {
-    uint64_t seal_off, stamp;
-    ulp__index_range *skip; /* the captures' data, room for two more */
-    size_t nskip;
-    unsigned char *map; /* the copy's open map, appended before the seal; or NULL */
-    size_t map_len;
-} ulp__copy_seal;
-int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__copy_seal *job);
-int ulp__copy_index_seal(const char *path, ulp__copy_seal *job);
-/* Frees an unsealed job's buffers. */
-void ulp__copy_seal_drop(ulp__copy_seal *job);
-
-/* snapshot_copy_map.c: the copy's open map into job->map (its records,
- * `records_bytes`, already written to `out`); 0, or -1 (then no map). */
-int ulp__copy_map_make(const ulp_snapshot *s, hid_t out, uint64_t records_bytes,
-                       ulp__copy_seal *job);
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job *job);
+int ulp__copy_index_seal(const char *path, ulp__index_seal_job *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */
 void ulp__open_progress_add(uint64_t n);

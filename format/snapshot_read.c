@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "h5types.h"
+#include "snapshot_file.h"
 #include "snapshot_priv.h"
 #include "snapshot_read_priv.h"
 

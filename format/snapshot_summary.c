@@ -11,12 +11,6 @@
 #include "snapshot_read_priv.h"
 #include "snapshot_summary.h"
 
-static int name_cmp(const void *pa, const void *pb)
-{
-    const ulp__name_summary *a = pa, *b = pb;
-    return strcmp(a->name, b->name);
-}
-
 /* A summary being built: its names, growing. */
 typedef struct building {
     ulp__snapshot_summary *sum;
@@ -62,51 +56,20 @@ static int add_capture(building *bd, const ulp_snapshot *s, size_t i, const ulp_
     return 0;
 }
 
-void ulp__summary_add(ulp__snapshot_summary *sum, ulp__name_summary *ns, const ulp_capture_info *c,
-                      size_t i, uint64_t bytes, int mapped)
-{
-    int has = c->row_rank > 0;
-    ns->contiguous = (ns->count == 0 || ns->contiguous) && c->occurrence == (int64_t)ns->count;
-    ns->positions = ns->count == 0 || ns->positions == has ? has : -1;
-    ns->count++;
-    sum->any_rows |= has;
-    sum->data_bytes += bytes;
-    if (mapped && bytes > sum->largest_bytes) {
-        sum->largest_bytes = bytes;
-        sum->largest_mapped = i;
-    }
-}
-
 /* The summary of s by walking its captures; NULL when out of memory. */
 static ulp__snapshot_summary *walk(const ulp_snapshot *s)
 {
     ulp__snapshot_summary sum = {0};
-    size_t n = ulp_snapshot_capture_count(s);
+    size_t n = s->ncaps;
     sum.largest_mapped = n;
     building bd = {.sum = &sum};
     ulp__strmap_init(&bd.ids);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++)
-        rc = add_capture(&bd, s, i, ulp_snapshot_capture(s, i));
+        rc = add_capture(&bd, s, i, ulp__snap_cap(s, i, NULL));
     ulp__strmap_release(&bd.ids);
     ulp__snapshot_summary *out = rc == 0 ? ulp__snapshot_summary_new(&sum, bd.v) : NULL;
     free(bd.v);
-    return out;
-}
-
-ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *sum,
-                                                 ulp__name_summary *names)
-{
-    ulp__snapshot_summary *out = malloc(sizeof *out + sum->nnames * sizeof *names);
-    if (out == NULL)
-        return NULL;
-    ulp__name_summary *v = (ulp__name_summary *)(out + 1);
-    if (sum->nnames > 0) {
-        qsort(names, sum->nnames, sizeof *names, name_cmp);
-        memcpy(v, names, sum->nnames * sizeof *names);
-    }
-    *out = *sum;
-    out->names = v;
     return out;
 }
 
@@ -129,13 +92,6 @@ const ulp__snapshot_summary *ulp__snapshot_summary_get(const ulp_snapshot *s)
         return mine;
     free(mine);
     return none;
-}
-
-const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
-                                                    const char *name)
-{
-    ulp__name_summary key = {name, 0, 0, 0};
-    return bsearch(&key, sum->names, sum->nnames, sizeof key, name_cmp);
 }
 
 int ulp__snapshot_trim_allowed(const ulp_snapshot *s)

@@ -325,7 +325,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     w->trace = w->names_ds = w->kernels_ds = H5I_INVALID_HID;
     w->str_type = w->row_mtype = w->row_ftype = H5I_INVALID_HID;
     w->gemms_ds = w->gemm_mtype = w->gemm_ftype = H5I_INVALID_HID;
-    w->index_records = H5I_INVALID_HID;
+    ulp__writer_index_init(w);
     for (int i = 0; i < ULP_DTYPE_COUNT; i++)
         w->types[i] = w->attr_dtype[i] = H5I_INVALID_HID;
     for (int i = 0; i < ULP_ROLE_COUNT; i++)

@@ -17,6 +17,7 @@
 #include "common/strmap.h"
 #include "h5types.h"
 #include "index.h"
+#include "index_write.h"
 #include "journal.h"
 #include "writer.h"
 #include "writer_h5err.h"
@@ -72,16 +73,8 @@ struct ulp__writer {
     hid_t *jextra;   /* the later blocks                   */
     size_t njextra, jextra_cap;
 
-    /* The capture index (writer_index.c): records not yet in the file, and
-     * the captures' data extents, which the seal's hash leaves out. */
-    hid_t index_records; /* /index/records, once created       */
-    unsigned char *ibuf;
-    size_t iused, icap;
-    uint64_t ibytes; /* bytes in /index/records            */
-    uint64_t icount; /* records                            */
-    ulp__index_range *iranges;
-    size_t nranges, ranges_cap;
-    int index_off; /* something failed: no index         */
+    /* The capture index (writer_index.c, index_write.h). */
+    ulp__index_writer index;
 
     /* What the open map repeats (writer_map.c): the root's strings, /run
      * and /env as written (their latest value a key). */
@@ -136,21 +129,14 @@ typedef struct ulp__writer_written {
     uint64_t bytes;
 } ulp__writer_written;
 
+/* An empty index, for a new file. */
+void ulp__writer_index_init(ulp__writer *w);
+
 /* Records capture `d`, written as `c`, in the index (never fails the capture). */
 void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp__writer_written *c);
 
 /* No index for this file (a capture failed half-way: the index could disagree). */
 void ulp__writer_index_off(ulp__writer *w);
-
-/* What the seal needs once HDF5 has closed the file. */
-typedef struct ulp__index_seal_job {
-    uint64_t seal_off; /* file offset of /index/seal; 0: no seal */
-    uint64_t stamp;    /* its stamp (format/index.h) */
-    ulp__index_range *ranges;
-    size_t nranges, ranges_cap;
-    unsigned char *map; /* the open map to append, or NULL (writer_map.c) */
-    size_t map_len;
-} ulp__index_seal_job;
 
 /* Before H5Fclose: the last records and /index/seal (hash 0).  0, or -1: no index. */
 int ulp__writer_index_finish(ulp__writer *w, ulp__index_seal_job *job);

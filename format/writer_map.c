@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/grow.h"
-#include "index_runs.h"
+#include "index_write.h"
 #include "open_map.h"
 #include "writer_internal.h"
 
@@ -67,14 +67,7 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
 {
     job->map = NULL;
     job->map_len = 0;
-    if (w->map_off || job->seal_off == 0)
-        return;
-    ulp__index_mem *runs = NULL;
-    size_t nruns = 0;
-    /* Flushed first: a chunk still in HDF5's cache has no place in the file yet. */
-    if (w->ibytes > 0 &&
-        (w->index_records < 0 || H5Dflush(w->index_records) < 0 ||
-         ulp__index_runs(w->index_records, w->ibytes, UINT64_MAX, &runs, &nruns) != 0))
+    if (w->map_off)
         return;
     ulp__open_map m = {
         .flags = (w->trace >= 0 || w->trace_broken ? ULP__MAP_HAS_TRACE : 0) |
@@ -91,12 +84,8 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
         .nenv = w->map_n[1],
         .observed = w->map_kv[2],
         .nobserved = w->map_n[2],
-        .runs = runs,
-        .nruns = nruns,
     };
-    if (ulp__map_encode(&m, job->seal_off, &job->map, &job->map_len) != 0)
-        job->map = NULL;
-    free(runs);
+    ulp__index_writer_map(&w->index, &m, job);
 }
 
 void ulp__writer_map_release(ulp__writer *w)

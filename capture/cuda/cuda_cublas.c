@@ -332,11 +332,18 @@ TYPED_GEMM(cublasDgemm_v2, double, CUDA_R_64F)
 TYPED_GEMM_STRIDED(cublasSgemmStridedBatched, float, CUDA_R_32F)
 TYPED_GEMM_STRIDED(cublasDgemmStridedBatched, double, CUDA_R_64F)
 
-int ulp__cublas_interposing(void)
+/* 1 when this library's cublasLtMatmul is the one the process calls (preloaded). */
+static int interposing(void)
 {
     void *p = dlsym(RTLD_DEFAULT, "cublasLtMatmul");
     void *self;
     lt_matmul_fn f = cublasLtMatmul;
     memcpy(&self, &f, sizeof(self));
     return p == self;
+}
+
+/* At load, before libcuda's first cuInit calls InitializeInjection. */
+__attribute__((constructor)) static void register_gemm_source(void)
+{
+    ulp__inject_gemm_source(interposing);
 }

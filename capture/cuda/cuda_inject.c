@@ -69,6 +69,14 @@ static void warn_once(atomic_int *flag, const char *msg)
         warn("%s", msg);
 }
 
+/* cuda_cublas.c's answer to whether its GEMM entry points are the process's (set at load). */
+static int (*g_interposing)(void);
+
+void ulp__inject_gemm_source(int (*interposing)(void))
+{
+    g_interposing = interposing;
+}
+
 int ulp__inject_enabled(void)
 {
     const char *o = getenv("ULPPROF_OUTPUT");
@@ -402,7 +410,8 @@ ULP_API int InitializeInjection(void)
     int traced = ulp__cupti_active();
     if (g_trace != NULL && !traced) {
         traced =
-            ulp__cupti_start(g_trace, gemms_wanted() && ulp__cublas_interposing(), &err) == ULP_OK;
+            ulp__cupti_start(g_trace, gemms_wanted() && g_interposing != NULL && g_interposing(),
+                             &err) == ULP_OK;
         if (!traced)
             warn("%s; recording captures without the kernel trace", err.msg);
     }

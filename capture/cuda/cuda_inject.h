@@ -17,8 +17,12 @@ void ulp__inject_mark(const char *msg);
 struct ulp__gemm_row;
 void ulp__inject_gemm(struct ulp__gemm_row *row);
 
-/* 1 when this library's cublasLtMatmul is the one the process calls
- * (preloaded), so that GEMM calls are recorded. */
-int ulp__cublas_interposing(void);
+/*
+ * Registers how the collector asks whether this library's cublasLtMatmul
+ * is the one the process calls (preloaded), so that GEMM calls are
+ * recorded: cuda_cublas.c registers it when the library loads.  Unset,
+ * GEMM calls are not recorded.
+ */
+void ulp__inject_gemm_source(int (*interposing)(void));
 
 #endif /* ULPPROF_CUDA_INJECT_H */

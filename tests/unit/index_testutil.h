@@ -19,6 +19,7 @@
 #include "format/index.h"
 #include "format/journal.h"
 #include "format/open_map.h"
+#include "format/snapshot_file.h"
 #include "format/snapshot_priv.h"
 #include "format/writer.h"
 #include "ulpprof/diff.h"

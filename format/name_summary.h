@@ -1,0 +1,53 @@
+/*
+ * The per-name facts of a snapshot's captures that a comparison pairs by
+ * (snapshot_summary.h gives a snapshot's), and the rule that gathers them
+ * (name_summary.c).  Not installed.
+ */
+#ifndef ULPPROF_FORMAT_NAME_SUMMARY_H
+#define ULPPROF_FORMAT_NAME_SUMMARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ulpprof/snapshot.h"
+
+/* One distinct capture name of a snapshot. */
+typedef struct ulp__name_summary {
+    const char *name; /* the snapshot's copy: the `name` of each of its captures */
+    uint64_t count;   /* its captures                                            */
+    int contiguous;   /* its k-th capture in seq order has occurrence k, every k   */
+    int positions;    /* 1 every capture of it has positions, 0 none, -1 some     */
+} ulp__name_summary;
+
+typedef struct ulp__snapshot_summary {
+    const ulp__name_summary *names; /* [nnames], sorted by strcmp(3) of the name */
+    size_t nnames;
+    int any_rows;           /* some capture has positions (row_rank > 0)    */
+    uint64_t data_bytes;    /* elements x dtype size, summed over captures  */
+    size_t largest_mapped;  /* the largest capture ulp__snapshot_mapped()   */
+    uint64_t largest_bytes; /* maps (its bytes), or the capture count, 0    */
+} ulp__snapshot_summary;
+
+/* The summary of the name `name` (any copy of it), or NULL when s has none. */
+const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
+                                                    const char *name);
+
+/*
+ * Adds capture i of the snapshot, `bytes` bytes of data, to `sum` and to
+ * its name's entry `ns` (all zero but the name before the name's first
+ * capture); `mapped`: whether ulp__snapshot_mapped(s, i, 0) gives its
+ * bytes.  The one rule of the walk of a table read whole and of the
+ * open's pass over a table made in pages.
+ */
+void ulp__summary_add(ulp__snapshot_summary *sum, ulp__name_summary *ns, const ulp_capture_info *c,
+                      size_t i, uint64_t bytes, int mapped);
+
+/*
+ * A summary in one allocation (free(3) frees it; the close frees the
+ * snapshot's): *sum's fields with a copy of names[0..sum->nnames), which
+ * are sorted here.  NULL when out of memory.
+ */
+ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *sum,
+                                                 ulp__name_summary *names);
+
+#endif /* ULPPROF_FORMAT_NAME_SUMMARY_H */
