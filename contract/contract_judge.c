@@ -4,7 +4,9 @@
  * claim covers is not promised.  A claim of level L covers the pair when
  * both runs are within it (ulp__contract_in_claim, as check decides it)
  * and the /run keys the two runs differ in are all of rung L (none at
- * all for level 0), none without a rung.
+ * all for level 0), none without a rung.  A pair that differs keeps a
+ * claim with a tolerance when every difference is within it
+ * (contract_tolerance.c), and breaks it otherwise.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +59,28 @@ ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a, const c
                 snprintf(why, sizeof why, "claim %zu (level %d): %s", i + 1, level,
                          !in ? w : "the pair varies conditions of another rung");
             continue;
+        }
+        if (!r->identical && ulp__contract_has_tolerance(c->root, cl)) {
+            int within;
+            char t[512];
+            const char *fa[1] = {path_a}, *fb[1] = {path_b};
+            st = ulp__contract_tolerance(c->root, cl, fa, fb, 1, &within, t, sizeof t, err);
+            if (st != ULP_OK) {
+                json_decref(obs[0]);
+                json_decref(obs[1]);
+                return st;
+            }
+            if (within) {
+                verdict = "kept";
+                snprintf(text, sizeof text, "claim %zu%s%s%s (level %d) covers the pair: %s", i + 1,
+                         name ? " \"" : "", name ? name : "", name ? "\"" : "", level, t);
+                continue;
+            }
+            verdict = "bug";
+            snprintf(text, sizeof text, "breaks claim %zu%s%s%s (level %d, %s): %s", i + 1,
+                     name ? " \"" : "", name ? name : "", name ? "\"" : "", level,
+                     ulp_diff_ladder_name(level), t);
+            break;
         }
         if (!r->identical) {
             const ulp_diff_row *fd =
