@@ -7,7 +7,8 @@ values in 1..2, no binade crossed) and 1 to one element of each later layer
 (1 ULP); a second hit also shifts one logits row, whose KL divergences
 numpy computes.  A claim of level 2 is kept within tolerance when every
 capture that differs is named by a bound of its rung that admits it, and
-broken otherwise; `diff --contract` gives the same word.
+broken otherwise; `diff --contract` and `ladder --contract` give the same
+word.
 """
 import json
 import os
@@ -133,6 +134,31 @@ def main():
         check(rc in (0, 1) and ln and ln[0].split()[1] == want + ":" and
               (phrase in flat or "differ" in phrase),
               "%s: diff --contract %r, want %s with %r (%s)" % (name, ln, want, phrase, err))
+
+    # ladder --contract: the word per pair, in every format.  miss/hit: within
+    # 4 ULP at the layers (kept); miss/hit2: the logits differ, no bound names
+    # them (bug); hit/hit2: a repeat, outside the level-2 claim (not promised).
+    c = ctr([{"rung": 2, "max_ulp": 4, "sites": layers}])
+    three = [P("miss.h5"), P("hit.h5"), P("hit2.h5")]
+    want = {("miss", "hit"): "kept", ("miss", "hit2"): "bug", ("hit", "hit2"): "not promised"}
+    rc, out, err = ulpprof("ladder", "-f", "json", "--contract", c, *three)
+    pairs = json.loads(out)["pairs"] if rc in (0, 1) else []
+    labels = ["miss", "hit", "hit2"]
+    got = {(labels[p["a"]], labels[p["b"]]): p.get("contract") for p in pairs}
+    check(got == want, "ladder --contract json: %r, want %r (%s)" % (got, want, err))
+    check(any("kept within tolerance: max 3 ULP at model.layers.1.out" in p.get(
+        "contract_text", "") for p in pairs), "ladder json contract_text: %r" % pairs)
+    for fmt, mark in (("table", "contract: %s ("), ("markdown", "contract: **%s** (")):
+        rc, out, err = ulpprof("ladder", "-f", fmt, "--contract", c, *three)
+        for (a, b), w in want.items():
+            ln = [x for x in out.splitlines() if (" %s " % a) in x and (" %s " % b) in x and
+                  "contract" in x]
+            check(len(ln) == 1 and mark % w in ln[0],
+                  "ladder %s: pair %s/%s %r, want %s" % (fmt, a, b, ln, w))
+    rc, out, err = ulpprof("ladder", *three)
+    check("contract: " not in out, "ladder without --contract names no contract")
+    rc, out, err = ulpprof("ladder", "--contract", P("nope.json"), *three)
+    check(rc == 2 and "nope.json" in err, "ladder --contract missing file: %d %r" % (rc, err))
 
     # A tolerance's sites must be globs; an unknown key is an error.
     for bad in ([{"rung": 2, "max_ulp": 1, "sites": "model.*"}],
