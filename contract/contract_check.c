@@ -271,8 +271,7 @@ ulp_status ulp_contract_check(const ulp_contract *c, const char *const *runs, si
         }
         if (t.kept + t.broken + t.unobservable + t.untested == 0)
             fprintf(out, "  (the contract gives no field a value)\n");
-        st = ulp__contract_check_claims(json_object_get(root, "claims"), runs, n, obs, out, &claims,
-                                        err);
+        st = ulp__contract_check_claims(root, runs, n, obs, out, &claims, err);
     }
     for (size_t r = 0; r < n; r++)
         json_decref(obs[r]);

@@ -67,10 +67,44 @@ static const char *run_label(const ulp_ladder_result *res, size_t i)
     return res->runs[i].label ? res->runs[i].label : res->runs[i].path;
 }
 
-ulp_status ulp__contract_check_claims(const json_t *claims, const char *const *runs, size_t n,
+/* Weighs differing pair `p` against claim `cl`'s tolerance, rank by rank. */
+static ulp_status pair_tolerance(const json_t *root, const json_t *cl, const ulp_ladder_result *res,
+                                 const ulp_ladder_pair *p, int *within, char *text, size_t len,
+                                 ulp_error *err)
+{
+    const ulp_ladder_run *a = &res->runs[p->a], *b = &res->runs[p->b];
+    *within = 0;
+    if (a->n_files != b->n_files) {
+        snprintf(text, len, "beyond tolerance: the runs have other ranks");
+        return ULP_OK;
+    }
+    const char **fa = calloc(a->n_files + 1, sizeof *fa), **fb = calloc(a->n_files + 1, sizeof *fb);
+    if (!fa || !fb) {
+        free(fa);
+        free(fb);
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    }
+    int same = 1;
+    for (size_t i = 0; i < a->n_files; i++) {
+        fa[i] = a->files[i].path;
+        fb[i] = b->files[i].path;
+        same &= a->files[i].rank == b->files[i].rank;
+    }
+    ulp_status st = ULP_OK;
+    if (!same)
+        snprintf(text, len, "beyond tolerance: the runs have other ranks");
+    else
+        st = ulp__contract_tolerance(root, cl, fa, fb, a->n_files, within, text, len, err);
+    free(fa);
+    free(fb);
+    return st;
+}
+
+ulp_status ulp__contract_check_claims(const json_t *root, const char *const *runs, size_t n,
                                       json_t *const *obs, FILE *out, int *worst, ulp_error *err)
 {
     *worst = 0;
+    const json_t *claims = json_object_get(root, "claims");
     size_t nc = json_array_size(claims);
     fprintf(out, "claims\n");
     if (nc == 0) {
@@ -104,14 +138,37 @@ ulp_status ulp__contract_check_claims(const json_t *claims, const char *const *r
             if (!in[r] && !*why)
                 snprintf(why, sizeof why, "%s", w);
         }
-        size_t tested = 0, differ = 0;
-        const ulp_ladder_pair *first = NULL, *first_same = NULL;
+        size_t tested = 0, differ = 0, admitted = 0;
+        const ulp_ladder_pair *first = NULL, *first_same = NULL, *first_admitted = NULL;
+        char tol[512] = "", tol_kept[512] = "";
+        int has_tol = ulp__contract_has_tolerance(root, cl);
         for (size_t i = 0; res && i < res->n_pairs; i++) {
             const ulp_ladder_pair *p = &res->pairs[i];
             if (!in[p->a] || !in[p->b] || !tests_rung(p, level))
                 continue;
             tested++;
             if (!p->identical) {
+                if (has_tol) {
+                    int within;
+                    char t[512];
+                    ulp_status st = pair_tolerance(root, cl, res, p, &within, t, sizeof t, err);
+                    if (st != ULP_OK) {
+                        free(in);
+                        ulp_ladder_result_free(res);
+                        return st;
+                    }
+                    if (within) {
+                        admitted++;
+                        if (!first_admitted) {
+                            first_admitted = p;
+                            snprintf(tol_kept, sizeof tol_kept, "%s", t);
+                        }
+                        continue;
+                    }
+                    if (!first || (p->has_first && first->has_first && p->first.layer >= 0 &&
+                                   p->first.layer < first->first.layer))
+                        snprintf(tol, sizeof tol, "%s", t);
+                }
                 differ++;
                 if (!first || (p->has_first && first->has_first && p->first.layer >= 0 &&
                                p->first.layer < first->first.layer))
@@ -140,13 +197,17 @@ ulp_status ulp__contract_check_claims(const json_t *claims, const char *const *r
                 fprintf(out, ", max %llu ULP", (unsigned long long)first->first.max_ulp);
             }
             fprintf(out, "\n");
-        } else
+        } else if (admitted)
+            fprintf(out, "; %zu pair%s on the rung, %zu bitwise identical, %zu %s (%s vs %s%s)\n",
+                    tested, tested == 1 ? "" : "s", tested - admitted, admitted, tol_kept,
+                    run_label(res, first_admitted->a), run_label(res, first_admitted->b),
+                    admitted > 1 ? ", ..." : "");
+        else
             fprintf(out, "; %zu pair%s on the rung, bitwise identical (%s vs %s%s)\n", tested,
                     tested == 1 ? "" : "s", run_label(res, first_same->a),
                     run_label(res, first_same->b), tested > 1 ? ", ..." : "");
-        if (json_object_get(cl, "tolerance") && differ)
-            fprintf(out, "                (its tolerance is not weighed: a pair that differs "
-                         "breaks the claim)\n");
+        if (differ && *tol)
+            fprintf(out, "                (%s)\n", tol);
         int v = tested == 0 ? 2 : differ ? 1 : 0;
         if (v == 1 || (v == 2 && *worst == 0))
             *worst = v;

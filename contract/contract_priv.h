@@ -86,7 +86,19 @@ json_t *ulp__config_scheme(const json_t *config);
 int ulp__contract_in_claim(const json_t *claim, const json_t *obs, char *why, size_t len);
 
 /* The claims part of check (contract_claims.c): prints, returns 1 broken, 2 untested, 0 kept. */
-ulp_status ulp__contract_check_claims(const json_t *claims, const char *const *runs, size_t n,
+ulp_status ulp__contract_check_claims(const json_t *root, const char *const *runs, size_t n,
                                       json_t *const *obs, FILE *out, int *worst, ulp_error *err);
+
+/* Whether the claim admits a difference at all: its own tolerance, or a `tolerances`
+ * entry of its rung (contract_tolerance.c). */
+int ulp__contract_has_tolerance(const json_t *root, const json_t *claim);
+/* Weighs a pair that differs against the claim's tolerance: the runs' files
+ * rank by rank (files_a[i] against files_b[i]).  *within 1 when every differing
+ * capture is admitted; `text` says "kept within tolerance: ..." or "beyond
+ * tolerance: ...".  Errors are read failures. */
+ulp_status ulp__contract_tolerance(const json_t *root, const json_t *claim,
+                                   const char *const *files_a, const char *const *files_b,
+                                   size_t n_files, int *within, char *text, size_t len,
+                                   ulp_error *err);
 
 #endif /* ULPPROF_CONTRACT_PRIV_H */

@@ -383,6 +383,25 @@ static ulp_status check_tolerances(json_t *root, const char *what, ulp_error *er
             (nats && !json_is_number(nats)) || (!u && !nats))
             return BAD("%s: tolerances[%zu]: needs max_ulp (integer >= 0) or max_nats (number)",
                        what, i);
+        json_t *st = json_object_get(x, "sites");
+        if (st) {
+            int ok = json_is_array(st) && json_array_size(st) > 0;
+            size_t j;
+            json_t *g;
+            json_array_foreach(st, j, g) ok &= json_is_string(g);
+            if (!ok)
+                return BAD("%s: tolerances[%zu].sites: must be a non-empty array of capture "
+                           "name globs",
+                           what, i);
+        }
+        const char *k;
+        json_t *y;
+        json_object_foreach(x, k, y)
+        {
+            if (!in_list(k, (const char *const[]){"rung", "max_ulp", "max_nats", "sites", "note"},
+                         5))
+                return BAD("%s: tolerances[%zu]: unknown key '%s'", what, i, k);
+        }
     }
     return ULP_OK;
 }

@@ -12,13 +12,15 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "ulpprof/contract.h"
 #include "ulpprof/ladder.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
 
 #define LADDER_USAGE                                                                               \
     "ulpprof ladder [-f table|markdown|json] [-o FILE] [--ignore KEY]... [--plot DIR]\n"           \
-    "                      [--match GLOB] [--role ROLE] [-j N] RUN RUN... | DIR"
+    "                      [--match GLOB] [--role ROLE] [-j N] [--contract C.json]\n"              \
+    "                      RUN RUN... | DIR"
 
 static void ladder_help(void)
 {
@@ -51,6 +53,8 @@ static void ladder_help(void)
            "      --match GLOB   compare only captures whose name matches\n"
            "      --role ROLE    compare only captures of this role\n"
            "  -j, --jobs N       pairs compared at once (default: online CPUs)\n"
+           "      --contract C   the contract's word on every pair (docs/contract.md):\n"
+           "                     bug (it breaks a claim), kept, or not promised\n"
            "  -h, --help         show this help\n"
            "\n"
            "A run that cannot be read gets one line on stderr and is left out; the\n"
@@ -83,13 +87,13 @@ static int write_plots(const ulp_ladder_result *r, const char *dir, const char *
 typedef struct ladder_args {
     ulp_ladder_options opts;
     ulp_report_format format;
-    const char *output, *plot_dir, *gnuplot;
+    const char *output, *plot_dir, *gnuplot, *contract;
 } ladder_args;
 
 /* Parses the options; returns -1 to go on, else the exit status. */
 static int parse(int argc, char **argv, ladder_args *a)
 {
-    enum { OPT_PLOT = 256, OPT_GNUPLOT, OPT_MATCH, OPT_ROLE };
+    enum { OPT_PLOT = 256, OPT_GNUPLOT, OPT_MATCH, OPT_ROLE, OPT_CONTRACT };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
         {"output", required_argument, NULL, 'o'},
@@ -99,6 +103,7 @@ static int parse(int argc, char **argv, ladder_args *a)
         {"match", required_argument, NULL, OPT_MATCH},
         {"role", required_argument, NULL, OPT_ROLE},
         {"jobs", required_argument, NULL, 'j'},
+        {"contract", required_argument, NULL, OPT_CONTRACT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -120,6 +125,9 @@ static int parse(int argc, char **argv, ladder_args *a)
         }
         case 'o':
             a->output = optarg;
+            break;
+        case OPT_CONTRACT:
+            a->contract = optarg;
             break;
         case 'i':
             if (a->opts.n_ignore == ULP_LADDER_MAX_IGNORE) {
@@ -230,6 +238,17 @@ int cmd_ladder(int argc, char **argv)
     if (ulp_ladder_compare(good, n_good, &a.opts, &r, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         goto cleanup;
+    }
+    if (a.contract) {
+        ulp_contract *ct = NULL;
+        ulp_status cst = ulp_contract_read(a.contract, &ct, &err);
+        if (cst == ULP_OK)
+            cst = ulp_contract_judge_ladder(ct, r, &err);
+        ulp_contract_free(ct);
+        if (cst != ULP_OK) {
+            cli_error("%s", err.msg);
+            goto cleanup;
+        }
     }
     if (a.output && (out = fopen(a.output, "w")) == NULL) {
         cli_error("cannot open '%s' for writing: %s", a.output, strerror(errno));

@@ -294,13 +294,24 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
         fputs(o->md ? " | " : "  ", o->f);
         print_first(o, r, p);
         const char *vk = p->identical ? NULL : ulp_verdict_kind_name((ulp_verdict_kind)p->verdict);
-        if (o->md)
-            fprintf(o->f, " | %" PRIu64 "%s%s |\n", p->argmax_flips, vk ? "; " : "", vk ? vk : "");
-        else if (p->logits_rows)
-            fprintf(o->f, "  %" PRIu64 " flips%s%s\n", p->argmax_flips, vk ? "; " : "",
-                    vk ? vk : "");
-        else
-            fprintf(o->f, "%s%s\n", vk ? "  " : "", vk ? vk : "");
+        if (o->md) {
+            fprintf(o->f, " | %" PRIu64 "%s%s", p->argmax_flips, vk ? "; " : "", vk ? vk : "");
+            if (p->contract_word) {
+                fprintf(o->f, "; contract: **%s** (", p->contract_word);
+                text(o, p->contract_text);
+                fputc(')', o->f);
+            }
+            fputs(" |\n", o->f);
+        } else {
+            if (p->logits_rows)
+                fprintf(o->f, "  %" PRIu64 " flips%s%s", p->argmax_flips, vk ? "; " : "",
+                        vk ? vk : "");
+            else
+                fprintf(o->f, "%s%s", vk ? "  " : "", vk ? vk : "");
+            if (p->contract_word)
+                fprintf(o->f, "  contract: %s (%s)", p->contract_word, p->contract_text);
+            fputc('\n', o->f);
+        }
     }
 }
 

@@ -184,6 +184,10 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
     key_count(w, "elements_compared", p->elements_compared);
     key_str(w, "verdict", ulp_verdict_kind_name((ulp_verdict_kind)p->verdict));
     key_str(w, "cache_witness", ulp_cache_witness_name((ulp_cache_witness)p->cache_witness));
+    if (p->contract_word) {
+        key_str(w, "contract", p->contract_word);
+        key_str(w, "contract_text", p->contract_text);
+    }
     ulp__jw_close(w, '}');
 }
 

@@ -92,6 +92,15 @@ ULP_API ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a,
                                       ulp_error *err);
 
 /* Frees a contract.  NULL is accepted. */
+/*
+ * The contract's word on every pair of a ladder, as ulp_contract_judge() gives
+ * it for one: into each pair's contract_word ("bug", "kept", "not promised")
+ * and contract_text.  Runs of other ranks are never covered by a claim.
+ */
+struct ulp_ladder_result;
+ULP_API ulp_status ulp_contract_judge_ladder(const ulp_contract *c, struct ulp_ladder_result *r,
+                                             ulp_error *err);
+
 ULP_API void ulp_contract_free(ulp_contract *c);
 
 #ifdef __cplusplus

@@ -120,6 +120,9 @@ typedef struct ulp_ladder_pair {
     int cache_witness;          /* ulp_cache_witness: taken when a rank pair's side took
                                    positions from its cache; none when a pair on the cache
                                    rung shows neither did: it decides nothing            */
+    char *contract_word;        /* with a contract (ulp_contract_judge_ladder()): "bug", "kept"
+                                   or "not promised"; NULL without one                       */
+    char *contract_text;        /* what the word rests on; NULL without a contract           */
 } ulp_ladder_pair;
 
 typedef struct ulp_ladder_rung {

@@ -10,7 +10,8 @@
 # kernels), capture bandwidth against a pinned cudaMemcpy, and the time of a
 # step plain, under record, and under record --gemms; the typed cuBLAS calls
 # (cublasSgemm_v2 under TF32 math) through the GEMM wrappers, checked
-# exactly against the CPU.  Not yet run on a GPU.
+# exactly against the CPU; the contracts of the --gemms miss and hit
+# (contract emit, compare, check of a level-2 claim).  Not yet run on a GPU.
 #
 #   samples/cuda/gpu-check.sh [BUILD_DIR]      (default: build-gpu)
 #
@@ -166,6 +167,30 @@ print("  %d of them with the correlation ids of their kernels" % linked)
 sys.exit(0 if len(g) and linked else 1)
 PY
 fi
+
+step "contract of the cuBLAS miss/hit pair (emit, compare, check)"
+# Each side's contract from its own --gemms capture: the cuBLASLt rows make
+# the GEMM sites observed.  compare names the field that limits the level
+# the two can promise together; check holds a plain level-2 claim (a cache
+# hit bitwise equal to the miss) against the pair.  The verdicts are the
+# hardware's to give: printed, not required.
+for e in miss hit; do
+    "$U" contract emit "$OUTDIR/gemm-$e.h5" --producer "cublas-$e" -o "$OUTDIR/contract-$e.json" \
+        >"$OUTDIR/contract-$e.out" 2>&1 || fail "contract emit $e (see contract-$e.out)"
+done
+"$U" contract compare "$OUTDIR/contract-miss.json" "$OUTDIR/contract-hit.json" |
+    tee "$OUTDIR/contract-compare.txt"
+rc=${PIPESTATUS[0]}; [[ $rc == 0 ]] || fail "contract compare exit $rc"
+grep "^level: " "$OUTDIR/contract-compare.txt" | sed 's/^/  verdict of compare: /' ||
+    fail "contract compare printed no level"
+printf '%s\n' '{"ulpprof_contract": 1, "producer": "cublas", "claims": [{"level": 2,' \
+    ' "name": "a hit is bitwise the miss"}]}' >"$OUTDIR/claim-level2.json"
+"$U" contract check "$OUTDIR/claim-level2.json" "$OUTDIR/gemm-miss.h5" "$OUTDIR/gemm-hit.h5" \
+    >"$OUTDIR/contract-check.txt"
+rc=$?; cat "$OUTDIR/contract-check.txt"
+[[ $rc == 0 || $rc == 1 ]] || fail "contract check exit $rc"
+grep "^verdict: " "$OUTDIR/contract-check.txt" | sed 's/^/  verdict of check: /' ||
+    fail "contract check printed no verdict"
 
 step "GEMM attribution of the typed calls (cublasSgemm_v2, TF32 math mode)"
 "$U" record --gemms -o "$OUTDIR/typed.h5" -- "$S" --typed tf32 2>&1 | tee "$OUTDIR/typed.txt"
