@@ -71,7 +71,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 ENV = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"),
-           ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "collector", "libulpprof_capture.so"))
+           ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "capture", "libulpprof_capture.so"))
 
 
 def run(*args, **kw):

@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "collector", "libulpprof_capture.so")
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
 sys.path.insert(0, os.path.join(SRC, "python"))
 from ulpprof._lib import Session  # noqa: E402
 

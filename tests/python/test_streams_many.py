@@ -25,7 +25,7 @@ import transformers  # noqa: E402
 SRC = os.environ.get("ULPPROF_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "collector", "libulpprof_capture.so")
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
 sys.path.insert(0, os.path.join(SRC, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import capwriter  # noqa: E402

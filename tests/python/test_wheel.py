@@ -80,7 +80,7 @@ with tempfile.TemporaryDirectory() as tmp:
              " f['run'].attrs['cache'].decode()]))"], env=env, cwd=work)
     import json
     got = json.loads(v.stdout) if v.returncode == 0 else None
-    names = sorted(["model.embed_tokens", "model.norm", "lm_head"] +
+    names = sorted(["input_ids", "model.embed_tokens", "model.norm", "lm_head"] +
                    ["model.layers.%d%s" % (i, x) for i in range(4) for x in ("", ".self_attn",
                                                                               ".mlp")])
     check(got == [names, [list(range(32, 40))], "hit"], "hit.h5: %s %s" % (got, v.stderr))
