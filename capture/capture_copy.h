@@ -1,6 +1,6 @@
 /* The copy of a capture's bytes into staging memory.  Internal to the collector. */
-#ifndef ULPPROF_COLLECTOR_CAPTURE_COPY_H
-#define ULPPROF_COLLECTOR_CAPTURE_COPY_H
+#ifndef ULPPROF_CAPTURE_CAPTURE_COPY_H
+#define ULPPROF_CAPTURE_CAPTURE_COPY_H
 
 #include <stddef.h>
 
@@ -12,4 +12,4 @@
  */
 void ulp__capture_copy(void *dst, const void *src, size_t n);
 
-#endif /* ULPPROF_COLLECTOR_CAPTURE_COPY_H */
+#endif /* ULPPROF_CAPTURE_CAPTURE_COPY_H */

@@ -4,8 +4,8 @@
  * parsing, the rank, and the environment facts recorded in /env.
  * Internal to the collector.
  */
-#ifndef ULPPROF_COLLECTOR_CAPTURE_ENV_H
-#define ULPPROF_COLLECTOR_CAPTURE_ENV_H
+#ifndef ULPPROF_CAPTURE_CAPTURE_ENV_H
+#define ULPPROF_CAPTURE_CAPTURE_ENV_H
 
 #include <stddef.h>
 
@@ -81,4 +81,4 @@ extern const char *const ulp__env_numerics[];
 ulp_status ulp__env_collect(ulp__getenv_fn get, void *ctx, const char *host, const char *pid,
                             const char *rank, ulp__kvlist *out);
 
-#endif /* ULPPROF_COLLECTOR_CAPTURE_ENV_H */
+#endif /* ULPPROF_CAPTURE_CAPTURE_ENV_H */

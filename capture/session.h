@@ -26,8 +26,8 @@
  * return ULP_ENOSPC (disk full) or ULP_EIO, queued ones are dropped (their release callbacks still
  * run), and what was flushed before stays readable.
  */
-#ifndef ULPPROF_COLLECTOR_SESSION_H
-#define ULPPROF_COLLECTOR_SESSION_H
+#ifndef ULPPROF_CAPTURE_SESSION_H
+#define ULPPROF_CAPTURE_SESSION_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -112,4 +112,4 @@ size_t ulp__session_queued_bytes(ulp_session *s);
 /* The queue bound in bytes. */
 size_t ulp__session_queue_bound(const ulp_session *s);
 
-#endif /* ULPPROF_COLLECTOR_SESSION_H */
+#endif /* ULPPROF_CAPTURE_SESSION_H */

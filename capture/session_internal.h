@@ -8,8 +8,8 @@
  *   session_fork.c     what a fork child inherits, and the locks that make it safe.
  * session.h says how a session behaves; this header is internal to those files.
  */
-#ifndef ULPPROF_COLLECTOR_SESSION_INTERNAL_H
-#define ULPPROF_COLLECTOR_SESSION_INTERNAL_H
+#ifndef ULPPROF_CAPTURE_SESSION_INTERNAL_H
+#define ULPPROF_CAPTURE_SESSION_INTERNAL_H
 
 #include <pthread.h>
 #include <stddef.h>
@@ -261,4 +261,4 @@ ulp_status ulp__session_file_close(ulp_session *s, ulp_error *err);
 void ulp__session_h5_lock(void);
 void ulp__session_h5_unlock(void);
 
-#endif /* ULPPROF_COLLECTOR_SESSION_INTERNAL_H */
+#endif /* ULPPROF_CAPTURE_SESSION_INTERNAL_H */

@@ -1,6 +1,6 @@
 /* The rule of a capture descriptor.  Internal to the collector. */
-#ifndef ULPPROF_COLLECTOR_CAPTURE_CHECK_H
-#define ULPPROF_COLLECTOR_CAPTURE_CHECK_H
+#ifndef ULPPROF_FORMAT_CAPTURE_CHECK_H
+#define ULPPROF_FORMAT_CAPTURE_CHECK_H
 
 #include <stddef.h>
 
@@ -13,4 +13,4 @@
  */
 ulp_status ulp__capture_check(const ulp_capture_desc *d, size_t *nbytes, char *why, size_t n);
 
-#endif /* ULPPROF_COLLECTOR_CAPTURE_CHECK_H */
+#endif /* ULPPROF_FORMAT_CAPTURE_CHECK_H */

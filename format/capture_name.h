@@ -1,6 +1,6 @@
 /* The capture-name rule of the collector.  Internal to the collector. */
-#ifndef ULPPROF_COLLECTOR_CAPTURE_NAME_H
-#define ULPPROF_COLLECTOR_CAPTURE_NAME_H
+#ifndef ULPPROF_FORMAT_CAPTURE_NAME_H
+#define ULPPROF_FORMAT_CAPTURE_NAME_H
 
 /*
  * Whether `name` can be a capture name: not empty, no '/', not "." or "..",
@@ -8,4 +8,4 @@
  */
 int ulp__capture_name_ok(const char *name);
 
-#endif /* ULPPROF_COLLECTOR_CAPTURE_NAME_H */
+#endif /* ULPPROF_FORMAT_CAPTURE_NAME_H */

@@ -4,8 +4,8 @@
  * at the call, copied into the queued item, and written as attributes of
  * the capture's dataset.  Internal to the collector.
  */
-#ifndef ULPPROF_COLLECTOR_CAPTURE_ROWS_H
-#define ULPPROF_COLLECTOR_CAPTURE_ROWS_H
+#ifndef ULPPROF_FORMAT_CAPTURE_ROWS_H
+#define ULPPROF_FORMAT_CAPTURE_ROWS_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -36,4 +36,4 @@ void ulp__capture_rows_copy(ulp_capture_desc *dst, const ulp_capture_desc *src, 
 /* Writes the attributes `positions`, `requests`, `inputs` of `ds`; 0 on success. */
 int ulp__capture_rows_write(hid_t ds, const ulp_capture_desc *d);
 
-#endif /* ULPPROF_COLLECTOR_CAPTURE_ROWS_H */
+#endif /* ULPPROF_FORMAT_CAPTURE_ROWS_H */

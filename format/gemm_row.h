@@ -11,8 +11,8 @@
  * Kinds: U64, U32, I32, I64 (integers of that size), S4, S12, S16, S24,
  * S32 (strings of at most 3, 11, 15, 23, 31 bytes).
  */
-#ifndef ULPPROF_COMMON_GEMM_ROW_H
-#define ULPPROF_COMMON_GEMM_ROW_H
+#ifndef ULPPROF_FORMAT_GEMM_ROW_H
+#define ULPPROF_FORMAT_GEMM_ROW_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -107,4 +107,4 @@ hid_t ulp__gemm_field_type(ulp__gemm_kind kind, int file);
  * layout of ulp__gemm_row.  Caller closes; < 0 on failure. */
 hid_t ulp__gemm_row_type(int file);
 
-#endif /* ULPPROF_COMMON_GEMM_ROW_H */
+#endif /* ULPPROF_FORMAT_GEMM_ROW_H */

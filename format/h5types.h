@@ -3,8 +3,8 @@
  * dtype, and small attribute helpers shared by the writer and the reader.
  * Internal to the ulpprof libraries.
  */
-#ifndef ULPPROF_COMMON_H5TYPES_H
-#define ULPPROF_COMMON_H5TYPES_H
+#ifndef ULPPROF_FORMAT_H5TYPES_H
+#define ULPPROF_FORMAT_H5TYPES_H
 
 #include <hdf5.h>
 #include <stdint.h>
@@ -45,4 +45,4 @@ void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes);
 /* Turns off HDF5's automatic error stack printing for this thread's calls. */
 void ulp__h5_silence(void);
 
-#endif /* ULPPROF_COMMON_H5TYPES_H */
+#endif /* ULPPROF_FORMAT_H5TYPES_H */

@@ -69,8 +69,8 @@
  * (GNU tar's default format keeps whole seconds: hashed).  ULPPROF_INDEX=hash
  * makes readers hash every file.
  */
-#ifndef ULPPROF_COMMON_INDEX_H
-#define ULPPROF_COMMON_INDEX_H
+#ifndef ULPPROF_FORMAT_INDEX_H
+#define ULPPROF_FORMAT_INDEX_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -194,4 +194,4 @@ typedef struct ulp__index_mem {
 int ulp__index_hash_file_mem(int fd, uint64_t size, ulp__index_range *skip, size_t n,
                              const ulp__index_mem *mem, size_t nmem, uint64_t *hash);
 
-#endif /* ULPPROF_COMMON_INDEX_H */
+#endif /* ULPPROF_FORMAT_INDEX_H */

@@ -4,8 +4,8 @@
  * before it reads the records; the writer repeats them in the open map
  * (open_map.h).
  */
-#ifndef ULPPROF_COMMON_INDEX_RUNS_H
-#define ULPPROF_COMMON_INDEX_RUNS_H
+#ifndef ULPPROF_FORMAT_INDEX_RUNS_H
+#define ULPPROF_FORMAT_INDEX_RUNS_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -23,4 +23,4 @@
  */
 int ulp__index_runs(hid_t d, uint64_t bytes, uint64_t file_size, ulp__index_mem **out, size_t *n);
 
-#endif /* ULPPROF_COMMON_INDEX_RUNS_H */
+#endif /* ULPPROF_FORMAT_INDEX_RUNS_H */

@@ -4,8 +4,8 @@
  * written into it after.  The writer seals the files it closes; `ulpprof
  * repair` seals its copies.
  */
-#ifndef ULPPROF_COMMON_INDEX_SEAL_H
-#define ULPPROF_COMMON_INDEX_SEAL_H
+#ifndef ULPPROF_FORMAT_INDEX_SEAL_H
+#define ULPPROF_FORMAT_INDEX_SEAL_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -45,4 +45,4 @@ int ulp__index_stamp_set(int fd, uint64_t stamp);
 int ulp__index_seal_write(int fd, uint64_t seal_off, uint64_t jfirst, ulp__index_range *skip,
                           size_t n);
 
-#endif /* ULPPROF_COMMON_INDEX_SEAL_H */
+#endif /* ULPPROF_FORMAT_INDEX_SEAL_H */

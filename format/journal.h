@@ -35,8 +35,8 @@
  * Only the codec lives here; the writer (format/writer_journal.c) appends and the
  * reader (format/snapshot_journal.c) walks.
  */
-#ifndef ULPPROF_COMMON_JOURNAL_H
-#define ULPPROF_COMMON_JOURNAL_H
+#ifndef ULPPROF_FORMAT_JOURNAL_H
+#define ULPPROF_FORMAT_JOURNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -107,4 +107,4 @@ size_t ulp__journal_record_decode(const unsigned char *in, size_t avail, ulp__jo
 int ulp__journal_pread(int fd, void *buf, size_t n, uint64_t off);
 int ulp__journal_pwrite(int fd, const void *buf, size_t n, uint64_t off);
 
-#endif /* ULPPROF_COMMON_JOURNAL_H */
+#endif /* ULPPROF_FORMAT_JOURNAL_H */

@@ -9,8 +9,8 @@
  *
  * Kinds: U64, U32, I32 (integers of that size), I32X3 (3 int32).
  */
-#ifndef ULPPROF_COMMON_KERNEL_ROW_H
-#define ULPPROF_COMMON_KERNEL_ROW_H
+#ifndef ULPPROF_FORMAT_KERNEL_ROW_H
+#define ULPPROF_FORMAT_KERNEL_ROW_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -79,4 +79,4 @@ hid_t ulp__kernel_field_type(ulp__kernel_kind kind, int file);
  */
 hid_t ulp__kernel_row_type(int file);
 
-#endif /* ULPPROF_COMMON_KERNEL_ROW_H */
+#endif /* ULPPROF_FORMAT_KERNEL_ROW_H */

@@ -41,8 +41,8 @@
  * HDF5 as before.  The writer and ulp_snapshot_copy write it through one
  * writer (index_write.h).
  */
-#ifndef ULPPROF_COMMON_OPEN_MAP_H
-#define ULPPROF_COMMON_OPEN_MAP_H
+#ifndef ULPPROF_FORMAT_OPEN_MAP_H
+#define ULPPROF_FORMAT_OPEN_MAP_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -108,4 +108,4 @@ int ulp__map_decode(const unsigned char *body, size_t len, uint32_t crc, ulp__op
 /* Frees what ulp__map_decode() allocated. */
 void ulp__map_release(ulp__open_map *m);
 
-#endif /* ULPPROF_COMMON_OPEN_MAP_H */
+#endif /* ULPPROF_FORMAT_OPEN_MAP_H */

@@ -1,7 +1,7 @@
 /* The (request, position) keys of a capture's rows (FORMAT.md, "Rows and
  * tokens"), for the writer that refuses and the reader that checks them. */
-#ifndef ULPPROF_COMMON_ROW_KEY_H
-#define ULPPROF_COMMON_ROW_KEY_H
+#ifndef ULPPROF_FORMAT_ROW_KEY_H
+#define ULPPROF_FORMAT_ROW_KEY_H
 
 #include <stdint.h>
 
@@ -13,4 +13,4 @@
 int ulp__row_key_repeat(const int64_t *requests, const int64_t *positions, uint64_t rows,
                         int64_t *request, int64_t *position);
 
-#endif /* ULPPROF_COMMON_ROW_KEY_H */
+#endif /* ULPPROF_FORMAT_ROW_KEY_H */

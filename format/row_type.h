@@ -3,8 +3,8 @@
  * built once from a field table: in memory at the fields' offsets in the C
  * struct, in the file packed in table order, little-endian.
  */
-#ifndef ULPPROF_COMMON_ROW_TYPE_H
-#define ULPPROF_COMMON_ROW_TYPE_H
+#ifndef ULPPROF_FORMAT_ROW_TYPE_H
+#define ULPPROF_FORMAT_ROW_TYPE_H
 
 #include <hdf5.h>
 #include <stddef.h>
@@ -19,4 +19,4 @@ typedef hid_t (*ulp__row_field_fn)(size_t i, int file, const char **name, size_t
 /* The compound of `n` fields (`mem_size`: sizeof the C struct); a negative id on failure. */
 hid_t ulp__row_type(size_t n, size_t mem_size, int file, ulp__row_field_fn field);
 
-#endif /* ULPPROF_COMMON_ROW_TYPE_H */
+#endif /* ULPPROF_FORMAT_ROW_TYPE_H */

@@ -7,8 +7,8 @@
  * use the attribute readers, the messages and the store (snapshot_attr.c,
  * snapshot_errors.c, snapshot_store.c), which use nothing of the reader.
  */
-#ifndef ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
-#define ULPPROF_ANALYZER_SNAPSHOT_PRIV_H
+#ifndef ULPPROF_FORMAT_SNAPSHOT_PRIV_H
+#define ULPPROF_FORMAT_SNAPSHOT_PRIV_H
 
 #include <hdf5.h>
 #include <stdint.h>
@@ -321,4 +321,4 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
 ulp_status ulp__snapshot_read_captures(ulp_snapshot *s, const ulp__journal_state *js,
                                        const ulp__h5_err_info *sticky, ulp_error *err);
 
-#endif /* ULPPROF_ANALYZER_SNAPSHOT_PRIV_H */
+#endif /* ULPPROF_FORMAT_SNAPSHOT_PRIV_H */

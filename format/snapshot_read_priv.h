@@ -2,8 +2,8 @@
  * What the comparison needs to know of snapshot_read.c's mapped views.
  * Not installed.
  */
-#ifndef ULPPROF_ANALYZER_SNAPSHOT_READ_PRIV_H
-#define ULPPROF_ANALYZER_SNAPSHOT_READ_PRIV_H
+#ifndef ULPPROF_FORMAT_SNAPSHOT_READ_PRIV_H
+#define ULPPROF_FORMAT_SNAPSHOT_READ_PRIV_H
 
 #include <stdint.h>
 
@@ -57,4 +57,4 @@ uint64_t ulp__snapshot_offset(const ulp_snapshot *s, size_t i);
 ulp_status ulp__snapshot_view_small(const ulp_snapshot *s, ulp__window *w, size_t i, uint64_t first,
                                     uint64_t count, void *buf, const void **out, ulp_error *err);
 
-#endif /* ULPPROF_ANALYZER_SNAPSHOT_READ_PRIV_H */
+#endif /* ULPPROF_FORMAT_SNAPSHOT_READ_PRIV_H */

@@ -10,8 +10,8 @@
  * and a capture table that is made in pages and let go behind the walk
  * (ulp__snapshot_trim()) keeps the memory flat in the capture count.
  */
-#ifndef ULPPROF_ANALYZER_SNAPSHOT_SUMMARY_H
-#define ULPPROF_ANALYZER_SNAPSHOT_SUMMARY_H
+#ifndef ULPPROF_FORMAT_SNAPSHOT_SUMMARY_H
+#define ULPPROF_FORMAT_SNAPSHOT_SUMMARY_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -44,4 +44,4 @@ void ulp__snapshot_trim(const ulp_snapshot *s, size_t below);
  * one else holds pointers into its captures or uses it meanwhile. */
 int ulp__snapshot_trim_allowed(const ulp_snapshot *s);
 
-#endif /* ULPPROF_ANALYZER_SNAPSHOT_SUMMARY_H */
+#endif /* ULPPROF_FORMAT_SNAPSHOT_SUMMARY_H */

@@ -4,8 +4,8 @@
  * of the reader but the snapshot's fields and its size check.  Not
  * installed.
  */
-#ifndef ULPPROF_ANALYZER_SNAPSHOT_TABLE_H
-#define ULPPROF_ANALYZER_SNAPSHOT_TABLE_H
+#ifndef ULPPROF_FORMAT_SNAPSHOT_TABLE_H
+#define ULPPROF_FORMAT_SNAPSHOT_TABLE_H
 
 #include <hdf5.h>
 #include <stddef.h>

@@ -17,8 +17,8 @@
  * calling thread's HDF5 error printing, so a host program that uses HDF5
  * itself keeps its own settings.
  */
-#ifndef ULPPROF_COLLECTOR_WRITER_H
-#define ULPPROF_COLLECTOR_WRITER_H
+#ifndef ULPPROF_FORMAT_WRITER_H
+#define ULPPROF_FORMAT_WRITER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -141,4 +141,4 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err);
 void ulp__writer_exit_guard(void);
 void ulp__writer_close_failed(void);
 
-#endif /* ULPPROF_COLLECTOR_WRITER_H */
+#endif /* ULPPROF_FORMAT_WRITER_H */

@@ -3,8 +3,8 @@
  * the calls, and a failed call turned into one message and status.  Uses
  * nothing of the writer.  Not installed.
  */
-#ifndef ULPPROF_COLLECTOR_WRITER_H5ERR_H
-#define ULPPROF_COLLECTOR_WRITER_H5ERR_H
+#ifndef ULPPROF_FORMAT_WRITER_H5ERR_H
+#define ULPPROF_FORMAT_WRITER_H5ERR_H
 
 #include <hdf5.h>
 #include <stddef.h>

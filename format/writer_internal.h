@@ -8,8 +8,8 @@
  * and, on their own behind their own headers, writer_h5err.c (HDF5 failures).
  * writer.h says how the writer behaves; this header is internal to those files.
  */
-#ifndef ULPPROF_COLLECTOR_WRITER_INTERNAL_H
-#define ULPPROF_COLLECTOR_WRITER_INTERNAL_H
+#ifndef ULPPROF_FORMAT_WRITER_INTERNAL_H
+#define ULPPROF_FORMAT_WRITER_INTERNAL_H
 
 #include <stdint.h>
 
@@ -197,4 +197,4 @@ void ulp__writer_link_release(ulp__writer *w);
 /* Closes the /trace objects and frees the name map. */
 void ulp__writer_trace_release(ulp__writer *w);
 
-#endif /* ULPPROF_COLLECTOR_WRITER_INTERNAL_H */
+#endif /* ULPPROF_FORMAT_WRITER_INTERNAL_H */
