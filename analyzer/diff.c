@@ -23,21 +23,6 @@
 #include "format/snapshot_summary.h"
 #include "ulpprof/format.h"
 
-/*
- * A result as ulp_diff_run() allocates it: the rows' names and roles are
- * kept once per distinct string (10,000 rows of 100 names had made 20,000
- * copies), and freed with the result.
- */
-typedef struct result_priv {
-    ulp_diff_result r; /* first: the public result points here */
-    ulp__strset strs;
-} result_priv;
-
-const char *ulp__diff_str(ulp_diff_result *r, const char *s)
-{
-    return ulp__strset_add(&((result_priv *)(void *)r)->strs, s, NULL);
-}
-
 /* 2 MiB a side: whole spans of the mapping (diff_jobs.c), few calls per byte. */
 #define DEFAULT_CHUNK_ELEMENTS ((uint64_t)1 << 20)
 #define DEFAULT_THREADS        8 /* most worker threads by default: past that, reads bound the speed */
@@ -360,7 +345,7 @@ static size_t batch_rows(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_
 static ulp_diff_result *result_new(const ulp_snapshot *a, const ulp_snapshot *b,
                                    const ulp_diff_options *opts)
 {
-    result_priv *priv = calloc(1, sizeof *priv);
+    ulp__result_priv *priv = calloc(1, sizeof *priv);
     if (priv == NULL)
         return NULL;
     ulp__strset_init(&priv->strs);
@@ -686,26 +671,6 @@ const ulp_diff_row *ulp_diff_result_row(const ulp_diff_result *r, size_t i)
     return lo < r->n_kept && r->kept_index[lo] == i ? &r->rows[lo] : NULL;
 }
 
-static void free_kernels(ulp_diff_kernel *k, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        free((char *)(uintptr_t)k[i].name);
-    free(k);
-}
-
-void ulp__diff_row_release(ulp_diff_row *row)
-{
-    free_kernels(row->kernels_a, row->n_kernels_a);
-    free_kernels(row->kernels_b, row->n_kernels_b);
-    free(row->keys);
-    for (size_t k = 0; k < row->n_inputs; k++)
-        free((char *)(uintptr_t)row->inputs[k]);
-    free(row->inputs);
-    free((char *)(uintptr_t)row->hint);
-    free(row->gemms_a);
-    free(row->gemms_b);
-}
-
 void ulp_diff_result_free(ulp_diff_result *r)
 {
     if (r == NULL)
@@ -725,7 +690,7 @@ void ulp_diff_result_free(ulp_diff_result *r)
     free(r->path_b);
     free(r->label_a);
     free(r->label_b);
-    result_priv *p = (result_priv *)(void *)r;
+    ulp__result_priv *p = (ulp__result_priv *)(void *)r;
     ulp__strset_release(&p->strs, 1);
     free(p);
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/strset.h"
 #include "format/snapshot_read_priv.h"
 #include "ulpprof/diff.h"
 
@@ -56,8 +57,15 @@ void ulp__acc_merge(ulp__acc *dst, const ulp__acc *src);
 void ulp__acc_finish(const ulp__acc *acc, ulp_dtype dtype, int ndim, const int64_t *shape,
                      ulp_diff_metrics *m);
 
-/* diff.c: a copy of s kept by the result (of ulp_diff_run) until it is
+/* diff_result.c: a copy of s kept by the result (of ulp_diff_run) until it is
  * freed, one per distinct string; NULL when out of memory. */
+/* A result as ulp_diff_run() allocates it (diff.c), with its interned
+ * strings (diff_result.c). */
+typedef struct ulp__result_priv {
+    ulp_diff_result r; /* first: the public result points here */
+    ulp__strset strs;
+} ulp__result_priv;
+
 const char *ulp__diff_str(ulp_diff_result *r, const char *s);
 
 /* The most worker threads ulp_diff_run() starts, whatever it is asked. */
@@ -124,7 +132,7 @@ ptrdiff_t ulp__lean_next_only_b(ulp__lean *l);
 size_t ulp__lean_low_b(const ulp__lean *l);
 void ulp__lean_free(ulp__lean *l);
 
-/* diff.c: frees what a row owns (not the row); diff_keep.c's disown()
+/* diff_result.c: frees what a row owns (not the row); diff_keep.c's disown()
  * forgets the same fields. */
 void ulp__diff_row_release(ulp_diff_row *row);
 
