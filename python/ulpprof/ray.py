@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ._program import SnapshotError, run_json
+from ._program import SnapshotError, UlpprofError, run_json
 
 __all__ = ["diff"]
 
@@ -83,6 +83,18 @@ def _diff_pair(pa: str, pb: str, b_bytes: Optional[bytes] = None) -> Dict[str, A
 def _read_bytes(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def _get(refs):
+    """ray.get, raising a task's own ulpprof error (its one line) rather than
+    Ray's wrapper of it."""
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, UlpprofError):
+            raise cause from None
+        raise
 
 
 def _alive_nodes() -> List[str]:
@@ -153,7 +165,7 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None) -> Dict[str, Any]:
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     pa, pb = _placed(a, "a"), _placed(b, "b")
-    listed = ray.get([_on(node, _list_run).remote(d) for node, d in pa + pb])
+    listed = _get([_on(node, _list_run).remote(d) for node, d in pa + pb])
     ra = _ranked(pa, listed[:len(pa)], "a")
     rb = _ranked(pb, listed[len(pa):], "b")
     common = sorted(set(ra) & set(rb))
@@ -168,7 +180,7 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None) -> Dict[str, Any]:
         else:
             shipped = _on(nb, _read_bytes).remote(fb)
             jobs.append(_on(na, _diff_pair).remote(fa, fb, shipped))
-    reports = ray.get(jobs)
+    reports = _get(jobs)
     ranks = []
     for r, rep in zip(common, reports):
         (na, fa), (nb, fb) = ra[r], rb[r]

@@ -228,6 +228,18 @@ def main():
         check([x["a"] for x in got2["ranks"]] == [x["a"] for x in got["ranks"]],
               "list form names %r" % [x["a"] for x in got2["ranks"]])
         del num
+
+        # Bad input: one clear error, no report.
+        try:
+            ulpprof.ray.diff({ids[0]: os.path.join(tmp, "nowhere")}, b)
+            check(False, "a missing directory gave a report")
+        except ulpprof.SnapshotError as e:
+            check("nowhere" in str(e) and "Traceback" not in str(e), "missing dir: %s" % e)
+        try:
+            ulpprof.ray.diff({"ab" * 28: a[ids[0]]}, b)
+            check(False, "an unknown node gave a report")
+        except ValueError as e:
+            check("not an alive node" in str(e), "unknown node: %s" % e)
     finally:
         if ray.is_initialized():
             ray.shutdown()
