@@ -5,7 +5,8 @@ Two runs of 5 ranks each (per-rank files written by the C capture API, no
 told only its own directories (a custom resource names the node; the call
 maps the node's id to them).  Ranks 0-3 of A and B sit on one node per
 pair, except rank 3, whose A file is on node 1 and B file on node 2 (the
-pair's B bytes move); rank 4 is in A only.  Checked:
+pair's B file moves, less the data of the captures A's file holds bit
+for bit); rank 4 is in A only.  Checked:
 - the report equals `ulpprof diff -f json` of the same files gathered in
   two local directories, key for key, the file names aside;
 - against numpy, independently of ulpprof: which rank pairs are bitwise
@@ -145,7 +146,7 @@ def main():
     cluster = None
     try:
         # rank -> perturbation of B: (first layer, ulps); None = bitwise equal.
-        perturb = {0: None, 1: (2, 3), 2: None, 3: (0, 1)}
+        perturb = {0: None, 1: (2, 3), 2: None, 3: (1, 1)}
         # rank -> (node of A's file, node of B's file)
         where = {0: (0, 0), 1: (0, 0), 2: (1, 1), 3: (1, 2), 4: (2, None)}
         a_ts = {r: tensors(r, None) for r in where}
@@ -182,7 +183,14 @@ def main():
 
         a = {ids[n]: os.path.join(tmp, "node%d" % n, "A") for n in range(3)}
         b = {ids[n]: os.path.join(tmp, "node%d" % n, "B") for n in range(3)}
-        got = ulpprof.ray.diff(a, b)
+        stats = {}
+        got = ulpprof.ray.diff(a, b, stats=stats)
+        # Rank 3's B file moved less its layer 0, which A holds bit for bit.
+        b3 = os.path.join(tmp, "node2", "B", "3.h5")
+        check(stats == {"pairs_across_nodes": 1,
+                        "bytes_moved": os.path.getsize(b3) - b_ts[3][0].nbytes},
+              "moved %r; file %d bytes, layer 0 %d" % (stats, os.path.getsize(b3),
+                                                       b_ts[3][0].nbytes))
 
         # Same document as the local diff of the gathered files, paths aside.
         check(sorted(got) == sorted(want), "keys %r vs %r" % (sorted(got), sorted(want)))
@@ -195,6 +203,16 @@ def main():
                   "rank %d a %r" % (x["rank"], x["a"]))
             check(x["b"].endswith(os.path.join("node%d" % nb, "B", "%d.h5" % x["rank"])),
                   "rank %d b %r" % (x["rank"], x["b"]))
+
+        # The rebuilt file is B's, byte for byte.
+        a3 = os.path.join(tmp, "node1", "A", "3.h5")
+        ea, eb = ulpprof.ray._extents(a3), ulpprof.ray._extents(b3)
+        holes = sorted((eb[k][0], eb[k][1], ea[k][0]) for k in eb if ea[k][1:] == eb[k][1:])
+        check([h[1] for h in holes] == [b_ts[3][0].nbytes], "holes %r" % holes)
+        ulpprof.ray._unpack(ulpprof.ray._pack(b3, [h[:2] for h in holes]), holes, a3,
+                            os.path.join(tmp, "rebuilt.h5"))
+        with open(b3, "rb") as f, open(os.path.join(tmp, "rebuilt.h5"), "rb") as g:
+            check(f.read() == g.read(), "the rebuilt B file is not B's")
 
         # Against numpy.
         check([x["rank"] for x in got["ranks"]] == [0, 1, 2, 3], "ranks compared %r"
