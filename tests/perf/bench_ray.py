@@ -100,15 +100,17 @@ def main():
                if node.get("Alive") and node["Resources"].get("n%d" % n)}
         a = {ids[n]: os.path.join(tmp, "node%d" % n, "A") for n in range(o.nodes)}
         b = {ids[n]: os.path.join(tmp, "node%d" % n, "B") for n in range(o.nodes)}
-        ray_t, got = [], None
+        ray_t, got, stats = [], None, {}
         for _ in range(o.rounds):
             t0 = time.perf_counter()
-            got = ulpprof.ray.diff(a, b)
+            got = ulpprof.ray.diff(a, b, stats=stats)
             ray_t.append(time.perf_counter() - t0)
         same = strip_paths(got) == strip_paths(want)
         print("local ulpprof diff DIR DIR: best %.3f s of %d" % (min(local_t), o.rounds))
         print("ulpprof.ray.diff:           best %.3f s of %d (cluster start %.1f s, not counted)"
               % (min(ray_t), o.rounds, start_t))
+        print("moved between nodes: %.2f MiB for %d pair(s) (%.2f MiB a B file)"
+              % (stats["bytes_moved"] / 2**20, stats["pairs_across_nodes"], size / o.ranks / 2**20))
         print("reports equal (file names aside): %s" % same)
         return 0 if same else 1
     finally:
