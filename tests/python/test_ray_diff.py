@@ -247,6 +247,43 @@ def main():
               "list form names %r" % [x["a"] for x in got2["ranks"]])
         del num
 
+        # Digest-only runs (/env ranks, names in reverse order), the same way.
+        from ulpprof import _lib
+        os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture",
+                                                             "libulpprof_capture.so")
+        dg = {r: (n, n if r != 1 else 2) for r, n in ((0, 0), (1, 1), (2, 2))}
+        for r, (na, nb) in dg.items():
+            os.environ["RANK"] = str(r)
+            for side, node, ts in (("DA", na, a_ts[r]), ("DB", nb, b_ts[r])):
+                for d in (os.path.join(tmp, "node%d" % node, side),
+                          os.path.join(tmp, "gathered", side)):
+                    os.makedirs(d, exist_ok=True)
+                    s = _lib.Session(os.path.join(d, "f%d.h5" % (9 - r)), label=side)
+                    s.set_capture_mode("digest")
+                    for layer, t in enumerate(ts):
+                        s.capture("layers.%d.out" % layer, t.ctypes.data, "f32", t.shape,
+                                  positions=list(range(SHAPE[0])), requests=[0] * SHAPE[0],
+                                  row_rank=1)
+                    s.close()
+        os.environ.pop("RANK")
+        for n in range(3):
+            for side in ("DA", "DB"):
+                os.makedirs(os.path.join(tmp, "node%d" % n, side), exist_ok=True)
+        local = subprocess.run([ULPPROF, "diff", "-f", "json", os.path.join(tmp, "gathered", "DA"),
+                                os.path.join(tmp, "gathered", "DB")], capture_output=True,
+                               text=True, timeout=600)
+        check(local.returncode == 1, "digest local diff exit %d: %s"
+              % (local.returncode, local.stderr))
+        want_d = json.loads(local.stdout) if local.returncode == 1 else {}
+        got_d = ulpprof.ray.diff({ids[n]: os.path.join(tmp, "node%d" % n, "DA") for n in range(3)},
+                                 {ids[n]: os.path.join(tmp, "node%d" % n, "DB") for n in range(3)})
+        check(strip_paths(got_d) == strip_paths(want_d), "digest ray report differs: %s"
+              % first_difference(strip_paths(got_d), strip_paths(want_d)))
+        fd = {x["rank"]: x["report"].get("first_divergence") for x in got_d["ranks"]}
+        # numpy: rank 1 parts at layer 2, row 2 (element [2, 5]); ranks 0 and 2 are identical.
+        check(fd == {0: None, 1: {"capture": "layers.2.out", "request": 0, "position": 2},
+                     2: None}, "digest first divergences %r" % fd)
+
         # Bad input: one clear error, no report.
         try:
             ulpprof.ray.diff({ids[0]: os.path.join(tmp, "nowhere")}, b)
