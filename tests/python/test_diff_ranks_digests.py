@@ -7,7 +7,9 @@ digest mode by the C capture API; B's rank 1 differs from layer 1 on, at
 one element of position 2, rank 2 at layer 2 position 0.  Checked against
 that construction (numpy decides which rows differ): per rank `identical`,
 `first_divergence`, and the JSON's per-rank `rank`; the table names the
-first difference of each differing rank; exit 1.
+first difference of each differing rank; exit 1.  And `ulpprof ladder` of
+digest-only runs: its bitwise groups and each parted pair's first
+divergence (capture, request, position; no ULP number) against numpy.
 """
 import json
 import os
@@ -59,6 +61,41 @@ def write(path, rank, xs):
     s.close()
 
 
+def ladder(tmp):
+    """`ulpprof ladder` of digest-only runs: runs 0 and 1 equal, 2 and 3
+    equal and parted from 0 at layer 1, row 4 (numpy decides the rows)."""
+    parts = [None, None, (1, 4), (1, 4)]
+    xs = [tensors(7, part) for part in parts]
+    d = os.path.join(tmp, "ladder")
+    os.makedirs(d)
+    for i, x in enumerate(xs):
+        write(os.path.join(d, "run%d.h5" % i), 0, x)
+    p = subprocess.run([ULPPROF, "ladder", "-f", "json", d], capture_output=True, text=True)
+    check(p.returncode in (0, 1), "ladder exit %d: %s" % (p.returncode, p.stderr.strip()))
+    if p.returncode not in (0, 1):
+        return
+    doc = json.loads(p.stdout)
+    same = [[all(np.array_equal(u.view(np.uint32), v.view(np.uint32)) for u, v in zip(x, y))
+             for y in xs] for x in xs]
+    groups = [r["group"] for r in doc["runs"]]
+    for i in range(4):
+        for j in range(4):
+            check((groups[i] == groups[j]) == same[i][j], "ladder groups %r" % groups)
+    for q in doc["pairs"]:
+        i, j = q["a"], q["b"]
+        check(q["identical"] == same[i][j], "pair %d-%d identical %r" % (i, j, q["identical"]))
+        if same[i][j]:
+            continue
+        fd = q["first_divergence"]
+        layer = next(k for k in range(LAYERS)
+                     if not np.array_equal(xs[i][k].view(np.uint32), xs[j][k].view(np.uint32)))
+        row = int(np.nonzero((xs[i][layer].view(np.uint32) != xs[j][layer].view(np.uint32))
+                             .any(axis=1))[0][0])
+        check(fd["capture"] == "layers.%d.out" % layer and fd["position"] == row and
+              fd["request"] == 0 and fd["max_ulp"] is None and fd["occurrence"] is None,
+              "pair %d-%d first divergence %r, numpy layer %d row %d" % (i, j, fd, layer, row))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulpprof-rank-digests-")
     parts = {0: None, 1: (1, 2), 2: (2, 0)}
@@ -98,6 +135,7 @@ def main():
     check("capture 'layers.1.out', request 0, position 2" in t.stdout and
           "capture 'layers.2.out', request 0, position 0" in t.stdout,
           "table:\n%s" % t.stdout)
+    ladder(tmp)
     shutil.rmtree(tmp, ignore_errors=True)
     if FAILS:
         print("%d failure(s)" % len(FAILS))
