@@ -8,7 +8,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "diff_priv.h"
 #include "ladder_priv.h"
+#include "ulpprof/digest.h"
 #include "ulpprof/verdict.h"
 
 size_t ulp_ladder_pair_index(size_t n, size_t a, size_t b)
@@ -138,6 +140,60 @@ static void missing_ranks_differ(ulp_ladder_pair *p)
 }
 
 /* Compares the ranks both runs have; the first compared pair gives the /run keys. */
+/*
+ * A rank pair where a side holds row digests only (FORMAT.md, "Digests"):
+ * compared by digest, rows being capture names and the first divergence
+ * the digest diff's (the first differing name in A's write order, its
+ * first differing (request, position)); the /run keys as the diff finds
+ * them.
+ */
+static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *sa,
+                              const ulp_snapshot *sb, const char *pa, const char *pb,
+                              ulp_error *err)
+{
+    ulp_diff_ladder keys;
+    ulp_digest_result *g = NULL;
+    ulp_status st = ulp__ladder_run(sa, sb, &keys, err);
+    if (st != ULP_OK)
+        return st;
+    st = ulp_digest_compare(pa, pb, &g, err);
+    if (st == ULP_OK && p->n_ranks == 0)
+        st = ulp__ladder_keys_set(p, keys.keys, keys.n_keys, err);
+    if (st == ULP_OK) {
+        p->n_ranks++;
+        p->identical &= g->identical != 0;
+        for (size_t q = 0; q < g->nnames; q++) {
+            const ulp_digest_name *nm = &g->names[q];
+            p->rows++;
+            p->differing_rows += nm->differing + nm->only_a + nm->only_b > 0;
+            p->elements_compared += nm->compared;
+        }
+        if (!g->identical && p->verdict == 0)
+            p->verdict = ULP_VERDICT_UNKNOWN;
+    }
+    if (st == ULP_OK && g->first >= 0 && !p->has_first) {
+        const ulp_digest_name *nm = &g->names[g->first];
+        char *name = strdup(nm->name);
+        if (name == NULL)
+            st = ulp__error(err, ULP_ENOMEM, "out of memory");
+        else
+            p->first = (ulp_ladder_divergence){.capture = name,
+                                               .occurrence = -1,
+                                               .layer = -1,
+                                               .rank = rank,
+                                               .status = ULP_DIFF_DIFFERS,
+                                               .differing = nm->differing,
+                                               .elements = nm->compared,
+                                               .row = -1,
+                                               .request = nm->has_first ? nm->first_request : -1,
+                                               .position = nm->has_first ? nm->first_position : -1};
+        p->has_first = name != NULL;
+    }
+    ulp_digest_result_free(g);
+    ulp__ladder_free(&keys);
+    return st;
+}
+
 ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p, ulp_error *err)
 {
     const ulp_ladder_run *ra = &w->r->runs[p->a], *rb = &w->r->runs[p->b];
@@ -158,6 +214,12 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
             continue;
         }
         const ulp_snapshot *sa = w->snaps[p->a][i], *sb = w->snaps[p->b][k];
+        if (ulp_digest_only(ra->files[i].path) || ulp_digest_only(rb->files[k].path)) {
+            st = digest_pair(p, xa, sa, sb, ra->files[i].path, rb->files[k].path, err);
+            i++;
+            k++;
+            continue;
+        }
         ulp_diff_result *d = NULL;
         if ((st = ulp_diff_run(sa, sb, &w->opts->diff, &d, err)) != ULP_OK)
             break;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "ulpprof/digest.h"
 #include "ulpprof/ladder.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
@@ -97,6 +98,27 @@ static int plot_rank(const ulp_diff_result *res, const char *dir, int rank)
     return 0;
 }
 
+/* What goes before a rank pair's report: its JSON element's opening, or its heading. */
+static int print_header(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
+                        const ulp_ladder_file *fb, FILE *out, int first)
+{
+    if (x->format == ULP_REPORT_JSON) {
+        fprintf(out, "%s    {\"rank\": %d, \"a\": ", first ? "" : ",\n", fa->rank);
+        if (json_str(out, fa->path) != 0)
+            return -1;
+        fputs(", \"b\": ", out);
+        if (json_str(out, fb->path) != 0)
+            return -1;
+        fputs(", \"report\":\n", out);
+    } else {
+        fprintf(out,
+                x->format == ULP_REPORT_MARKDOWN ? "\n### rank %d: `%s` vs `%s`\n\n"
+                                                 : "\n=== rank %d: %s vs %s\n\n",
+                fa->rank, fa->path, fb->path);
+    }
+    return 0;
+}
+
 /*
  * Compares one rank pair and prints its report (JSON: as one element of the
  * "ranks" array, `first` saying whether a comma goes before it).
@@ -109,26 +131,25 @@ static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
     ulp_diff_result *res = NULL;
     ulp_error err;
     int rc = -1;
+    /* A side of row digests only: the pair's report is the digest diff's, as for two files. */
+    if (ulp_digest_only(fa->path) || ulp_digest_only(fb->path)) {
+        if (print_header(x, fa, fb, out, first) != 0)
+            return -1;
+        int d = cli_diff_digests(fa->path, fb->path, x->format == ULP_REPORT_JSON, out);
+        if (d == CLI_EXIT_ERROR)
+            return -1;
+        if (x->format == ULP_REPORT_JSON)
+            fputs("    }", out);
+        return d == CLI_EXIT_DIFFER;
+    }
     if (cli_open_pair(fa->path, fb->path, &a, &b, 0) < 0)
         goto done;
     if (ulp_diff_run(a, b, x->opts, &res, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         goto done;
     }
-    if (x->format == ULP_REPORT_JSON) {
-        fprintf(out, "%s    {\"rank\": %d, \"a\": ", first ? "" : ",\n", fa->rank);
-        if (json_str(out, fa->path) != 0)
-            goto done;
-        fputs(", \"b\": ", out);
-        if (json_str(out, fb->path) != 0)
-            goto done;
-        fputs(", \"report\":\n", out);
-    } else {
-        fprintf(out,
-                x->format == ULP_REPORT_MARKDOWN ? "\n### rank %d: `%s` vs `%s`\n\n"
-                                                 : "\n=== rank %d: %s vs %s\n\n",
-                fa->rank, fa->path, fb->path);
-    }
+    if (print_header(x, fa, fb, out, first) != 0)
+        goto done;
     if (ulp_report_write(res, x->format, out, x->flags, &err) != ULP_OK) {
         cli_error("cannot write the report: %s", err.msg);
         goto done;

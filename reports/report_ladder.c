@@ -139,7 +139,7 @@ static void print_first(const out *o, const ulp_ladder_result *r, const ulp_ladd
     fputs(o->md ? "`" : "", o->f);
     text(o, d->capture);
     fputs(o->md ? "`" : "", o->f);
-    if (d->occurrence != 0)
+    if (d->occurrence > 0)
         fprintf(o->f, "#%" PRId64, d->occurrence);
     if (d->layer >= 0)
         fprintf(o->f, " (layer %d)", d->layer);

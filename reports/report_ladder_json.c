@@ -113,10 +113,10 @@ static void first_json(ulp__jw *w, const ulp_ladder_pair *p)
         return;
     }
     const ulp_ladder_divergence *d = &p->first;
-    int compared = d->status == ULP_DIFF_DIFFERS;
+    int compared = d->status == ULP_DIFF_DIFFERS, digests = d->occurrence < 0;
     ulp__jw_open(w, '{');
     key_str(w, "capture", d->capture);
-    ulp__jw_kint(w, "occurrence", d->occurrence);
+    ulp__jw_kint_or_null(w, "occurrence", !digests, d->occurrence);
     ulp__jw_kint_or_null(w, "layer", d->layer >= 0, d->layer);
     ulp__jw_kint(w, "rank", d->rank);
     key_str(w, "status", ulp_diff_status_name(d->status));
@@ -125,7 +125,7 @@ static void first_json(ulp__jw *w, const ulp_ladder_pair *p)
     ulp__jw_kint_or_null(w, "position", d->position >= 0, d->position);
     ulp__jw_kint_or_null(w, "differing", compared, (int64_t)d->differing);
     key_count(w, "elements", d->elements);
-    ulp__jw_kint_or_null(w, "max_ulp", compared, (int64_t)d->max_ulp);
+    ulp__jw_kint_or_null(w, "max_ulp", compared && !digests, (int64_t)d->max_ulp);
     ulp__jw_close(w, '}');
 }
 

@@ -81,10 +81,12 @@ typedef struct ulp_ladder_run {
 
 /* Where a pair first diverges. */
 typedef struct ulp_ladder_divergence {
-    char *capture; /* capture name                                    */
-    int64_t occurrence;
-    int32_t layer; /* -1 when absent                                  */
-    int rank;      /* the rank pair it was found in                   */
+    char *capture;      /* capture name                                    */
+    int64_t occurrence; /* -1: found by row digests (a digest-only side): the
+                           digest keys span occurrences, and `differing` counts
+                           rows, `elements` rows compared, no ULP numbers     */
+    int32_t layer;      /* -1 when absent                                  */
+    int rank;           /* the rank pair it was found in                   */
     ulp_diff_status status;
     uint64_t differing, elements;
     uint64_t max_ulp;

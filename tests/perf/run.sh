@@ -24,3 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 # ulpprof diff beside cat, a plain walk of the files, and numpy: the realistic
 # pairs, the easy one, 10,000 captures (tests/perf/bench_diff.sh says how).
 ULPPROF_BUILD_DIR=$build bash "$(dirname "$0")/bench_diff.sh" "$@"
+
+# ulpprof.ray.diff on a 3-node local Ray cluster against the local diff of
+# the same files gathered in one place (the .ci/pyenv interpreter has Ray).
+"$(bash "$(dirname "$0")/../../.ci/pyenv")" "$(dirname "$0")/bench_ray.py" "$build"

@@ -60,7 +60,9 @@ static json_t *ref_first_json(const ulp_ladder_pair *p)
     const ulp_ladder_divergence *d = &p->first;
     json_t *o = json_object();
     json_object_set_new(o, "capture", json_string(d->capture));
-    json_object_set_new(o, "occurrence", json_integer(d->occurrence));
+    /* A negative occurrence: found by row digests, no occurrence and no ULP number. */
+    json_object_set_new(o, "occurrence",
+                        d->occurrence >= 0 ? json_integer(d->occurrence) : json_null());
     json_object_set_new(o, "layer", d->layer >= 0 ? json_integer(d->layer) : json_null());
     json_object_set_new(o, "rank", json_integer(d->rank));
     json_object_set_new(o, "status", json_string(ulp_diff_status_name(d->status)));
@@ -70,7 +72,8 @@ static json_t *ref_first_json(const ulp_ladder_pair *p)
     int compared = d->status == ULP_DIFF_DIFFERS;
     json_object_set_new(o, "differing", compared ? ref_jcount(d->differing) : json_null());
     json_object_set_new(o, "elements", ref_jcount(d->elements));
-    json_object_set_new(o, "max_ulp", compared ? ref_jcount(d->max_ulp) : json_null());
+    json_object_set_new(o, "max_ulp",
+                        compared && d->occurrence >= 0 ? ref_jcount(d->max_ulp) : json_null());
     return o;
 }
 
