@@ -100,10 +100,11 @@ static ulp_status read_rows(const char *path, trow **out, size_t *n_out, ulp_err
     qsort(rows, total, sizeof *rows, trow_cmp);
     for (size_t i = 1; i < total; i++)
         if (rows[i].request == rows[i - 1].request && rows[i].position == rows[i - 1].position) {
+            long long req = (long long)rows[i].request, pos = (long long)rows[i].position;
             free(rows);
             return ulp__error(err, ULP_EBADATTR,
-                              "'%s': two produced tokens at request %lld, position %lld", path,
-                              (long long)rows[i].request, (long long)rows[i].position);
+                              "'%s': two produced tokens at request %lld, position %lld", path, req,
+                              pos);
         }
     *out = rows;
     *n_out = total;
