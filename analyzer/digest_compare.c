@@ -299,7 +299,8 @@ ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result 
         *out = res;
         res = NULL;
         v = NULL;
-        nm.text = NULL; /* owned by the result's names now */
+        free(nm.text); /* the strings are the result's names now, the array is not */
+        nm.text = NULL;
     }
     free(caps);
     if (v != NULL) {
