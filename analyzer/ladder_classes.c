@@ -8,8 +8,10 @@
  * rank); a run whose hash matches a class's is compared with that class's
  * first run, and joins it when the compare finds them identical (a hash
  * never decides by itself).  Then one compare per ordered pair of classes
- * that some pair of runs needs, and every pair of runs is filled from its
- * classes' compare, with its own /run keys.  If A and A' are bitwise
+ * that some pair of runs needs, and every pair of runs is read from its
+ * classes' compare, with its own /run keys (ladder_view.c), so that the
+ * result keeps O(runs + classes^2) summaries, not one per pair of runs.  If
+ * A and A' are bitwise
  * identical -- the same captures, names, shapes and bits -- every compare
  * of A' with B gives what the compare of A with B gave.
  */
@@ -88,20 +90,20 @@ static ulp_status find_classes(const ulp__ladder_ctx *c, ulp__ladder_plan *plan,
             size_t rep = plan->rep[x];
             if (hash[rep] != hash[i])
                 continue;
-            /* The compare of (rep, i) is that pair's own: keep it whatever it says. */
-            size_t j = ulp_ladder_pair_index(r->n_runs, rep, i);
-            ulp_ladder_pair *p = &r->pairs[j];
-            if (plan->filled[j])
-                continue;
+            /* Kept as run i's join when it finds them identical; else the
+             * task between the classes compares them again. */
+            ulp_ladder_pair *p = &plan->join[i];
+            ulp__ladder_pair_release(p);
+            *p = (ulp_ladder_pair){.a = rep, .b = i, .rung = ULP_DIFF_LADDER_NONE};
             if ((st = ulp__ladder_compare_pair(c, p, err)) != ULP_OK)
                 break;
-            plan->filled[j] = 1;
             if (p->identical && p->ranks_only_a == 0 && p->ranks_only_b == 0) {
                 plan->cls[i] = x;
                 break;
             }
         }
         if (st == ULP_OK && plan->cls[i] == SIZE_MAX) {
+            ulp__ladder_pair_release(&plan->join[i]);
             plan->rep[plan->n_classes] = i;
             plan->cls[i] = plan->n_classes++;
         } else {
@@ -116,12 +118,16 @@ static ulp_status find_classes(const ulp__ladder_ctx *c, ulp__ladder_plan *plan,
 ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)
 {
     ulp_ladder_result *r = c->r;
-    size_t n = r->n_runs;
+    size_t n = r->n_runs, max_run = 0;
     memset(plan, 0, sizeof *plan);
+    plan->n_runs = n;
+    for (size_t i = 0; i < n; i++)
+        max_run = r->runs[i].n_run > max_run ? r->runs[i].n_run : max_run;
     plan->cls = malloc(n * sizeof *plan->cls);
     plan->rep = malloc(n * sizeof *plan->rep);
-    plan->filled = calloc(r->n_pairs, 1);
-    if (!plan->cls || !plan->rep || !plan->filled)
+    plan->join = calloc(n, sizeof *plan->join);
+    plan->keys = calloc(2 * max_run + 1, sizeof *plan->keys);
+    if (!plan->cls || !plan->rep || !plan->join || !plan->keys)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     ulp_status st = find_classes(c, plan, err);
     if (st != ULP_OK)
@@ -129,18 +135,18 @@ ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *pl
     size_t nc = plan->n_classes;
     if ((plan->task_of = malloc(nc * nc * sizeof *plan->task_of)) == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t q = 0; q < nc * nc; q++)
-        plan->task_of[q] = SIZE_MAX;
-    /* An ordered pair of classes (X, Y) is needed when some run of X precedes one of Y. */
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++) {
-            size_t x = plan->cls[a], y = plan->cls[b];
-            if (x != y && !plan->filled[ulp_ladder_pair_index(n, a, b)])
-                plan->task_of[x * nc + y] = 0;
-        }
-    for (size_t q = 0; q < nc * nc; q++)
-        if (plan->task_of[q] != SIZE_MAX)
-            plan->task_of[q] = plan->n_tasks++;
+    /* An ordered pair of classes (X, Y) is needed when some run of X precedes
+     * one of Y: when X's first run precedes Y's last. */
+    size_t *last = calloc(nc + 1, sizeof *last);
+    if (last == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        last[plan->cls[i]] = i;
+    for (size_t q = 0; q < nc * nc; q++) {
+        size_t x = q / nc, y = q % nc;
+        plan->task_of[q] = x != y && plan->rep[x] < last[y] ? plan->n_tasks++ : SIZE_MAX;
+    }
+    free(last);
     plan->tasks = calloc(plan->n_tasks + 1, sizeof *plan->tasks);
     if (plan->tasks == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -154,59 +160,17 @@ ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *pl
     return ULP_OK;
 }
 
-/* Everything of `src` but the runs and keys, into `dst` (which owns nothing yet). */
-static ulp_status copy_summary(ulp_ladder_pair *dst, const ulp_ladder_pair *src, ulp_error *err)
-{
-    size_t a = dst->a, b = dst->b;
-    *dst = *src;
-    dst->a = a;
-    dst->b = b;
-    dst->keys = NULL;
-    dst->n_keys = 0;
-    dst->first.capture = NULL;
-    if (src->first.capture && (dst->first.capture = strdup(src->first.capture)) == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    return ULP_OK;
-}
-
-/* The pair's own /run keys (its first files' /run, as the diff compares them). */
-static ulp_status own_keys(const ulp__ladder_ctx *c, ulp_ladder_pair *p, ulp_error *err)
-{
-    return ulp__ladder_keys_of_runs(p, &c->r->runs[p->a], &c->r->runs[p->b], err);
-}
-
-ulp_status ulp__ladder_plan_fill(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)
-{
-    ulp_ladder_result *r = c->r;
-    size_t n = r->n_runs, nc = plan->n_classes;
-    for (size_t a = 0, j = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++, j++) {
-            if (plan->filled[j])
-                continue;
-            ulp_ladder_pair *p = &r->pairs[j];
-            size_t x = plan->cls[a], y = plan->cls[b];
-            /* Same class: identical, as the compare of b with the class's first run said. */
-            const ulp_ladder_pair *src = x == y
-                                             ? &r->pairs[ulp_ladder_pair_index(n, plan->rep[x], b)]
-                                             : &plan->tasks[plan->task_of[x * nc + y]];
-            ulp_status st = copy_summary(p, src, err);
-            if (st == ULP_OK)
-                st = own_keys(c, p, err);
-            if (st != ULP_OK)
-                return st;
-            plan->filled[j] = 1;
-        }
-    return ULP_OK;
-}
-
 void ulp__ladder_plan_release(ulp__ladder_plan *plan)
 {
     for (size_t t = 0; plan->tasks && t < plan->n_tasks; t++)
         ulp__ladder_pair_release(&plan->tasks[t]);
+    for (size_t i = 0; plan->join && i < plan->n_runs; i++)
+        ulp__ladder_pair_release(&plan->join[i]);
     free(plan->tasks);
     free(plan->task_of);
     free(plan->cls);
     free(plan->rep);
-    free(plan->filled);
+    free(plan->join);
+    free(plan->keys);
     memset(plan, 0, sizeof *plan);
 }

@@ -9,8 +9,9 @@
  * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
  * the parallelism is across pairs -- and only a summary is kept: memory is
  * the classes' open snapshots, one diff's chunk buffers per worker, a run's
- * path, label and /run, and a few hundred bytes per pair, whatever the
- * tensor sizes.  Groups and verdicts are
+ * path, label and /run, and a few hundred bytes per compare (one per run
+ * and one per pair of classes), whatever the tensor sizes and however many
+ * pairs of runs: a pair is read from its classes' compare (ladder_view.c).  Groups and verdicts are
  * decided afterwards (ladder_verdict.c).
  */
 #include <pthread.h>
@@ -155,10 +156,9 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     r->n_runs = n;
     r->n_pairs = n * (n - 1) / 2;
     r->runs = calloc(n, sizeof *r->runs);
-    r->pairs = calloc(r->n_pairs, sizeof *r->pairs);
     w.c.snaps = calloc(n, sizeof *w.c.snaps);
     ulp_status st = ULP_OK;
-    if (!r->runs || !r->pairs || !w.c.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
+    if (!r->runs || !w.c.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
         free(w.c.snaps);
         ulp_ladder_result_free(r);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -166,12 +166,6 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     for (int i = 0; i < opts.n_ignore; i++)
         if ((r->ignore[r->n_ignore++] = strdup(opts.ignore[i])) == NULL)
             st = ulp__error(err, ULP_ENOMEM, "out of memory");
-    for (size_t a = 0, j = 0; a < n; a++)
-        for (size_t b = a + 1; b < n; b++, j++) {
-            r->pairs[j].a = a;
-            r->pairs[j].b = b;
-            r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
-        }
     if (st == ULP_OK)
         st = open_runs(r, paths, &w.c, err);
     if (st == ULP_OK)
@@ -182,10 +176,14 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
         if (st != ULP_OK && err)
             *err = w.err;
     }
-    if (st == ULP_OK)
-        st = ulp__ladder_plan_fill(&w.c, &w.plan, err);
-    if (st == ULP_OK)
+    /* The result keeps the compares; its pairs are read from them (ladder_view.c). */
+    if (st == ULP_OK && (r->store = malloc(sizeof *r->store)) == NULL)
+        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+    if (st == ULP_OK) {
+        *r->store = w.plan;
+        memset(&w.plan, 0, sizeof w.plan);
         st = ulp__ladder_decide(r, err);
+    }
     ulp__ladder_plan_release(&w.plan);
 
     for (size_t i = 0; i < n; i++)
@@ -219,6 +217,10 @@ void ulp_ladder_result_free(ulp_ladder_result *r)
     }
     for (size_t j = 0; r->pairs && j < r->n_pairs; j++)
         ulp__ladder_pair_release(&r->pairs[j]);
+    if (r->store) {
+        ulp__ladder_plan_release(r->store);
+        free(r->store);
+    }
     for (int g = 0; g < ULP_LADDER_RUNGS; g++) {
         for (size_t k = 0; k < r->rungs[g].n_keys; k++)
             free(r->rungs[g].keys[k]);

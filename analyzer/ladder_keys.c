@@ -2,7 +2,8 @@
  * A ladder pair's /run keys (ladder.h), kept in one allocation: the key
  * array followed by the strings it points to.  A ladder of N runs has
  * N(N-1)/2 pairs, so each pair's keys cost one block rather than an array
- * and three strings; ulp__ladder_pair_release() frees the block.
+ * and three strings; ulp__ladder_pair_release() frees the block and the
+ * rest a pair owns.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,34 +50,14 @@ ulp_status ulp__ladder_keys_set(ulp_ladder_pair *p, const ulp_diff_run_key *src,
     return ULP_OK;
 }
 
-ulp_status ulp__ladder_keys_of_runs(ulp_ladder_pair *p, const ulp_ladder_run *a,
-                                    const ulp_ladder_run *b, ulp_error *err)
+void ulp__ladder_pair_release(ulp_ladder_pair *p)
 {
-    /* Both lists are sorted by key (as the snapshot gives them): merge them. */
-    ulp_diff_run_key *tmp = calloc(a->n_run + b->n_run + 1, sizeof *tmp);
-    if (tmp == NULL)
-        return ulp__error(err, ULP_ENOMEM, "out of memory");
-    size_t i = 0, k = 0, n = 0;
-    while (i < a->n_run || k < b->n_run) {
-        const ulp_kv *x = i < a->n_run ? &a->run[i] : NULL;
-        const ulp_kv *y = k < b->n_run ? &b->run[k] : NULL;
-        int c = !x ? 1 : !y ? -1 : strcmp(x->key, y->key);
-        if (c < 0) {
-            tmp[n++] = (ulp_diff_run_key){x->key, x->value, NULL, 0};
-            i++;
-        } else if (c > 0) {
-            tmp[n++] = (ulp_diff_run_key){y->key, NULL, y->value, 0};
-            k++;
-        } else {
-            if (strcmp(x->value, y->value) != 0)
-                tmp[n++] = (ulp_diff_run_key){x->key, x->value, y->value, 0};
-            i++;
-            k++;
-        }
-    }
-    for (size_t q = 0; q < n; q++)
-        tmp[q].level = ulp_diff_ladder_level(tmp[q].key);
-    ulp_status st = ulp__ladder_keys_set(p, tmp, n, err);
-    free(tmp);
-    return st;
+    free(p->keys); /* one block with its strings (ladder_keys.c) */
+    free(p->first.capture);
+    free(p->contract_word);
+    free(p->contract_text);
+    p->contract_word = p->contract_text = NULL;
+    p->keys = NULL;
+    p->n_keys = 0;
+    p->first.capture = NULL;
 }

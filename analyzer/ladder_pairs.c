@@ -255,15 +255,3 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
     missing_ranks_differ(p);
     return st;
 }
-
-void ulp__ladder_pair_release(ulp_ladder_pair *p)
-{
-    free(p->keys); /* one block with its strings (ladder_keys.c) */
-    free(p->first.capture);
-    free(p->contract_word);
-    free(p->contract_text);
-    p->contract_word = p->contract_text = NULL;
-    p->keys = NULL;
-    p->n_keys = 0;
-    p->first.capture = NULL;
-}

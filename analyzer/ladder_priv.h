@@ -25,41 +25,53 @@ typedef struct ulp__ladder_ctx {
 ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *c, ulp_ladder_pair *p, ulp_error *err);
 
 /*
- * Which compares the pairs need (ladder_classes.c).  Runs whose contents
- * hash alike and that a compare finds bitwise identical form a class; only
- * one member of each class is compared with each other class (`tasks`),
- * and every pair is then filled from its classes' task (plan_fill).
+ * Which compares the pairs need (ladder_classes.c), kept in the result as
+ * its store (ladder.h).  Runs whose contents hash alike and that a compare
+ * finds bitwise identical form a class; only one member of each class is
+ * compared with each other class (`tasks`), and every pair is read as its
+ * classes' task, or as the compare of its second run with its class's
+ * first (`join`), with its own runs and /run keys (ladder_view.c).
  */
-typedef struct ulp__ladder_plan {
-    size_t n_classes;
+typedef struct ulp__ladder_store {
+    size_t n_runs, n_classes;
     size_t *cls;           /* [n_runs] class of each run                    */
-    size_t *rep;           /* [n_classes] first run of each class           */
-    unsigned char *filled; /* [n_pairs] 1: compared already (verification)  */
+    size_t *rep;           /* [n_runs] first run of each class (n_classes)  */
+    ulp_ladder_pair *join; /* [n_runs] run i against its class's first run  */
     size_t n_tasks;
     ulp_ladder_pair *tasks; /* rep of X (as A) against rep of Y              */
     size_t *task_of;        /* [n_classes^2] X*n+Y -> task index, or SIZE_MAX */
-} ulp__ladder_plan;
+    ulp_ladder_pair view;   /* the pair ulp_ladder_result_pair() last built  */
+    ulp_diff_run_key *keys; /* the view's keys: room for any two runs' /run  */
+} ulp__ladder_store;
+typedef ulp__ladder_store ulp__ladder_plan;
 
 ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
-ulp_status ulp__ladder_plan_fill(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
 void ulp__ladder_plan_release(ulp__ladder_plan *plan);
+
 /*
- * A pair's /run keys as one block (ladder_keys.c): copies of src[0..n), or
- * the keys whose values differ between the runs' /run lists.
+ * Pair (a, b), a < b, of r into r's store's view: its classes' summary,
+ * its runs, /run keys and rung.  `raw`: the rung as the keys give it,
+ * before a pair that compared nothing or lacks a cache witness is taken
+ * off it (ulp__ladder_decide() counts those apart).  Needs r->store.
+ */
+const ulp_ladder_pair *ulp__ladder_view(const ulp_ladder_result *r, size_t a, size_t b, int raw);
+/* (a, b) of pair index j of n runs. */
+void ulp__ladder_pair_runs(size_t n, size_t j, size_t *a, size_t *b);
+
+/*
+ * A pair's /run keys as one block (ladder_keys.c): copies of src[0..n).
  */
 ulp_status ulp__ladder_keys_set(ulp_ladder_pair *p, const ulp_diff_run_key *src, size_t n,
                                 ulp_error *err);
-ulp_status ulp__ladder_keys_of_runs(ulp_ladder_pair *p, const ulp_ladder_run *a,
-                                    const ulp_ladder_run *b, ulp_error *err);
 /* Opens run `run`'s files into snaps[run] / closes them (ladder_open.c). */
 ulp_status ulp__ladder_open_run(const ulp__ladder_ctx *c, size_t run, ulp_error *err);
 void ulp__ladder_close_run(const ulp__ladder_ctx *c, size_t run);
-/* Frees what a pair owns (keys, first divergence name). */
+/* Frees what a pair owns: keys, first divergence name, contract word (ladder_keys.c). */
 void ulp__ladder_pair_release(ulp_ladder_pair *p);
 
 /*
- * Once every pair is compared: what each pair decides, the groups of
- * bitwise-identical runs and the verdict of each rung (ladder.h).
+ * Once every compare is done: the groups of bitwise-identical runs and
+ * the verdict of each rung (ladder.h), over every pair's view.
  */
 ulp_status ulp__ladder_decide(ulp_ladder_result *r, ulp_error *err);
 

@@ -28,40 +28,6 @@ static int ignored(const ulp_ladder_result *r, const char *key)
     return 0;
 }
 
-/*
- * The rung a pair decides.  Several keys of one rung that differ together
- * (cache=hit against cache=miss with split=at prefix_len) may change the
- * result in ways that cancel: such a pair shows that the rung breaks when
- * the runs differ, but an identical pair says nothing of either key, so it
- * decides only when it breaks.  A rung holds only from pairs that vary one
- * key alone.
- */
-static void classify(const ulp_ladder_result *r, ulp_ladder_pair *p)
-{
-    p->rungs = 0;
-    p->uncontrolled = 0;
-    size_t n_rung_keys = 0;
-    for (size_t k = 0; k < p->n_keys; k++) {
-        const ulp_diff_run_key *key = &p->keys[k];
-        if (ignored(r, key->key))
-            continue;
-        if (key->level >= 0 && key->level < ULP_LADDER_RUNGS) {
-            p->rungs |= 1u << key->level;
-            n_rung_keys++;
-        } else {
-            p->uncontrolled = 1;
-        }
-    }
-    p->rung = ULP_DIFF_LADDER_NONE;
-    /* Runs that record no conditions say nothing about any rung. */
-    if (p->uncontrolled || (r->runs[p->a].n_run == 0 && r->runs[p->b].n_run == 0))
-        return;
-    if (p->rungs == 0)
-        p->rung = 0; /* nothing differs: a repeat */
-    else if ((p->rungs & (p->rungs - 1)) == 0 && (n_rung_keys == 1 || !p->identical))
-        p->rung = __builtin_ctz(p->rungs);
-}
-
 /* Identical, but on no element (every capture empty): no verdict on any rung. */
 static int compared_nothing(const ulp_ladder_pair *p)
 {
@@ -109,87 +75,99 @@ static long long layer_key(const ulp_ladder_pair *p)
                                  : INT32_MAX;
 }
 
-static ulp_status decide_rung(ulp_ladder_result *r, int level, ulp_error *err)
+/* What pair p tells rung `level` (the rung as its keys give it). */
+static ulp_status tell_rung(ulp_ladder_result *r, int level, size_t j, const ulp_ladder_pair *p,
+                            long long *best, ulp_error *err)
 {
     ulp_ladder_rung *g = &r->rungs[level];
-    g->level = level;
-    g->name = ulp_diff_ladder_name(level);
-    for (size_t j = 0; j < r->n_pairs; j++) {
-        const ulp_ladder_pair *p = &r->pairs[j];
-        int tests = level == 0 ? p->rung == 0 || (p->rungs & 1u) : (p->rungs >> level) & 1u;
-        if (!tests)
-            continue;
-        g->varied = 1;
-        for (size_t k = 0; k < p->n_keys; k++)
-            if (p->keys[k].level == level && !ignored(r, p->keys[k].key)) {
-                ulp_status st = add_key(g, p->keys[k].key, err);
-                if (st != ULP_OK)
-                    return st;
-            }
-        if (compared_nothing(p)) {
-            g->n_empty++;
-            continue;
+    int tests = level == 0 ? p->rung == 0 || (p->rungs & 1u) : (p->rungs >> level) & 1u;
+    if (!tests)
+        return ULP_OK;
+    g->varied = 1;
+    for (size_t k = 0; k < p->n_keys; k++)
+        if (p->keys[k].level == level && !ignored(r, p->keys[k].key)) {
+            ulp_status st = add_key(g, p->keys[k].key, err);
+            if (st != ULP_OK)
+                return st;
         }
-        if (unwitnessed(p, level)) {
-            g->n_unwitnessed++;
-            continue;
-        }
-        if (p->rung != level) {
-            g->n_mixed++;
-            continue;
-        }
-        g->n_deciding++;
-        if (p->identical)
-            continue;
-        g->n_breaking++;
-        if (!g->has_first_break || layer_key(p) < layer_key(&r->pairs[g->first_break])) {
-            g->has_first_break = 1;
-            g->first_break = j;
-        }
+    if (compared_nothing(p)) {
+        g->n_empty++;
+        return ULP_OK;
     }
-    if (g->n_keys > 1)
-        qsort(g->keys, g->n_keys, sizeof *g->keys, cmp_str);
-    g->verdict = g->n_deciding == 0  ? ULP_LADDER_UNTESTED
-                 : g->n_breaking > 0 ? ULP_LADDER_BREAKS
-                                     : ULP_LADDER_HOLDS;
+    if (unwitnessed(p, level)) {
+        g->n_unwitnessed++;
+        return ULP_OK;
+    }
+    if (p->rung != level) {
+        g->n_mixed++;
+        return ULP_OK;
+    }
+    g->n_deciding++;
+    if (p->identical)
+        return ULP_OK;
+    g->n_breaking++;
+    if (!g->has_first_break || layer_key(p) < *best) {
+        g->has_first_break = 1;
+        g->first_break = j;
+        *best = layer_key(p);
+    }
     return ULP_OK;
 }
 
-ulp_status ulp__ladder_decide(ulp_ladder_result *r, ulp_error *err)
+/* Groups of bitwise-identical runs: the classes, joined where a compare
+ * between two classes finds them identical (a selection that leaves out
+ * what differs), numbered in the order of their first run. */
+static ulp_status find_groups(ulp_ladder_result *r, ulp_error *err)
 {
-    size_t *parent = malloc(r->n_runs * sizeof *parent), *group = malloc(r->n_runs * sizeof *group);
+    const ulp__ladder_store *s = r->store;
+    size_t nc = s->n_classes;
+    size_t *parent = malloc((nc + 1) * sizeof *parent), *group = malloc((nc + 1) * sizeof *group);
     if (parent == NULL || group == NULL) {
         free(parent);
         free(group);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < r->n_runs; i++)
-        parent[i] = i;
-    for (size_t j = 0; j < r->n_pairs; j++) {
-        ulp_ladder_pair *p = &r->pairs[j];
-        classify(r, p);
-        if (p->identical) {
-            size_t x = find(parent, p->a), y = find(parent, p->b);
+    for (size_t x = 0; x < nc; x++)
+        parent[x] = x;
+    for (size_t q = 0; q < nc * nc; q++)
+        if (s->task_of[q] != SIZE_MAX && s->tasks[s->task_of[q]].identical) {
+            size_t x = find(parent, q / nc), y = find(parent, q % nc);
             parent[x > y ? x : y] = x < y ? x : y;
         }
-    }
-    /* Groups numbered in the order of their first run. */
+    /* Classes are numbered by their first run, so roots come first. */
     r->n_groups = 0;
-    for (size_t i = 0; i < r->n_runs; i++) {
-        size_t root = find(parent, i);
-        group[i] = root == i ? r->n_groups++ : group[root];
-        r->runs[i].group = group[i];
+    for (size_t x = 0; x < nc; x++) {
+        size_t root = find(parent, x);
+        group[x] = root == x ? r->n_groups++ : group[root];
     }
+    for (size_t i = 0; i < r->n_runs; i++)
+        r->runs[i].group = group[s->cls[i]];
     free(parent);
     free(group);
-    for (int level = 0; level < ULP_LADDER_RUNGS; level++) {
-        ulp_status st = decide_rung(r, level, err);
-        if (st != ULP_OK)
-            return st;
-    }
-    /* The rungs counted them apart (n_empty); such a pair decides none. */
-    for (size_t j = 0; j < r->n_pairs; j++)
-        if (compared_nothing(&r->pairs[j]) || unwitnessed(&r->pairs[j], r->pairs[j].rung))
-            r->pairs[j].rung = ULP_DIFF_LADDER_NONE;
     return ULP_OK;
+}
+
+ulp_status ulp__ladder_decide(ulp_ladder_result *r, ulp_error *err)
+{
+    ulp_status st = find_groups(r, err);
+    long long best[ULP_LADDER_RUNGS];
+    for (int level = 0; level < ULP_LADDER_RUNGS; level++) {
+        r->rungs[level].level = level;
+        r->rungs[level].name = ulp_diff_ladder_name(level);
+    }
+    for (size_t a = 0, j = 0; st == ULP_OK && a < r->n_runs; a++)
+        for (size_t b = a + 1; st == ULP_OK && b < r->n_runs; b++, j++) {
+            const ulp_ladder_pair *p = ulp__ladder_view(r, a, b, 1);
+            for (int level = 0; st == ULP_OK && level < ULP_LADDER_RUNGS; level++)
+                st = tell_rung(r, level, j, p, &best[level], err);
+        }
+    for (int level = 0; st == ULP_OK && level < ULP_LADDER_RUNGS; level++) {
+        ulp_ladder_rung *g = &r->rungs[level];
+        if (g->n_keys > 1)
+            qsort(g->keys, g->n_keys, sizeof *g->keys, cmp_str);
+        g->verdict = g->n_deciding == 0  ? ULP_LADDER_UNTESTED
+                     : g->n_breaking > 0 ? ULP_LADDER_BREAKS
+                                         : ULP_LADDER_HOLDS;
+    }
+    return st;
 }

@@ -116,8 +116,13 @@ ulp_status ulp__contract_check_claims(const json_t *root, const char *const *run
         ulp_ladder_options lo;
         ulp_ladder_options_init(&lo);
         ulp_status st = ulp_ladder_compare(runs, n, &lo, &res, err);
-        if (st != ULP_OK)
+        /* The claims hold on to several pairs at once: keep them all. */
+        if (st == ULP_OK)
+            st = ulp_ladder_result_expand(res, err);
+        if (st != ULP_OK) {
+            ulp_ladder_result_free(res);
             return st;
+        }
     }
     int *in = calloc(n, sizeof *in);
     if (!in) {

@@ -134,6 +134,10 @@ ulp_status ulp_contract_judge(const ulp_contract *c, const char *path_a, const c
 
 ulp_status ulp_contract_judge_ladder(const ulp_contract *c, ulp_ladder_result *r, ulp_error *err)
 {
+    /* A word on every pair: the pairs are kept, not read from the compares. */
+    ulp_status est = ulp_ladder_result_expand(r, err);
+    if (est != ULP_OK)
+        return est;
     json_t **obs = calloc(r->n_runs + 1, sizeof *obs);
     if (!obs)
         return ulp__error(err, ULP_ENOMEM, "out of memory");

@@ -66,7 +66,8 @@ static ulp_status matrix_files(const ulp_ladder_result *r, const char *dir, ulp_
                 fprintf(f, "%zu %zu NaN 2 -1\n", a, b); /* the diagonal: no pair */
                 continue;
             }
-            const ulp_ladder_pair *p = &r->pairs[ulp_ladder_pair_index(r->n_runs, a, b)];
+            const ulp_ladder_pair *p =
+                ulp_ladder_result_pair(r, ulp_ladder_pair_index(r->n_runs, a, b));
             fprintf(f, "%zu %zu ", a, b);
             ulp__plot_dat_num(f, pair_fraction(p));
             fprintf(f, " %d %d\n", p->identical, p->rung);
@@ -128,7 +129,7 @@ static void rung_text(const ulp_ladder_result *r, const ulp_ladder_rung *g, char
     else if (!g->varied && at < len)
         at += (size_t)snprintf(buf + at, len - at, " (not varied)");
     if (g->has_first_break && at < len) {
-        const ulp_ladder_pair *p = &r->pairs[g->first_break];
+        const ulp_ladder_pair *p = ulp_ladder_result_pair(r, g->first_break);
         at += (size_t)snprintf(buf + at, len - at, ": %s vs %s", r->runs[p->a].label,
                                r->runs[p->b].label);
         if (p->has_first && at < len) {
@@ -156,7 +157,8 @@ static ulp_status rung_files(const ulp_ladder_result *r, const char *dir, ulp_er
           f);
     for (int level = 0; level < ULP_LADDER_RUNGS; level++) {
         const ulp_ladder_rung *g = &r->rungs[level];
-        const ulp_ladder_pair *p = g->has_first_break ? &r->pairs[g->first_break] : NULL;
+        const ulp_ladder_pair *p =
+            g->has_first_break ? ulp_ladder_result_pair(r, g->first_break) : NULL;
         fprintf(f, "%d %d %d %zu %zu %d\n", level, (int)g->verdict, g->varied, g->n_deciding,
                 g->n_breaking, p && p->has_first ? (int)p->first.layer : -1);
     }

@@ -127,7 +127,7 @@ static void explain(const ulp_ladder_result *r)
             continue;
         printf("  rung %d (%s): %s", level, g->name, ulp_ladder_verdict_name(g->verdict));
         if (g->has_first_break) {
-            const ulp_ladder_pair *p = &r->pairs[g->first_break];
+            const ulp_ladder_pair *p = ulp_ladder_result_pair(r, g->first_break);
             printf(", %zu of %zu pairs differ; earliest: %s vs %s at %s", g->n_breaking,
                    g->n_deciding, r->runs[p->a].label, r->runs[p->b].label,
                    p->has_first ? p->first.capture : "?");
@@ -146,7 +146,7 @@ static void explain(const ulp_ladder_result *r)
         const ulp_ladder_rung *g = &r->rungs[level];
         if (!g->has_first_break)
             continue;
-        const ulp_ladder_pair *p = &r->pairs[g->first_break];
+        const ulp_ladder_pair *p = ulp_ladder_result_pair(r, g->first_break);
         any = 1;
         all_layer0 &= p->has_first && p->first.layer == 0;
     }

@@ -45,9 +45,10 @@ static const char *value_of(const ulp_ladder_run *run, const char *key)
 static size_t varying_keys(const ulp_ladder_result *r, const char **keys, size_t cap)
 {
     size_t n = 0;
-    for (size_t j = 0; j < r->n_pairs && n < cap; j++)
-        for (size_t k = 0; k < r->pairs[j].n_keys && n < cap; k++) {
-            const char *key = r->pairs[j].keys[k].key;
+    for (size_t j = 0; j < r->n_pairs && n < cap; j++) {
+        const ulp_ladder_pair *p = ulp_ladder_result_pair(r, j);
+        for (size_t k = 0; k < p->n_keys && n < cap; k++) {
+            const char *key = p->keys[k].key;
             int ign = 0;
             for (int i = 0; i < r->n_ignore; i++)
                 ign |= strcmp(r->ignore[i], key) == 0;
@@ -59,6 +60,7 @@ static size_t varying_keys(const ulp_ladder_result *r, const char **keys, size_t
             if (q == n)
                 keys[n++] = key;
         }
+    }
     return n;
 }
 
@@ -187,7 +189,7 @@ static void print_rungs(const out *o, const ulp_ladder_result *r)
                     verdict, pairs);
         }
         if (g->has_first_break) {
-            const ulp_ladder_pair *p = &r->pairs[g->first_break];
+            const ulp_ladder_pair *p = ulp_ladder_result_pair(r, g->first_break);
             fprintf(o->f, "%s vs %s: ", r->runs[p->a].label, r->runs[p->b].label);
             print_first(o, r, p);
             if (p->logits_rows)
@@ -224,7 +226,8 @@ static void print_matrix(const out *o, const ulp_ladder_result *r)
                 fputc('.', o->f);
                 continue;
             }
-            const ulp_ladder_pair *p = &r->pairs[ulp_ladder_pair_index(r->n_runs, a, b)];
+            const ulp_ladder_pair *p =
+                ulp_ladder_result_pair(r, ulp_ladder_pair_index(r->n_runs, a, b));
             fputc(p->identical ? '=' : p->rung >= 0 ? '0' + p->rung : 'x', o->f);
         }
         fputs("  ", o->f);
@@ -265,7 +268,7 @@ static void print_pairs(const out *o, const ulp_ladder_result *r)
     else
         fprintf(o->f, "\npairs%s\n", all ? "" : " (those that decide a rung; JSON has them all)");
     for (size_t j = 0; j < r->n_pairs; j++) {
-        const ulp_ladder_pair *p = &r->pairs[j];
+        const ulp_ladder_pair *p = ulp_ladder_result_pair(r, j);
         if (!all && p->rung < 0)
             continue;
         char decides[40];

@@ -204,7 +204,7 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
     key_str(w, "verdict", ulp_ladder_verdict_name(g->verdict));
     ulp__jw_key(w, "first_break");
     if (g->has_first_break) {
-        const ulp_ladder_pair *p = &r->pairs[g->first_break];
+        const ulp_ladder_pair *p = ulp_ladder_result_pair(r, g->first_break);
         ulp__jw_open(w, '{');
         ulp__jw_kint(w, "pair", (int64_t)g->first_break);
         ulp__jw_kint(w, "a", (int64_t)p->a);
@@ -239,7 +239,7 @@ static void body(ulp__jw *w, const ulp_ladder_result *r)
     ulp__jw_open(w, '[');
     for (size_t j = 0; j < r->n_pairs; j++) {
         ulp__jw_item(w);
-        pair_json(w, r, &r->pairs[j]);
+        pair_json(w, r, ulp_ladder_result_pair(r, j));
     }
     ulp__jw_close(w, ']');
     ulp__jw_key(w, "rungs");

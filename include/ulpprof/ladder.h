@@ -146,20 +146,46 @@ typedef struct ulp_ladder_rung {
                              nothing                                         */
 } ulp_ladder_rung;
 
+/* The compares behind a result's pairs (the library's, opaque). */
+struct ulp__ladder_store;
+
 typedef struct ulp_ladder_result {
     size_t n_runs;
     ulp_ladder_run *runs;
-    size_t n_pairs;
-    ulp_ladder_pair *pairs; /* (0,1), (0,2), ..., (1,2), ...: a < b          */
+    size_t n_pairs;         /* n_runs (n_runs - 1) / 2                         */
+    ulp_ladder_pair *pairs; /* (0,1), (0,2), ..., (1,2), ...: a < b.  NULL after
+                               ulp_ladder_compare(), which keeps one summary per
+                               compare, not per pair: read pair j with
+                               ulp_ladder_result_pair(); ulp_ladder_result_expand()
+                               fills this array (n_pairs entries)               */
     size_t n_groups;        /* groups of bitwise-identical runs               */
     ulp_ladder_rung rungs[ULP_LADDER_RUNGS];
     char *ignore[ULP_LADDER_MAX_IGNORE];
     int n_ignore;
     double seconds;
+    struct ulp__ladder_store *store; /* NULL in a result built by hand          */
 } ulp_ladder_result;
 
 /* Index of pair (a, b), a != b, in result->pairs. */
 ULP_API size_t ulp_ladder_pair_index(size_t n_runs, size_t a, size_t b);
+
+/*
+ * Pair j (0 <= j < n_pairs) of a result: &r->pairs[j] when the array is
+ * there, else built from the compare of the pair's classes (bitwise-
+ * identical runs compare alike) with the pair's own runs, /run keys and
+ * rung, into storage of r's: the pointer is valid until the next call
+ * with r, which must not run concurrently with another.  A ladder of N
+ * runs in K classes keeps O(N + K^2) summaries, not N^2/2 pairs.  NULL
+ * when j is out of range.
+ */
+ULP_API const ulp_ladder_pair *ulp_ladder_result_pair(const ulp_ladder_result *r, size_t j);
+
+/*
+ * Fills r->pairs with every pair (each owning its keys and strings), as a
+ * contract judge needs to write a word on each: memory then grows with
+ * n_pairs.  A no-op when r->pairs is there already.
+ */
+ULP_API ulp_status ulp_ladder_result_expand(ulp_ladder_result *r, ulp_error *err);
 
 /*
  * Opens the runs (`paths`: snapshot files or directories of per-rank files;
