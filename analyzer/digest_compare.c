@@ -30,10 +30,11 @@ typedef struct names {
     ulp__strmap ids;
     char **text;
     int64_t *seq_a, *seq_b;
+    int32_t *layer; /* the first side's that names it */
     size_t n, cap;
 } names;
 
-static int64_t name_id(names *nm, const char *name, int64_t seq, int in_a)
+static int64_t name_id(names *nm, const char *name, int64_t seq, int32_t layer, int in_a)
 {
     int inserted = 0;
     int64_t *slot = ulp__strmap_upsert(&nm->ids, name, (int64_t)nm->n, &inserted);
@@ -46,17 +47,21 @@ static int64_t name_id(names *nm, const char *name, int64_t seq, int in_a)
             char **t = realloc(nm->text, cap * sizeof(*t));
             int64_t *a = t ? realloc(nm->seq_a, cap * sizeof(*a)) : NULL;
             int64_t *b = a ? realloc(nm->seq_b, cap * sizeof(*b)) : NULL;
+            int32_t *l = b ? realloc(nm->layer, cap * sizeof(*l)) : NULL;
             if (t)
                 nm->text = t;
             if (a)
                 nm->seq_a = a;
-            if (b == NULL)
+            if (b)
+                nm->seq_b = b;
+            if (l == NULL)
                 return -1;
-            nm->seq_b = b;
+            nm->layer = l;
             nm->cap = cap;
         }
         nm->text[nm->n] = strdup(name);
         nm->seq_a[nm->n] = nm->seq_b[nm->n] = INT64_MAX;
+        nm->layer[nm->n] = layer;
         nm->n++;
     }
     int64_t *seqs = in_a ? nm->seq_a : nm->seq_b;
@@ -127,7 +132,7 @@ static ulp_status load(const char *path, names *nm, side *s, int in_a, ulp_error
         st = ulp_snapshot_open(path, &snap, err);
         for (size_t i = 0; st == ULP_OK && i < ulp_snapshot_capture_count(snap); i++) {
             const ulp_capture_info *c = ulp_snapshot_capture(snap, i);
-            int64_t id = name_id(nm, c->name, c->seq, in_a);
+            int64_t id = name_id(nm, c->name, c->seq, c->layer, in_a);
             if (id < 0 || ulp__strmap_upsert(&full, c->name, 0, NULL) == NULL)
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
             else
@@ -139,7 +144,7 @@ static ulp_status load(const char *path, names *nm, side *s, int in_a, ulp_error
     for (size_t i = 0; st == ULP_OK && i < n; i++) {
         if (ulp__strmap_find(&full, e[i].name) != NULL)
             continue; /* the data is the exact answer */
-        int64_t id = name_id(nm, e[i].name, e[i].seq, in_a);
+        int64_t id = name_id(nm, e[i].name, e[i].seq, e[i].layer, in_a);
         if (id < 0)
             st = ulp__error(err, ULP_ENOMEM, "out of memory");
         for (uint64_t r = 0; st == ULP_OK && r < e[i].rows; r++) {
@@ -246,6 +251,7 @@ ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result 
     uint64_t compared = 0;
     for (size_t i = 0; st == ULP_OK && i < nm.n; i++) {
         v[i].name = nm.text[i];
+        v[i].layer = nm.layer[i];
         v[i].seq = nm.seq_a[i] != INT64_MAX ? nm.seq_a[i] : INT64_MAX / 2 + nm.seq_b[i] / 2;
     }
     size_t i = 0, j = 0;
@@ -314,6 +320,7 @@ ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result 
     free(nm.text);
     free(nm.seq_a);
     free(nm.seq_b);
+    free(nm.layer);
     ulp__strmap_release(&nm.ids);
     free(a.rows);
     free(b.rows);

@@ -241,6 +241,10 @@ ulp_status ulp__session_plan(ulp_session *s, const ulp_capture_desc *d, size_t n
         *digests = dg;
         *rows = n;
     }
+    /* The produced tokens (FORMAT.md "Produced tokens") are what `ulpprof streams` reads, a few
+     * bytes a step: kept in full in digest mode and whatever the selection. */
+    if (strcmp(d->name, "tokens") == 0)
+        return ULP_OK;
     if (mode == ULP_CAPTURE_DIGEST) {
         *want_data = 0;
         return ULP_OK;

@@ -76,16 +76,21 @@ static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, v
         e.rows = (uint64_t)rows;
         e.digests = malloc((size_t)(rows > 0 ? rows : 1) * sizeof(uint64_t));
         e.name = strdup(w->name);
-        int64_t *seq = NULL;
+        int64_t *seq = NULL, *layer = NULL;
         ok = e.digests != NULL && e.name != NULL &&
              (rows == 0 ||
               H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.digests) >= 0) &&
              int_attr(ds, "seq", 1, &seq) == 1 &&
              int_attr(ds, "positions", e.rows, &e.positions) >= 0 &&
-             int_attr(ds, "requests", e.rows, &e.requests) >= 0;
+             int_attr(ds, "requests", e.rows, &e.requests) >= 0 &&
+             int_attr(ds, "layer", 1, &layer) >= 0;
         if (seq != NULL)
             e.seq = seq[0];
+        e.layer = layer != NULL && layer[0] >= INT32_MIN && layer[0] <= INT32_MAX
+                      ? (int32_t)layer[0]
+                      : -1;
         free(seq);
+        free(layer);
     }
     if (sp >= 0)
         H5Sclose(sp);
@@ -126,9 +131,13 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
     return rc < 0 ? -1 : 0;
 }
 
+/* A dataset under /captures, but the produced tokens (`tokens`), which a digest-mode file
+ * keeps in full beside its digests (FORMAT.md, "Digests"). */
 static herr_t count_data(hid_t g, const char *name, const H5L_info_t *info, void *arg)
 {
     (void)info;
+    if (strcmp(name, "tokens") == 0)
+        return 0;
     H5G_info_t gi;
     hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
     if (sub >= 0 && H5Gget_info(sub, &gi) >= 0 && gi.nlinks > 0)

@@ -14,6 +14,7 @@
 typedef struct ulp__digest_entry {
     char *name;
     int64_t occurrence, seq;
+    int32_t layer; /* its `layer` attribute; -1 when absent */
     uint64_t rows;
     int64_t *requests, *positions; /* `rows` each; positions NULL: row index */
     uint64_t *digests;

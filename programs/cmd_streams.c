@@ -12,10 +12,11 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "ulpprof/digest.h"
 #include "ulpprof/ladder.h"
 #include "ulpprof/streams.h"
 
-#define STREAMS_USAGE "ulpprof streams [-f table|markdown|json] RUN... | DIR"
+#define STREAMS_USAGE "ulpprof streams [-f table|markdown|json] [--activations] RUN... | DIR"
 
 static void streams_help(void)
 {
@@ -29,12 +30,71 @@ static void streams_help(void)
            "both margins).  RUN: a snapshot, or a directory of per-rank files (its\n"
            "first rank is read); DIR: a directory of runs, as `ulpprof ladder` takes.\n"
            "\n"
+           "With --activations, each other completion's first run is compared with\n"
+           "the common one's first run by row digests (a full capture is digested\n"
+           "here): for the request, the first position where any capture differs,\n"
+           "the first capture in write order differing there and its layer, and\n"
+           "the --select spec (that capture's differing positions of the request) to\n"
+           "capture in full on a re-run, whose `ulpprof diff` gives the ULP numbers.\n"
+           "\n"
            "options:\n"
            "  -f, --format F  table (default), markdown or json\n"
+           "  -a, --activations  where the activations part, and what to capture next\n"
            "  -h, --help      show this help\n"
            "\n"
            "Exit status: 0 when every run of each request gave one completion, 1 when\n"
            "some part, 2 on error.\n");
+}
+
+/* Where a completion's activations part from the common one's (--activations). */
+typedef struct parting {
+    int found;
+    const char *capture; /* into the digest result */
+    int32_t layer;
+    int64_t position, first, last;
+    uint64_t rows; /* differing rows of the capture, every request */
+} parting;
+
+typedef struct partings {
+    ulp_digest_result **res; /* [request][group] */
+    parting *at;
+} partings;
+
+/* The first position of `request` where a capture differs; at it, the first capture in write
+ * order (names are in A's seq order). */
+static parting find_parting(const ulp_digest_result *d, int64_t request)
+{
+    parting p = {0};
+    for (size_t i = 0; d && i < d->nnames; i++) {
+        const ulp_digest_name *n = &d->names[i];
+        for (size_t k = 0; k < n->nranges; k++)
+            if (n->ranges[k].request == request && (!p.found || n->ranges[k].first < p.position)) {
+                p = (parting){1,
+                              n->name,
+                              n->layer,
+                              n->ranges[k].first,
+                              n->ranges[k].first,
+                              n->ranges[k].last,
+                              n->differing};
+            }
+    }
+    return p;
+}
+
+static void print_parting(const parting *p, int64_t request, size_t g, int md)
+{
+    if (!p->found) {
+        printf(md ? "\ncompletion %zu: no activation of request %lld differs\n"
+                  : "  completion %zu: no activation of request %lld differs\n",
+               g, (long long)request);
+        return;
+    }
+    printf(md ? "\ncompletion %zu: activations part at `%s` (layer %d), request %lld, position "
+                "%lld; capture next: `--select '%s@%lld:%lld-%lld'`\n"
+              : "  completion %zu: activations part at %s (layer %d), request %lld, position "
+                "%lld; capture next: --select '%s@%lld:%lld-%lld'\n",
+           g, p->capture, (int)p->layer, (long long)request, (long long)p->position, p->capture,
+           (long long)request, (long long)p->first, (long long)p->last);
 }
 
 static void print_tokens(const ulp_streams_group *g, size_t max)
@@ -45,8 +105,9 @@ static void print_tokens(const ulp_streams_group *g, size_t max)
         printf(" ...");
 }
 
-static void print_text(const ulp_streams_result *r, int md)
+static void print_text(const ulp_streams_result *r, const partings *pt, int md)
 {
+    size_t slot = 0;
     printf(md ? "# ulpprof streams: %zu runs\n" : "ulpprof streams: %zu runs\n", r->n_runs);
     for (size_t q = 0; q < r->n_requests; q++) {
         const ulp_streams_request *Q = &r->requests[q];
@@ -88,6 +149,11 @@ static void print_text(const ulp_streams_result *r, int md)
                 any = 1;
             }
         printf(any ? "\n" : " none\n");
+        for (size_t g = 0; pt && g < Q->n_groups; g++, slot++)
+            if (!Q->groups[g].common)
+                print_parting(&pt->at[slot], Q->request, g, md);
+        if (pt == NULL)
+            slot += Q->n_groups;
     }
 }
 
@@ -96,8 +162,26 @@ static json_t *num_or_null(double v)
     return isnan(v) ? json_null() : json_real(v);
 }
 
-static int print_json(const ulp_streams_result *r)
+static json_t *parting_json(const parting *p, int64_t request)
 {
+    if (!p->found)
+        return json_null();
+    char sel[512];
+    snprintf(sel, sizeof sel, "%s@%lld:%lld-%lld", p->capture, (long long)request,
+             (long long)p->first, (long long)p->last);
+    json_t *o = json_object();
+    json_object_set_new(o, "capture", json_string(p->capture));
+    json_object_set_new(o, "layer", p->layer >= 0 ? json_integer(p->layer) : json_null());
+    json_object_set_new(o, "request", json_integer(request));
+    json_object_set_new(o, "position", json_integer(p->position));
+    json_object_set_new(o, "last_position", json_integer(p->last));
+    json_object_set_new(o, "select", json_string(sel));
+    return o;
+}
+
+static int print_json(const ulp_streams_result *r, const partings *pt)
+{
+    size_t slot = 0;
     json_t *root = json_object(), *runs = json_array(), *reqs = json_array();
     json_object_set_new(root, "format", json_string("ulpprof-streams"));
     json_object_set_new(root, "format_version", json_integer(1));
@@ -131,7 +215,10 @@ static int print_json(const ulp_streams_result *r)
                                                         : json_integer(G->token_common));
                 json_object_set_new(go, "margin", num_or_null(G->margin));
                 json_object_set_new(go, "margin_common", num_or_null(G->margin_common));
+                if (pt)
+                    json_object_set_new(go, "activations", parting_json(&pt->at[slot], Q->request));
             }
+            slot++;
             json_array_append_new(groups, go);
         }
         for (size_t s = 0; s < Q->n_hist; s++)
@@ -152,13 +239,64 @@ static int print_json(const ulp_streams_result *r)
     return rc;
 }
 
+static size_t n_slots(const ulp_streams_result *r)
+{
+    size_t n = 0;
+    for (size_t q = 0; q < r->n_requests; q++)
+        n += r->requests[q].n_groups;
+    return n;
+}
+
+static void partings_free(partings *pt, const ulp_streams_result *r)
+{
+    for (size_t k = 0; pt->res && k < n_slots(r); k++)
+        ulp_digest_result_free(pt->res[k]);
+    free(pt->res);
+    free(pt->at);
+    pt->res = NULL;
+    pt->at = NULL;
+}
+
+/* Each other completion's first run against the common one's, by row digests. */
+static ulp_status compare_groups(const ulp_streams_result *r, const char *const *files,
+                                 partings *pt, ulp_error *err)
+{
+    size_t n = n_slots(r), slot = 0;
+    pt->res = calloc(n + 1, sizeof *pt->res);
+    pt->at = calloc(n + 1, sizeof *pt->at);
+    if (pt->res == NULL || pt->at == NULL)
+        return ULP_ENOMEM;
+    for (size_t q = 0; q < r->n_requests; q++) {
+        const ulp_streams_request *Q = &r->requests[q];
+        size_t common = 0;
+        for (size_t g = 0; g < Q->n_groups; g++)
+            common = Q->groups[g].common ? g : common;
+        for (size_t g = 0; g < Q->n_groups; g++, slot++) {
+            if (Q->groups[g].common)
+                continue;
+            ulp_status st = ulp_digest_compare(files[Q->groups[common].runs[0]],
+                                               files[Q->groups[g].runs[0]], &pt->res[slot], err);
+            if (st != ULP_OK)
+                return st;
+            pt->at[slot] = find_parting(pt->res[slot], Q->request);
+        }
+    }
+    return ULP_OK;
+}
+
 int cmd_streams(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"format", required_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
-    int format = ULP_REPORT_TABLE, c;
+    static const struct option longopts[] = {{"format", required_argument, NULL, 'f'},
+                                             {"activations", no_argument, NULL, 'a'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {0}};
+    int format = ULP_REPORT_TABLE, c, activations = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "f:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "f:ah", longopts, NULL)) != -1) {
+        if (c == 'a') {
+            activations = 1;
+            continue;
+        }
         if (c == 'h') {
             streams_help();
             return CLI_EXIT_OK;
@@ -212,10 +350,20 @@ int cmd_streams(int argc, char **argv)
         cli_error("%s", files ? err.msg : "out of memory");
         goto done;
     }
+    partings pt = {0}, *ptp = NULL;
+    if (activations) {
+        if (compare_groups(r, (const char *const *)files, &pt, &err) != ULP_OK) {
+            cli_error("%s", err.msg);
+            partings_free(&pt, r);
+            goto done;
+        }
+        ptp = &pt;
+    }
     if (format == ULP_REPORT_JSON)
-        print_json(r);
+        print_json(r, ptp);
     else
-        print_text(r, format == ULP_REPORT_MARKDOWN);
+        print_text(r, ptp, format == ULP_REPORT_MARKDOWN);
+    partings_free(&pt, r);
     rc = CLI_EXIT_OK;
     for (size_t q = 0; q < r->n_requests; q++)
         if (r->requests[q].n_groups > 1)

@@ -32,6 +32,7 @@ typedef struct ulp_digest_name {
     int64_t first_request, first_position; /* the first differing key   */
     size_t nranges;
     ulp_digest_range *ranges; /* per request, in request order     */
+    int32_t layer;            /* its layer (A's; B's when only in B), -1: none */
 } ulp_digest_name;
 
 typedef struct ulp_digest_result {

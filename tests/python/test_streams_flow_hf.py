@@ -1,0 +1,252 @@
+"""The digests-first flow over many greedy generations, in one command.
+
+64 greedy generations of one prompt (request 0, batch row 0) by a small
+random HF Llama on CPU, each batched with 0-7 other random prompts (left
+padded), captured with ulpprof.torch.capture(mode="digest", tokens=True).
+OPENBLAS_CORETYPE=Haswell before torch loads, and lm_head rows 3 and 7 made
+a near tie (row 7 = row 3 plus a few ULPs' worth), so that the batch-size-
+dependent rounding of the GEMMs very likely decides some steps.  Then:
+
+  ulpprof streams --activations -f json DIR
+
+gives the distinct completions and counts, where each parts from the most
+common one (step, tokens, margins), the first (capture, layer, position)
+of request 0 where its first run's activations differ from the common
+one's, and the --select spec.  Every number is recomputed here: completions
+and margins from generate()'s own sequences and scores (top-1 minus top-2),
+the parting activations from the files' /digests datasets read with h5py.
+Then each parted completion's first run and the common one's first run are
+run again (the same batch) with mode="data", select=SPEC, and `ulpprof diff
+-f json` of the two gives the selected capture's max ULP, checked against
+numpy over the captured tensors.  When nothing parts (a BLAS whose kernels
+do not depend on M), the test checks that the tool says exactly that: one
+completion, exit 0.
+Started under the .ci/pyenv interpreter when this one lacks transformers."""
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv_reexec  # noqa: E402
+
+pyenv_reexec.unless("transformers")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+SRC = os.environ.get("ULPPROF_SOURCE_DIR") or os.path.join(os.path.dirname(__file__), "..", "..")
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+ULPPROF = os.environ.get("ULPPROF") or os.path.join(BUILD, "programs", "ulpprof")
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
+sys.path.insert(0, os.path.join(SRC, "python"))
+import ulpprof.torch  # noqa: E402
+
+RUNS = int(os.environ.get("ULPPROF_FLOW_RUNS", "64"))
+STEPS = 16
+PROMPT = [5, 17, 42, 8, 61]
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL: " + what)
+
+
+def make_model():
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        w = model.lm_head.weight
+        w[3] *= 4.0  # token 3 or 7 wins every step
+        w[7] = w[3] * (1 + 2e-7)
+    return model
+
+
+def batch_of(run):
+    """Run i's batch: the prompt in row 0, then 0-7 random prompts (seeded by i)."""
+    rng = np.random.default_rng(1000 + run)
+    others = [list(rng.integers(1, 128, rng.integers(2, 9))) for _ in range(rng.integers(0, 8))]
+    rows = [PROMPT] + others
+    width = max(len(r) for r in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for k, r in enumerate(rows):
+        ids[k, width - len(r):] = torch.tensor(r)
+        mask[k, width - len(r):] = 1
+    return ids, mask
+
+
+def generate(model, run, path, **capture):
+    ids, mask = batch_of(run)
+    # Request 0 is the prompt; the other rows are requests of this run alone.
+    reqs = [0] + [100 * (run + 1) + k for k in range(1, ids.shape[0])]
+    with torch.no_grad(), ulpprof.torch.capture(model, path, sublayers=False, tokens=True,
+                                                requests=reqs, **capture):
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=STEPS, do_sample=False,
+                             output_scores=True, return_dict_in_generate=True, pad_token_id=0)
+    toks = out.sequences[0, ids.shape[1]:].tolist()
+    margins = []
+    for s in out.scores:
+        v = torch.topk(s[0].double(), 2).values
+        margins.append(float(v[0] - v[1]))
+    return toks, margins
+
+
+def expected_groups(gens):
+    by = collections.OrderedDict()
+    for i, (t, _) in enumerate(gens):
+        by.setdefault(tuple(t), []).append(i)
+    return sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+
+
+def digest_rows(path):
+    """{capture name: (seq, layer, {(request, position): digest})} from /digests."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        for name in f["digests"]:
+            for occ in f["digests"][name]:
+                ds = f["digests"][name][occ]
+                seq, layer = int(ds.attrs["seq"][0]), int(ds.attrs.get("layer", [-1])[0])
+                req, pos = ds.attrs["requests"], ds.attrs["positions"]
+                s0, l0, rows = out.get(name, (seq, layer, {}))
+                for r, p, d in zip(req, pos, ds[()]):
+                    rows[(int(r), int(p))] = int(d)
+                out[name] = (min(s0, seq), l0, rows)
+    return out
+
+
+def expected_parting(pa, pb, request=0):
+    """Min differing position of request, first capture in A's write order there."""
+    a, b = digest_rows(pa), digest_rows(pb)
+    best = None
+    for name in sorted(a, key=lambda n: a[n][0]):
+        if name not in b:
+            continue
+        diff = sorted(p for (r, p), d in a[name][2].items()
+                      if r == request and (r, p) in b[name][2] and b[name][2][(r, p)] != d)
+        if diff and (best is None or diff[0] < best["position"]):
+            best = {"capture": name, "layer": a[name][1], "position": diff[0], "last": diff[-1]}
+    return best
+
+
+def ordered(bits):
+    bits = bits.astype(np.int64)
+    return np.where(bits & 0x80000000, 0x80000000 - bits, bits)
+
+
+def max_ulp(pa, pb, name, request):
+    """numpy: max |ordered(a) - ordered(b)| over the rows both files captured of request."""
+    rows = []
+    for path in (pa, pb):
+        got = {}
+        with h5py.File(path, "r") as f:
+            for occ in f["captures"][name]:
+                ds = f["captures"][name][occ]
+                data = np.asarray(ds[()]).view(np.uint32)
+                req, pos = ds.attrs["requests"], ds.attrs["positions"]
+                data = data.reshape(len(pos), -1)
+                for k, (r, p) in enumerate(zip(req, pos)):
+                    if int(r) == request:
+                        got[int(p)] = data[k]
+        rows.append(got)
+    keys = sorted(set(rows[0]) & set(rows[1]))
+    if not keys:
+        return None
+    return max(int(np.max(np.abs(ordered(rows[0][k]) - ordered(rows[1][k])))) for k in keys)
+
+
+def main():
+    model = make_model()
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "runs")
+        os.makedirs(d)
+        gens = []
+        for i in range(RUNS):
+            gens.append(generate(model, i, os.path.join(d, "run%03d.h5" % i), mode="digest"))
+        names = ["run%03d.h5" % i for i in range(RUNS)]
+        groups = expected_groups(gens)
+        print("%d runs, %d distinct completions: %s" % (RUNS, len(groups),
+                                                        [len(g[1]) for g in groups]))
+        p = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", d],
+                           capture_output=True, text=True)
+        check(p.returncode == (1 if len(groups) > 1 else 0),
+              "streams exit %d with %d completions: %s" % (p.returncode, len(groups), p.stderr))
+        rep = json.loads(p.stdout)
+        check([os.path.basename(x) for x in rep["runs"]] == names, "run order")
+        req0 = [q for q in rep["requests"] if q["request"] == 0]
+        check(len(req0) == 1, "request 0 is there")
+        others = [q for q in rep["requests"] if q["request"] != 0]
+        check(all(len(q["completions"]) == 1 for q in others), "other requests: one run each")
+        got = req0[0]["completions"]
+        check(len(got) == len(groups), "%d completions, want %d" % (len(got), len(groups)))
+        common_toks, common_runs = groups[0]
+        mc = gens[common_runs[0]][1]
+        for g, (toks, runs) in zip(got, groups):
+            check(g["runs"] == runs and g["count"] == len(runs), "runs %s vs %s" % (g["runs"], runs))
+            check(g["tokens"] == list(toks), "tokens of %s" % runs)
+            check(g["common"] == (runs == common_runs), "common flag of %s" % runs)
+            if g["common"]:
+                check("activations" not in g, "the common completion has no parting")
+                continue
+            k = next(s for s in range(STEPS) if toks[s] != common_toks[s])
+            m = gens[runs[0]][1]
+            check(g["part_step"] == k, "part %s vs %d" % (g["part_step"], k))
+            check(g["token"] == toks[k] and g["token_common"] == common_toks[k], "tokens at part")
+            for key, want in (("margin", m[k]), ("margin_common", mc[k])):
+                check(abs(g[key] - want) <= 1e-6 * max(1.0, abs(want)),
+                      "%s %s vs %s" % (key, g[key], want))
+            pa = os.path.join(d, names[common_runs[0]])
+            pb = os.path.join(d, names[runs[0]])
+            want = expected_parting(pa, pb)
+            act = g["activations"]
+            check(want is not None and act is not None, "a parted completion's activations part")
+            if want is None or act is None:
+                continue
+            check(act["capture"] == want["capture"] and act["layer"] == want["layer"] and
+                  act["position"] == want["position"] and act["request"] == 0,
+                  "activations %s vs numpy %s" % (act, want))
+            spec = "%s@0:%d-%d" % (want["capture"], want["position"], want["last"])
+            check(act["select"] == spec, "select %s vs %s" % (act["select"], spec))
+            # The re-capture of both runs, in full where the select says.
+            fa, fb = os.path.join(tmp, "full_a.h5"), os.path.join(tmp, "full_b.h5")
+            for f in (fa, fb):
+                if os.path.exists(f):
+                    os.remove(f)
+            ra = generate(model, common_runs[0], fa, mode="data", select=act["select"])
+            rb = generate(model, runs[0], fb, mode="data", select=act["select"])
+            check(ra == gens[common_runs[0]] and rb == gens[runs[0]], "the re-runs repeat")
+            q = subprocess.run([ULPPROF, "diff", "-f", "json", fa, fb], capture_output=True,
+                               text=True)
+            check(q.returncode == 1, "diff of the re-capture: exit %d %s" % (q.returncode,
+                                                                            q.stderr))
+            drep = json.loads(q.stdout)
+            ulps = [r["max_ulp"] for r in drep["rows"] if r["name"] == want["capture"]]
+            ref = max_ulp(fa, fb, want["capture"], 0)
+            print("completion of %d runs parts at step %d; activations at %s position %d, "
+                  "max ULP %s" % (len(runs), k, want["capture"], want["position"], ulps))
+            check(ref is not None and ref > 0, "numpy finds the selected rows differ")
+            check(ulps and max(ulps) == ref, "diff max ULP %s vs numpy %s" % (ulps, ref))
+        if len(groups) == 1:
+            check(req0[0]["parting_steps"] == [], "nothing parts: no parting step")
+            t = subprocess.run([ULPPROF, "streams", "--activations", d], capture_output=True,
+                               text=True)
+            check("request 0: %d runs, 1 distinct completions" % RUNS in t.stdout and
+                  "parting steps: none" in t.stdout,
+                  "nothing parts, said so: %s" % t.stdout)
+    if FAILS:
+        print("%d failures" % len(FAILS))
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
