@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "common/grow.h"
+#include "diff_layouts.h"
 #include "diff_priv.h"
 #include "ulpprof/format.h"
 
@@ -358,6 +359,114 @@ static ulp_status pair_whole(pair_ctx *pc, size_t i, const ulp_capture_info *ca,
     return selected(pc->opts, ca) ? pair_aligned(pc, ca, ia, na, ib, nb, err) : ULP_OK;
 }
 
+/* Two dtypes: compared in the coarser one where one holds the other (diff_cross.c). */
+static void cross_dtypes(ulp_diff_row *row, ulp_dtype da, ulp_dtype db)
+{
+    ulp_dtype coarse = da;
+    int side = 0;
+    if (da == db || row->status != ULP_DIFF_IDENTICAL)
+        return;
+    if (!ulp__cross_coarser(da, db, &coarse, &side)) {
+        row->status = ULP_DIFF_DTYPE_MISMATCH;
+        return;
+    }
+    row->rounded = 1;
+    row->compared_dtype = coarse;
+    row->rounded_side = side;
+}
+
+/*
+ * Paired by site across layouts (diff_layouts.c): capture i of `side`,
+ * which no capture of the other side pairs with by key.  *made 1 when a
+ * row was made from the other side's fused or sharded captures, or when
+ * capture i is itself fused or a shard that the other side's captures
+ * compare through (no row of its own); 0: neither, pair it as before.
+ */
+static ulp_status layout_row(pair_ctx *pc, int side, size_t i, const ulp_capture_info *c, int *made,
+                             ulp_error *err)
+{
+    const ulp__site_keys *sk = pc->sk;
+    const ulp_snapshot *own = side ? pc->b : pc->a, *other = side ? pc->a : pc->b;
+    const ulp__names *own_names = side ? pc->nb : pc->na, *other_names = side ? pc->na : pc->nb;
+    const char *site = sk->site[side][i];
+    *made = 0;
+    if (site == NULL)
+        return ULP_OK;
+    if (sk->layout[side][i].kind != ULP__LAYOUT_NONE) {
+        *made = ulp__layout_consumed(other_names, sk, side, i);
+        return ULP_OK;
+    }
+    size_t j = ulp__layout_rank(own, own_names, sk->key[side][i], c);
+    ulp__lview v = {{NULL, 0, 0}, 0, {0}};
+    int rc =
+        ulp__layout_view(other, other_names, sk, 1 - side, site, sk->layer[side][i], j, c, &v, err);
+    if (rc <= 0) {
+        free(v.runs.v);
+        return rc == 0    ? ULP_OK
+               : rc == -2 ? ulp__error(err, ULP_ENOMEM, "out of memory")
+                          : ULP_EINVAL;
+    }
+    *made = 1;
+    const ulp_capture_info *cv = ulp_snapshot_capture(other, v.cap);
+    const ulp_capture_info *ca = side ? cv : c, *cb = side ? c : cv;
+    for (size_t q = 0; side == 0 && q < v.runs.n; q++)
+        pc->b_used[v.runs.v[q].cap] = 1;
+    ulp_diff_row *row;
+    ulp_status st = ULP_OK;
+    if (!selected(pc->opts, c))
+        goto cleanup;
+    if (new_row(pc, ca, &row) != ULP_OK || site_fields(pc, row, side, i, cb) != ULP_OK ||
+        (row->layout = ulp__diff_str(pc->r, v.desc)) == NULL) {
+        st = ulp__error(err, ULP_ENOMEM, "out of memory");
+        goto cleanup;
+    }
+    fill_side(row, ca, 0);
+    fill_side(row, cb, 1);
+    /* The compared view is the site's tensor: the part's shape on both sides. */
+    row->ndim_a = row->ndim_b = c->ndim;
+    memcpy(row->shape_a, c->shape, sizeof row->shape_a);
+    memcpy(row->shape_b, c->shape, sizeof row->shape_b);
+    row->elements = c->elements;
+    row->occurrence = c->occurrence;
+    row->layout_side = 1 - side;
+    row->status = ULP_DIFF_IDENTICAL; /* until a chunk differs */
+    pc->r->n_shared++;
+    cross_dtypes(row, ca->dtype, cb->dtype);
+    if (row->status != ULP_DIFF_IDENTICAL)
+        goto cleanup;
+    for (size_t q = 0; q < v.runs.n; q++) {
+        const ulp__lrun *u = &v.runs.v[q];
+        ulp__segment seg = {side ? u->cap : i,
+                            side ? i : u->cap,
+                            side ? u->off : u->base,
+                            side ? u->base : u->off,
+                            u->len,
+                            u->base};
+        if (add_pair(pc, &seg, 0) != ULP_OK) {
+            st = ulp__error(err, ULP_ENOMEM, "out of memory");
+            break;
+        }
+    }
+cleanup:
+    free(v.runs.v);
+    return st;
+}
+
+/* Paired by site: two captures of one fused site must hold it in one layout. */
+static ulp_status same_layout(const pair_ctx *pc, size_t i, size_t k, const ulp_capture_info *ca,
+                              const ulp_capture_info *cb, ulp_error *err)
+{
+    const char *site = pc->sk->site[0][i];
+    if (site == NULL || (strcmp(site, "qkv") != 0 && strcmp(site, "gate_up") != 0) ||
+        ulp__layout_same(&pc->sk->layout[0][i], &pc->sk->layout[1][k], site))
+        return ULP_OK;
+    return ulp__error(err, ULP_EINVAL,
+                      "'%s' capture '%s' and '%s' capture '%s' hold %s@%d in different layouts "
+                      "(docs/sites.md \"Layouts\"): capture its parts on one side",
+                      ulp_snapshot_path(pc->a), ca->name ? ca->name : "", ulp_snapshot_path(pc->b),
+                      cb->name ? cb->name : "", site, (int)pc->sk->layer[0][i]);
+}
+
 /* Pairs capture i of A: alone by occurrence, or with every capture of its name. */
 static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
 {
@@ -379,6 +488,15 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
             return ULP_OK;
         ulp_status st = pair_whole(pc, i, ca, &k, &pa, &pb, &done, err);
         if (st != ULP_OK || done)
+            return st;
+        int made = 0;
+        if (pc->sk != NULL && k < 0 && (st = layout_row(pc, 0, i, ca, &made, err)) != ULP_OK)
+            return st;
+        if (made)
+            return ULP_OK;
+        if (pc->sk != NULL && k >= 0 &&
+            (st = same_layout(pc, i, (size_t)k, ca, ulp_snapshot_capture(pc->b, (size_t)k), err)) !=
+                ULP_OK)
             return st;
     }
     if (!selected(pc->opts, ca))
@@ -413,12 +531,8 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
         return ULP_OK;
     }
     ulp_status st = pair_elements(pc, row, ca, i, cb, (size_t)k, err);
-    if (st == ULP_OK && ca->dtype != cb->dtype && row->status == ULP_DIFF_IDENTICAL) {
-        /* Compared in the coarser format (diff_cross.c). */
-        row->rounded = 1;
-        row->compared_dtype = coarse;
-        row->rounded_side = side;
-    }
+    if (st == ULP_OK)
+        cross_dtypes(row, ca->dtype, cb->dtype);
     return st;
 }
 
@@ -465,16 +579,21 @@ static ulp_status check_selection(const pair_ctx *pc, ulp_error *err)
     return ULP_OK;
 }
 
-/* A row for capture cb, which only B has, if selected; ULP_EIO: cb is NULL. */
-static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb, size_t k)
+/* A row for capture cb, which only B has, if selected -- or, paired by
+ * site, the row of what A's fused or sharded captures hold of it. */
+static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb, size_t k, ulp_error *err)
 {
     if (cb == NULL)
-        return ULP_EIO;
-    if (!selected(pc->opts, cb))
+        return lost(pc->b, err);
+    int made = 0;
+    ulp_status st;
+    if (pc->sk != NULL && (st = layout_row(pc, 1, k, cb, &made, err)) != ULP_OK)
+        return st;
+    if (made || !selected(pc->opts, cb))
         return ULP_OK;
     ulp_diff_row *row;
     if (new_row(pc, cb, &row) != ULP_OK || site_fields(pc, row, 1, k, cb) != ULP_OK)
-        return ULP_ENOMEM;
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
     fill_side(row, cb, 1);
     row->status = ULP_DIFF_ONLY_IN_B;
     pc->r->n_only_b++;
@@ -482,7 +601,7 @@ static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb, size_t k)
 }
 
 /* The captures only B has, in B's seq order, until `max_rows` rows. */
-static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows)
+static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows, ulp_error *err)
 {
     size_t nb = ulp_snapshot_capture_count(pc->b);
     ulp_status st;
@@ -491,15 +610,15 @@ static ulp_status pair_only_b(pair_ctx *pc, size_t max_rows)
             ptrdiff_t k = ulp__lean_next_only_b(pc->lean);
             if (k < 0)
                 pc->next_b = nb;
-            else if ((st = only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k), (size_t)k)) !=
-                     ULP_OK)
+            else if ((st = only_b_row(pc, ulp_snapshot_capture(pc->b, (size_t)k), (size_t)k,
+                                      err)) != ULP_OK)
                 return st;
         }
         return ULP_OK;
     }
     for (; pc->next_b < nb && pc->r->n_rows < max_rows; pc->next_b++)
-        if (!pc->b_used[pc->next_b] &&
-            (st = only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b), pc->next_b)) != ULP_OK)
+        if (!pc->b_used[pc->next_b] && (st = only_b_row(pc, ulp_snapshot_capture(pc->b, pc->next_b),
+                                                        pc->next_b, err)) != ULP_OK)
             return st;
     return ULP_OK;
 }
@@ -567,8 +686,8 @@ ulp_status ulp__pairing_next(ulp__pairing *pc, size_t max_rows, const ulp__diff_
     /* Each capture of A makes at most one row. */
     for (; st == ULP_OK && pc->next_a < na && pc->r->n_rows < max_rows; pc->next_a++)
         st = pair_a(pc, pc->next_a, err);
-    if (st == ULP_OK && pc->next_a == na && (st = pair_only_b(pc, max_rows)) != ULP_OK)
-        st = st == ULP_EIO ? lost(pc->b, err) : ulp__error(err, ULP_ENOMEM, "out of memory");
+    if (st == ULP_OK && pc->next_a == na)
+        st = pair_only_b(pc, max_rows, err);
     *done = pc->next_a == na && pc->next_b == nb;
     if (st == ULP_OK && *done)
         st = check_selection(pc, err); /* the end: was anything selected? */

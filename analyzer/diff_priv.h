@@ -12,6 +12,7 @@
 
 #include "common/strset.h"
 #include "format/snapshot_read_priv.h"
+#include "layouts.h"
 #include "ulpprof/diff.h"
 
 /*
@@ -185,6 +186,8 @@ typedef struct ulp__site_keys {
     char **key[2];
     const char **site[2];
     int32_t *layer[2];
+    ulp__layout *layout[2]; /* how the capture holds its site (layouts.h); a column
+                               shard's key is "\1site@layer#rank" */
     size_t n[2];
 } ulp__site_keys;
 ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,

@@ -10,18 +10,21 @@
 
 #include "common/error.h"
 #include "diff_priv.h"
+#include "sites_priv.h"
 #include "ulpprof/sites.h"
 
 /* A site's key starts with a byte no capture name holds. */
 #define SITE_MARK '\x01'
 
-static char *make_key(const char *site, int32_t layer, const char *name)
+static char *make_key(const char *site, int32_t layer, const ulp__layout *lay, const char *name)
 {
-    size_t n = (site ? strlen(site) + 16 : 0) + strlen(name) + 3;
+    size_t n = (site ? strlen(site) + 40 : 0) + strlen(name) + 3;
     char *k = malloc(n);
     if (k == NULL)
         return NULL;
-    if (site != NULL)
+    if (site != NULL && lay->kind == ULP__LAYOUT_SHARD)
+        snprintf(k, n, "%c%s@%d#%lld", SITE_MARK, site, (int)layer, (long long)lay->rank);
+    else if (site != NULL)
         snprintf(k, n, "%c%s@%d", SITE_MARK, site, (int)layer);
     else
         snprintf(k, n, "=%s", name);
@@ -35,7 +38,9 @@ static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s,
     sk->key[side] = calloc(n + 1, sizeof *sk->key[side]);
     sk->site[side] = calloc(n + 1, sizeof *sk->site[side]);
     sk->layer[side] = calloc(n + 1, sizeof *sk->layer[side]);
-    if (sk->key[side] == NULL || sk->site[side] == NULL || sk->layer[side] == NULL)
+    sk->layout[side] = calloc(n + 1, sizeof *sk->layout[side]);
+    if (sk->key[side] == NULL || sk->site[side] == NULL || sk->layer[side] == NULL ||
+        sk->layout[side] == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         const ulp_capture_info *c = ulp_snapshot_capture(s, i);
@@ -43,10 +48,11 @@ static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s,
             return ulp__error(err, ULP_EIO, "'%s': a capture cannot be described again",
                               ulp_snapshot_path(s));
         int32_t layer = -1;
-        const char *site = ulp_site_lookup(sk->map, c->name, c->layer, &layer);
+        ulp__layout *lay = &sk->layout[side][i];
+        const char *site = ulp__site_lookup_layout(sk->map, c->name, c->layer, &layer, lay);
         sk->site[side][i] = site;
         sk->layer[side][i] = site != NULL ? layer : c->layer;
-        if ((sk->key[side][i] = make_key(site, layer, c->name)) == NULL)
+        if ((sk->key[side][i] = make_key(site, layer, lay, c->name)) == NULL)
             return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
     return ULP_OK;
@@ -144,6 +150,7 @@ void ulp__site_keys_free(ulp__site_keys *sk)
         free(sk->key[s]);
         free(sk->site[s]);
         free(sk->layer[s]);
+        free(sk->layout[s]);
     }
     ulp_site_map_free(sk->map);
     free(sk);

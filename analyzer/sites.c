@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "layouts.h"
+#include "sites_priv.h"
 #include "ulpprof/sites.h"
 
 /* The vocabulary; per-layer sites first.  docs/sites.md says what each is. */
@@ -132,10 +134,25 @@ static const struct {
     {"^logits", "logits"},
 };
 
+/* The layouts of the built-in fused sites (layouts.c); the others' captures
+ * are the site's tensor. */
+static const struct {
+    const char *pattern;
+    ulp__layout_kind layout;
+} builtin_layouts[] = {
+    {"layers.#.self_attn.qkv_proj", ULP__LAYOUT_QKV},
+    {"h.#.attn.c_attn", ULP__LAYOUT_QKV},
+    {"layers.#.mlp.gate_up_proj", ULP__LAYOUT_GATE_UP},
+    {"layers.#.attention.query_key_value", ULP__LAYOUT_QKV_GROUPS},
+    {"layers.#.self_attention.linear_qkv", ULP__LAYOUT_QKV_GROUPS},
+    {"layers.#.mlp.linear_fc1", ULP__LAYOUT_GATE_UP},
+};
+
 typedef struct user_rule {
     regex_t re;
     const char *site;
     int per_layer, groups;
+    ulp__layout layout; /* `[...]` after the site; kind NONE when none */
 } user_rule;
 
 struct ulp_site_map {
@@ -207,7 +224,7 @@ static int rule_match(const char *pat, char **comps, int n, int32_t *layer)
     return 1;
 }
 
-static const char *builtin_lookup(const char *name, int32_t *layer)
+static const char *builtin_lookup(const char *name, int32_t *layer, ulp__layout *lay)
 {
     char buf[1024], *comps[MAX_COMPONENTS];
     if (strlen(name) >= sizeof buf)
@@ -225,43 +242,72 @@ static const char *builtin_lookup(const char *name, int32_t *layer)
     if (onnx && n > 1 && onnx_output(comps[n - 1]))
         n--;
     for (size_t r = 0; r < sizeof builtin / sizeof builtin[0]; r++)
-        if (rule_match(builtin[r].pattern, comps, n, layer))
+        if (rule_match(builtin[r].pattern, comps, n, layer)) {
+            for (size_t q = 0; q < sizeof builtin_layouts / sizeof builtin_layouts[0]; q++)
+                if (strcmp(builtin_layouts[q].pattern, builtin[r].pattern) == 0)
+                    lay->kind = builtin_layouts[q].layout;
             return builtin[r].site;
+        }
     return NULL;
+}
+
+/* A rule's group g of `name` as a number (user group g is group g + 1 of
+ * the anchored expression); -1 when it did not match digits. */
+static int64_t group_number(const char *name, const regmatch_t *g, int k)
+{
+    char num[16];
+    if (g[k].rm_so < 0)
+        return -1;
+    size_t len = (size_t)(g[k].rm_eo - g[k].rm_so);
+    if (len == 0 || len >= sizeof num)
+        return -1;
+    memcpy(num, name + g[k].rm_so, len);
+    num[len] = '\0';
+    return all_digits(num) ? strtol(num, NULL, 10) : -1;
+}
+
+const char *ulp__site_lookup_layout(const ulp_site_map *m, const char *name, int32_t layer_attr,
+                                    int32_t *layer, ulp__layout *lay)
+{
+    *layer = -1;
+    memset(lay, 0, sizeof *lay);
+    if (name == NULL)
+        return NULL;
+    for (size_t i = 0; m != NULL && i < m->n; i++) {
+        const user_rule *u = &m->rules[i];
+        regmatch_t g[11];
+        if (regexec(&u->re, name, 11, g, 0) != 0)
+            continue;
+        *lay = u->layout;
+        if (lay->kind == ULP__LAYOUT_SHARD && lay->rank_group > 0) {
+            int64_t r = group_number(name, g, lay->rank_group + 1);
+            if (r < 0 || r >= lay->nranks)
+                continue; /* not a shard this rule describes */
+            lay->rank = r;
+        }
+        if (!u->per_layer)
+            return u->site;
+        *layer = layer_attr;
+        if (u->groups >= 1 && g[2].rm_so >= 0) {
+            int64_t l = group_number(name, g, 2);
+            if (l < 0)
+                continue;
+            *layer = (int32_t)l;
+        }
+        return u->site;
+    }
+    const char *s = builtin_lookup(name, layer, lay);
+    int per_layer = 0;
+    if (s != NULL && site_find(s, &per_layer) != NULL && !per_layer)
+        *layer = -1;
+    return s;
 }
 
 const char *ulp_site_lookup(const ulp_site_map *m, const char *name, int32_t layer_attr,
                             int32_t *layer)
 {
-    *layer = -1;
-    if (name == NULL)
-        return NULL;
-    for (size_t i = 0; m != NULL && i < m->n; i++) {
-        const user_rule *u = &m->rules[i];
-        regmatch_t g[3];
-        if (regexec(&u->re, name, 3, g, 0) != 0)
-            continue;
-        if (!u->per_layer)
-            return u->site;
-        *layer = layer_attr;
-        if (u->groups >= 1 && g[2].rm_so >= 0) {
-            char num[16];
-            size_t len = (size_t)(g[2].rm_eo - g[2].rm_so);
-            if (len == 0 || len >= sizeof num)
-                continue;
-            memcpy(num, name + g[2].rm_so, len);
-            num[len] = '\0';
-            if (!all_digits(num))
-                continue;
-            *layer = (int32_t)strtol(num, NULL, 10);
-        }
-        return u->site;
-    }
-    const char *s = builtin_lookup(name, layer);
-    int per_layer = 0;
-    if (s != NULL && site_find(s, &per_layer) != NULL && !per_layer)
-        *layer = -1;
-    return s;
+    ulp__layout lay;
+    return ulp__site_lookup_layout(m, name, layer_attr, layer, &lay);
 }
 
 void ulp_site_map_free(ulp_site_map *m)
@@ -286,6 +332,23 @@ static ulp_status parse_line(ulp_site_map *m, char *line, const char *path, int 
     char *end = p + strlen(p);
     while (end > p && isspace((unsigned char)end[-1]))
         *--end = '\0';
+    /* `PATTERN SITE [LAYOUT]`: a line ending in `]` carries a layout (a
+     * site never ends so, and a pattern is never last). */
+    ulp__layout lay;
+    memset(&lay, 0, sizeof lay);
+    if (end > p && end[-1] == ']') {
+        char *open = strrchr(p, '[');
+        char why[200];
+        if (open == NULL || open == p || !isspace((unsigned char)open[-1]))
+            return ulp__error(err, ULP_EINVAL, "'%s' line %d: expected 'PATTERN SITE [LAYOUT]'",
+                              path, lineno);
+        end[-1] = '\0';
+        if (ulp__layout_parse(open + 1, &lay, why, sizeof why) != 0)
+            return ulp__error(err, ULP_EINVAL, "'%s' line %d: %s", path, lineno, why);
+        end = open;
+        while (end > p && isspace((unsigned char)end[-1]))
+            *--end = '\0';
+    }
     char *sp = end;
     while (sp > p && !isspace((unsigned char)sp[-1]))
         sp--;
@@ -310,6 +373,23 @@ static ulp_status parse_line(ulp_site_map *m, char *line, const char *path, int 
         return ulp__error(err, ULP_EINVAL, "'%s' line %d: bad regular expression '%s'", path,
                           lineno, p);
     size_t groups = u->re.re_nsub - 1;
+    const char *fused = lay.kind == ULP__LAYOUT_NONE || lay.kind == ULP__LAYOUT_SHARD ? NULL
+                        : lay.kind == ULP__LAYOUT_GATE_UP                             ? "gate_up"
+                                                                                      : "qkv";
+    const char *bad = NULL;
+    if (fused != NULL && strcmp(canon, fused) != 0)
+        bad = "the layout is that of another site";
+    else if (lay.kind == ULP__LAYOUT_SHARD && lay.rank_group > 0 && (size_t)lay.rank_group > groups)
+        bad = "the shard's rank group is not a group of the pattern";
+    else if (lay.kind == ULP__LAYOUT_SHARD && (lay.rank_group == 1 && per_layer && groups >= 1))
+        bad = "group 1 is the layer number";
+    else if (lay.kind == ULP__LAYOUT_SHARD && !per_layer)
+        bad = "shards are of a layer's site";
+    if (bad != NULL) {
+        regfree(&u->re);
+        return ulp__error(err, ULP_EINVAL, "'%s' line %d: %s (%s)", path, lineno, bad, canon);
+    }
+    u->layout = lay;
     u->site = canon;
     u->per_layer = per_layer;
     u->groups = (int)groups;

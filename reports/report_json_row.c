@@ -323,6 +323,13 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
         ulp__jw_kstr(w, "name_b", row->name_b);
         ulp__jw_kstr(w, "site", row->site);
     }
+    if (row->layout != NULL) { /* the side whose captures made the site's tensor */
+        ulp__jw_key(w, "layout");
+        ulp__jw_open(w, '{');
+        ulp__jw_kstr(w, "side", row->layout_side ? "b" : "a");
+        ulp__jw_kstr(w, "transform", row->layout);
+        ulp__jw_close(w, '}');
+    }
     ulp__jw_kstr(w, "role", row->role);
     ulp__jw_kstr(w, "dtype", ulp_dtype_name(side_b ? row->dtype_b : row->dtype_a));
     ulp__jw_key(w, "shape");

@@ -218,6 +218,8 @@ static void put_row(enc *e, const ulp_diff_row *row)
     put_s(e, row->hint);
     put_s(e, row->site);
     put_s(e, row->name_b);
+    put_s(e, row->layout);
+    put_i(e, row->layout_side);
     if (row->sliced) {
         put_i(e, row->token_axis);
         put_i(e, row->slice_first_a);
@@ -553,6 +555,8 @@ static int get_row(dec *d, scratch *s, ulp_diff_row *row)
     row->hint = get_s(d);
     row->site = get_s(d);
     row->name_b = get_s(d);
+    row->layout = get_s(d);
+    row->layout_side = (int)get_i(d);
     if (row->sliced) {
         row->token_axis = (int)get_i(d);
         row->slice_first_a = get_i(d);

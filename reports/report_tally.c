@@ -39,9 +39,12 @@ static size_t site_name(char *buf, size_t size, const ulp_diff_row *row)
         snprintf(site, sizeof site, "%s@%d ", row->site, (int)row->layer);
     else if (row->site != NULL)
         snprintf(site, sizeof site, "%s ", row->site);
+    char lay[200] = "";
+    if (row->layout != NULL)
+        snprintf(lay, sizeof lay, " [%s: %s]", row->layout_side ? "B" : "A", row->layout);
     int n;
     if (row->name_b != NULL && strcmp(row->name_b, row->name) != 0)
-        n = snprintf(buf, size, "%s%s = %s", site, row->name, row->name_b);
+        n = snprintf(buf, size, "%s%s = %s%s", site, row->name, row->name_b, lay);
     else
         n = snprintf(buf, size, "%s%s", site, row->name);
     return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;

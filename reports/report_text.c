@@ -48,8 +48,11 @@ static void fmt_row_name(char *buf, size_t n, const ulp_diff_row *row)
         snprintf(site, sizeof site, "%s@%d ", row->site, (int)row->layer);
     else if (row->site != NULL)
         snprintf(site, sizeof site, "%s ", row->site);
+    char lay[200] = "";
+    if (row->layout != NULL)
+        snprintf(lay, sizeof lay, " [%s: %s]", row->layout_side ? "B" : "A", row->layout);
     if (row->name_b != NULL && strcmp(row->name_b, row->name) != 0)
-        snprintf(buf, n, "%s(%s = %s)", site, row->name, row->name_b);
+        snprintf(buf, n, "%s(%s = %s)%s", site, row->name, row->name_b, lay);
     else if (row->site != NULL)
         snprintf(buf, n, "%s(%s)", site, row->name);
     else if (row->occurrence)

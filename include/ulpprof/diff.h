@@ -248,6 +248,14 @@ typedef struct ulp_diff_row {
                                        finite, the coarse value widened exactly, in double;
                                        0 when none differs                                */
     int64_t max_abs_diff_fine_flat; /* first element with it; -1 when none              */
+    /* Paired by site across layouts (docs/sites.md "Layouts"): how the
+     * site's tensor was made out of side `layout_side`'s captures ("q of qkv
+     * q|k|v", "2 column shards concatenated"), owned by the result; NULL
+     * when both sides hold the tensor itself.  shape_a and shape_b are then
+     * the tensor's shape, and `name` (or name_b) the fused capture, or
+     * shard 0. */
+    const char *layout;
+    int layout_side; /* 0: A's captures were split or joined, 1: B's */
 } ulp_diff_row;
 
 /*
