@@ -1,13 +1,15 @@
 """`ulpprof demo --ladder` against a numpy recomputation of every pair.
 
-The demo runs the reference workload eight ways (miss, repeat, batch of 4,
-hit, split, chunked prefill, the reduction order of 2 and 4 TP ranks) and
-prints its ladder.  Every pairwise verdict, first divergence, flip count,
+The demo runs the reference workload ten ways (miss, repeat, batch of 4,
+hit, split, chunked prefill, the reduction order of 2 and 4 TP ranks, and
+the miss's GEMMs on OpenBLAS and on Debian's reference BLAS) and prints its
+ladder.  Every pairwise verdict, first divergence, flip count,
 group and rung verdict of its ladder.json is recomputed here from the
 snapshots with numpy (test_ladder_numpy.expected_ladder, written from
 FORMAT.md), and the verdicts the workload is built to show are checked:
 the repeat holds, batch size, cache, chunking and parallelism break, the
-split fix equals the hit.  What the workload observed of its GEMMs
+split fix equals the hit; rung 7 (the two BLAS libraries) is decided, and
+holds or breaks as numpy finds the two runs' bits.  What the workload observed of its GEMMs
 (`suffix_gemm`) is in /observed, not among the conditions in /run, so a
 plain `ulpprof ladder DIR` over the demo's directory gives, without
 `--ignore`, the very ladder the demo prints.
@@ -19,6 +21,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+REF_BLAS = "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3"
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_ladder_numpy as tl  # noqa: E402
@@ -61,8 +65,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="ulpprof-demo-ladder-")
     try:
         d = os.path.join(tmp, "demo")
+        env = dict(os.environ)
+        env.pop("ULPPROF_BLAS", None)
         p = subprocess.run([tl.ULPPROF, "demo", "--ladder", "--dir", d], capture_output=True,
-                           text=True)
+                           text=True, env=env)
         tl.check(p.returncode == 0, "demo --ladder exit %d: %s" % (p.returncode, p.stderr))
         with open(os.path.join(d, "ladder.json")) as f:
             rep = json.load(f)
@@ -73,11 +79,27 @@ def main():
         check_plain_ladder(d, p.stdout, rep)
         rungs = tl.compare_report("demo", rep, runs)
         verdicts = [r["verdict"] for r in rungs]
+        # Rung 7: OpenBLAS against the reference BLAS, whichever way their bits
+        # fall (compare_report checked the verdict against numpy); only where
+        # either library is missing does the demo leave the pair out.
+        blas = "openblas" in labels and "refblas" in labels
+        if os.path.exists(REF_BLAS) and "cannot load OpenBLAS" not in p.stdout:
+            tl.check(blas, "demo --ladder ran no rung-7 pair: %r" % labels)
+        if blas:
+            same = tl.compare_files(runs[labels.index("openblas")][0],
+                                    runs[labels.index("refblas")][0])[0]
+            want7 = "holds" if same else "breaks"
+            tl.check(rep["rungs"][7]["keys"] == ["blas"] and
+                     rep["rungs"][7]["deciding_pairs"] == 1, "rung 7 %r" % rep["rungs"][7])
+        else:
+            same, want7 = True, "untested"
+            tl.check("(rung 7 not run: " in p.stdout, "the demo says why rung 7 was not run")
         tl.check(verdicts == ["holds", "breaks", "breaks", "breaks", "breaks", "untested",
-                              "untested", "untested"], "demo verdicts %r" % verdicts)
+                              "untested", want7], "demo verdicts %r" % verdicts)
         group = {lab: r["group"] for lab, r in zip(labels, rep["runs"])}
         tl.check(group["hit"] == group["split"] and group["miss"] == group["repeat"] and
-                 len(set(group.values())) == 6, "demo groups %r" % group)
+                 len(set(group.values())) == 6 + (0 if not blas else 1 if same else 2),
+                 "demo groups %r" % group)
         # The printed table says the same, rung by rung.
         for r in rungs:
             name = rep["rungs"][r["level"]]["name"]

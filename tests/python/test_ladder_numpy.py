@@ -34,7 +34,7 @@ FAILS = []
 # FORMAT.md: the /run keys of each rung.
 RUNG_OF = {"repeat": 0, "batch_size": 1, "cache": 2, "split": 2, "block_size": 3,
            "prefill_chunk": 3, "tp": 4, "dp": 4, "ep": 4, "quant": 5, "engine": 6,
-           "vendor": 7, "device": 7}
+           "vendor": 7, "device": 7, "blas": 7}
 
 
 def check(cond, what):
