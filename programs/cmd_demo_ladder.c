@@ -259,8 +259,8 @@ int demo_ladder(const ulp_refmodel_options *base, const char *dir, const char *g
     _Static_assert(NSTEPS <= 10, "one digit orders the steps");
     for (size_t i = 0; i < NSTEPS; i++)
         snprintf(w.paths[i], sizeof w.paths[i], "%s/%zu-%s.h5", dir, i, steps[i].label);
-    printf("ulpprof demo --ladder: the %s preset, seed %llu, one %d-token prompt, %zu runs that\n"
-           "each change one condition of the miss (gemm %s%s):\n",
+    printf("ulpprof demo --ladder: the %s preset, seed %llu, one %d-token prompt, %zu runs, each\n"
+           "one condition away from the miss or, for refblas, from openblas (gemm %s%s):\n",
            base->dims.name, (unsigned long long)base->seed, base->prompt_len, NSTEPS,
            ulp_refmodel_gemm_name(base->gemm),
            base->gemm == ULP_REFMODEL_GEMM_TILED ? ", an EMULATED M-dependent split-K" : "");
