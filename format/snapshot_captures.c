@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "h5types.h"
+#include "snapshot_hdr.h"
 #include "snapshot_priv.h"
 
 /* Links listed and captures read by every ulp_snapshot_open() of the process, for
@@ -459,9 +460,27 @@ static hid_t open_occurrence(ulp_snapshot *s, hid_t g, const char *name, const c
     return d;
 }
 
+/*
+ * Occurrence `occ` of a group, a hard link to the header at `addr`,
+ * described from its header's bytes (snapshot_hdr.c) into `e`: 1, 0 (HDF5
+ * reads it), -2 out of memory.
+ */
+static int from_header(ulp_snapshot *s, ulp__hdr_file *hf, const char *occ, haddr_t addr,
+                       ulp__cap_entry *e)
+{
+    memset(e, 0, sizeof *e);
+    e->src.offset = ULP__NO_OFFSET;
+    if (parse_occurrence(occ, &e->info.occurrence) < 0)
+        return 0;
+    int rc = ulp__hdr_capture(s, hf, (uint64_t)addr, &e->info, &e->src.offset);
+    if (rc == 1)
+        atomic_fetch_add_explicit(&open_progress, 1, memory_order_relaxed);
+    return rc;
+}
+
 /* The occurrences of one capture group. */
-static ulp_status read_capture_group(ulp_snapshot *s, hid_t captures, const char *name,
-                                     ulp__cap_vec *cv, ulp_error *err)
+static ulp_status read_capture_group(ulp_snapshot *s, ulp__hdr_file *hf, hid_t captures,
+                                     const char *name, ulp__cap_vec *cv, ulp_error *err)
 {
     ulp_status st = ULP_OK;
     name_list occs = {0};
@@ -494,20 +513,31 @@ static ulp_status read_capture_group(ulp_snapshot *s, hid_t captures, const char
     }
     for (size_t j = 0; j < occs.n; j++) {
         const char *occ = occs.v[j];
-        hid_t d = open_occurrence(s, g, name, occ, &occs.info[j], err, &st);
-        if (d < 0)
-            goto cleanup;
         if (ulp__cap_vec_push(cv) < 0) {
-            H5Dclose(d);
             st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
             goto cleanup;
         }
         ulp__cap_entry *e = &cv->v[cv->n - 1];
-        st = ulp__capture_read(s, d, name, occ, e, err);
-        H5Dclose(d);
-        if (st != ULP_OK) {
+        int fast = occs.info[j].type == H5L_TYPE_HARD
+                       ? from_header(s, hf, occ, occs.info[j].u.address, e)
+                       : 0;
+        if (fast == -2) {
             cv->n--;
+            st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
             goto cleanup;
+        }
+        if (fast == 0) {
+            hid_t d = open_occurrence(s, g, name, occ, &occs.info[j], err, &st);
+            if (d < 0) {
+                cv->n--;
+                goto cleanup;
+            }
+            st = ulp__capture_read(s, d, name, occ, e, err);
+            H5Dclose(d);
+            if (st != ULP_OK) {
+                cv->n--;
+                goto cleanup;
+            }
         }
         e->info.name = kept_name;
         size_t plen = strlen(name) + strlen(occ) + sizeof "/captures//";
@@ -543,6 +573,29 @@ int ulp__cap_name_cmp(const void *a, const void *b)
     return (x->occurrence > y->occurrence) - (x->occurrence < y->occurrence);
 }
 
+/*
+ * The file's sizes of offsets and lengths and its user block, for reading
+ * headers (hf->sa 0: HDF5 reads every capture, as with ULPPROF_HEADERS=0).
+ */
+static void hdr_file(const ulp_snapshot *s, ulp__hdr_file *hf)
+{
+    memset(hf, 0, sizeof *hf);
+    const char *want = getenv("ULPPROF_HEADERS");
+    if (want != NULL && strcmp(want, "0") == 0)
+        return;
+    hid_t fcpl = H5Fget_create_plist(s->file);
+    size_t sa = 0, sl = 0;
+    hsize_t ublock = 0;
+    if (fcpl >= 0 && H5Pget_sizes(fcpl, &sa, &sl) >= 0 && H5Pget_userblock(fcpl, &ublock) >= 0 &&
+        (sa == 4 || sa == 8) && (sl == 4 || sl == 8)) {
+        hf->sa = (unsigned)sa;
+        hf->sl = (unsigned)sl;
+        hf->base = ublock;
+    }
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+}
+
 /* Reads the captures that the /captures groups name into `cv`. */
 ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error *err)
 {
@@ -566,9 +619,12 @@ ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error
                  : ulp__error(err, ULP_EFORMAT, "'%s': '/captures' cannot be listed", s->path);
         goto cleanup;
     }
+    ulp__hdr_file hf;
+    hdr_file(s, &hf);
     for (size_t i = 0; i < names.n; i++)
-        if ((st = read_capture_group(s, g, names.v[i], cv, err)) != ULP_OK)
-            goto cleanup;
+        if ((st = read_capture_group(s, &hf, g, names.v[i], cv, err)) != ULP_OK)
+            break;
+    ulp__hdr_release(&hf);
 cleanup:
     name_list_free(&names);
     if (g >= 0)

@@ -25,6 +25,10 @@ trap 'rm -rf "$tmp"' EXIT
 # pairs, the easy one, 10,000 captures (tests/perf/bench_diff.sh says how).
 ULPPROF_BUILD_DIR=$build bash "$(dirname "$0")/bench_diff.sh" "$@"
 
+# ulpprof diff on files h5py wrote (no capture index) beside their repaired
+# copies: 10,000 captures of 32 KiB (tests/perf/bench_foreign.sh says how).
+ULPPROF_BUILD_DIR=$build bash "$(dirname "$0")/bench_foreign.sh"
+
 # ulpprof.ray.diff on a 3-node local Ray cluster against the local diff of
 # the same files gathered in one place (the .ci/pyenv interpreter has Ray).
 "$(bash "$(dirname "$0")/../../.ci/pyenv")" "$(dirname "$0")/bench_ray.py" "$build"

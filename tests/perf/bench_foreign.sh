@@ -1,0 +1,72 @@
+#!/bin/bash
+# Benchmark of `ulpprof diff` on files ulpprof did not write: a pair of
+# N captures (default 10,000) of bf16[16384] written by h5py
+# (make_h5py_many.py: no capture index, no journal, no open map), and the
+# same pair after `ulpprof repair` (which adds the index and the open map).
+# Interleaved rounds of cat A B > /dev/null and ulpprof diff A B on each
+# pair; reported: medians, the ratios to cat (goal <= 3), user+sys CPU of
+# each tool (from /usr/bin/time), peak RSS of ulpprof diff (goal <= 32 MiB),
+# and the CPU model.  Checks the diff's exit code and that both pairs give
+# the same JSON rows.  Nothing passes or fails on timing.
+#
+#   tests/perf/bench_foreign.sh [N]   (ULPPROF_BUILD_DIR, ULP_PYTHON, BENCH_ROUNDS,
+#                                      BENCH_DIR as bench_diff.sh)
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=${ULPPROF_BUILD_DIR:-$src/build}
+ulpprof=$build/programs/ulpprof
+py=${ULP_PYTHON:-/usr/bin/python3}
+rounds=${BENCH_ROUNDS:-5}
+n=${1:-10000}
+[ -x "$ulpprof" ] || { echo "bench_foreign: $ulpprof is missing (build first)" >&2; exit 2; }
+dir=${BENCH_DIR:-}
+if [ -z "$dir" ]; then
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/ulpforeign.XXXXXX")
+    trap 'rm -rf "$dir"' EXIT
+fi
+mkdir -p "$dir/h5py" "$dir/repaired"
+[ -s "$dir/h5py/b.h5" ] || "$py" "$src/tests/perf/make_h5py_many.py" "$dir/h5py" "$n"
+for x in a b; do
+    [ -s "$dir/repaired/$x.h5" ] || "$ulpprof" repair "$dir/h5py/$x.h5" "$dir/repaired/$x.h5" >/dev/null
+done
+cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs || true)
+times=$dir/times.txt
+: >"$times"
+# timed PAIR TOOL WANT CMD...: wall, user+sys and peak RSS of one run.
+timed() {
+    local pair=$1 tool=$2 want=$3 rc=0
+    shift 3
+    /usr/bin/time -f "%e %U %S %M" -o "$dir/t.txt" "$@" >/dev/null 2>"$dir/err.txt" || rc=$?
+    [ "$rc" = "$want" ] || { echo "bench_foreign: $pair $tool exited $rc: $(head -c 300 "$dir/err.txt")" >&2; exit 1; }
+    echo "$pair $tool $(tail -1 "$dir/t.txt")" >>"$times"
+}
+sync
+for p in h5py repaired; do cat "$dir/$p/a.h5" "$dir/$p/b.h5" >/dev/null; done
+for ((r = 0; r < rounds; r++)); do
+    for p in h5py repaired; do
+        timed $p cat 0 cat "$dir/$p/a.h5" "$dir/$p/b.h5"
+        timed $p ulpprof 1 "$ulpprof" diff "$dir/$p/a.h5" "$dir/$p/b.h5"
+    done
+done
+"$ulpprof" diff -f json -o "$dir/h5py.json" "$dir/h5py/a.h5" "$dir/h5py/b.h5" || [ $? = 1 ]
+"$ulpprof" diff -f json -o "$dir/rep.json" "$dir/repaired/a.h5" "$dir/repaired/b.h5" || [ $? = 1 ]
+"$py" - "$times" "$cpu_model" "$n" "$dir/h5py.json" "$dir/rep.json" "$(uptime)" <<'PY'
+import json, statistics, sys
+t = {}
+for line in open(sys.argv[1]):
+    pair, tool, wall, user, sys_, rss = line.split()
+    t.setdefault((pair, tool), []).append((float(wall), float(user) + float(sys_), int(rss) / 1024))
+rows = [json.load(open(p))["rows"] for p in sys.argv[4:6]]
+assert rows[0] == rows[1], "the h5py pair and its repaired copy give different rows"
+print("bench_foreign: %s captures of bf16[16384], on %s (%s)" % (sys.argv[3], sys.argv[2],
+                                                                 sys.argv[6].strip()))
+for pair in ("h5py", "repaired"):
+    cat, ulp = t[(pair, "cat")], t[(pair, "ulpprof")]
+    med = lambda v, k: statistics.median(x[k] for x in v)
+    per = [u[0] / c[0] for u, c in zip(ulp, cat)]
+    print("  %-9s cat %.3f s  ulpprof diff %.3f s  ulpprof / cat %.2f (per round %.2f-%.2f; "
+          "goal <= 3)  CPU %.3f s vs cat %.3f s  peak RSS %.1f MiB (goal <= 32)" % (
+              pair, med(cat, 0), med(ulp, 0), med(ulp, 0) / med(cat, 0), min(per), max(per),
+              med(ulp, 1), med(cat, 1), max(x[2] for x in ulp)))
+print("check: both pairs give the same %d rows" % len(rows[0]))
+PY
