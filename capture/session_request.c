@@ -13,6 +13,7 @@
 #include "format/capture_check.h"
 #include "format/capture_rows.h"
 #include "session_internal.h"
+#include "ulpprof/snapshot.h"
 
 /* Prints one line for a refused request and returns its status. */
 static ulp_status refuse(ulp_status st, const char *fmt, ...) ULP__PRINTF(2, 3);
@@ -324,6 +325,41 @@ ulp_status ulp__session_trace_gemms(ulp_session *s, const ulp__gemm_row *rows, s
     size_t charge = ULP__SESSION_ITEM_OVERHEAD + n * sizeof(ulp__gemm_row);
     return refused_by_queue(s, ulp__session_enqueue(s, charge, gemms_size(&a), build_gemms, &a),
                             "GEMM batch starting with", rows[0].api);
+}
+
+/* ulp_gemm_info (the public row) and ulp__gemm_row have the same members. */
+#define GEMM_COPY(name, kind, comment)                                                             \
+    _Static_assert(sizeof(((ulp_gemm_info *)0)->name) == sizeof(((ulp__gemm_row *)0)->name),       \
+                   "ulp_gemm_info." #name);                                                        \
+    memcpy(&r->name, &g->name, sizeof r->name);
+
+static void gemm_row_of(ulp__gemm_row *r, const ulp_gemm_info *g)
+{
+    ULP__GEMM_ROW_FIELDS(GEMM_COPY)
+    /* The strings stay NUL-terminated whatever the caller left in them. */
+    r->api[sizeof r->api - 1] = '\0';
+    r->transa[sizeof r->transa - 1] = r->transb[sizeof r->transb - 1] = '\0';
+    r->a_type[sizeof r->a_type - 1] = r->b_type[sizeof r->b_type - 1] = '\0';
+    r->c_type[sizeof r->c_type - 1] = r->d_type[sizeof r->d_type - 1] = '\0';
+    r->compute[sizeof r->compute - 1] = r->algo[sizeof r->algo - 1] = '\0';
+    r->tile[sizeof r->tile - 1] = r->stages[sizeof r->stages - 1] = '\0';
+    r->reduction[sizeof r->reduction - 1] = r->cluster[sizeof r->cluster - 1] = '\0';
+}
+
+ulp_status ulp_session_trace_gemms(ulp_session *s, const ulp_gemm_info *rows, size_t n)
+{
+    if (n == 0)
+        return s == NULL ? refuse(ULP_EINVAL, "GEMM trace without a session") : ULP_OK;
+    if (rows == NULL || n > (SIZE_MAX / 4) / sizeof(ulp__gemm_row))
+        return refuse(ULP_EINVAL, "GEMM trace of %zu rows without rows, or too large", n);
+    ulp__gemm_row *copy = malloc(n * sizeof *copy);
+    if (copy == NULL)
+        return refuse(ULP_ENOMEM, "GEMM trace of %zu rows: out of memory", n);
+    for (size_t i = 0; i < n; i++)
+        gemm_row_of(&copy[i], &rows[i]);
+    ulp_status st = ulp__session_trace_gemms(s, copy, n);
+    free(copy);
+    return st;
 }
 
 ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *rows,

@@ -107,7 +107,8 @@ static void check_configs(const char *site, const json_t *field, json_t *const *
             int same_m = 0, ok = 0;
             json_array_foreach(promise, j, p)
             {
-                if (!ulp__value_equal(json_object_get(p, "m"), json_object_get(c, "m")))
+                if (!ulp__value_equal(json_object_get(p, "m"), json_object_get(c, "m")) ||
+                    !ulp__config_same_shape(p, c))
                     continue;
                 same_m = 1;
                 ok |= ulp__value_equal(p, c);

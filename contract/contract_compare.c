@@ -89,11 +89,12 @@ static void compare_site(const char *site, const json_t *sa, const json_t *sb, c
     }
     size_t i, j;
     json_t *x, *y;
-    /* The same M configured differently: the producers part even on a repeat. */
+    /* The same shape (M, N, K) configured differently: the producers part even
+     * on a repeat.  A site of several GEMMs (q, k, v, o) has one per N and K. */
     json_array_foreach(ca, i, x) json_array_foreach(cb, j, y)
     {
         if (!ulp__value_equal(json_object_get(x, "m"), json_object_get(y, "m")) ||
-            ulp__value_equal(x, y))
+            !ulp__config_same_shape(x, y) || ulp__value_equal(x, y))
             continue;
         char *tx = ulp__config_text(x), *ty = ulp__config_text(y), r[512];
         snprintf(r, sizeof r,
@@ -107,6 +108,8 @@ static void compare_site(const char *site, const json_t *sa, const json_t *sb, c
     /* Across M: one scheme of A against another of B. */
     json_array_foreach(ca, i, x) json_array_foreach(cb, j, y)
     {
+        if (!ulp__config_same_shape(x, y))
+            continue;
         json_t *a = ulp__config_scheme(x), *b = ulp__config_scheme(y);
         int same = json_equal(a, b);
         if (!same) {

@@ -415,8 +415,11 @@ ulp_status ulp__contract_observe(const char *run, json_t **out, ulp_error *err)
             observe_captures(s, obs);
         }
         observe_kernels(s, obs);
-        observe_gemm_rows(s, obs);
-        observe_described(s, obs);
+        /* A writer's own description of its GEMMs stands in for rows it did not write. */
+        if (ulp_snapshot_gemm_count(s) > 0)
+            observe_gemm_rows(s, obs);
+        else
+            observe_described(s, obs);
         ulp_snapshot_close(s);
     }
     ulp_ladder_files_free(files, n);

@@ -79,6 +79,9 @@ const json_t *ulp__observed_at(const json_t *obs, const char *path);
 /* One GEMM configuration as words: "M=15 small-M 16x64 split-K 4". */
 char *ulp__config_text(const json_t *config);
 /* The configuration without its shape (m, n, k, batch): what tile-invariance compares. */
+/* 1 when two configurations are of one GEMM shape but for M: the same n, k
+ * and batch (a key both lack counts as the same). */
+int ulp__config_same_shape(const json_t *a, const json_t *b);
 json_t *ulp__config_scheme(const json_t *config);
 
 /* Whether run `obs` is within `claim` (scope, domain, requires); if not, `why` says

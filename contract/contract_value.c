@@ -196,6 +196,17 @@ json_t *ulp__config_scheme(const json_t *config)
     return o;
 }
 
+int ulp__config_same_shape(const json_t *a, const json_t *b)
+{
+    const char *keys[] = {"n", "k", "batch"};
+    for (size_t i = 0; i < 3; i++) {
+        const json_t *x = json_object_get(a, keys[i]), *y = json_object_get(b, keys[i]);
+        if ((x || y) && !(x && y && ulp__value_equal(x, y)))
+            return 0;
+    }
+    return 1;
+}
+
 char *ulp__config_text(const json_t *c)
 {
     char buf[256];

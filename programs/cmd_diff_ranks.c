@@ -5,7 +5,10 @@
  * two files; ranks only one run has are named and not compared, and make
  * the runs differ (exit 1), as a capture only one file has does.  JSON is
  * one document: {format "ulpprof-diff-ranks", a, b, identical, ranks[{rank,
- * a, b, report}], ranks_only_a, ranks_only_b}.
+ * a, b, report}], ranks_only_a, ranks_only_b}.  Each rank's report carries
+ * the verdict the two-file diff gives (ulpprof/verdict.h).  The whole
+ * report is built in memory and printed only when every rank was compared:
+ * an error at a later rank leaves stdout empty (one stderr line, exit 2).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include "ulpprof/ladder.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
+#include "ulpprof/verdict.h"
 
 int cli_is_dir(const char *path)
 {
@@ -129,6 +133,7 @@ static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
 {
     ulp_snapshot *a = NULL, *b = NULL;
     ulp_diff_result *res = NULL;
+    ulp_diff_verdict *v = NULL;
     ulp_error err;
     int rc = -1;
     /* A side of row digests only: the pair's report is the digest diff's, as for two files. */
@@ -148,6 +153,14 @@ static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
         cli_error("%s", err.msg);
         goto done;
     }
+    /* The verdict of a pair that differs, as `diff A B` of the two files gives it. */
+    if (!res->identical) {
+        if (ulp_diff_verdict_compute(a, b, res, &v, &err) != ULP_OK) {
+            cli_error("%s", err.msg);
+            goto done;
+        }
+        res->verdict = v;
+    }
     if (print_header(x, fa, fb, out, first) != 0)
         goto done;
     if (ulp_report_write(res, x->format, out, x->flags, &err) != ULP_OK) {
@@ -161,6 +174,7 @@ static int diff_rank(const cli_diff_ranks_args *x, const ulp_ladder_file *fa,
     rc = res->identical ? 0 : 1;
 done:
     ulp_diff_result_free(res);
+    ulp_diff_verdict_free(v);
     ulp_snapshot_close(a);
     ulp_snapshot_close(b);
     return rc;
@@ -194,7 +208,32 @@ static void summary_line(FILE *out, int compared, int any_differs, size_t only_a
     fputc('\n', out);
 }
 
+static int diff_ranks_to(const cli_diff_ranks_args *x, FILE *out);
+
 int cli_diff_ranks(const cli_diff_ranks_args *x, FILE *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *buf = open_memstream(&text, &len);
+    if (buf == NULL) {
+        cli_error("out of memory writing the report");
+        return CLI_EXIT_ERROR;
+    }
+    int rc = diff_ranks_to(x, buf);
+    if (fclose(buf) != 0 && rc != CLI_EXIT_ERROR) {
+        cli_error("out of memory writing the report");
+        rc = CLI_EXIT_ERROR;
+    }
+    if (rc != CLI_EXIT_ERROR && (fwrite(text, 1, len, out) != len || fflush(out) != 0)) {
+        cli_error("cannot write the report");
+        rc = CLI_EXIT_ERROR;
+    }
+    free(text);
+    return rc;
+}
+
+/* The report of cli_diff_ranks() into `out` (a memory stream). */
+static int diff_ranks_to(const cli_diff_ranks_args *x, FILE *out)
 {
     if (x->format == ULP_REPORT_CSV) {
         fprintf(stderr, "ulpprof diff: run directories have no CSV report; use json\n");

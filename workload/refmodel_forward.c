@@ -389,6 +389,9 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
         return ulp__error(err, ULP_ENOMEM, "cannot allocate a step of %d rows", rows);
     }
 
+    /* The GEMMs of a step with tapped rows go to the tap's log, for its captures. */
+    ulp__rm_gemm_log_set(tap_n && tap->gemms ? tap->gemms : NULL);
+
     /* Embedding lookup. */
     for (int i = 0, r = 0; i < nseq; i++)
         for (int j = 0; j < count[i]; j++, r++)
@@ -473,6 +476,7 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
         free(wl);
         free(logits);
     }
+    ulp__rm_gemm_log_set(NULL);
     for (int i = 0; i < nseq; i++)
         seqs[i].computed += count[i];
     bufs_free(&b);

@@ -210,11 +210,104 @@ ulp_status ulp__rm_blas_load(ulp_error *err)
 #endif
 }
 
+static _Thread_local ulp__rm_gemm_log *gemm_log;
+
+void ulp__rm_gemm_log_set(ulp__rm_gemm_log *log)
+{
+    gemm_log = log;
+}
+
+void ulp__rm_gemm_log_release(ulp__rm_gemm_log *log)
+{
+    free(log->rows);
+    log->rows = NULL;
+    log->n = log->cap = 0;
+}
+
+#define COPY_STR(dst, src) snprintf((dst), sizeof(dst), "%.*s", (int)sizeof(dst) - 1, (src))
+
+/*
+ * The call's /trace/gemms row.  CBLAS row-major terms: C (m x n) = A (m x k)
+ * B (k x n), so m is the token count.  The operands hold bf16 values (the
+ * activations and weights are rounded before every GEMM); the product is
+ * left in fp32 for the caller to round.
+ */
+static void log_call(ulp_refmodel_gemm g, int m, int n, int k)
+{
+    ulp__rm_gemm_log *log = gemm_log;
+    if (log->n == log->cap) {
+        size_t cap = log->cap ? 2 * log->cap : 256;
+        ulp_gemm_info *rows = realloc(log->rows, cap * sizeof *rows);
+        if (rows == NULL) {
+            log->out_of_mem = 1;
+            return;
+        }
+        log->rows = rows;
+        log->cap = cap;
+    }
+    ulp_gemm_info *r = &log->rows[log->n++];
+    memset(r, 0, sizeof *r);
+    r->seq = log->seq++;
+    r->m = m;
+    r->n = n;
+    r->k = k;
+    r->batch = 1;
+    COPY_STR(r->transa, "N");
+    COPY_STR(r->transb, "N");
+    COPY_STR(r->a_type, "bf16");
+    COPY_STR(r->b_type, "bf16");
+    COPY_STR(r->c_type, "f32");
+    COPY_STR(r->d_type, "f32");
+    r->algo_id = -1;
+    switch (g) {
+    case ULP_REFMODEL_GEMM_BLAS: {
+        COPY_STR(r->api, "cblas_sgemm");
+        COPY_STR(r->compute, "32F");
+        /* The BLAS's kernel is its core type (OpenBLAS's dynamic dispatch). */
+        const char *core = NULL;
+#ifdef ULP_REFMODEL_HAVE_OPENBLAS
+        core = blas.get_corename ? blas.get_corename() : NULL;
+#endif
+        COPY_STR(r->algo, core ? core : "");
+        break;
+    }
+    case ULP_REFMODEL_GEMM_EXACT:
+        COPY_STR(r->api, "refmodel exact");
+        COPY_STR(r->compute, "64F");
+        COPY_STR(r->algo, "exact");
+        r->splitk = 1;
+        COPY_STR(r->reduction, "none");
+        break;
+    case ULP_REFMODEL_GEMM_TILED: {
+        ulp__rm_tile t;
+        ulp__rm_tile_for(m, k, &t);
+        COPY_STR(r->api, "refmodel tiled");
+        COPY_STR(r->compute, "32F");
+        /* "small-M 16x64, split-K 4" -> algo small-M, tile 16x64. */
+        char kind[48];
+        snprintf(kind, sizeof kind, "%.*s", (int)strcspn(t.name, ","), t.name);
+        char *sp = strrchr(kind, ' ');
+        if (sp != NULL) {
+            *sp = '\0';
+            COPY_STR(r->tile, sp + 1);
+        }
+        COPY_STR(r->algo, kind);
+        if (t.lanes > 1)
+            snprintf(r->stages, sizeof r->stages, "%d k-lanes", t.lanes);
+        r->splitk = t.split_k;
+        COPY_STR(r->reduction, "none");
+        break;
+    }
+    }
+}
+
 void ulp__rm_gemm(ulp_refmodel_gemm g, int m, int n, int k, const float *a, int lda, const float *b,
                   int ldb, float *c, int ldc)
 {
     if (m <= 0 || n <= 0)
         return;
+    if (gemm_log != NULL)
+        log_call(g, m, n, k);
     switch (g) {
     case ULP_REFMODEL_GEMM_BLAS:
 #ifdef ULP_REFMODEL_HAVE_OPENBLAS

@@ -6,8 +6,28 @@
 #include <stdint.h>
 
 #include "ulpprof/refmodel.h"
+#include "ulpprof/snapshot.h"
 
 /* --- GEMM backends (refmodel_gemm.c) ------------------------------------- */
+
+/*
+ * The GEMM calls of a pass, as /trace/gemms rows (FORMAT.md): while a log
+ * is set on the calling thread, every ulp__rm_gemm() appends one row (M, N,
+ * K, types, compute type, the backend as api, its kernel as algo, the
+ * emulation's tile and split-K).  `rows[0..n)` wait for the next capture,
+ * which passes them to its session; `traced` counts the rows passed so far.
+ */
+typedef struct ulp__rm_gemm_log {
+    ulp_gemm_info *rows;
+    size_t n, cap;
+    uint64_t seq;   /* calls logged, the next row's seq */
+    int64_t traced; /* rows handed to the session       */
+    int out_of_mem; /* a row could not be kept          */
+} ulp__rm_gemm_log;
+
+/* Sets the calling thread's log (NULL: none, calls are not logged). */
+void ulp__rm_gemm_log_set(ulp__rm_gemm_log *log);
+void ulp__rm_gemm_log_release(ulp__rm_gemm_log *log);
 
 /* How the TILED emulation computes a GEMM with M rows. */
 typedef struct ulp__rm_tile {
@@ -114,6 +134,8 @@ typedef struct ulp__rm_tap {
                         step that computes position hi - 1               */
     ulp__rm_tap_fn fn;
     void *ctx;
+    ulp__rm_gemm_log *gemms; /* NULL: the GEMMs are not logged; else the
+                                tapped steps' calls are (ulp__rm_gemm_log) */
 } ulp__rm_tap;
 
 /*

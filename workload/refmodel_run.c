@@ -140,8 +140,9 @@ typedef struct tap_ctx {
     size_t cap_bits;
     int64_t *pos; /* positions staging */
     size_t cap_pos;
-    int layers;      /* of the model, for the logits' input */
-    int suffix_only; /* the suffix rows only: no inputs, no embedding */
+    int layers;             /* of the model, for the logits' input */
+    int suffix_only;        /* the suffix rows only: no inputs, no embedding */
+    ulp__rm_gemm_log gemms; /* the GEMMs since the last capture */
 } tap_ctx;
 
 /* The captures a tap's tensor was computed from (FORMAT.md `inputs`). */
@@ -233,6 +234,21 @@ static void on_tap(void *vctx, const char *what, int layer, int is_logits, const
         d.dtype = ULP_DTYPE_BF16;
         d.layer = is_embed ? ULP_LAYER_NONE : layer;
         d.role = ULP_ROLE_ACTIVATION;
+    }
+    /* The GEMMs since the previous capture computed this one: /trace/gemms
+     * rows [traced, traced + n), the capture's `gemms` range. */
+    if (t->gemms.out_of_mem) {
+        t->st = ULP_ENOMEM;
+        return;
+    }
+    if (t->gemms.n > 0) {
+        d.has_gemms = 1;
+        d.gemms[0] = t->gemms.traced;
+        d.gemms[1] = t->gemms.traced + (int64_t)t->gemms.n;
+        if ((t->st = ulp_session_trace_gemms(t->s, t->gemms.rows, t->gemms.n)) != ULP_OK)
+            return;
+        t->gemms.traced += (int64_t)t->gemms.n;
+        t->gemms.n = 0;
     }
     t->st = ulp_session_capture(t->s, &d);
 }
@@ -398,7 +414,8 @@ ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
                        .hi = n,
                        .logits_rows = o->logits_rows > 0 ? o->logits_rows : n - cached,
                        .fn = on_tap,
-                       .ctx = &tc};
+                       .ctx = &tc,
+                       .gemms = &tc.gemms};
     ulp__rm_seq *tgt = &seqs[batch - 1];
     switch (o->mode) {
     case ULP_REFMODEL_MISS:
@@ -482,6 +499,7 @@ cleanup:
     free(count);
     free(tc.bits);
     free(tc.pos);
+    ulp__rm_gemm_log_release(&tc.gemms);
     ulp__rm_kvcache_release(&cache);
     ulp__rm_model_release(&model);
     return st;

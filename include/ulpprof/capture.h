@@ -170,6 +170,19 @@ ULP_API size_t ulp_session_options_size(void);
  */
 ULP_API ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d);
 
+/*
+ * Appends `n` GEMM call rows to /trace/gemms (FORMAT.md), copied, in order
+ * after everything queued before: a producer that runs its own GEMMs (a CPU
+ * BLAS, an emulation) records them as the CUDA collector records cuBLAS.
+ * Row r of /trace/gemms is the r-th row ever passed here, so a producer that
+ * counts its rows can give a capture the [first, last) of its GEMMs in
+ * ulp_capture_desc.gemms.  `seq` is taken as given.  n == 0 is a no-op;
+ * ULP_EINVAL without rows; otherwise as ulp_session_capture().
+ */
+struct ulp_gemm_info;
+ULP_API ulp_status ulp_session_trace_gemms(ulp_session *s, const struct ulp_gemm_info *rows,
+                                           size_t n);
+
 /* Waits until every capture queued so far is in the file and flushed. */
 ULP_API ulp_status ulp_session_flush(ulp_session *s);
 

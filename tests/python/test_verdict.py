@@ -7,8 +7,9 @@ ulpprof, this test computes:
 
 - the first diverging capture in A's order, by (request, position) rows,
   its max |a-b| over finite pairs and S = max |value| of both sides;
-- K = max(hidden, mlp, heads * head_dim) from /run model_shape (the files
-  have no /trace/gemms), u = 2^-24 (fp32 accumulation), one bf16 ULP at S
+- K = the largest k of the capture's /trace/gemms rows (its `gemms`
+  range; the workload records its GEMMs), else max(hidden, mlp, heads *
+  head_dim) from /run model_shape, u = 2^-24 (fp32 accumulation), one bf16 ULP at S
   = 2^(floor(log2 S) - 7), the bound 2 ULP + 2 K u S and the ratio; the
   verdict is rounding when the ratio is at most 16 and no NaN/inf differs;
 - the near ties: P = max |z_A - z_B| over the compared logits rows, rows
@@ -102,9 +103,16 @@ def expected(pa, pb):
         S = float(max(np.max(np.abs(a[np.isfinite(a)])), np.max(np.abs(b[np.isfinite(b)]))))
         shape = dict(kv.split("=") for kv in fa["run"].attrs["model_shape"].decode().split())
         K = max(int(shape["hidden"]), int(shape["mlp"]), int(shape["heads"]) * int(shape["head_dim"]))
+        k_from = "model_shape"
+        if "trace/gemms" in fa:  # A's rows of this capture (every occurrence)
+            ks = [int(r["k"]) for d in fa["captures"][name].values() if "gemms" in d.attrs
+                  for r in fa["trace/gemms"][int(d.attrs["gemms"][0]):int(d.attrs["gemms"][1])]]
+            if ks:
+                K, k_from = max(ks), "gemms"
         ulp = 2.0 ** (math.floor(math.log2(S)) - 7)
         bound = 2 * ulp + 2 * K * 2.0 ** -24 * S
-        exp.update(site=name, max_abs_diff=diff, scale=S, k=K, ulp_out=ulp, bound=bound,
+        exp.update(site=name, max_abs_diff=diff, scale=S, k=K, k_from=k_from, ulp_out=ulp,
+                   bound=bound,
                    ratio=diff / bound, nonfinite=nonfinite)
     exp["kind"] = "rounding" if exp["ratio"] <= 16 and exp["nonfinite"] == 0 else "defect"
     wit = []
@@ -139,7 +147,7 @@ def check_pair(a, b, want_kind):
     check(v["kind"] == e["kind"], "%s/%s: verdict %s, numpy %s" % (a, b, v["kind"], e["kind"]))
     bd = v["bound"]
     check(bd["site"] == e["site"], "site %s vs %s" % (bd["site"], e["site"]))
-    check(bd["k"] == e["k"] and bd["k_from"] == "model_shape", "K %r" % bd)
+    check(bd["k"] == e["k"] and bd["k_from"] == e["k_from"], "K %r" % bd)
     for key in ("max_abs_diff", "scale", "ulp_out", "bound", "ratio"):
         close(bd[key], e[key], "%s/%s %s" % (a, b, key))
     n = v["near_ties"]
