@@ -22,7 +22,7 @@ the pass that computed them.
 
 Tokens: every capture whose leading axes are (batch, tokens) of the forward
 call (or whose first axis is the tokens of the engines' forward(input_ids[T],
-positions[T])) records, per row, its token position and request (FORMAT.md): the
+positions[T]), T = 1 included: a decode step of one request) records, per row, its token position and request (FORMAT.md): the
 position from the call's `position_ids`, else `cache_position`, else the
 cache length + 0, 1, ...; the request is the batch row, or `requests[row]`
 when given, or what `cap.request(ids)` says for the calls inside its `with`
@@ -170,8 +170,11 @@ def _restarts(pos):
 
 
 def _token_context(args, kwargs, requests):
-    """(positions[b, s], requests[b, s], keep[b, s] or None) of a forward
-    call, int64 / bool on the CPU, or None when the call has no tokens.
+    """(positions[b, s], requests[b, s], keep[b, s] or None, flat) of a
+    forward call, int64 / bool on the CPU, or None when the call has no
+    tokens.  flat: False, or T for the engines' forward(input_ids[T],
+    positions[T]), whose every [T, ...] tensor has one row per token (b is
+    1), T = 1 included.
     requests: None (row i is request i), an int n (row i is n + i) or one
     id per batch row."""
     ids = kwargs.get("input_ids")
@@ -185,7 +188,8 @@ def _token_context(args, kwargs, requests):
         # The engines' convention: forward(input_ids[T], positions[T], ...).
         pos = flat.detach().to("cpu", _torch.int64).view(1, -1)
         req = _restarts(pos[0]).view(1, -1)
-        return pos, req + requests if isinstance(requests, int) else req, None
+        req = req + requests if isinstance(requests, int) else req
+        return pos, req, None, ids.shape[0]
     if ids is not None and ids.dim() == 2:
         b, s = ids.shape
     elif emb is not None and emb.dim() == 3:
@@ -215,7 +219,7 @@ def _token_context(args, kwargs, requests):
         m = mask[:, -s:].detach().to("cpu") != 0
         if not bool(m.all()):
             keep = m
-    return pos, req, keep
+    return pos, req, keep, False
 
 
 def _tensors(output, outputs):
@@ -357,8 +361,10 @@ class Capture:
 
     def __init__(self, model, path=None, label=None, run=None, prefix="", select=None,
                  match=None, requests=None, outputs="first", kv=False, layers=None,
-                 sublayers=True, queue_mb=None, observed=None, tokens=False, mode="data"):
+                 sublayers=True, queue_mb=None, observed=None, tokens=False, mode="data",
+                 flat_tokens=None):
         self._produced_on = bool(tokens)
+        self._flat_tokens = flat_tokens
         if mode not in ("data", "digest", "both"):
             raise ValueError("mode must be 'data', 'digest' or 'both', not %r" % (mode,))
         # select as a string or dict is a selection of (name, request,
@@ -459,7 +465,7 @@ class Capture:
             with cap._lock:
                 cap._pass += 1
                 n = cap._pass
-            calls.append(_Call(n, _token_context(args, kwargs, cap._request_ids())))
+            calls.append(_Call(n, cap._context(args, kwargs)))
             cap.step(n)
             cap._capture_ids(args, kwargs)
             try:
@@ -499,6 +505,32 @@ class Capture:
             self.capture(name, ids, role="input", tokens=True)
         except Exception as e:  # noqa: BLE001
             self._warn_once(("hook", name), "%s not captured: %s: %s" % (name, type(e).__name__, e))
+
+    def _context(self, args, kwargs):
+        """The token context of a forward call (_token_context), from
+        flat_tokens when it knows the call's tokens."""
+        if self._flat_tokens is not None:
+            got = self._flat_tokens(args, kwargs)
+            if got is not None:
+                pos, req, width = got
+                return pos.view(1, -1), req.view(1, -1), None, width
+        return _token_context(args, kwargs, self._request_ids())
+
+    @contextlib.contextmanager
+    def rows(self, positions, requests):
+        """Gives the captures made inside the `with` block, on this thread,
+        the tokens positions[i] / requests[i] (1-D int64) as their rows, at
+        the step of the last forward call: for what an engine computes from
+        the forward's output after it returns (vLLM's compute_logits, one
+        row per request)."""
+        calls = self._calls()
+        pos = positions.detach().to("cpu", _torch.int64).reshape(1, -1)
+        req = requests.detach().to("cpu", _torch.int64).reshape(1, -1)
+        calls.append(_Call(self._pass, (pos, req, None, pos.shape[1])))
+        try:
+            yield self
+        finally:
+            calls.pop()
 
     def _calls(self):
         """This thread's forward calls of the model, innermost last."""
@@ -550,8 +582,16 @@ class Capture:
         ctx = call.tokens if call is not None else None
         if ctx is None:
             return t, None, None, 0
-        pos, req, keep = ctx
+        pos, req, keep, flat = ctx
         b, s = pos.shape
+        if flat and t.dim() >= 1 and (t.shape[0] == s or t.shape[0] == flat > s):
+            # A tensor whose first axis is the call's tokens (decode steps of
+            # batch 1 too: [1, H]); a longer one (padded to a captured size)
+            # keeps its first T rows, those of real tokens.  Others ([1, T,
+            # H] inside a layer) are read as below.
+            if self._rows is not None:
+                self._warn_once("flat", "select does not apply to flattened tokens")
+            return t[:s], pos[0], req[0], 1
         if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == s:
             pass
         elif role == "logits" and t.dim() >= 2 and t.shape[0] == b and 0 < t.shape[1] < s:
@@ -585,8 +625,8 @@ class Capture:
         if call is None or call.tokens is None or not _torch.is_tensor(logits) \
                 or logits.dim() != 3 or not logits.is_floating_point() or logits.shape[-1] < 2:
             return
-        pos, req, _ = call.tokens
-        if logits.shape[0] != pos.shape[0]:
+        pos, req, _, flat = call.tokens
+        if flat or logits.shape[0] != pos.shape[0]:
             return
         last = logits.detach()[:, -1, :].to("cpu", _torch.float64)
         top = _torch.topk(last, 2, dim=-1)
@@ -772,7 +812,11 @@ def capture(model, path=None, label=None, run=None, **options):
     (True: also the `tokens` capture of each step's produced token and its
     top-2 margin, FORMAT.md "Produced tokens", for `ulpprof streams`), mode
     ("data", the default; "digest": one 64-bit digest per (request,
-    position) row instead of the bytes; "both").  select as a string
+    position) row instead of the bytes; "both"), flat_tokens (a callable
+    (args, kwargs) -> (positions[T], requests[T], width) or None: the
+    tokens of an engine's forward call, int64 tensors, when it knows them
+    better than position restarts; a tensor of `width` rows keeps its first
+    T; ulpprof.engines gives vLLM's).  select as a string
     ("NAME@REQUEST:FIRST-LAST,...", as `ulpprof diff` prints it for digest
     runs) or a dict {name: [(request, first, last)]} captures only those
     rows in full.  The

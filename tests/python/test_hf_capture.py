@@ -201,6 +201,15 @@ with tempfile.TemporaryDirectory() as tmp, torch.no_grad():
               "outputs='all': attention weights %s" % list(f["captures"]))
         if "model.layers.0.self_attn.1" in f["captures"]:  # [1, heads, T, T]: no token rows
             check("positions" not in attrs(f, "model.layers.0.self_attn.1"), "weights' rows")
+    # A decode step of one request: T = 1, [1, H] rows still carry the position.
+    with ulpprof.torch.capture(flat, os.path.join(tmp, "flat1.h5")):
+        flat(toks[:1], torch.tensor([0]))  # (4.44's rotary cache holds T positions)
+    with h5py.File(os.path.join(tmp, "flat1.h5"), "r") as f:
+        for name in ("input_ids", "model.embed_tokens", "lm_head"):  # [1], [1, H], [1, V]
+            a = attrs(f, name)
+            check("positions" in a and a["positions"].tolist() == [0]
+                  and a["requests"].tolist() == [0], "decode of one: %s rows %s" % (
+                      name, a.get("positions")))
 
     # 5. ulpprof.engines: attach() keeps every tuple output; vllm_model() says
     #    what it did not find.
