@@ -18,6 +18,7 @@
 #include "common/bigalloc.h"
 #include "common/error.h"
 #include "common/grow.h"
+#include "common/sized.h"
 #include "common/strset.h"
 #include "diff_priv.h"
 #include "format/snapshot_summary.h"
@@ -40,11 +41,21 @@ const char *ulp_diff_status_name(ulp_diff_status status)
     return status_names[status];
 }
 
-void ulp_diff_options_init(ulp_diff_options *opts)
+#define OPTIONS_MIN ULP__SIZE_THROUGH(ulp_diff_options, match) /* the first version */
+
+static void options_defaults(ulp_diff_options *opts)
 {
     memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
     opts->threads = 0; /* the online CPUs, at most DEFAULT_THREADS */
     opts->chunk_elements = DEFAULT_CHUNK_ELEMENTS;
+}
+
+ulp_status ulp_diff_options_init_sized(ulp_diff_options *opts, size_t size)
+{
+    ulp_diff_options def;
+    options_defaults(&def);
+    return ulp__sized_init(opts, size, &def, sizeof def, OPTIONS_MIN, "ulp_diff_options");
 }
 
 static char *xstrdup(const char *s)
@@ -128,13 +139,20 @@ static double now_seconds(void)
 }
 
 /* Copies the caller's options with the defaults filled in; refuses bad ones. */
+ulp_status ulp__diff_options_read(ulp_diff_options *out, const ulp_diff_options *in, ulp_error *err)
+{
+    ulp_diff_options def;
+    options_defaults(&def);
+    return ulp__sized_read(out, &def, sizeof def, OPTIONS_MIN, in, "ulp_diff_options", err);
+}
+
 static ulp_status resolve_options(const ulp_diff_options *in, ulp_diff_options *opts,
                                   ulp_error *err)
 {
-    if (in)
-        *opts = *in;
-    else
-        ulp_diff_options_init(opts);
+    if (in == NULL)
+        options_defaults(opts);
+    else if (ulp__diff_options_read(opts, in, err) != ULP_OK)
+        return ULP_EINVAL;
     if (opts->threads <= 0) {
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         opts->threads = cpus < 1 ? 1 : cpus > DEFAULT_THREADS ? DEFAULT_THREADS : (int)cpus;

@@ -486,6 +486,14 @@ void ulp__logits_dist_free(ulp_diff_dist *d);
 /* The largest k of opts' top-k sizes (0 without distributions). */
 int ulp__logits_dist_kmax(const ulp_diff_options *opts);
 
+/*
+ * diff.c: the caller's `in` read by its struct_size into `out`, the
+ * defaults of ulp_diff_options_init() for the rest (common/sized.h);
+ * ULP_EINVAL, one stderr line and `err`, for a bad size.
+ */
+ulp_status ulp__diff_options_read(ulp_diff_options *out, const ulp_diff_options *in,
+                                  ulp_error *err);
+
 /* ladder.c */
 ulp_status ulp__ladder_run(const ulp_snapshot *a, const ulp_snapshot *b, ulp_diff_ladder *l,
                            ulp_error *err);

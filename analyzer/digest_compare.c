@@ -93,12 +93,7 @@ static ulp_status data_rows(const ulp_snapshot *snap, size_t i, int64_t id, side
     if (buf == NULL)
         return ulp__error(err, ULP_ENOMEM, "%s: out of memory", ulp_snapshot_path(snap));
     ulp_status st = ulp_snapshot_read(snap, i, 0, c->elements, buf, err);
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
-    d.ndim = c->ndim;
-    d.shape = c->shape;
-    d.positions = c->row_rank > 0 ? c->positions : NULL;
-    d.row_rank = c->row_rank;
+    ulp__digest_shape d = {c->ndim, c->shape, c->row_rank, c->row_rank > 0 ? c->positions : NULL};
     uint64_t rows = ulp__digest_row_count(&d);
     uint64_t *dg = st == ULP_OK ? malloc((size_t)(rows > 0 ? rows : 1) * 8) : NULL;
     if (st == ULP_OK && dg == NULL)

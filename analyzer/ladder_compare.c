@@ -23,15 +23,25 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/sized.h"
+#include "diff_priv.h"
 #include "ladder_priv.h"
 
 #define MAX_JOBS 16
 
-void ulp_ladder_options_init(ulp_ladder_options *opts)
+#define OPTIONS_MIN ULP__SIZE_THROUGH(ulp_ladder_options, diff) /* the first version */
+
+static void options_defaults(ulp_ladder_options *opts)
 {
     memset(opts, 0, sizeof *opts);
-    ulp_diff_options_init(&opts->diff);
-    opts->diff.threads = 1;
+    opts->struct_size = sizeof *opts;
+}
+
+ulp_status ulp_ladder_options_init_sized(ulp_ladder_options *opts, size_t size)
+{
+    ulp_ladder_options def;
+    options_defaults(&def);
+    return ulp__sized_init(opts, size, &def, sizeof def, OPTIONS_MIN, "ulp_ladder_options");
 }
 
 typedef struct work {
@@ -134,11 +144,20 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
                               ulp_ladder_result **out, ulp_error *err)
 {
     *out = NULL;
-    ulp_ladder_options opts;
-    if (opts_in)
-        opts = *opts_in;
-    else
-        ulp_ladder_options_init(&opts);
+    ulp_ladder_options opts, def;
+    options_defaults(&def);
+    if (opts_in == NULL)
+        opts = def;
+    else if (ulp__sized_read(&opts, &def, sizeof def, OPTIONS_MIN, opts_in, "ulp_ladder_options",
+                             err) != ULP_OK)
+        return ULP_EINVAL;
+    ulp_diff_options diff;
+    if (opts.diff == NULL) {
+        ulp_diff_options_init(&diff);
+        diff.threads = 1;
+    } else if (ulp__diff_options_read(&diff, opts.diff, err) != ULP_OK) {
+        return ULP_EINVAL;
+    }
     if (n < 2)
         return ulp__error(err, ULP_EINVAL, "a ladder needs at least 2 runs, got %zu", n);
     if (opts.n_ignore < 0 || opts.n_ignore > ULP_LADDER_MAX_IGNORE)
@@ -151,6 +170,7 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     work w = w0;
     w.c.r = r;
     w.c.opts = &opts;
+    w.c.diff = &diff;
     if (r == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     r->n_runs = n;

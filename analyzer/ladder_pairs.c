@@ -221,12 +221,12 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
             continue;
         }
         ulp_diff_result *d = NULL;
-        if ((st = ulp_diff_run(sa, sb, &w->opts->diff, &d, err)) != ULP_OK)
+        if ((st = ulp_diff_run(sa, sb, w->diff, &d, err)) != ULP_OK)
             break;
         if (d->n_rows == 0) {
             st = ulp__error(err, ULP_EINVAL, "'%s' and '%s': nothing to compare (no capture%s)",
                             ra->files[i].path, rb->files[k].path,
-                            w->opts->diff.match || w->opts->diff.role ? " selected" : "");
+                            w->diff->match || w->diff->role ? " selected" : "");
         } else {
             if (p->n_ranks == 0)
                 st = ulp__ladder_keys_set(p, d->ladder.keys, d->ladder.n_keys, err);

@@ -16,6 +16,7 @@ typedef struct ulp__ladder_ctx {
     ulp_ladder_result *r;
     ulp_snapshot ***snaps;
     const ulp_ladder_options *opts;
+    const ulp_diff_options *diff; /* opts->diff read by its size, or the default */
 } ulp__ladder_ctx;
 
 /*

@@ -170,8 +170,8 @@ ulp_status ulp_capture_host(const char *name, const void *ptr, ulp_dtype dtype, 
     ulp_status st = acquire(&s);
     if (st != ULP_OK)
         return st;
-    ulp_capture_desc d = ulp__capture_desc_make(name, ptr, dtype, ndim, shape, layer, role);
-    st = ulp_session_capture(s, &d);
+    ulp__desc d = ulp__capture_desc_make(name, ptr, dtype, ndim, shape, layer, role);
+    st = ulp__session_capture(s, &d);
     release();
     return st;
 }

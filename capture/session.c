@@ -11,27 +11,60 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/sized.h"
 #include "session_internal.h"
+#include "ulpprof/capture_device.h"
 
 /* --- small public helpers ------------------------------------------------------ */
 
-void ulp_session_options_init(ulp_session_options *opts)
+/* The first versions: ulp_session_options up to `path`, the descriptor up
+ * to `role`, the device extension up to `kernels` (capture.h). */
+#define OPTIONS_MIN ULP__SIZE_THROUGH(ulp_session_options, path)
+#define DESC_MIN    ULP__SIZE_THROUGH(ulp_capture_desc, role)
+#define EXT_MIN     ULP__SIZE_THROUGH(ulp_capture_device_ext, kernels)
+
+static void options_defaults(ulp_session_options *o)
 {
-    if (opts == NULL)
-        return;
-    memset(opts, 0, sizeof(*opts));
-    opts->record_env = 1;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->record_env = 1;
 }
 
-void ulp_capture_desc_init(ulp_capture_desc *d)
+static void desc_defaults(ulp_capture_desc *d)
 {
-    if (d == NULL)
-        return;
-    memset(d, 0, sizeof(*d));
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
     d->dtype = ULP_DTYPE_INVALID;
     d->layer = ULP_LAYER_NONE;
     d->role = ULP_ROLE_ACTIVATION;
     d->step = ULP_STEP_NONE;
+}
+
+static void ext_defaults(ulp_capture_device_ext *x)
+{
+    memset(x, 0, sizeof *x);
+    x->struct_size = sizeof *x;
+}
+
+ulp_status ulp_session_options_init_sized(ulp_session_options *opts, size_t size)
+{
+    ulp_session_options def;
+    options_defaults(&def);
+    return ulp__sized_init(opts, size, &def, sizeof def, OPTIONS_MIN, "ulp_session_options");
+}
+
+ulp_status ulp_capture_desc_init_sized(ulp_capture_desc *d, size_t size)
+{
+    ulp_capture_desc def;
+    desc_defaults(&def);
+    return ulp__sized_init(d, size, &def, sizeof def, DESC_MIN, "ulp_capture_desc");
+}
+
+ulp_status ulp_capture_device_ext_init_sized(ulp_capture_device_ext *x, size_t size)
+{
+    ulp_capture_device_ext def;
+    ext_defaults(&def);
+    return ulp__sized_init(x, size, &def, sizeof def, EXT_MIN, "ulp_capture_device_ext");
 }
 
 size_t ulp_capture_desc_size(void)
@@ -44,12 +77,57 @@ size_t ulp_session_options_size(void)
     return sizeof(ulp_session_options);
 }
 
-ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype,
-                                        int ndim, const int64_t *shape, int32_t layer,
-                                        ulp_role role)
+size_t ulp_capture_device_ext_size(void)
 {
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    return sizeof(ulp_capture_device_ext);
+}
+
+ulp_status ulp__desc_from(ulp__desc *out, const ulp_capture_desc *d,
+                          const ulp_capture_device_ext *x)
+{
+    ulp_capture_desc c, cdef;
+    ulp_capture_device_ext e;
+    desc_defaults(&cdef);
+    ext_defaults(&e);
+    if (ulp__sized_read(&c, &cdef, sizeof c, DESC_MIN, d, "ulp_capture_desc", NULL) != ULP_OK)
+        return ULP_EINVAL;
+    if (x != NULL) {
+        ulp_capture_device_ext edef = e;
+        if (ulp__sized_read(&e, &edef, sizeof e, EXT_MIN, x, "ulp_capture_device_ext", NULL) !=
+            ULP_OK)
+            return ULP_EINVAL;
+    }
+    ulp__desc_init(out);
+    out->name = c.name;
+    out->data = c.data;
+    out->dtype = c.dtype;
+    out->ndim = c.ndim;
+    out->shape = c.shape;
+    out->layer = c.layer;
+    out->role = c.role;
+    out->step = c.step;
+    out->time_ns = c.time_ns;
+    out->positions = c.positions;
+    out->requests = c.requests;
+    out->row_rank = c.row_rank;
+    out->n_inputs = c.n_inputs;
+    out->inputs = c.inputs;
+    out->has_kernels = e.has_kernels;
+    memcpy(out->kernels, e.kernels, sizeof out->kernels);
+    out->device_ptr = e.device_ptr;
+    out->stream = e.stream;
+    out->has_gemms = e.has_gemms;
+    memcpy(out->gemms, e.gemms, sizeof out->gemms);
+    out->has_graph_replay = e.has_graph_replay;
+    memcpy(out->graph_replay, e.graph_replay, sizeof out->graph_replay);
+    return ULP_OK;
+}
+
+ulp__desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype, int ndim,
+                                 const int64_t *shape, int32_t layer, ulp_role role)
+{
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.name = name;
     d.data = data;
     d.dtype = dtype;
@@ -89,11 +167,11 @@ static ulp_status parse_queue_mb(const char *text, size_t *bytes, ulp_error *err
 
 static ulp_status session_open(const ulp_session_options *opts, ulp_session **out, ulp_error *err)
 {
-    ulp_session_options defaults;
-    if (opts == NULL) {
-        ulp_session_options_init(&defaults);
-        opts = &defaults;
-    }
+    ulp_session_options o;
+    options_defaults(&o);
+    if (opts != NULL)
+        o = *opts; /* read by its size in ulp_session_open() */
+    opts = &o;
     const char *pattern = opts->path != NULL ? opts->path : getenv("ULPPROF_OUTPUT");
     if (pattern == NULL || pattern[0] == '\0')
         return ulp__error(err, ULP_EDISABLED, "capture is disabled: ULPPROF_OUTPUT is not set");
@@ -224,6 +302,15 @@ ulp_status ulp_session_open(const ulp_session_options *opts, ulp_session **out, 
         return ULP_EINVAL;
     }
     *out = NULL;
+    ulp_session_options o, def;
+    options_defaults(&def);
+    if (opts != NULL) {
+        /* a bad size: the one line went to stderr */
+        if (ulp__sized_read(&o, &def, sizeof o, OPTIONS_MIN, opts, "ulp_session_options", err) !=
+            ULP_OK)
+            return ULP_EINVAL;
+        opts = &o;
+    }
     ulp_status st = session_open(opts, out, err);
     /* Disabled is a choice, not an error: stay silent. */
     if (st != ULP_OK && st != ULP_EDISABLED)

@@ -32,9 +32,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "format/capture_desc.h"
 #include "format/gemm_row.h"
 #include "format/kernel_row.h"
 #include "ulpprof/capture.h"
+#include "ulpprof/capture_device.h"
 
 /*
  * The least a queued item counts against the bound (a capture counts its
@@ -70,7 +72,7 @@
  * Returns ULP_OK once queued, ULP_EINVAL for a bad descriptor or size,
  * ULP_ECLOSED after close, ULP_EIO when the session has failed.
  */
-ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc *d, void *buf,
+ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp__desc *d, void *buf,
                                          size_t nbytes, int (*ready)(void *ctx),
                                          void (*release)(void *ctx, void *buf), void *ctx);
 
@@ -82,7 +84,7 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc 
  * one batch: appended in order after everything queued before it, then
  * flushed, so a kill loses at most the batches not yet written.
  * Row r of /trace/kernels is the r-th row ever passed here, so a producer
- * that counts its rows can put [first, last) into ulp_capture_desc.kernels.
+ * that counts its rows can put [first, last) into ulp__desc.kernels.
  * Returns as ulp__session_capture_deferred() does (n == 0 is a no-op).
  */
 ulp_status ulp__session_trace_kernels(ulp_session *s, const ulp__kernel_row *rows,
@@ -99,9 +101,19 @@ ulp_status ulp__session_trace_gemms(ulp_session *s, const ulp__gemm_row *rows, s
  * The descriptor of the one-call capture functions (ulp_capture_host,
  * ulp_capture_device): the defaults of ulp_capture_desc_init() and these.
  */
-ulp_capture_desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype,
-                                        int ndim, const int64_t *shape, int32_t layer,
-                                        ulp_role role);
+ulp__desc ulp__capture_desc_make(const char *name, const void *data, ulp_dtype dtype, int ndim,
+                                 const int64_t *shape, int32_t layer, ulp_role role);
+
+/*
+ * The writer's descriptor from the caller's descriptor and device extension
+ * (`x` may be NULL: none), each read by its struct_size (common/sized.h).
+ * ULP_EINVAL, with one stderr line, for a bad size.
+ */
+ulp_status ulp__desc_from(ulp__desc *out, const ulp_capture_desc *d,
+                          const ulp_capture_device_ext *x);
+
+/* ulp_session_capture() of the writer's descriptor. */
+ulp_status ulp__session_capture(ulp_session *s, const ulp__desc *d);
 
 /* 1 when the session has failed (later requests return ULP_ENOSPC or ULP_EIO), else 0. */
 int ulp__session_failed(ulp_session *s);

@@ -37,7 +37,7 @@ typedef struct ulp__item {
     size_t cap;    /* bytes allocated for the item    */
 
     /* ITEM_CAPTURE, ITEM_DEFERRED */
-    ulp_capture_desc desc; /* name and shape point inside     */
+    ulp__desc desc; /* name and shape point inside     */
     int64_t shape[ULP_MAX_RANK];
     const void *data;
     size_t nbytes;
@@ -215,9 +215,9 @@ typedef struct ulp__select {
  * data (*want_data; *sub is `d`, or a descriptor of the selected rows whose
  * buffers *owned holds, to be freed).  ULP_ENOMEM when out of memory.
  */
-ulp_status ulp__session_plan(ulp_session *s, const ulp_capture_desc *d, size_t nbytes,
-                             uint64_t **digests, uint64_t *rows, int *want_data,
-                             ulp_capture_desc *sub, size_t *sub_bytes, void **owned);
+ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, uint64_t **digests,
+                             uint64_t *rows, int *want_data, ulp__desc *sub, size_t *sub_bytes,
+                             void **owned);
 
 /* Frees the selection (close). */
 void ulp__session_select_free(ulp_session *s);

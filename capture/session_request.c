@@ -107,7 +107,7 @@ ulp_status ulp_session_set_observed(ulp_session *s, const char *key, const char 
 
 typedef struct capture_arg {
     ulp_session *s;
-    const ulp_capture_desc *d;
+    const ulp__desc *d;
     size_t nbytes;
     ulp__item_kind kind;
     void *buf;
@@ -149,7 +149,7 @@ static size_t capture_size(const capture_arg *a)
 static void build_capture(ulp__item *it, void *arg)
 {
     const capture_arg *a = arg;
-    const ulp_capture_desc *d = a->d;
+    const ulp__desc *d = a->d;
     size_t name_len = strlen(d->name);
     size_t off = payload_offset(name_len, ulp__capture_rows_size(d));
     memset(it, 0, sizeof(*it));
@@ -187,6 +187,24 @@ static void build_capture(ulp__item *it, void *arg)
 
 ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
 {
+    return ulp_session_capture_ext(s, d, NULL);
+}
+
+ulp_status ulp_session_capture_ext(ulp_session *s, const ulp_capture_desc *d,
+                                   const ulp_capture_device_ext *x)
+{
+    if (s == NULL)
+        return refuse(ULP_EINVAL, "capture without a session");
+    if (d == NULL)
+        return refuse(ULP_EINVAL, "capture without a descriptor");
+    ulp__desc full;
+    if (ulp__desc_from(&full, d, x) != ULP_OK)
+        return ULP_EINVAL; /* its line went to stderr */
+    return ulp__session_capture(s, &full);
+}
+
+ulp_status ulp__session_capture(ulp_session *s, const ulp__desc *d)
+{
     char why[400];
     size_t nbytes = 0;
     if (s == NULL)
@@ -197,7 +215,7 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
         return refuse(ULP_EINVAL, "capture '%.200s': NULL data for %zu bytes", d->name, nbytes);
     uint64_t *digests = NULL, rows = 0;
     int want_data = 1;
-    ulp_capture_desc sub;
+    ulp__desc sub;
     size_t sub_bytes = nbytes;
     void *owned = NULL;
     ulp_status st =
@@ -205,7 +223,7 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
     if (st != ULP_OK)
         return refuse(st, "capture '%.200s': out of memory", d->name);
     if (digests != NULL) {
-        ulp_capture_desc dd = *d;
+        ulp__desc dd = *d;
         dd.data = digests;
         capture_arg g = {s, &dd, (size_t)rows * 8, ITEM_DIGESTS, NULL, NULL, NULL, NULL};
         st = ulp__session_enqueue(s, capture_charge(capture_size(&g)), capture_size(&g),
@@ -221,7 +239,7 @@ ulp_status ulp_session_capture(ulp_session *s, const ulp_capture_desc *d)
     return refused_by_queue(s, st, "capture", d->name);
 }
 
-ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp_capture_desc *d, void *buf,
+ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp__desc *d, void *buf,
                                          size_t nbytes, int (*ready)(void *ctx),
                                          void (*release)(void *ctx, void *buf), void *ctx)
 {

@@ -172,10 +172,11 @@ static int row_selected(const ulp_session *s, const char *name, int64_t r, int64
  * The selected rows of a capture with positions, gathered into one
  * buffer: data, then positions, then requests.  *sub describes them.
  */
-static ulp_status gather(const ulp_session *s, const ulp_capture_desc *d, size_t elem,
-                         ulp_capture_desc *sub, size_t *sub_bytes, void **owned, int *want)
+static ulp_status gather(const ulp_session *s, const ulp__desc *d, size_t elem, ulp__desc *sub,
+                         size_t *sub_bytes, void **owned, int *want)
 {
-    uint64_t rows = ulp__digest_row_count(d), row_elems = 1, nsel = 0;
+    ulp__digest_shape ds = {d->ndim, d->shape, d->row_rank, d->positions};
+    uint64_t rows = ulp__digest_row_count(&ds), row_elems = 1, nsel = 0;
     for (int i = d->row_rank; i < d->ndim; i++)
         row_elems *= (uint64_t)d->shape[i];
     size_t row_bytes = (size_t)(row_elems * elem);
@@ -218,9 +219,9 @@ static ulp_status gather(const ulp_session *s, const ulp_capture_desc *d, size_t
     return ULP_OK;
 }
 
-ulp_status ulp__session_plan(ulp_session *s, const ulp_capture_desc *d, size_t nbytes,
-                             uint64_t **digests, uint64_t *rows, int *want_data,
-                             ulp_capture_desc *sub, size_t *sub_bytes, void **owned)
+ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, uint64_t **digests,
+                             uint64_t *rows, int *want_data, ulp__desc *sub, size_t *sub_bytes,
+                             void **owned)
 {
     *digests = NULL;
     *rows = 0;
@@ -233,11 +234,12 @@ ulp_status ulp__session_plan(ulp_session *s, const ulp_capture_desc *d, size_t n
     pthread_mutex_unlock(&s->mu);
     size_t elem = ulp_dtype_size(d->dtype);
     if (mode != ULP_CAPTURE_DATA) {
-        uint64_t n = ulp__digest_row_count(d);
+        ulp__digest_shape ds = {d->ndim, d->shape, d->row_rank, d->positions};
+        uint64_t n = ulp__digest_row_count(&ds);
         uint64_t *dg = malloc(n > 0 ? (size_t)n * sizeof(uint64_t) : 1);
         if (dg == NULL)
             return ULP_ENOMEM;
-        ulp__digest_rows(d, d->data, elem, dg);
+        ulp__digest_rows(&ds, d->data, elem, dg);
         *digests = dg;
         *rows = n;
     }

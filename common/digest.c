@@ -94,7 +94,7 @@ uint64_t ulp__xxh64(const void *data, size_t n, uint64_t seed)
     return h;
 }
 
-uint64_t ulp__digest_row_count(const ulp_capture_desc *d)
+uint64_t ulp__digest_row_count(const ulp__digest_shape *d)
 {
     int rr = d->positions != NULL ? d->row_rank : (d->ndim > 0 ? 1 : 0);
     uint64_t rows = 1;
@@ -103,7 +103,7 @@ uint64_t ulp__digest_row_count(const ulp_capture_desc *d)
     return rows;
 }
 
-void ulp__digest_rows(const ulp_capture_desc *d, const void *data, size_t elem, uint64_t *out)
+void ulp__digest_rows(const ulp__digest_shape *d, const void *data, size_t elem, uint64_t *out)
 {
     int rr = d->positions != NULL ? d->row_rank : (d->ndim > 0 ? 1 : 0);
     uint64_t rows = ulp__digest_row_count(d), row_elems = 1;

@@ -9,7 +9,7 @@
 #include "ulpprof/dtype.h"
 #include "ulpprof/format.h"
 
-ulp_status ulp__capture_check(const ulp_capture_desc *d, size_t *nbytes, char *why, size_t n)
+ulp_status ulp__capture_check(const ulp__desc *d, size_t *nbytes, char *why, size_t n)
 {
     if (d == NULL) {
         snprintf(why, n, "capture without a descriptor");

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "capture_desc.h"
 #include "ulpprof/capture.h"
 
 /*
@@ -11,6 +12,6 @@
  * fields) and computes its byte size in *nbytes.  On error fills `why` (one
  * line, naming the capture) and returns ULP_EINVAL.
  */
-ulp_status ulp__capture_check(const ulp_capture_desc *d, size_t *nbytes, char *why, size_t n);
+ulp_status ulp__capture_check(const ulp__desc *d, size_t *nbytes, char *why, size_t n);
 
 #endif /* ULPPROF_FORMAT_CAPTURE_CHECK_H */

@@ -12,7 +12,7 @@
 #include "row_key.h"
 
 /* Rows of a descriptor with positions: the product of its leading extents. */
-static uint64_t row_count(const ulp_capture_desc *d)
+static uint64_t row_count(const ulp__desc *d)
 {
     uint64_t rows = 1;
     for (int i = 0; i < d->row_rank; i++)
@@ -28,7 +28,7 @@ static int fits_i32(const int64_t *v, uint64_t n)
     return 1;
 }
 
-static ulp_status check_inputs(const ulp_capture_desc *d, char *why, size_t n)
+static ulp_status check_inputs(const ulp__desc *d, char *why, size_t n)
 {
     if (d->n_inputs < 0 || (d->n_inputs > 0 && d->inputs == NULL)) {
         snprintf(why, n, "capture '%.200s': %d inputs without names", d->name, (int)d->n_inputs);
@@ -44,7 +44,7 @@ static ulp_status check_inputs(const ulp_capture_desc *d, char *why, size_t n)
     return ULP_OK;
 }
 
-ulp_status ulp__capture_rows_check(const ulp_capture_desc *d, char *why, size_t n)
+ulp_status ulp__capture_rows_check(const ulp__desc *d, char *why, size_t n)
 {
     if (check_inputs(d, why, n) != ULP_OK)
         return ULP_EINVAL;
@@ -92,7 +92,7 @@ ulp_status ulp__capture_rows_check(const ulp_capture_desc *d, char *why, size_t 
     return ULP_OK;
 }
 
-size_t ulp__capture_rows_size(const ulp_capture_desc *d)
+size_t ulp__capture_rows_size(const ulp__desc *d)
 {
     size_t bytes = 0;
     if (d->positions != NULL) {
@@ -107,7 +107,7 @@ size_t ulp__capture_rows_size(const ulp_capture_desc *d)
     return bytes;
 }
 
-void ulp__capture_rows_copy(ulp_capture_desc *dst, const ulp_capture_desc *src, void *mem)
+void ulp__capture_rows_copy(ulp__desc *dst, const ulp__desc *src, void *mem)
 {
     char *p = mem;
     dst->positions = NULL;
@@ -138,8 +138,7 @@ void ulp__capture_rows_copy(ulp_capture_desc *dst, const ulp_capture_desc *src, 
 }
 
 /* An integer array attribute shaped like the rows; int32 when `narrow`. */
-static int write_ints(hid_t ds, const char *name, const ulp_capture_desc *d, const int64_t *v,
-                      int narrow)
+static int write_ints(hid_t ds, const char *name, const ulp__desc *d, const int64_t *v, int narrow)
 {
     hsize_t dims[ULP_MAX_RANK];
     for (int i = 0; i < d->row_rank; i++)
@@ -157,7 +156,7 @@ static int write_ints(hid_t ds, const char *name, const ulp_capture_desc *d, con
 }
 
 /* `inputs`: fixed-length UTF-8 strings (object header, as every string we write). */
-static int write_inputs(hid_t ds, const ulp_capture_desc *d)
+static int write_inputs(hid_t ds, const ulp__desc *d)
 {
     size_t width = 1;
     for (int32_t i = 0; i < d->n_inputs; i++)
@@ -186,7 +185,7 @@ static int write_inputs(hid_t ds, const ulp_capture_desc *d)
     return rc;
 }
 
-int ulp__capture_rows_write(hid_t ds, const ulp_capture_desc *d)
+int ulp__capture_rows_write(hid_t ds, const ulp__desc *d)
 {
     if (d->positions != NULL) {
         uint64_t rows = row_count(d);

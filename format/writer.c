@@ -457,7 +457,7 @@ uint64_t ulp__writer_kernel_count(const ulp__writer *w)
 /* --- captures --------------------------------------------------------------------- */
 
 /* Checks a capture's descriptor against its bytes and fills `dims`. */
-static ulp_status capture_check(const ulp_capture_desc *d, const void *data, size_t nbytes,
+static ulp_status capture_check(const ulp__desc *d, const void *data, size_t nbytes,
                                 hsize_t dims[ULP_MAX_RANK], ulp_error *err)
 {
     char why[400];
@@ -479,9 +479,9 @@ static ulp_status capture_check(const ulp_capture_desc *d, const void *data, siz
  * Creates the capture's dataset anonymous in *ds, writes its bytes and its
  * attributes.  On error *ds may hold the dataset, for the caller to close.
  */
-static ulp_status anon_dataset(ulp__writer *w, const ulp_capture_desc *d,
-                               const hsize_t dims[ULP_MAX_RANK], const void *data, size_t nbytes,
-                               int64_t time_ns, hid_t *ds, ulp_error *err)
+static ulp_status anon_dataset(ulp__writer *w, const ulp__desc *d, const hsize_t dims[ULP_MAX_RANK],
+                               const void *data, size_t nbytes, int64_t time_ns, hid_t *ds,
+                               ulp_error *err)
 {
     hid_t type = w->types[d->dtype];
     ulp_status st = ULP_OK;
@@ -532,8 +532,8 @@ static ulp_status first_capture(ulp__writer *w, hid_t g, hid_t ds, const ulp__jo
     return st;
 }
 
-ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
-                           size_t nbytes, int64_t *seq, ulp_error *err)
+ulp_status ulp__writer_add(ulp__writer *w, const ulp__desc *d, const void *data, size_t nbytes,
+                           int64_t *seq, ulp_error *err)
 {
     hsize_t dims[ULP_MAX_RANK];
     ulp_status st = capture_check(d, data, nbytes, dims, err);

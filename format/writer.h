@@ -23,8 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gemm_row.h"   /* ulp__gemm_row */
-#include "kernel_row.h" /* ulp__kernel_row */
+#include "capture_desc.h" /* ulp__desc */
+#include "gemm_row.h"     /* ulp__gemm_row */
+#include "kernel_row.h"   /* ulp__kernel_row */
 #include "ulpprof/capture.h"
 
 typedef struct ulp__writer ulp__writer;
@@ -72,8 +73,8 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
  * nothing new stays named; a failure of the batch is returned by the
  * capture that filled it.
  */
-ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void *data,
-                           size_t nbytes, int64_t *seq, ulp_error *err);
+ulp_status ulp__writer_add(ulp__writer *w, const ulp__desc *d, const void *data, size_t nbytes,
+                           int64_t *seq, ulp_error *err);
 
 /*
  * Stores the row digests of one capture (FORMAT.md, "Digests") as
@@ -84,8 +85,8 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp_capture_desc *d, const void
  * read through its groups; digests are durable once the file is closed or
  * flushed.
  */
-ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp_capture_desc *d,
-                                   const uint64_t *digests, uint64_t rows, ulp_error *err);
+ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                   uint64_t rows, ulp_error *err);
 
 /*
  * Appends `n` kernel rows to /trace/kernels (created at the first call),

@@ -65,7 +65,7 @@ static int attr_new(hid_t ds, const char *name, hid_t type, hid_t space, const v
     return rc;
 }
 
-int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq,
+int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp__desc *d, int64_t seq,
                               int64_t time_ns)
 {
     hid_t one = w->attr_scalar, two = w->attr_pair;

@@ -19,7 +19,7 @@ static hid_t digest_lcpl(const ulp__writer *w, const char *name)
     return H5P_DEFAULT;
 }
 
-static int write_meta(hid_t ds, const ulp_capture_desc *d)
+static int write_meta(hid_t ds, const ulp__desc *d)
 {
     hsize_t n = (hsize_t)d->ndim;
     int64_t zero = 0;
@@ -74,8 +74,8 @@ static hid_t open_group(ulp__writer *w, const char *name, ulp_error *err, ulp_st
     return g;
 }
 
-ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp_capture_desc *d,
-                                   const uint64_t *digests, uint64_t rows, ulp_error *err)
+ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                   uint64_t rows, ulp_error *err)
 {
     if (w == NULL || d == NULL || d->name == NULL || (rows > 0 && digests == NULL))
         return ulp__error(err, ULP_EINVAL, "writer: invalid digests");

@@ -21,7 +21,7 @@ void ulp__writer_index_init(ulp__writer *w)
     ulp__index_writer_init(&w->index, SPILL_BYTES);
 }
 
-void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp__writer_written *c)
+void ulp__writer_index_add(ulp__writer *w, const ulp__desc *d, const ulp__writer_written *c)
 {
     if (w->index.off)
         return;

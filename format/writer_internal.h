@@ -102,7 +102,7 @@ void ulp__writer_attrs_release(ulp__writer *w);
 
 /* Writes the FORMAT.md attributes of capture `d` to its new dataset `ds` (`time_ns`:
  * the time recorded, taken once for the attribute and the index); 0 on success. */
-int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp_capture_desc *d, int64_t seq,
+int ulp__writer_capture_attrs(ulp__writer *w, hid_t ds, const ulp__desc *d, int64_t seq,
                               int64_t time_ns);
 
 /* --- the capture journal (writer_journal.c) ------------------------------------------ */
@@ -133,7 +133,7 @@ typedef struct ulp__writer_written {
 void ulp__writer_index_init(ulp__writer *w);
 
 /* Records capture `d`, written as `c`, in the index (never fails the capture). */
-void ulp__writer_index_add(ulp__writer *w, const ulp_capture_desc *d, const ulp__writer_written *c);
+void ulp__writer_index_add(ulp__writer *w, const ulp__desc *d, const ulp__writer_written *c);
 
 /* No index for this file (a capture failed half-way: the index could disagree). */
 void ulp__writer_index_off(ulp__writer *w);

@@ -190,11 +190,18 @@ static ulp_status rung_files(const ulp_ladder_result *r, const char *dir, ulp_er
     return close_file(f, path, err);
 }
 
-ulp_status ulp_plot_ladder_write(const ulp_ladder_result *r, const ulp_plot_options *o,
+ulp_status ulp_plot_ladder_write(const ulp_ladder_result *r, const ulp_plot_options *opts,
                                  ulp_plot_files *files, ulp_error *err)
 {
     if (files)
         memset(files, 0, sizeof *files);
+    ulp_plot_options oo;
+    const ulp_plot_options *o = NULL;
+    if (opts != NULL) {
+        if (ulp__plot_options_read(&oo, opts, err) != ULP_OK)
+            return ULP_EINVAL;
+        o = &oo;
+    }
     if (!r || !o || !o->dir || !*o->dir)
         return ulp__error(err, ULP_EINVAL, "no plot directory given");
     ulp_status st = ulp__plot_make_dir(o->dir, err);

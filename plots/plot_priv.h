@@ -60,6 +60,11 @@ void ulp__plot_dat_word(FILE *f, const char *s);
 /* Writes a double that gnuplot and Python read back exactly ("NaN" when not finite). */
 void ulp__plot_dat_num(FILE *f, double v);
 
+/* The caller's options read by their struct_size (common/sized.h), the
+ * defaults for the rest; ULP_EINVAL, one stderr line and `err`, for a bad size. */
+ulp_status ulp__plot_options_read(ulp_plot_options *out, const ulp_plot_options *in,
+                                  ulp_error *err);
+
 /* The gnuplot program to run (`buf` may hold it), or NULL when there is none. */
 const char *ulp__plot_find_gnuplot(const ulp_plot_options *o, char *buf, size_t len);
 /* Runs `prog script` in `dir`; a failure comes back with gnuplot's error line. */

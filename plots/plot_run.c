@@ -13,11 +13,29 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/sized.h"
 #include "plot_priv.h"
 
-void ulp_plot_options_init(ulp_plot_options *opts)
+#define OPTIONS_MIN ULP__SIZE_THROUGH(ulp_plot_options, dir) /* the first version */
+
+static void options_defaults(ulp_plot_options *opts)
 {
     memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
+}
+
+ulp_status ulp_plot_options_init_sized(ulp_plot_options *opts, size_t size)
+{
+    ulp_plot_options def;
+    options_defaults(&def);
+    return ulp__sized_init(opts, size, &def, sizeof def, OPTIONS_MIN, "ulp_plot_options");
+}
+
+ulp_status ulp__plot_options_read(ulp_plot_options *out, const ulp_plot_options *in, ulp_error *err)
+{
+    ulp_plot_options def;
+    options_defaults(&def);
+    return ulp__sized_read(out, &def, sizeof def, OPTIONS_MIN, in, "ulp_plot_options", err);
 }
 
 static void add_file(ulp_plot_files *files, const char *dir, const char *name)
@@ -180,11 +198,18 @@ ulp_status ulp__plot_render(const ulp_plot_options *o, const char *dir, const ch
     return ULP_OK;
 }
 
-ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *o,
+ulp_status ulp_plot_write(const ulp_diff_result *r, const ulp_plot_options *opts,
                           ulp_plot_files *files, ulp_error *err)
 {
     if (files)
         memset(files, 0, sizeof *files);
+    ulp_plot_options oo;
+    const ulp_plot_options *o = NULL;
+    if (opts != NULL) {
+        if (ulp__plot_options_read(&oo, opts, err) != ULP_OK)
+            return ULP_EINVAL;
+        o = &oo;
+    }
     if (!r || !o || !o->dir || !*o->dir)
         return ulp__error(err, ULP_EINVAL, "no plot directory given");
     const char *dir = o->dir;

@@ -86,6 +86,7 @@ static int write_plots(const ulp_ladder_result *r, const char *dir, const char *
 
 typedef struct ladder_args {
     ulp_ladder_options opts;
+    ulp_diff_options diff; /* opts.diff */
     ulp_report_format format;
     const char *output, *plot_dir, *gnuplot, *contract;
 } ladder_args;
@@ -154,10 +155,10 @@ static int parse(int argc, char **argv, ladder_args *a)
             a->gnuplot = optarg;
             break;
         case OPT_MATCH:
-            a->opts.diff.match = optarg;
+            a->diff.match = optarg;
             break;
         case OPT_ROLE:
-            a->opts.diff.role = optarg;
+            a->diff.role = optarg;
             break;
         case 'h':
             ladder_help();
@@ -195,6 +196,9 @@ int cmd_ladder(int argc, char **argv)
 {
     ladder_args a = {.format = ULP_REPORT_TABLE};
     ulp_ladder_options_init(&a.opts);
+    ulp_diff_options_init(&a.diff);
+    a.diff.threads = 1; /* the pairs run in parallel: one thread each */
+    a.opts.diff = &a.diff;
     int rc = parse(argc, argv, &a);
     if (rc >= 0)
         return rc;

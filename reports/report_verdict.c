@@ -38,11 +38,7 @@ static void jbound(ulp__jw *w, const ulp_diff_verdict *v)
     }
     ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "site", v->site);
-    ulp__jw_key(w, "layer");
-    if (v->layer >= 0)
-        ulp__jw_int(w, v->layer);
-    else
-        ulp__jw_null(w);
+    ulp__jw_kint_or_null(w, "layer", v->layer >= 0, v->layer);
     ulp__jw_knum(w, "max_abs_diff", v->max_abs_diff);
     ulp__jw_knum(w, "scale", v->scale);
     ulp__jw_key(w, "k");

@@ -151,6 +151,14 @@ ulp_status ulp__rm_forward(const ulp__rm_model *m, ulp__rm_kvcache *c, ulp_refmo
                            ulp__rm_seq *seqs, const int *count, int nseq, const ulp__rm_tap *tap,
                            ulp_error *err);
 
+/*
+ * refmodel_run.c: the caller's options read by their struct_size
+ * (common/sized.h), the defaults for the rest; ULP_EINVAL, one stderr line
+ * and `err`, for a bad size or NULL.
+ */
+ulp_status ulp__refmodel_options_read(ulp_refmodel_options *out, const ulp_refmodel_options *in,
+                                      ulp_error *err);
+
 /* Rounds an fp32 value to the nearest bf16 value (RNE), kept as fp32. */
 float ulp__rm_round_bf16(float x);
 

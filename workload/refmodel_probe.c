@@ -43,8 +43,12 @@ static void compare(const float *x, const float *y, size_t n, uint64_t *diff, ui
     }
 }
 
-ulp_status ulp_refmodel_probe(const ulp_refmodel_options *o, FILE *out, ulp_error *err)
+ulp_status ulp_refmodel_probe(const ulp_refmodel_options *opts, FILE *out, ulp_error *err)
 {
+    ulp_refmodel_options oo;
+    if (ulp__refmodel_options_read(&oo, opts, err) != ULP_OK)
+        return ULP_EINVAL;
+    const ulp_refmodel_options *o = &oo;
     const ulp_refmodel_dims *d = &o->dims;
     const int bs = ULP_REFMODEL_BLOCK_SIZE, n = o->prompt_len;
     int cached = o->cached_tokens >= 0 ? o->cached_tokens : n - n % bs;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/sized.h"
 #include "refmodel_priv.h"
 #include "ulpprof/capture.h"
 
@@ -118,9 +119,12 @@ const char *ulp_refmodel_mode_name(ulp_refmodel_mode mode)
     return "invalid";
 }
 
-void ulp_refmodel_options_init(ulp_refmodel_options *opts)
+#define OPTIONS_MIN ULP__SIZE_THROUGH(ulp_refmodel_options, dims) /* the first version */
+
+static void options_defaults(ulp_refmodel_options *opts)
 {
     memset(opts, 0, sizeof *opts);
+    opts->struct_size = sizeof *opts;
     ulp_refmodel_preset("tiny", &opts->dims);
     opts->mode = ULP_REFMODEL_MISS;
     opts->batch = 1;
@@ -129,6 +133,23 @@ void ulp_refmodel_options_init(ulp_refmodel_options *opts)
     opts->prompt_len = ULP_REFMODEL_DEFAULT_PROMPT_LEN;
     opts->cached_tokens = -1;
     opts->threads = 1;
+}
+
+ulp_status ulp_refmodel_options_init_sized(ulp_refmodel_options *opts, size_t size)
+{
+    ulp_refmodel_options def;
+    options_defaults(&def);
+    return ulp__sized_init(opts, size, &def, sizeof def, OPTIONS_MIN, "ulp_refmodel_options");
+}
+
+ulp_status ulp__refmodel_options_read(ulp_refmodel_options *out, const ulp_refmodel_options *in,
+                                      ulp_error *err)
+{
+    ulp_refmodel_options def;
+    options_defaults(&def);
+    if (in == NULL)
+        return ulp__error(err, ULP_EINVAL, "no options given");
+    return ulp__sized_read(out, &def, sizeof def, OPTIONS_MIN, in, "ulp_refmodel_options", err);
 }
 
 /* --- Captures ------------------------------------------------------------------ */
@@ -285,8 +306,12 @@ static void describe_gemm(ulp_refmodel_gemm g, int m, char *buf, size_t len)
     }
 }
 
-ulp_status ulp_refmodel_run(const ulp_refmodel_options *o, ulp_error *err)
+ulp_status ulp_refmodel_run(const ulp_refmodel_options *opts, ulp_error *err)
 {
+    ulp_refmodel_options oo;
+    if (ulp__refmodel_options_read(&oo, opts, err) != ULP_OK)
+        return ULP_EINVAL;
+    const ulp_refmodel_options *o = &oo;
     const ulp_refmodel_dims *d = &o->dims;
     const int bs = ULP_REFMODEL_BLOCK_SIZE, n = o->prompt_len;
     if (!o->out || !*o->out)

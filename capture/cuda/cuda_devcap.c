@@ -19,7 +19,7 @@ typedef struct staging {
 
 typedef struct job {
     struct job *next;
-    ulp_capture_desc d;
+    ulp__desc d;
     char *name;
     int64_t shape[ULP_MAX_RANK];
     staging *buf; /* NULL when nbytes == 0 */
@@ -276,7 +276,7 @@ static int graph_capture_in_progress(ulp__devcap *dc, int has_stream, CUstream s
     return r != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-static job *job_new(const ulp_capture_desc *d, uint64_t ptr, int has_stream, CUstream stream)
+static job *job_new(const ulp__desc *d, uint64_t ptr, int has_stream, CUstream stream)
 {
     job *j = calloc(1, sizeof(*j));
     if (j == NULL)
@@ -313,7 +313,7 @@ static job *job_new(const ulp_capture_desc *d, uint64_t ptr, int has_stream, CUs
 }
 
 /* A mark on a stream that captures a graph: a copy node into a slot. */
-static ulp_status graph_tap(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t ptr, size_t nbytes,
+static ulp_status graph_tap(ulp__devcap *dc, const ulp__desc *d, uint64_t ptr, size_t nbytes,
                             CUstream stream)
 {
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -325,7 +325,7 @@ static ulp_status graph_tap(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t
         int64_t gemms[2];
         int has_gemms =
             dc->cfg.sink.gemms != NULL && dc->cfg.sink.gemms(dc->cfg.sink.ctx, 0, stream, gemms);
-        ulp_capture_desc dd = *d;
+        ulp__desc dd = *d;
         if (dd.device_ptr == 0)
             dd.device_ptr = ptr;
         if (dd.stream == 0)
@@ -345,8 +345,8 @@ static ulp_status graph_tap(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t
     return st;
 }
 
-ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t ptr,
-                               size_t nbytes, int has_stream, CUstream stream)
+ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp__desc *d, uint64_t ptr, size_t nbytes,
+                               int has_stream, CUstream stream)
 {
     const ulp__cuda_ops *ops = dc->cfg.ops;
     const ulp__cuda_hooks *hk = &dc->cfg.hooks;
@@ -480,7 +480,7 @@ static void deliver_replay(ulp__devcap *dc, job *j)
     for (const ulp__graph_tap *t = rp->taps; t != NULL; t = t->next, i++) {
         staging *b = j->replay_bufs[i];
         j->replay_bufs[i] = NULL;
-        ulp_capture_desc d = t->d;
+        ulp__desc d = t->d;
         d.step = j->d.step;
         d.time_ns = j->d.time_ns;
         d.has_graph_replay = 1;
@@ -696,7 +696,7 @@ void ulp__devcap_graph_launched(ulp__devcap *dc, CUgraphExec exec, CUstream stre
         return;
     }
     j->replay = rp;
-    ulp_capture_desc_init(&j->d);
+    ulp__desc_init(&j->d);
     j->d.step = dc->cfg.sink.step_now ? dc->cfg.sink.step_now(dc->cfg.sink.ctx) : ULP_STEP_NONE;
     ops->ctx_get_current(&j->ctx);
     if (hk->stream_id != NULL && hk->stream_id(hk->ctx, j->ctx, stream, &j->stream_id) == 0)

@@ -24,6 +24,7 @@
 #include "cuda_graphcap.h"
 #include "cuda_ops.h"
 #include "cuda_trace.h"
+#include "format/capture_desc.h"
 #include "ulpprof/capture.h"
 
 typedef struct ulp__devcap ulp__devcap;
@@ -35,7 +36,7 @@ typedef struct ulp__devcap_sink {
      * valid now; the sink calls release(rctx, buf) exactly once when done
      * with it, on every path, errors included.
      */
-    ulp_status (*capture)(void *ctx, const ulp_capture_desc *d, void *buf, size_t nbytes,
+    ulp_status (*capture)(void *ctx, const ulp__desc *d, void *buf, size_t nbytes,
                           void (*release)(void *rctx, void *buf), void *rctx);
     /* The step a graph replay's captures get (the application's current
      * step when the graph was launched); NULL: ULP_STEP_NONE. */
@@ -83,8 +84,8 @@ ulp_status ulp__devcap_create(const ulp__devcap_config *cfg, ulp__devcap **out);
  * ULP_ECLOSED after ulp__devcap_shutdown().  Every outcome is counted in
  * the stats; nothing is printed here.
  */
-ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp_capture_desc *d, uint64_t ptr,
-                               size_t nbytes, int has_stream, CUstream stream);
+ulp_status ulp__devcap_capture(ulp__devcap *dc, const ulp__desc *d, uint64_t ptr, size_t nbytes,
+                               int has_stream, CUstream stream);
 
 /* The graph taps (NULL when not available): the CUPTI layer reports the
  * graphs' life to it (end of capture, instantiation, destruction). */

@@ -126,7 +126,7 @@ static tapset *capturing_find_locked(ulp__graphcap *g, uint64_t id, int unlink)
     return NULL;
 }
 
-static ulp__graph_tap *tap_new(const ulp_capture_desc *d, size_t nbytes, const int64_t *gemms)
+static ulp__graph_tap *tap_new(const ulp__desc *d, size_t nbytes, const int64_t *gemms)
 {
     ulp__graph_tap *t = calloc(1, sizeof(*t));
     if (t == NULL)
@@ -156,9 +156,8 @@ static ulp__graph_tap *tap_new(const ulp_capture_desc *d, size_t nbytes, const i
     return t;
 }
 
-ulp_status ulp__graphcap_tap(ulp__graphcap *g, const ulp_capture_desc *d, uint64_t ptr,
-                             size_t nbytes, CUstream stream, uint64_t capture_id,
-                             const int64_t *gemms)
+ulp_status ulp__graphcap_tap(ulp__graphcap *g, const ulp__desc *d, uint64_t ptr, size_t nbytes,
+                             CUstream stream, uint64_t capture_id, const int64_t *gemms)
 {
     const ulp__cuda_ops *ops = g->ops;
     pthread_mutex_lock(&g->lock);

@@ -33,13 +33,14 @@
 #include <stdint.h>
 
 #include "cuda_ops.h"
+#include "format/capture_desc.h"
 #include "ulpprof/capture.h"
 
 typedef struct ulp__graphcap ulp__graphcap;
 
 typedef struct ulp__graph_tap {
     struct ulp__graph_tap *next;
-    ulp_capture_desc d; /* name and shape point into this tap; data NULL;
+    ulp__desc d; /* name and shape point into this tap; data NULL;
                            gemms: the GEMM calls made while capturing */
     char *name;
     int64_t shape[ULP_MAX_RANK];
@@ -84,9 +85,8 @@ void ulp__graphcap_free(ulp__graphcap *g);
  * driver call failed (the capture may then be invalidated by the driver;
  * the tap is not kept).  `gemms` may be NULL.
  */
-ulp_status ulp__graphcap_tap(ulp__graphcap *g, const ulp_capture_desc *d, uint64_t ptr,
-                             size_t nbytes, CUstream stream, uint64_t capture_id,
-                             const int64_t *gemms);
+ulp_status ulp__graphcap_tap(ulp__graphcap *g, const ulp__desc *d, uint64_t ptr, size_t nbytes,
+                             CUstream stream, uint64_t capture_id, const int64_t *gemms);
 
 /* The capture `capture_id` ended: made `graph`, or failed (graph NULL). */
 void ulp__graphcap_capture_ended(ulp__graphcap *g, uint64_t capture_id, CUgraph graph);

@@ -267,7 +267,7 @@ static int64_t sink_step_now(void *ctx)
     return atomic_load(&g_step);
 }
 
-static ulp_status sink_capture(void *ctx, const ulp_capture_desc *d, void *buf, size_t nbytes,
+static ulp_status sink_capture(void *ctx, const ulp__desc *d, void *buf, size_t nbytes,
                                void (*release)(void *rctx, void *buf), void *rctx)
 {
     (void)ctx;
@@ -484,8 +484,8 @@ static int64_t now_ns(void)
 }
 
 /* The common path of marks and the C API for device memory. */
-static ulp_status capture_device(const ulp_capture_desc *d, uint64_t ptr, size_t nbytes,
-                                 int has_stream, CUstream stream)
+static ulp_status capture_device(const ulp__desc *d, uint64_t ptr, size_t nbytes, int has_stream,
+                                 CUstream stream)
 {
     static atomic_int warned_skip;
     ulp_session *s = session_acquire();
@@ -511,7 +511,7 @@ static ulp_status capture_device(const ulp_capture_desc *d, uint64_t ptr, size_t
         }
         pthread_rwlock_unlock(&g_lock);
     }
-    ulp_capture_desc dd = *d;
+    ulp__desc dd = *d;
     if (dd.time_ns == 0)
         dd.time_ns = now_ns();
     ulp_status st = ulp__devcap_capture(dc, &dd, ptr, nbytes, has_stream, stream);
@@ -533,7 +533,7 @@ static void count_malformed(const char *msg, const char *why)
 }
 
 /* Captures a parsed mark's tensor: host bytes at once, device bytes through devcap. */
-static void mark_capture(const ulp__mark *m, ulp_capture_desc *d)
+static void mark_capture(const ulp__mark *m, ulp__desc *d)
 {
     if (m->mem == ULP__MARK_MEM_HOST) {
         d->data = (const void *)(uintptr_t)m->ptr;
@@ -541,7 +541,7 @@ static void mark_capture(const ulp__mark *m, ulp_capture_desc *d)
         ulp_session *s = session_acquire();
         if (s == NULL)
             return;
-        if (ulp_session_capture(s, d) != ULP_OK)
+        if (ulp__session_capture(s, d) != ULP_OK)
             atomic_fetch_add(&g_host_failed, 1);
         session_release();
         return;
@@ -551,8 +551,8 @@ static void mark_capture(const ulp__mark *m, ulp_capture_desc *d)
 }
 
 /* A mark's pos=/req=/in= as descriptor fields; `keys` (malloc'd, or NULL) holds the integers. */
-static int mark_tokens(const ulp__mark *m, ulp_capture_desc *d, int64_t **keys, char *inbuf,
-                       size_t inlen, const char **inputs)
+static int mark_tokens(const ulp__mark *m, ulp__desc *d, int64_t **keys, char *inbuf, size_t inlen,
+                       const char **inputs)
 {
     *keys = NULL;
     if (m->row_rank > 0) {
@@ -605,8 +605,8 @@ void ulp__inject_mark(const char *msg)
         }
         return;
     }
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.name = m.name;
     d.dtype = m.dtype;
     d.ndim = m.ndim;
@@ -629,7 +629,7 @@ void ulp__inject_mark(const char *msg)
 
 /* --- the C API --------------------------------------------------------- */
 
-ulp_status ulp_capture_device_desc(const ulp_capture_desc *d, void *stream)
+static ulp_status device_desc(const ulp__desc *d, void *stream)
 {
     if (d == NULL || d->name == NULL || ulp_dtype_size(d->dtype) == 0 || d->ndim < 0 ||
         d->ndim > ULP_MAX_RANK || (d->ndim > 0 && d->shape == NULL))
@@ -649,17 +649,25 @@ ulp_status ulp_capture_device_desc(const ulp_capture_desc *d, void *stream)
     if (!ulp__inject_enabled())
         return ULP_EDISABLED;
     int has_stream = stream != ULP_STREAM_UNKNOWN;
-    ulp_capture_desc dd = *d;
+    ulp__desc dd = *d;
     dd.stream = has_stream ? (uint64_t)(uintptr_t)stream : 0;
     return capture_device(&dd, (uint64_t)(uintptr_t)d->data, (size_t)nbytes, has_stream,
                           has_stream ? (CUstream)stream : NULL);
 }
 
+ulp_status ulp_capture_device_desc(const ulp_capture_desc *d, void *stream)
+{
+    ulp__desc full;
+    if (d == NULL || ulp__desc_from(&full, d, NULL) != ULP_OK)
+        return ULP_EINVAL;
+    return device_desc(&full, stream);
+}
+
 ulp_status ulp_capture_device(const char *name, const void *device_ptr, ulp_dtype dtype, int ndim,
                               const int64_t *shape, int32_t layer, ulp_role role, void *stream)
 {
-    ulp_capture_desc d = ulp__capture_desc_make(name, device_ptr, dtype, ndim, shape, layer, role);
-    return ulp_capture_device_desc(&d, stream);
+    ulp__desc d = ulp__capture_desc_make(name, device_ptr, dtype, ndim, shape, layer, role);
+    return device_desc(&d, stream);
 }
 
 ulp_status ulp_capture_device_flush(void)

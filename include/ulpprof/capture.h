@@ -69,8 +69,20 @@ extern "C" {
 
 typedef struct ulp_session ulp_session;
 
+/*
+ * Structs the caller fills (this one, ulp_capture_desc, the options of
+ * diff.h, ladder.h, plot.h, refmodel.h) start with `struct_size`, the sizeof
+ * the caller was compiled with, which the _init() macro sets.  The library
+ * reads only the fields that size covers and takes the defaults for the
+ * rest, so fields appended in a later release leave older callers working
+ * (CONTRIBUTING.md, "The public C API and its ABI").  A size of 0, or one
+ * below the struct's first version (up to the field marked so), is refused
+ * with ULP_EINVAL and one stderr line.
+ */
 typedef struct ulp_session_options {
-    const char *path;     /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT */
+    size_t struct_size;   /* sizeof(ulp_session_options), set by _init()                */
+    const char *path;     /* output path, % expansions as above; NULL: $ULPPROF_OUTPUT
+                             (the first version ends here)                             */
     const char *label;    /* run label; NULL: $ULPPROF_LABEL, else "run"               */
     const char *attrs;    /* "k=v,k=v" for /run; NULL: $ULPPROF_ATTR                   */
     size_t queue_bytes;   /* bytes the queue may hold; 0: $ULPPROF_QUEUE_MB or 256 MiB */
@@ -79,8 +91,15 @@ typedef struct ulp_session_options {
     const char *observed; /* "k=v,k=v" for /observed; NULL: $ULPPROF_OBSERVED        */
 } ulp_session_options;
 
-/* Fills `opts` with the defaults (everything from the environment). */
-ULP_API void ulp_session_options_init(ulp_session_options *opts);
+/*
+ * Fills the caller's `opts` of `size` bytes (its sizeof) with the defaults
+ * (everything from the environment) and sets struct_size; ULP_EINVAL for a
+ * size below the first version's.  ulp_session_options_init(opts) passes
+ * sizeof *opts; a binding without the macro (ctypes) calls this.
+ */
+ULP_API ulp_status ulp_session_options_init_sized(ulp_session_options *opts, size_t size);
+#define ulp_session_options_init(opts)                                                             \
+    ((void)ulp_session_options_init_sized((opts), sizeof *(opts)))
 
 /*
  * Creates the snapshot file and starts its writer thread, and populates
@@ -105,21 +124,23 @@ ULP_API ulp_status ulp_session_set_observed(ulp_session *s, const char *key, con
 /* Sets the step recorded with later captures that give ULP_STEP_NONE. */
 ULP_API ulp_status ulp_session_set_step(ulp_session *s, int64_t step);
 
-/* One tensor to capture.  Fields after `role` are optional (zero = absent). */
+/*
+ * One tensor to capture.  Fields after `role` are optional (zero = absent);
+ * the first version ends at `role`.  The CUDA collector's fields (kernel
+ * and GEMM rows, device pointer, stream, graph replay) are not here: they
+ * travel in ulp_capture_device_ext (ulpprof/capture_device.h).
+ */
 typedef struct ulp_capture_desc {
-    const char *name; /* UTF-8, no '/', not empty                         */
-    const void *data; /* host bytes, row-major; may be NULL if 0 elements */
+    size_t struct_size; /* sizeof(ulp_capture_desc), set by _init()         */
+    const char *name;   /* UTF-8, no '/', not empty                         */
+    const void *data;   /* host bytes, row-major; may be NULL if 0 elements */
     ulp_dtype dtype;
     int ndim;             /* 0..ULP_MAX_RANK                                  */
     const int64_t *shape; /* ndim extents, each >= 0; NULL if ndim == 0       */
     int32_t layer;        /* ULP_LAYER_NONE when not a layer                  */
-    ulp_role role;
-    int64_t step;    /* ULP_STEP_NONE: the session's step, if set        */
-    int has_kernels; /* 1: `kernels` holds [first, last) of /trace       */
-    int64_t kernels[2];
-    uint64_t device_ptr; /* 0: not recorded                                  */
-    uint64_t stream;     /* 0: not recorded                                  */
-    int64_t time_ns;     /* 0: now                                           */
+    ulp_role role;        /* (the first version ends here)                    */
+    int64_t step;         /* ULP_STEP_NONE: the session's step, if set        */
+    int64_t time_ns;      /* 0: now                                           */
 
     /*
      * Token metadata (FORMAT.md, "Rows and tokens"), all optional.  The
@@ -139,23 +160,23 @@ typedef struct ulp_capture_desc {
     int32_t row_rank;         /* leading axes that index the rows       */
     int32_t n_inputs;         /* entries of `inputs`                    */
     const char *const *inputs;
-
-    /* Written by the CUDA collector (FORMAT.md `gemms`, `graph_replay`). */
-    int has_gemms;           /* 1: `gemms` holds [first, last) of /trace/gemms */
-    int64_t gemms[2];        /*                                                */
-    int has_graph_replay;    /* 1: harvested from a CUDA graph replay         */
-    int64_t graph_replay[2]; /* [graph (stream-capture id), replay index]     */
 } ulp_capture_desc;
 
-/* A descriptor with the defaults: no layer, activation, no step. */
-ULP_API void ulp_capture_desc_init(ulp_capture_desc *d);
+/*
+ * A descriptor of `size` bytes (the caller's sizeof) with the defaults: no
+ * layer, activation, no step.  ULP_EINVAL for a size below the first
+ * version's.  ulp_capture_desc_init(d) passes sizeof *d.
+ */
+ULP_API ulp_status ulp_capture_desc_init_sized(ulp_capture_desc *d, size_t size);
+#define ulp_capture_desc_init(d) ((void)ulp_capture_desc_init_sized((d), sizeof *(d)))
 
 /*
  * sizeof(ulp_capture_desc) and sizeof(ulp_session_options) in this library.
- * A binding that mirrors the structs by hand (Python's ctypes) allocates
- * this many bytes for the _init() functions to fill, and refuses a library
- * whose struct is smaller than the fields it sets.  Fields are only ever
- * appended, so a larger size is a newer library that the binding can use.
+ * A binding that mirrors the structs by hand (Python's ctypes) passes its
+ * own size to the _init_sized() functions, and refuses a library whose
+ * struct is smaller than its mirror (an older library, which would refuse
+ * the fields past its own size).  Fields are only ever appended, so a
+ * larger size is a newer library that the binding can use.
  */
 ULP_API size_t ulp_capture_desc_size(void);
 ULP_API size_t ulp_session_options_size(void);

@@ -72,9 +72,17 @@ typedef enum ulp_diff_status {
 /* "identical", "differs", "shape_mismatch", ... (FORMAT.md JSON names). */
 ULP_API const char *ulp_diff_status_name(ulp_diff_status status);
 
+/*
+ * Sized as the structs of ulpprof/capture.h are: struct_size is the
+ * caller's sizeof, set by ulp_diff_options_init(); the library reads only
+ * the fields it covers, the defaults for the rest; the first version ends
+ * at `match`.
+ */
 typedef struct ulp_diff_options {
-    const char *match; /* fnmatch(3) glob on capture names; NULL: all       */
-    const char *role;  /* only captures of this role; NULL: all             */
+    size_t struct_size; /* sizeof(ulp_diff_options), set by _init()          */
+    const char *match;  /* fnmatch(3) glob on capture names; NULL: all
+                           (the first version ends here)                      */
+    const char *role;   /* only captures of this role; NULL: all             */
     double temperatures[ULP_DIFF_MAX_TEMPERATURES]; /* > 0, for logits sampling    */
     int n_temperatures;
     int threads;             /* worker threads; 0: online CPUs, at most 8         */
@@ -105,8 +113,13 @@ typedef struct ulp_diff_options {
  */
 typedef enum ulp_diff_by { ULP_DIFF_BY_AUTO = 0, ULP_DIFF_BY_NAME, ULP_DIFF_BY_SITE } ulp_diff_by;
 
-/* Fills `opts` with the defaults above. */
-ULP_API void ulp_diff_options_init(ulp_diff_options *opts);
+/*
+ * Fills the caller's `opts` of `size` bytes (its sizeof) with the defaults
+ * above; ULP_EINVAL below the first version's size.  The macro passes
+ * sizeof *opts.
+ */
+ULP_API ulp_status ulp_diff_options_init_sized(ulp_diff_options *opts, size_t size);
+#define ulp_diff_options_init(opts) ((void)ulp_diff_options_init_sized((opts), sizeof *(opts)))
 
 /*
  * Element metrics of one row.  All counts are over element pairs (same

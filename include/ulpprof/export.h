@@ -9,9 +9,9 @@
 #endif
 
 #define ULP_VERSION_MAJOR  0
-#define ULP_VERSION_MINOR  1
+#define ULP_VERSION_MINOR  2
 #define ULP_VERSION_PATCH  0
-#define ULP_VERSION_STRING "0.1.0"
+#define ULP_VERSION_STRING "0.2.0"
 
 /* The snapshot format version this build writes and the highest it reads. */
 #define ULP_FORMAT_VERSION 1

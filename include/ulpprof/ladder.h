@@ -51,8 +51,16 @@ typedef enum ulp_ladder_verdict {
 /* "untested", "holds", "breaks". */
 ULP_API const char *ulp_ladder_verdict_name(ulp_ladder_verdict v);
 
+/*
+ * Sized as ulpprof/capture.h says (struct_size, set by _init()); the first
+ * version ends at `diff`.  The per-pair options are a pointer, not a copy,
+ * so that each of the two structs grows by its own struct_size.
+ */
 typedef struct ulp_ladder_options {
-    ulp_diff_options diff;                     /* per pair; diff.threads 0: 1     */
+    size_t struct_size;                        /* sizeof(ulp_ladder_options), set by _init()      */
+    const ulp_diff_options *diff;              /* per pair, read by its own struct_size; NULL:
+                                                  ulp_diff_options_init()'s with threads 1
+                                                  (the first version ends here)               */
     const char *ignore[ULP_LADDER_MAX_IGNORE]; /* /run keys that describe a run
                                                   rather than set a condition   */
     int n_ignore;
@@ -60,8 +68,13 @@ typedef struct ulp_ladder_options {
     int progress; /* 1: progress on stderr                               */
 } ulp_ladder_options;
 
-/* Fills `opts` with the defaults above. */
-ULP_API void ulp_ladder_options_init(ulp_ladder_options *opts);
+/*
+ * Fills the caller's `opts` of `size` bytes (its sizeof) with the defaults
+ * above; ULP_EINVAL below the first version's size.  The macro passes
+ * sizeof *opts.
+ */
+ULP_API ulp_status ulp_ladder_options_init_sized(ulp_ladder_options *opts, size_t size);
+#define ulp_ladder_options_init(opts) ((void)ulp_ladder_options_init_sized((opts), sizeof *(opts)))
 
 /* One file of a run. */
 typedef struct ulp_ladder_file {

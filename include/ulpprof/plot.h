@@ -26,6 +26,8 @@
 #ifndef ULPPROF_PLOT_H
 #define ULPPROF_PLOT_H
 
+#include <stddef.h>
+
 #include "ulpprof/diff.h"
 #include "ulpprof/export.h"
 #include "ulpprof/ladder.h"
@@ -37,14 +39,23 @@ extern "C" {
 
 #define ULP_PLOT_MAX_FILES 32
 
+/* Sized as ulpprof/capture.h says (struct_size, set by _init()); the first
+ * version ends at `dir`. */
 typedef struct ulp_plot_options {
-    const char *dir;     /* output directory, created (one level) if missing      */
+    size_t struct_size;  /* sizeof(ulp_plot_options), set by _init()              */
+    const char *dir;     /* output directory, created (one level) if missing
+                            (the first version ends here)                         */
     const char *gnuplot; /* program; NULL: $ULPPROF_GNUPLOT, else "gnuplot" in PATH */
     int no_render;       /* 1: write data and scripts only, never run gnuplot      */
 } ulp_plot_options;
 
-/* Fills `opts` with the defaults (dir NULL: the caller must set it). */
-ULP_API void ulp_plot_options_init(ulp_plot_options *opts);
+/*
+ * Fills the caller's `opts` of `size` bytes (its sizeof) with the defaults
+ * (dir NULL: the caller must set it); ULP_EINVAL below the first version's
+ * size.  The macro passes sizeof *opts.
+ */
+ULP_API ulp_status ulp_plot_options_init_sized(ulp_plot_options *opts, size_t size);
+#define ulp_plot_options_init(opts) ((void)ulp_plot_options_init_sized((opts), sizeof *(opts)))
 
 /* What ulp_plot_write() produced. */
 typedef struct ulp_plot_files {

@@ -77,8 +77,15 @@ ULP_API const char *ulp_refmodel_mode_name(ulp_refmodel_mode mode);
 #define ULP_REFMODEL_DEFAULT_PROMPT_LEN 127
 #define ULP_REFMODEL_BLOCK_SIZE         16
 
+/*
+ * Sized as ulpprof/capture.h says (struct_size, set by _init()); the first
+ * version ends at `dims`.  ulp_refmodel_dims itself is filled by the
+ * library (ulp_refmodel_preset) into the caller's memory, so its layout is
+ * frozen, as ulp_error's is: a new model shape goes in a new field here.
+ */
 typedef struct ulp_refmodel_options {
-    ulp_refmodel_dims dims;
+    size_t struct_size;     /* sizeof(ulp_refmodel_options), set by _init()      */
+    ulp_refmodel_dims dims; /* (the first version ends here)                      */
     ulp_refmodel_mode mode;
     int batch; /* BATCH: prompts in the batch, this one last; else 1      */
     ulp_refmodel_gemm gemm;
@@ -108,8 +115,14 @@ typedef struct ulp_refmodel_options {
                           with positions and inputs, and the embedding        */
 } ulp_refmodel_options;
 
-/* Tiny preset, tiled GEMM, miss, default seed and prompt length. */
-ULP_API void ulp_refmodel_options_init(ulp_refmodel_options *opts);
+/*
+ * Tiny preset, tiled GEMM, miss, default seed and prompt length, into the
+ * caller's `opts` of `size` bytes (its sizeof); ULP_EINVAL below the first
+ * version's size.  The macro passes sizeof *opts.
+ */
+ULP_API ulp_status ulp_refmodel_options_init_sized(ulp_refmodel_options *opts, size_t size);
+#define ulp_refmodel_options_init(opts)                                                            \
+    ((void)ulp_refmodel_options_init_sized((opts), sizeof *(opts)))
 
 /*
  * Builds the model from the seed, runs the prefill `opts->mode` asks for

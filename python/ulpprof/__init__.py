@@ -21,7 +21,7 @@ from .report import Ladder, Report, diff, ladder
 from .snapshot import CaptureInfo, Snapshot, Tensor
 from .snapshot import open_snapshot as open
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["binary", "open", "diff", "ladder", "Snapshot", "CaptureInfo", "Tensor", "Report",
            "Ladder", "UlpprofError", "SnapshotError", "ProgramError", "UlpprofWarning",
            "__version__"]

@@ -30,37 +30,34 @@ class CaptureError(RuntimeError):
 
 
 class _Options(ctypes.Structure):
-    # ulp_session_options (include/ulpprof/capture.h), whole: library() checks
-    # its size against ulp_session_options_size().
-    _fields_ = [("path", ctypes.c_char_p), ("label", ctypes.c_char_p),
+    # ulp_session_options (include/ulpprof/capture.h), whole.  struct_size
+    # is this mirror's size: the library reads these fields and takes its
+    # defaults for any it has beyond them.
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("path", ctypes.c_char_p), ("label", ctypes.c_char_p),
                 ("attrs", ctypes.c_char_p), ("queue_bytes", ctypes.c_size_t),
                 ("writer", ctypes.c_char_p), ("record_env", ctypes.c_int),
                 ("observed", ctypes.c_char_p)]
 
 
 class _Desc(ctypes.Structure):
-    # ulp_capture_desc (include/ulpprof/capture.h), up to the fields this
-    # package sets.  Fields after them (the CUDA collector's) stay as
-    # ulp_capture_desc_init() left them.
-    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+    # ulp_capture_desc (include/ulpprof/capture.h), whole, read by the
+    # library up to this mirror's struct_size as _Options is.  The CUDA
+    # collector's fields are not in it (ulp_capture_device_ext).
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
                 ("ndim", ctypes.c_int), ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("layer", ctypes.c_int32), ("role", ctypes.c_int), ("step", ctypes.c_int64),
-                ("has_kernels", ctypes.c_int), ("kernels", ctypes.c_int64 * 2),
-                ("device_ptr", ctypes.c_uint64), ("stream", ctypes.c_uint64),
                 ("time_ns", ctypes.c_int64),
                 ("positions", ctypes.c_void_p),  # const int64_t *
                 ("requests", ctypes.c_void_p),  # const int64_t *
                 ("row_rank", ctypes.c_int32), ("n_inputs", ctypes.c_int32),
-                ("inputs", ctypes.POINTER(ctypes.c_char_p)),
-                # Written by the CUDA collector; mirrored so that the size
-                # check below covers the whole struct.
-                ("has_gemms", ctypes.c_int), ("gemms", ctypes.c_int64 * 2),
-                ("has_graph_replay", ctypes.c_int), ("graph_replay", ctypes.c_int64 * 2)]
+                ("inputs", ctypes.POINTER(ctypes.c_char_p))]
 
 
 # sizeof(ulp_capture_desc) / sizeof(ulp_session_options) of the loaded
 # library (ulp_capture_desc_size(), ulp_session_options_size()), set by
-# library(): the buffers the _init() functions fill are that large.
+# library() and checked there against the mirrors above.
 _DESC_BYTES = 0
 _OPTIONS_BYTES = 0
 _MAX_RANK = 8  # ULP_MAX_RANK
@@ -120,8 +117,8 @@ def candidates():
 
 def _declare(lib):
     c = ctypes
-    lib.ulp_session_options_init.argtypes = [c.c_void_p]
-    lib.ulp_session_options_init.restype = None
+    lib.ulp_session_options_init_sized.argtypes = [c.c_void_p, c.c_size_t]
+    lib.ulp_session_options_init_sized.restype = c.c_int
     lib.ulp_session_open.argtypes = [c.c_void_p, c.POINTER(c.c_void_p), c.c_void_p]
     lib.ulp_session_open.restype = c.c_int
     lib.ulp_session_path.argtypes = [c.c_void_p]
@@ -141,8 +138,8 @@ def _declare(lib):
         lib.ulp_row_digest.restype = c.c_uint64
     lib.ulp_session_set_step.argtypes = [c.c_void_p, c.c_int64]
     lib.ulp_session_set_step.restype = c.c_int
-    lib.ulp_capture_desc_init.argtypes = [c.c_void_p]
-    lib.ulp_capture_desc_init.restype = None
+    lib.ulp_capture_desc_init_sized.argtypes = [c.c_void_p, c.c_size_t]
+    lib.ulp_capture_desc_init_sized.restype = c.c_int
     lib.ulp_session_capture.argtypes = [c.c_void_p, c.c_void_p]
     lib.ulp_session_capture.restype = c.c_int
     lib.ulp_session_flush.argtypes = [c.c_void_p]
@@ -159,10 +156,11 @@ def _declare(lib):
 
 
 def _check_sizes(lib, path):
-    """The library's struct sizes, checked against the fields mirrored here.
-    Fields are only appended to these structs, so a larger library struct is
-    a newer library (its extra fields keep what _init() wrote); a smaller one
-    is an older library than this package, refused."""
+    """The library's struct sizes, checked against the mirrors here.  Fields
+    are only appended to these structs, and the library reads a struct up
+    to its struct_size: a larger library struct is a newer library (its
+    extra fields take their defaults); a smaller one is an older library
+    than this package, refused."""
     desc, opts = int(lib.ulp_capture_desc_size()), int(lib.ulp_session_options_size())
     for what, have, mine in (("ulp_capture_desc", desc, ctypes.sizeof(_Desc)),
                              ("ulp_session_options", opts, ctypes.sizeof(_Options))):
@@ -222,9 +220,10 @@ class Session:
         if not target:
             raise CaptureError("no snapshot path: pass one, or run under "
                                "`ulpprof record -o FILE` (ULPPROF_OUTPUT is not set)")
-        buf = ctypes.create_string_buffer(_OPTIONS_BYTES)  # the library's own size
-        lib.ulp_session_options_init(buf)
-        opts = _Options.from_buffer(buf)
+        opts = _Options()
+        st = lib.ulp_session_options_init_sized(ctypes.byref(opts), ctypes.sizeof(opts))
+        if st != 0:
+            raise CaptureError("cannot fill the session options: %s" % status_str(st))
         keep = []
         if path is not None:
             keep.append(os.fsencode(path))
@@ -245,7 +244,7 @@ class Session:
             if default and os.path.realpath(lib.ulp_session_path(default).decode()) == real:
                 raise CaptureError("'%s' is the default session's file (ULPPROF_OUTPUT) of the "
                                    "host library: one session per file" % target)
-            st = lib.ulp_session_open(buf, ctypes.byref(handle), None)
+            st = lib.ulp_session_open(ctypes.byref(opts), ctypes.byref(handle), None)
             if st != 0:
                 raise CaptureError("cannot capture to '%s': %s" % (target, status_str(st)))
             self._h = handle
@@ -314,19 +313,18 @@ class Session:
             raise CaptureError("cannot select %r: %s" % (spec, status_str(st)))
 
     def _desc(self):
-        """This thread's descriptor, made once: a buffer that
-        ulp_capture_desc_init() filled, the fields we know over it, and room
-        for a shape.  The library copies the descriptor during the call, so
+        """This thread's descriptor, made once: the mirror that
+        ulp_capture_desc_init_sized() filled, and room for a shape.  The library copies the descriptor during the call, so
         one per thread serves every capture (a new ctypes buffer, structure
         and arrays per capture cost more than the rest of the call)."""
         mine = getattr(self._local, "desc", None)
         if mine is None:
-            # The library's descriptor may be larger than the fields we know
-            # (a newer one appends): a buffer of its size, ours filled in it.
-            buf = ctypes.create_string_buffer(_DESC_BYTES)
-            self._lib.ulp_capture_desc_init(buf)
+            d = _Desc()
+            st = self._lib.ulp_capture_desc_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+            if st != 0:
+                raise CaptureError("cannot fill a capture descriptor: %s" % status_str(st))
             shape = (ctypes.c_int64 * _MAX_RANK)()
-            mine = self._local.desc = (buf, _Desc.from_buffer(buf), shape)
+            mine = self._local.desc = (ctypes.byref(d), d, shape)
         return mine
 
     def _encoded(self, name):

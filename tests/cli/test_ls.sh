@@ -33,7 +33,7 @@ for h in --help -h help; do
     [ -s "$TMP/err" ] && fail "ulpprof $h: stderr not empty"
 done
 expect "--version" 0 "$ULPPROF" --version
-[ "$(head -1 "$TMP/out")" = "ulpprof 0.1.0" ] || fail "--version printed '$(cat "$TMP/out")'"
+[ "$(head -1 "$TMP/out")" = "ulpprof 0.2.0" ] || fail "--version printed '$(cat "$TMP/out")'"
 # The second line names the comparison kernels' level (tests/python/test_diff_isa.py).
 grep -qxE 'comparison kernels: (x86-64-v4|x86-64-v3|baseline)' "$TMP/out" ||
     fail "--version names no kernel level: '$(cat "$TMP/out")'"

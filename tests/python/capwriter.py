@@ -12,29 +12,25 @@ DTYPES = {"f64": 0, "f32": 1, "f16": 2, "bf16": 3, "i64": 6, "u8": 10}
 ROLES = {"activation": 0, "logits": 1, "input": 3}
 
 
+# A prefix of each struct: struct_size (this mirror's size) tells the
+# library which fields are here; it takes its defaults for the rest.
 class Options(ctypes.Structure):
-    _fields_ = [("path", ctypes.c_char_p), ("label", ctypes.c_char_p), ("attrs", ctypes.c_char_p),
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("path", ctypes.c_char_p), ("label", ctypes.c_char_p), ("attrs", ctypes.c_char_p),
                 ("queue_bytes", ctypes.c_size_t), ("writer", ctypes.c_char_p),
-                ("record_env", ctypes.c_int),
-                # Room for fields added later: ulp_session_options_init() writes them.
-                ("_reserved", ctypes.c_char * 512)]
+                ("record_env", ctypes.c_int)]
 
 
 class Desc(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
+    _fields_ = [("struct_size", ctypes.c_size_t),
+                ("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("dtype", ctypes.c_int),
                 ("ndim", ctypes.c_int), ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("layer", ctypes.c_int32), ("role", ctypes.c_int), ("step", ctypes.c_int64),
-                ("has_kernels", ctypes.c_int), ("kernels", ctypes.c_int64 * 2),
-                ("device_ptr", ctypes.c_uint64), ("stream", ctypes.c_uint64),
                 ("time_ns", ctypes.c_int64),
                 ("positions", ctypes.POINTER(ctypes.c_int64)),
                 ("requests", ctypes.POINTER(ctypes.c_int64)),
                 ("row_rank", ctypes.c_int32), ("n_inputs", ctypes.c_int32),
-                ("inputs", ctypes.POINTER(ctypes.c_char_p)),
-                ("has_gemms", ctypes.c_int), ("gemms", ctypes.c_int64 * 2),
-                ("has_graph_replay", ctypes.c_int), ("graph_replay", ctypes.c_int64 * 2),
-                # Room for fields added later: ulp_capture_desc_init() writes them.
-                ("_reserved", ctypes.c_char * 512)]
+                ("inputs", ctypes.POINTER(ctypes.c_char_p))]
 
 
 _lib = None
@@ -49,11 +45,13 @@ def lib():
         _lib.ulp_session_capture.argtypes = [ctypes.c_void_p, ctypes.POINTER(Desc)]
         _lib.ulp_session_close.argtypes = [ctypes.c_void_p]
         _lib.ulp_session_set_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
-        # The library says how big its structs are: the room above must hold them.
+        for fn in (_lib.ulp_session_options_init_sized, _lib.ulp_capture_desc_init_sized):
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        # The library says how big its structs are: the mirrors above are a prefix.
         for query, struct in (("ulp_session_options_size", Options), ("ulp_capture_desc_size", Desc)):
             fn = getattr(_lib, query)
             fn.restype = ctypes.c_size_t
-            assert fn() <= ctypes.sizeof(struct), (query, fn(), ctypes.sizeof(struct))
+            assert fn() >= ctypes.sizeof(struct), (query, fn(), ctypes.sizeof(struct))
     return _lib
 
 
@@ -65,7 +63,7 @@ def _i64(a):
 class Writer:
     def __init__(self, path, label="run", run=None):
         o = Options()
-        lib().ulp_session_options_init(ctypes.byref(o))
+        assert lib().ulp_session_options_init_sized(ctypes.byref(o), ctypes.sizeof(o)) == 0
         o.path, o.label, o.attrs, o.record_env = path.encode(), label.encode(), b"", 0
         self.s = ctypes.c_void_p()
         st = lib().ulp_session_open(ctypes.byref(o), ctypes.byref(self.s), None)
@@ -78,7 +76,7 @@ class Writer:
         """bits: raw array (uint16 for bf16, float32 for f32); returns the status."""
         bits = np.ascontiguousarray(bits)
         d = Desc()
-        lib().ulp_capture_desc_init(ctypes.byref(d))
+        assert lib().ulp_capture_desc_init_sized(ctypes.byref(d), ctypes.sizeof(d)) == 0
         keep = []
         shape, d.shape = _i64(bits.shape)
         keep.append(shape)

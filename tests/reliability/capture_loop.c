@@ -52,6 +52,7 @@
 
 #include "capture/session.h"
 #include "ulpprof/capture.h"
+#include "ulpprof/capture_device.h"
 
 static void fill(void *buf, size_t size, uint64_t n, uint64_t seq, uint64_t flip)
 {
@@ -262,6 +263,8 @@ int main(int argc, char **argv)
         d.layer = (int32_t)(i % names);
         d.step = (int64_t)i;
         d.time_ns = 1; /* a fixed time: two runs give the same attributes */
+        ulp_capture_device_ext x;
+        ulp_capture_device_ext_init(&x);
         ulp_status st = ULP_OK;
         if (kernels > 0) {
             ulp__kernel_row rows[64];
@@ -277,12 +280,12 @@ int main(int argc, char **argv)
                 kn[j] = knames[j];
             }
             st = ulp__session_trace_kernels(s, rows, kn, (size_t)kernels);
-            d.has_kernels = 1;
-            d.kernels[0] = (int64_t)(i * kernels);
-            d.kernels[1] = (int64_t)((i + 1) * kernels);
+            x.has_kernels = 1;
+            x.kernels[0] = (int64_t)(i * kernels);
+            x.kernels[1] = (int64_t)((i + 1) * kernels);
         }
         if (st == ULP_OK)
-            st = ulp_session_capture(s, &d);
+            st = ulp_session_capture_ext(s, &d, &x);
         int flushed = flush_each || (flush_every && (i + 1) % flush_every == 0);
         if (st == ULP_OK && flushed)
             st = ulp_session_flush(s);

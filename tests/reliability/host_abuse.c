@@ -32,6 +32,7 @@
 #include <sys/time.h>
 
 #include "ulpprof/capture.h"
+#include "ulpprof/capture_device.h"
 
 static uint16_t data[64];
 static const int64_t shape[1] = {64};
@@ -123,13 +124,14 @@ static int bad_desc(const char *out)
     d.ndim = 1;
     d.shape = shape;
     printf("good %d\n", (int)(ulp_session_capture(s, &d)));
-    d.has_kernels = 1;
-    d.kernels[0] = 5;
-    d.kernels[1] = 2;
-    printf("backwards %d\n", (int)(ulp_session_capture(s, &d)));
-    d.kernels[0] = -1;
-    printf("negative %d\n", (int)(ulp_session_capture(s, &d)));
-    d.has_kernels = 0;
+    ulp_capture_device_ext x;
+    ulp_capture_device_ext_init(&x);
+    x.has_kernels = 1;
+    x.kernels[0] = 5;
+    x.kernels[1] = 2;
+    printf("backwards %d\n", (int)(ulp_session_capture_ext(s, &d, &x)));
+    x.kernels[0] = -1;
+    printf("negative %d\n", (int)(ulp_session_capture_ext(s, &d, &x)));
     char *big = malloc(70001);
     memset(big, 'k', 70000);
     big[70000] = '\0';

@@ -53,7 +53,7 @@ static inline int index_usable(ulp_snapshot *s)
 }
 
 /* Adds capture `d` to `w`, its elements tu_fill()'s pattern. */
-static inline void tu_writer_add(ulp__writer *w, ulp_capture_desc *d)
+static inline void tu_writer_add(ulp__writer *w, ulp__desc *d)
 {
     size_t n = 1;
     for (int i = 0; i < d->ndim; i++)

@@ -28,6 +28,7 @@
 #include "capture/session.h"
 #include "capture_testutil.h"
 #include "ulpprof/capture.h"
+#include "ulpprof/capture_device.h"
 
 /* A check inside a forked child: no cmocka there, just an exit status. */
 #define CHILD_CHECK(cond)                                                                          \
@@ -128,6 +129,14 @@ static ulp_capture_desc desc_of(const char *name, const void *data, ulp_dtype dt
     d.ndim = ndim;
     d.shape = shape;
     return d;
+}
+
+/* The writer's descriptor of a public one (for the internal deferred path). */
+static ulp__desc full_of(const ulp_capture_desc *d, const ulp_capture_device_ext *x)
+{
+    ulp__desc f;
+    assert_int_equal(ulp__desc_from(&f, d, x), ULP_OK);
+    return f;
 }
 
 /* --- bit-exact round trips ---------------------------------------------------------- */
@@ -808,8 +817,11 @@ static void test_capture__backpressure(void **state)
     for (int i = 0; i < 256; i++)
         staged[i] = 0xc0de0000u + (uint32_t)i;
     int64_t shape[1] = {256};
-    ulp_capture_desc d = desc_of("deferred", NULL, ULP_DTYPE_I32, 1, shape);
-    d.device_ptr = 0x7000;
+    ulp_capture_desc pd = desc_of("deferred", NULL, ULP_DTYPE_I32, 1, shape);
+    ulp_capture_device_ext x;
+    ulp_capture_device_ext_init(&x);
+    x.device_ptr = 0x7000;
+    ulp__desc d = full_of(&pd, &x);
     assert_int_equal(
         ulp__session_capture_deferred(s, &d, staged, sizeof(staged), gate_ready, gate_release, g),
         ULP_OK);
@@ -896,7 +908,8 @@ static void test_capture__deferred_failures(void **state)
     ulp_session *s = open_tmp_session(&out, "capture-deferred", "d.h5", 0);
     int64_t shape[1] = {4};
     static float a[4] = {1, 2, 3, 4};
-    ulp_capture_desc d = desc_of("d", NULL, ULP_DTYPE_F32, 1, shape);
+    ulp_capture_desc pd = desc_of("d", NULL, ULP_DTYPE_F32, 1, shape);
+    ulp__desc d = full_of(&pd, NULL);
 
     /* A bad request: both callbacks still run once, on this thread. */
     gate *g = gate_new();
@@ -933,8 +946,8 @@ static void test_capture__deferred_failures(void **state)
     assert_non_null(strstr(text, "ulpprof: capture to '"));
     assert_non_null(strstr(text, "dropped"));
     assert_false(ulp__session_failed(s)); /* the session keeps running */
-    d.data = a;
-    assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
+    pd.data = a;
+    assert_int_equal(ulp_session_capture(s, &pd), ULP_OK);
     assert_int_equal(ulp_session_close(s), ULP_EIO); /* the first error */
     assert_int_equal(bad->ready_calls, 2);
     assert_int_equal(bad->release_calls, 2);
@@ -976,14 +989,16 @@ static void test_capture__trace_kernels(void **state)
     int16_t x[2] = {1, 2};
     int64_t shape[1] = {2};
     ulp_capture_desc d = desc_of("after_gemm", x, ULP_DTYPE_BF16, 1, shape);
-    d.has_kernels = 1;
-    d.kernels[0] = 0;
-    d.kernels[1] = 3;
+    ulp_capture_device_ext ext;
+    ulp_capture_device_ext_init(&ext);
+    ext.has_kernels = 1;
+    ext.kernels[0] = 0;
+    ext.kernels[1] = 3;
     assert_int_equal(ulp__session_trace_kernels(s, rows, names, 3), ULP_OK);
     /* The rows were copied: changing them now does not reach the file. */
     rows[0].correlation_id = 0;
     names[0] = "changed";
-    assert_int_equal(ulp_session_capture(s, &d), ULP_OK);
+    assert_int_equal(ulp_session_capture_ext(s, &d, &ext), ULP_OK);
     assert_int_equal(ulp__session_trace_kernels(s, rows, names, 2), ULP_OK);
     assert_int_equal(ulp__session_trace_kernels(s, rows, names, 0), ULP_OK);
     assert_int_equal(ulp__session_trace_kernels(s, NULL, NULL, 1), ULP_EINVAL);

@@ -178,7 +178,7 @@ static const ulp__cuda_ops fake_ops = {
 #define MAX_GOT 64
 typedef struct got {
     char name[64];
-    ulp_capture_desc d;
+    ulp__desc d;
     int64_t shape[ULP_MAX_RANK];
     unsigned char bytes[512 << 10];
     size_t nbytes;
@@ -192,7 +192,7 @@ static got *gots;
 static int ngot;
 static int hold_buffers; /* keep buffers until the test releases them */
 
-static ulp_status fake_sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+static ulp_status fake_sink(void *ctx, const ulp__desc *d, void *buf, size_t n,
                             void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;
@@ -262,10 +262,10 @@ static ulp__devcap *make(size_t pool, const ulp__cuda_hooks *hooks, ulp__cuda_tr
     return dc;
 }
 
-static ulp_capture_desc desc(const char *name, ulp_dtype dt, int nd, const int64_t *shape)
+static ulp__desc desc(const char *name, ulp_dtype dt, int nd, const int64_t *shape)
 {
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.name = name;
     d.dtype = dt;
     d.ndim = nd;
@@ -281,7 +281,7 @@ static void test_cuda_devcap__known_stream(void **state)
     ulp__devcap *dc = make(1 << 20, NULL, NULL);
     float src[6] = {1.5f, -2.0f, 3.25f, 0.0f, -0.0f, 1e-30f};
     int64_t shape[2] = {2, 3};
-    ulp_capture_desc d = desc("layer.0", ULP_DTYPE_F32, 2, shape);
+    ulp__desc d = desc("layer.0", ULP_DTYPE_F32, 2, shape);
     d.layer = 0;
     assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, sizeof(src), 1, STREAM),
                      ULP_OK);
@@ -325,7 +325,7 @@ static void test_cuda_devcap__token_metadata_copied(void **state)
     int64_t pos[3] = {96, 97, 98}, req[3] = {7, 7, 7};
     char in0[16] = "layers.0.out";
     const char *inputs[1] = {in0};
-    ulp_capture_desc d = desc("layers.1.out", ULP_DTYPE_F32, 2, shape);
+    ulp__desc d = desc("layers.1.out", ULP_DTYPE_F32, 2, shape);
     d.positions = pos;
     d.requests = req;
     d.row_rank = 1;
@@ -359,7 +359,7 @@ static void test_cuda_devcap__unknown_stream_syncs(void **state)
     ulp__devcap *dc = make(1 << 20, NULL, NULL);
     uint16_t src[4] = {0x3f80, 0xbf80, 0x7fc0, 0x0001};
     int64_t shape[1] = {4};
-    ulp_capture_desc d = desc("x", ULP_DTYPE_BF16, 1, shape);
+    ulp__desc d = desc("x", ULP_DTYPE_BF16, 1, shape);
     assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, sizeof(src), 0, NULL),
                      ULP_OK);
     ulp__devcap_flush(dc);
@@ -390,7 +390,7 @@ static void test_cuda_devcap__graph_capture_skips(void **state)
     ulp__devcap *dc = make(1 << 20, &hooks, NULL);
     float src[2] = {1, 2};
     int64_t shape[1] = {2};
-    ulp_capture_desc d = desc("g", ULP_DTYPE_F32, 1, shape);
+    ulp__desc d = desc("g", ULP_DTYPE_F32, 1, shape);
 
     /* The stream itself is capturing. */
     capture_status = CU_STREAM_CAPTURE_STATUS_ACTIVE;
@@ -428,7 +428,7 @@ static void test_cuda_devcap__failures(void **state)
     ulp__devcap *dc = make(1 << 20, NULL, NULL);
     float src[2] = {1, 2};
     int64_t shape[1] = {2};
-    ulp_capture_desc d = desc("f", ULP_DTYPE_F32, 1, shape);
+    ulp__desc d = desc("f", ULP_DTYPE_F32, 1, shape);
     no_context = 1;
     assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, 8, 1, STREAM), ULP_EIO);
     no_context = 0;
@@ -466,7 +466,7 @@ static void *capture_thread(void *p)
 {
     capture_arg *a = p;
     int64_t shape[1] = {(int64_t)a->n};
-    ulp_capture_desc d = desc("second", ULP_DTYPE_U8, 1, shape);
+    ulp__desc d = desc("second", ULP_DTYPE_U8, 1, shape);
     assert_int_equal(ulp__devcap_capture(a->dc, &d, (uint64_t)(uintptr_t)a->src, a->n, 1, STREAM),
                      ULP_OK);
     a->done = 1;
@@ -487,7 +487,7 @@ static void test_cuda_devcap__pool_bound(void **state)
     }
     hold_buffers = 1;
     int64_t shape[1] = {(int64_t)n};
-    ulp_capture_desc d = desc("first", ULP_DTYPE_U8, 1, shape);
+    ulp__desc d = desc("first", ULP_DTYPE_U8, 1, shape);
     assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)a, n, 1, STREAM), ULP_OK);
     ulp__devcap_flush(dc);
     assert_int_equal(ngot, 1);
@@ -522,7 +522,7 @@ static void test_cuda_devcap__order_and_batching(void **state)
         for (int k = 0; k < 8; k++)
             src[i][k] = i * 100 + k;
         snprintf(names[i], sizeof(names[i]), "t%d", i);
-        ulp_capture_desc d = desc(names[i], ULP_DTYPE_I32, 1, shape);
+        ulp__desc d = desc(names[i], ULP_DTYPE_I32, 1, shape);
         assert_int_equal(ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src[i], 32, 1, STREAM),
                          ULP_OK);
     }
@@ -606,7 +606,7 @@ static void capture_on(ulp__devcap *dc, const char *name, int has_stream, uintpt
                        uint32_t corr, const float *src)
 {
     int64_t shape[1] = {1};
-    ulp_capture_desc d = desc(name, ULP_DTYPE_F32, 1, shape);
+    ulp__desc d = desc(name, ULP_DTYPE_F32, 1, shape);
     next_copy_corr = corr;
     assert_int_equal(
         ulp__devcap_capture(dc, &d, (uint64_t)(uintptr_t)src, 4, has_stream, (CUstream)stream),
@@ -689,7 +689,7 @@ static void test_cuda_devcap__attribution(void **state)
 
 static ulp_session *real_session;
 
-static ulp_status session_sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+static ulp_status session_sink(void *ctx, const ulp__desc *d, void *buf, size_t n,
                                void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;
@@ -746,7 +746,7 @@ static void test_cuda_devcap__session_file(void **state)
     npending = 2;
     uint16_t bf[6] = {0x3f80, 0x4000, 0xc040, 0x0000, 0x8000, 0x7f80};
     int64_t shape[2] = {3, 2};
-    ulp_capture_desc d = desc("model.layers.0.out", ULP_DTYPE_BF16, 2, shape);
+    ulp__desc d = desc("model.layers.0.out", ULP_DTYPE_BF16, 2, shape);
     d.layer = 0;
     next_copy_corr = 3;
     assert_int_equal(

@@ -388,7 +388,7 @@ static void launch(fake_graph *x, CUstream s)
 #define MAX_GOT 64
 typedef struct got {
     char name[64];
-    ulp_capture_desc d;
+    ulp__desc d;
     float v[16];
     size_t nbytes;
 } got;
@@ -396,7 +396,7 @@ static got gots[MAX_GOT];
 static int ngot;
 static int64_t step_now_value;
 
-static ulp_status sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+static ulp_status sink(void *ctx, const ulp__desc *d, void *buf, size_t n,
                        void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;
@@ -453,8 +453,8 @@ static ulp__devcap *make(size_t pool, size_t graph_bytes)
 static ulp_status mark(CUstream s, const char *name, const float *src, int n)
 {
     int64_t shape[1] = {n};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.name = name;
     d.dtype = ULP_DTYPE_F32;
     d.ndim = 1;
@@ -775,7 +775,7 @@ static void test_cuda_graphcap__gate(void **state)
 
 static ulp_session *real_session;
 
-static ulp_status session_sink(void *ctx, const ulp_capture_desc *d, void *buf, size_t n,
+static ulp_status session_sink(void *ctx, const ulp__desc *d, void *buf, size_t n,
                                void (*release)(void *, void *), void *rctx)
 {
     (void)ctx;

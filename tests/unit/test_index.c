@@ -41,52 +41,52 @@ static void write_variety(const char *tag)
     int64_t pos3[] = {7, 8, 9}, pos23[] = {0, 1, 2, 0, 1, 2}, req23[] = {4, 4, 4, 5, 5, 5};
     const char *inputs[] = {"embed", "model.layers.0.attn"};
     for (int occ = 0; occ < 3; occ++) {
-        ulp_capture_desc d = {.name = "embed",
-                              .dtype = ULP_DTYPE_BF16,
-                              .ndim = 1,
-                              .shape = s1,
-                              .layer = ULP_LAYER_NONE,
-                              .step = ULP_STEP_NONE};
+        ulp__desc d = {.name = "embed",
+                       .dtype = ULP_DTYPE_BF16,
+                       .ndim = 1,
+                       .shape = s1,
+                       .layer = ULP_LAYER_NONE,
+                       .step = ULP_STEP_NONE};
         tu_writer_add(w, &d);
     }
-    ulp_capture_desc all = {.name = "model.layers.0.attn",
-                            .dtype = ULP_DTYPE_F32,
-                            .ndim = 2,
-                            .shape = s2,
-                            .layer = 3,
-                            .role = ULP_ROLE_LOGITS,
-                            .step = 11,
-                            .has_kernels = 1,
-                            .kernels = {2, 9},
-                            .has_gemms = 1,
-                            .gemms = {0, 4},
-                            .has_graph_replay = 1,
-                            .graph_replay = {6, 1},
-                            .device_ptr = 0xdeadbeef00ULL,
-                            .stream = 77,
-                            .time_ns = 123456789,
-                            .positions = pos3,
-                            .row_rank = 1,
-                            .n_inputs = 2,
-                            .inputs = inputs};
+    ulp__desc all = {.name = "model.layers.0.attn",
+                     .dtype = ULP_DTYPE_F32,
+                     .ndim = 2,
+                     .shape = s2,
+                     .layer = 3,
+                     .role = ULP_ROLE_LOGITS,
+                     .step = 11,
+                     .has_kernels = 1,
+                     .kernels = {2, 9},
+                     .has_gemms = 1,
+                     .gemms = {0, 4},
+                     .has_graph_replay = 1,
+                     .graph_replay = {6, 1},
+                     .device_ptr = 0xdeadbeef00ULL,
+                     .stream = 77,
+                     .time_ns = 123456789,
+                     .positions = pos3,
+                     .row_rank = 1,
+                     .n_inputs = 2,
+                     .inputs = inputs};
     tu_writer_add(w, &all);
-    ulp_capture_desc rows2 = {.name = "h\xc3\xa9.2d",
-                              .dtype = ULP_DTYPE_F16,
-                              .ndim = 3,
-                              .shape = s3,
-                              .layer = 0,
-                              .step = ULP_STEP_NONE,
-                              .positions = pos23,
-                              .requests = req23,
-                              .row_rank = 2};
+    ulp__desc rows2 = {.name = "h\xc3\xa9.2d",
+                       .dtype = ULP_DTYPE_F16,
+                       .ndim = 3,
+                       .shape = s3,
+                       .layer = 0,
+                       .step = ULP_STEP_NONE,
+                       .positions = pos23,
+                       .requests = req23,
+                       .row_rank = 2};
     tu_writer_add(w, &rows2);
-    ulp_capture_desc scalar = {
+    ulp__desc scalar = {
         .name = "scalar", .dtype = ULP_DTYPE_F64, .ndim = 0, .layer = -1, .step = 0};
     tu_writer_add(w, &scalar);
-    ulp_capture_desc empty = {
+    ulp__desc empty = {
         .name = "empty", .dtype = ULP_DTYPE_I32, .ndim = 2, .shape = s0, .step = ULP_STEP_NONE};
     tu_writer_add(w, &empty);
-    ulp_capture_desc rank8 = {
+    ulp__desc rank8 = {
         .name = "rank8", .dtype = ULP_DTYPE_U8, .ndim = 8, .shape = s8, .step = ULP_STEP_NONE};
     tu_writer_add(w, &rank8);
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);
@@ -239,12 +239,12 @@ static void write_many(const char *tag)
     char name[32];
     for (int i = 0; i < 1500; i++) {
         snprintf(name, sizeof name, "t.%d", i % 37);
-        ulp_capture_desc d = {.name = name,
-                              .dtype = i % 3 ? ULP_DTYPE_BF16 : ULP_DTYPE_F32,
-                              .ndim = 2,
-                              .shape = shape,
-                              .layer = i % 37,
-                              .step = ULP_STEP_NONE};
+        ulp__desc d = {.name = name,
+                       .dtype = i % 3 ? ULP_DTYPE_BF16 : ULP_DTYPE_F32,
+                       .ndim = 2,
+                       .shape = shape,
+                       .layer = i % 37,
+                       .step = ULP_STEP_NONE};
         tu_writer_add(w, &d);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);

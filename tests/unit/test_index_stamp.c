@@ -44,12 +44,12 @@ static void write_file(const char *tag, int n)
         snprintf(name, sizeof name, "t.%d", i % 7);
         for (int k = 0; k < 12; k++)
             data[k] = (uint16_t)(i * 12 + k);
-        ulp_capture_desc d = {.name = name,
-                              .dtype = ULP_DTYPE_BF16,
-                              .ndim = 2,
-                              .shape = shape,
-                              .layer = i % 7,
-                              .step = ULP_STEP_NONE};
+        ulp__desc d = {.name = name,
+                       .dtype = ULP_DTYPE_BF16,
+                       .ndim = 2,
+                       .shape = shape,
+                       .layer = i % 7,
+                       .step = ULP_STEP_NONE};
         assert_int_equal(ulp__writer_add(w, &d, data, sizeof data, NULL, &err), ULP_OK);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);

@@ -50,7 +50,7 @@ static void write_mixed(const char *tag, int n)
     static const ulp_dtype dt[] = {ULP_DTYPE_BF16, ULP_DTYPE_F32, ULP_DTYPE_F16,
                                    ULP_DTYPE_F64,  ULP_DTYPE_I32, ULP_DTYPE_U8};
     int64_t one[] = {3};
-    ulp_capture_desc first = {
+    ulp__desc first = {
         .name = "first", .dtype = ULP_DTYPE_F32, .ndim = 1, .shape = one, .step = ULP_STEP_NONE};
     tu_writer_add(w, &first);
     const char *inputs[] = {"t.1", "x"};
@@ -60,13 +60,13 @@ static void write_mixed(const char *tag, int n)
         snprintf(name, sizeof name, "t.%d", k);
         int64_t shape[] = {3, 1 + i % 5}, empty[] = {0, 4};
         int64_t pos[3] = {i, i + 1, i + 2}, req[3] = {7, 7, 8};
-        ulp_capture_desc d = {.name = name,
-                              .dtype = dt[(size_t)i % 6],
-                              .ndim = k == 5 ? 0 : 2,
-                              .shape = k == 6 ? empty : shape,
-                              .layer = k == 4 ? ULP_LAYER_NONE : k,
-                              .role = k == 3 ? ULP_ROLE_LOGITS : ULP_ROLE_ACTIVATION,
-                              .step = i % 3 ? ULP_STEP_NONE : i};
+        ulp__desc d = {.name = name,
+                       .dtype = dt[(size_t)i % 6],
+                       .ndim = k == 5 ? 0 : 2,
+                       .shape = k == 6 ? empty : shape,
+                       .layer = k == 4 ? ULP_LAYER_NONE : k,
+                       .role = k == 3 ? ULP_ROLE_LOGITS : ULP_ROLE_ACTIVATION,
+                       .step = i % 3 ? ULP_STEP_NONE : i};
         /* t.1 always has positions (with requests), t.2 on every other capture. */
         if (k == 1 || (k == 2 && i % 2 == 0)) {
             d.positions = pos;
@@ -540,12 +540,12 @@ static void test_snapshot_pages__diff_lost(void **state)
     int64_t two[] = {2};
     for (int i = 0; i < 40; i++) {
         snprintf(name, sizeof name, "n.%d", i % 5);
-        ulp_capture_desc d = {.name = name,
-                              .dtype = ULP_DTYPE_F32,
-                              .ndim = 1,
-                              .shape = two,
-                              .layer = ULP_LAYER_NONE,
-                              .step = ULP_STEP_NONE};
+        ulp__desc d = {.name = name,
+                       .dtype = ULP_DTYPE_F32,
+                       .ndim = 1,
+                       .shape = two,
+                       .layer = ULP_LAYER_NONE,
+                       .step = ULP_STEP_NONE};
         tu_writer_add(w, &d);
     }
     assert_int_equal(ulp__writer_close(w, &err), ULP_OK);

@@ -32,7 +32,7 @@ static ulp__writer *create_writer(const char *tag)
     return w;
 }
 
-static void add(ulp__writer *w, ulp_capture_desc *d, const void *data, int64_t want_seq)
+static void add(ulp__writer *w, ulp__desc *d, const void *data, int64_t want_seq)
 {
     size_t n = 1;
     for (int i = 0; i < d->ndim; i++)
@@ -143,8 +143,8 @@ static void test_writer__every_dtype_bits(void **state)
         int64_t n = size == 1 ? 256 : size == 2 ? 65536 : 4096;
         int64_t shape[2] = {n / 16, 16};
         tu_fill((ulp_dtype)dt, buf, (size_t)n);
-        ulp_capture_desc d;
-        ulp_capture_desc_init(&d);
+        ulp__desc d;
+        ulp__desc_init(&d);
         d.name = ulp_dtype_name((ulp_dtype)dt);
         d.dtype = (ulp_dtype)dt;
         d.ndim = 2;
@@ -212,8 +212,8 @@ static void test_writer__shapes(void **state)
     static int16_t r8data[24];
     for (int i = 0; i < 24; i++)
         r8data[i] = (int16_t)(i * 1000 - 7);
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.name = "scalar";
     d.dtype = ULP_DTYPE_F32;
     d.ndim = 0;
@@ -285,8 +285,8 @@ static void test_writer__attrs_and_occurrences(void **state)
     ulp__writer *w = create_writer("writer-attrs");
     int32_t x[3] = {1, 2, 3};
     int64_t shape[1] = {3};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.dtype = ULP_DTYPE_I32;
     d.ndim = 1;
     d.shape = shape;
@@ -417,8 +417,8 @@ static void test_writer__names(void **state)
     ulp__writer *w = create_writer("writer-names");
     const char *utf8 = "\xd1\x81\xd0\xbb\xd0\xbe\xd0\xb9.0";
     uint8_t b = 7;
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.dtype = ULP_DTYPE_U8;
     d.name = utf8;
     add(w, &d, &b, 0);
@@ -678,8 +678,8 @@ static void test_writer__link_batches(void **state)
     ulp__writer_set_link_batch(w, 3);
     int32_t x[2] = {0, 0};
     int64_t shape[1] = {2};
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.dtype = ULP_DTYPE_I32;
     d.ndim = 1;
     d.shape = shape;

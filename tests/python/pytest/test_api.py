@@ -115,8 +115,8 @@ def test_stderr_is_a_warning_and_exits_are_exceptions(tmp_path, monkeypatch):
 
 def test_struct_sizes_come_from_the_library():
     lib = _lib.library()
-    # The library's sizes; the package mirrors a prefix of each struct (the
-    # fields it sets), which a newer library may extend.
+    # The library's sizes; the package mirrors each struct whole, and a
+    # newer library may extend it (reading the mirror by its struct_size).
     assert _lib._DESC_BYTES == lib.ulp_capture_desc_size() >= ctypes.sizeof(_lib._Desc)
     assert _lib._OPTIONS_BYTES == lib.ulp_session_options_size() >= ctypes.sizeof(_lib._Options)
 
