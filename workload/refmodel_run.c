@@ -23,6 +23,7 @@
 #include "common/sized.h"
 #include "refmodel_priv.h"
 #include "ulpprof/capture.h"
+#include "ulpprof/capture_device.h"
 
 ulp_status ulp_refmodel_preset(const char *name, ulp_refmodel_dims *dims)
 {
@@ -262,16 +263,18 @@ static void on_tap(void *vctx, const char *what, int layer, int is_logits, const
         t->st = ULP_ENOMEM;
         return;
     }
+    ulp_capture_device_ext x;
+    ulp_capture_device_ext_init(&x);
     if (t->gemms.n > 0) {
-        d.has_gemms = 1;
-        d.gemms[0] = t->gemms.traced;
-        d.gemms[1] = t->gemms.traced + (int64_t)t->gemms.n;
+        x.has_gemms = 1;
+        x.gemms[0] = t->gemms.traced;
+        x.gemms[1] = t->gemms.traced + (int64_t)t->gemms.n;
         if ((t->st = ulp_session_trace_gemms(t->s, t->gemms.rows, t->gemms.n)) != ULP_OK)
             return;
         t->gemms.traced += (int64_t)t->gemms.n;
         t->gemms.n = 0;
     }
-    t->st = ulp_session_capture(t->s, &d);
+    t->st = ulp_session_capture_ext(t->s, &d, &x);
 }
 
 static double now_s(void)
