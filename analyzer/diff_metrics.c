@@ -14,8 +14,8 @@
  *    in the lanes' own width (the bins as counts of distances above 0, 1
  *    and 2; the sum re-added in 64 bits only where the lanes could
  *    overflow) and stores nothing: the distances (kd) are written only for
- *    the blocks whose later steps read them.  Any other block -- and the
- *    RETRY_AFTER ones after it -- goes to k1.
+ *    the blocks whose later steps read them.  Any other block -- and a
+ *    few after it (RETRY_AFTER) -- goes to k1.
  *  - k1, every other block: differing elements, nonfinite
  *    mismatches, sign changes, the ordered-integer ULP distance (sum, max,
  *    and stored per element in a small array that stays in L1), the largest
@@ -422,15 +422,21 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
         }                                                                                          \
     } while (0)
 
-/* After a block k0 could not take, the next ones go straight to k1. */
+/*
+ * After a block k0 could not take, the next RETRY_AFTER go straight to k1,
+ * twice as many after each further refusal, up to RETRY_MAX: on a tensor
+ * where no block suits k0 (a NaN or a zero crossing in each), k0 runs on
+ * one block in RETRY_MAX + 1.
+ */
 #define RETRY_AFTER 8
+#define RETRY_MAX   64
 
 #define DEFINE_ADD(NAME, T, L, HIST, ISA)                                                          \
     ULP__TARGET_##ISA static void NAME##_add_##ISA(ulp__acc *acc, ulp_dtype dtype, const T *a,     \
                                                    const T *b, uint64_t n, uint64_t base)          \
     {                                                                                              \
         L dv[BLOCK] __attribute__((aligned(64)));                                                  \
-        unsigned retry = 0; /* blocks left before k0 is tried again */                             \
+        unsigned retry = 0, wait = RETRY_AFTER; /* blocks left before k0 is tried again */         \
         for (uint64_t off = 0; off < n; off += BLOCK) {                                            \
             unsigned m = (unsigned)(n - off < BLOCK ? n - off : BLOCK);                            \
             const T *pa = a + off, *pb = b + off;                                                  \
@@ -438,8 +444,14 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
             blk_res r;                                                                             \
             int have_dv = 0;                                                                       \
             if (retry == 0 && NAME##_k0_##ISA(pa, pb, m, &r)) {                                    \
+                wait = RETRY_AFTER;                                                                \
             } else {                                                                               \
-                retry = retry == 0 ? RETRY_AFTER : retry - 1;                                      \
+                if (retry == 0) {                                                                  \
+                    retry = wait;                                                                  \
+                    wait = wait < RETRY_MAX ? 2 * wait : RETRY_MAX;                                \
+                } else {                                                                           \
+                    retry--;                                                                       \
+                }                                                                                  \
                 NAME##_k1_##ISA(pa, pb, m, dv, &r);                                                \
                 have_dv = 1;                                                                       \
             }                                                                                      \
