@@ -189,8 +189,8 @@ typedef struct blk_res {
         }                                                                                          \
         return sum;                                                                                \
     }                                                                                              \
-    ULP__TARGET_##ISA static int NAME##_k0_##ISA(const T *restrict a, const T *restrict b,         \
-                                                 unsigned n, blk_res *r)                           \
+    ULP__TARGET_##ISA __attribute__((noinline)) static int NAME##_k0_##ISA(                        \
+        const T *restrict a, const T *restrict b, unsigned n, blk_res *r)                          \
     {                                                                                              \
         L orx = 0, maxm = 0, maxd = 0, sum = 0, c1 = 0, c2 = 0, c3 = 0;                            \
         const L MAG = (L)((((uint64_t)1 << ((W)-1)) - 1));                                         \
