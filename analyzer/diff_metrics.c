@@ -194,7 +194,8 @@ typedef struct blk_res {
     {                                                                                              \
         L orx = 0, maxm = 0, maxd = 0, sum = 0, c1 = 0, c2 = 0, c3 = 0;                            \
         const L MAG = (L)((((uint64_t)1 << ((W)-1)) - 1));                                         \
-        for (unsigned i = 0; i < n; i++) {                                                         \
+        _Pragma("GCC unroll 2") for (unsigned i = 0; i < n; i++)                                   \
+        {                                                                                          \
             L x = a[i], y = b[i];                                                                  \
             orx |= x ^ y;                                                                          \
             L hi, d;                                                                               \
