@@ -7,7 +7,16 @@
  * with -O3, once per instruction-set level of isa.h;
  * tests/perf/check_vec_diff.sh checks):
  *
- *  - k1, every block of BLOCK elements: differing elements, nonfinite
+ *  - k0, every block of BLOCK elements first: the common block, whose
+ *    elements are all finite and whose pairs never differ in sign, needs
+ *    neither finite masks nor the ordered transform (the distance is that
+ *    of the magnitudes) nor sign counts; k0 keeps seven running reductions
+ *    in the lanes' own width (the bins as counts of distances above 0, 1
+ *    and 2; the sum re-added in 64 bits only where the lanes could
+ *    overflow) and stores nothing: the distances (kd) are written only for
+ *    the blocks whose later steps read them.  Any other block -- and a
+ *    few after it (RETRY_AFTER) -- goes to k1.
+ *  - k1, every other block: differing elements, nonfinite
  *    mismatches, sign changes, the ordered-integer ULP distance (sum, max,
  *    and stored per element in a small array that stays in L1), the largest
  *    finite magnitude.  For the 8- and 16-bit formats all of it runs in
@@ -122,6 +131,35 @@ typedef struct blk_res {
     } while (0)
 
 /*
+ * k0's distance of x and y: the larger one `hi` and |x - y| `d`, both
+ * right only where the signs are equal (k0 gives up on any other block).
+ * With AVX2 and AVX-512: unsigned max and min of the raw bits.  SSE2 has
+ * neither: the magnitudes' signed difference (and for 32-bit lanes, whose
+ * signed max SSE2 lacks too, the larger one from that difference's sign).
+ */
+#define K0_DIST_UNSIGNED(W, L, SL, MAG, x, y, hi, d)                                               \
+    do {                                                                                           \
+        (hi) = (x) > (y) ? (x) : (y);                                                              \
+        (d) = (L)((hi) - ((x) < (y) ? (x) : (y)));                                                 \
+    } while (0)
+#define K0_DIST_V4 K0_DIST_UNSIGNED
+#define K0_DIST_V3 K0_DIST_UNSIGNED
+#define K0_DIST_BASE(W, L, SL, MAG, x, y, hi, d)                                                   \
+    do {                                                                                           \
+        if ((W) == 32) {                                                                           \
+            SL mx_ = (SL)((x) & (MAG)), my_ = (SL)((y) & (MAG));                                   \
+            SL df_ = (SL)(mx_ - my_), s_ = (SL)(df_ >> ((W)-1));                                   \
+            (hi) = (L)(my_ + (df_ & ~s_));                                                         \
+            (d) = (L)((df_ ^ s_) - s_);                                                            \
+        } else {                                                                                   \
+            SL mx_ = (SL)((x) & (MAG)), my_ = (SL)((y) & (MAG));                                   \
+            SL df_ = (SL)(mx_ - my_), nd_ = (SL)(my_ - mx_);                                       \
+            (hi) = (L)(mx_ > my_ ? mx_ : my_);                                                     \
+            (d) = (L)(df_ > nd_ ? df_ : nd_);                                                      \
+        }                                                                                          \
+    } while (0)
+
+/*
  * The kernels of one format.  T: storage type; W: bits; NF: smallest
  * magnitude that is inf or NaN; L: lane type of the distances (16 bits
  * hold every distance of the 8- and 16-bit formats); SUMT: block sum type.
@@ -132,6 +170,59 @@ typedef struct blk_res {
  * fv, and its max.  NAME_val: one element's value, for the sparse path.
  */
 #define DEFINE_KERNELS(NAME, T, W, MANB, BIAS, SUBSCALE, NF, DIRECT, SHIFT, L, SL, SUMT, ISA)      \
+    /* For k0's blocks (finite, no sign differs): the distance is that of the magnitudes. */       \
+    ULP__TARGET_##ISA static void NAME##_kd_##ISA(const T *restrict a, const T *restrict b,        \
+                                                  unsigned n, L *restrict dv)                      \
+    {                                                                                              \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            L x = a[i], y = b[i];                                                                  \
+            dv[i] = (L)((x > y ? x : y) - (x < y ? x : y));                                        \
+        }                                                                                          \
+    }                                                                                              \
+    ULP__TARGET_##ISA static uint64_t NAME##_ksum_##ISA(const T *restrict a, const T *restrict b,  \
+                                                        unsigned n)                                \
+    {                                                                                              \
+        uint64_t sum = 0;                                                                          \
+        for (unsigned i = 0; i < n; i++) {                                                         \
+            L x = a[i], y = b[i];                                                                  \
+            sum += (L)((x > y ? x : y) - (x < y ? x : y));                                         \
+        }                                                                                          \
+        return sum;                                                                                \
+    }                                                                                              \
+    ULP__TARGET_##ISA __attribute__((noinline)) static int NAME##_k0_##ISA(                        \
+        const T *restrict a, const T *restrict b, unsigned n, blk_res *r)                          \
+    {                                                                                              \
+        L orx = 0, maxm = 0, maxd = 0, sum = 0, c1 = 0, c2 = 0, c3 = 0;                            \
+        const L MAG = (L)((((uint64_t)1 << ((W)-1)) - 1));                                         \
+        _Pragma("GCC unroll 2") for (unsigned i = 0; i < n; i++)                                   \
+        {                                                                                          \
+            L x = a[i], y = b[i];                                                                  \
+            orx |= x ^ y;                                                                          \
+            L hi, d;                                                                               \
+            K0_DIST_##ISA(W, L, SL, MAG, x, y, hi, d);                                             \
+            SL mh = (SL)(hi & MAG);                                                                \
+            maxm = mh > (SL)maxm ? (L)mh : maxm;                                                   \
+            maxd = (SL)d > (SL)maxd ? d : maxd;                                                    \
+            sum += d;                                                                              \
+            c1 += (SL)d > 0;                                                                       \
+            c2 += (SL)d > 1;                                                                       \
+            c3 += (SL)d > 2;                                                                       \
+        }                                                                                          \
+        if ((orx >> ((W)-1)) != 0 || maxm >= (NF))                                                 \
+            return 0;                                                                              \
+        r->sum = sum;                                                                              \
+        if ((uint64_t)maxd * n > (L) ~(L)0)                                                        \
+            r->sum = NAME##_ksum_##ISA(a, b, n);                                                   \
+        r->ndiff = c1;                                                                             \
+        r->nnf = 0;                                                                                \
+        r->nsign = 0;                                                                              \
+        r->maxd = maxd;                                                                            \
+        r->maxmag = maxm;                                                                          \
+        r->h1 = (uint32_t)c1 - c2;                                                                 \
+        r->h2 = (uint32_t)c2 - c3;                                                                 \
+        r->h34 = c3;                                                                               \
+        return 1;                                                                                  \
+    }                                                                                              \
     ULP__TARGET_##ISA static void NAME##_k1_##ISA(const T *restrict a, const T *restrict b,        \
                                                   unsigned n, L *restrict dv, blk_res *r)          \
     {                                                                                              \
@@ -323,17 +414,48 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
  * whose float32 maximum reaches the running one is visited again, to find
  * its elements at that maximum and their exact |a - b| in double.
  */
+/* dv of a block that k0 took: its distances, from the magnitudes (k0 proved the signs equal). */
+#define NEED_DV(NAME, ISA)                                                                         \
+    do {                                                                                           \
+        if (!have_dv) {                                                                            \
+            NAME##_kd_##ISA(pa, pb, m, dv);                                                        \
+            have_dv = 1;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+/*
+ * After a block k0 could not take, the next RETRY_AFTER go straight to k1,
+ * twice as many after each further refusal, up to RETRY_MAX: on a tensor
+ * where no block suits k0 (a NaN or a zero crossing in each), k0 runs on
+ * one block in RETRY_MAX + 1.
+ */
+#define RETRY_AFTER 8
+#define RETRY_MAX   64
+
 #define DEFINE_ADD(NAME, T, L, HIST, ISA)                                                          \
     ULP__TARGET_##ISA static void NAME##_add_##ISA(ulp__acc *acc, ulp_dtype dtype, const T *a,     \
                                                    const T *b, uint64_t n, uint64_t base)          \
     {                                                                                              \
         L dv[BLOCK] __attribute__((aligned(64)));                                                  \
+        unsigned retry = 0, wait = RETRY_AFTER; /* blocks left before k0 is tried again */         \
         for (uint64_t off = 0; off < n; off += BLOCK) {                                            \
             unsigned m = (unsigned)(n - off < BLOCK ? n - off : BLOCK);                            \
             const T *pa = a + off, *pb = b + off;                                                  \
             uint64_t at = base + off;                                                              \
             blk_res r;                                                                             \
-            NAME##_k1_##ISA(pa, pb, m, dv, &r);                                                    \
+            int have_dv = 0;                                                                       \
+            if (retry == 0 && NAME##_k0_##ISA(pa, pb, m, &r)) {                                    \
+                wait = RETRY_AFTER;                                                                \
+            } else {                                                                               \
+                if (retry == 0) {                                                                  \
+                    retry = wait;                                                                  \
+                    wait = wait < RETRY_MAX ? 2 * wait : RETRY_MAX;                                \
+                } else {                                                                           \
+                    retry--;                                                                       \
+                }                                                                                  \
+                NAME##_k1_##ISA(pa, pb, m, dv, &r);                                                \
+                have_dv = 1;                                                                       \
+            }                                                                                      \
             if (r.maxmag > acc->max_mag_bits)                                                      \
                 acc->max_mag_bits = r.maxmag;                                                      \
             if (r.ndiff == 0)                                                                      \
@@ -343,6 +465,7 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
             acc->sign_changes += r.nsign;                                                          \
             acc->sum_ulp += r.sum;                                                                 \
             if (r.maxd > acc->max_ulp) {                                                           \
+                NEED_DV(NAME, ISA);                                                                \
                 for (unsigned i = 0; i < m; i++) {                                                 \
                     if (dv[i] == r.maxd) {                                                         \
                         acc->max_ulp = r.maxd;                                                     \
@@ -370,6 +493,7 @@ static int may_grow(const ulp__acc *acc, uint32_t maxf, uint32_t maxi)
                 if (!want_abs)                                                                     \
                     continue;                                                                      \
             }                                                                                      \
+            NEED_DV(NAME, ISA);                                                                    \
             unsigned passes = hist_done ? 0 : (unsigned)hist_bin(r.maxd) + 1;                      \
             if ((uint64_t)r.ndiff * SPARSE_COST <=                                                 \
                 (uint64_t)m * ((want_abs ? DENSE_K2 : 0) + passes)) {                              \
