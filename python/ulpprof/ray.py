@@ -22,6 +22,13 @@ captures from the one where the pair parts on, and the file's metadata.  The res
 prints on the same files gathered in one directory (format
 "ulpprof-diff-ranks"), with each file named `NODE:PATH`.
 
+`ulpprof.ray.streams(runs)` is `ulpprof streams --activations -f json` of
+runs (each a snapshot or a directory of per-rank files) that sit on several
+nodes: each node reads its runs' token streams and only those travel; the
+driver groups them; each completion's first run is then compared with the
+common one's by row digests on the common one's node, a representative on
+another node moving there as its digest-only file (see streams()).
+
 Ray is an optional dependency: importing this module needs it.
 """
 import hashlib
@@ -34,7 +41,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._program import SnapshotError, UlpprofError, run_json
 
-__all__ = ["diff"]
+__all__ = ["diff", "streams"]
 
 Runs = Union[Mapping[str, str], Sequence[str]]
 
@@ -271,3 +278,225 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None,
     return {"format": "ulpprof-diff-ranks", "format_version": 1, "a": _describe(pa),
             "b": _describe(pb), "ranks": ranks, "ranks_only_a": only_a, "ranks_only_b": only_b,
             "identical": identical}
+
+
+# --- ulpprof streams over runs on several nodes ---------------------------
+
+
+def _token_captures(path: str) -> List[Tuple[Any, Any, Any]]:
+    """(rows f64 [n, 2], positions, requests) of each `tokens` capture of a
+    file, in write (seq) order: those `ulpprof streams` reads (f64, [rows, 2],
+    positions over axis 0; FORMAT.md, "Produced tokens")."""
+    import h5py
+    import numpy as np
+    out = []
+    try:
+        with h5py.File(path, "r") as f:
+            grp = f.get("captures/tokens")
+            if not isinstance(grp, h5py.Group):
+                return out
+            for occ in grp.values():
+                a = occ.attrs
+                if not isinstance(occ, h5py.Dataset) or len(occ.shape) != 2 \
+                        or occ.shape[1] != 2 or a.get("dtype") not in (b"f64", "f64") \
+                        or "positions" not in a:
+                    continue
+                pos = np.asarray(a["positions"], dtype=np.int64).reshape(-1)
+                req = np.asarray(a["requests"], dtype=np.int64).reshape(-1) \
+                    if "requests" in a else np.zeros_like(pos)
+                if len(pos) != occ.shape[0] or len(req) != len(pos):
+                    continue
+                out.append((int(a.get("seq", 0)), np.ascontiguousarray(occ[()], np.float64),
+                            pos, req))
+    except (OSError, ValueError) as e:
+        raise SnapshotError("ulpprof: cannot read the tokens of '%s': %s" % (path, e)) from None
+    out.sort(key=lambda t: t[0])
+    return [t[1:] for t in out]
+
+
+def _node_streams(paths: Sequence[str]) -> List[Tuple[str, List[Tuple[Any, Any, Any]]]]:
+    """On a run's node: per run, the file `ulpprof streams` reads of it (a
+    directory's first rank, as the program resolves it) and that file's
+    token captures.  The program itself checks the runs (one line naming
+    the file when one cannot be used)."""
+    if not paths:
+        return []
+    doc, _ = run_json(["streams", "-f", "json"] + list(paths), ok=(0, 1))
+    files = doc["runs"]
+    return [(f, _token_captures(f)) for f in files]
+
+
+def _digest_only(path: str) -> bool:
+    """As ulp_digest_only(): /digests holds rows and /captures nothing but
+    `tokens`."""
+    import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            dg, caps = f.get("digests"), f.get("captures")
+            has = isinstance(dg, h5py.Group) and len(dg) > 0
+            data = isinstance(caps, h5py.Group) and any(k != "tokens" for k in caps)
+            return has and not data
+    except (OSError, ValueError):
+        return False
+
+
+def _digest_file(path: str) -> bytes:
+    """On a representative's node: what moves of it to the common one's
+    node, its digest-only file (token rows, one 8-byte digest a row of
+    every capture, the metadata; no tensor)."""
+    if not _digest_only(path):
+        raise SnapshotError("ulpprof: '%s' holds captured tensors, and its completion's first run "
+                            "is compared on another node: ulpprof.ray.streams moves digests, "
+                            "never tensors (capture the runs with mode='digest')" % path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _parting_of(pc: str, pg: str, g_bytes: Optional[bytes] = None,
+                g_name: str = "") -> Tuple[Dict[int, Any], int]:
+    """On the common run's node: `ulpprof streams --activations -f json` of
+    the common completion's first run `pc` and another's `pg` (written from
+    `g_bytes`, its digest-only file, when it came from another node): of
+    two runs that part, the first is the common one (ties go to the lowest
+    run), so the second's completion holds the activations that the
+    analysis of all runs gives for that pair.  Returns {request:
+    activations} for each request where the two part."""
+    with tempfile.TemporaryDirectory(prefix="ulpprof-ray-") as tmp:
+        if g_bytes is not None:
+            local = os.path.join(tmp, "run.h5")
+            with open(local, "wb") as f:
+                f.write(g_bytes)
+        else:
+            local = pg
+        try:
+            doc, _ = run_json(["streams", "--activations", "-f", "json", pc, local], ok=(0, 1))
+        except SnapshotError as e:
+            raise SnapshotError(str(e).replace(local, g_name or pg)) from None
+    out = {}
+    for q in doc["requests"]:
+        for g in q["completions"]:
+            if not g["common"] and g["runs"] == [1]:
+                out[int(q["request"])] = g.get("activations")
+    return out, 0 if g_bytes is None else len(g_bytes)
+
+
+def _placed_runs(runs: Any) -> List[Tuple[str, List[str]]]:
+    """[(node id, [run path...])] of streams()' argument."""
+    if isinstance(runs, Mapping):
+        placed = [(str(k), [os.fspath(p) for p in ([v] if isinstance(v, (str, bytes, os.PathLike))
+                                                   else v)]) for k, v in runs.items()]
+    else:
+        lists = [[os.fspath(p) for p in ([v] if isinstance(v, (str, bytes, os.PathLike)) else v)]
+                 for v in runs]
+        nodes = _alive_nodes()
+        if len(lists) > len(nodes):
+            raise ValueError("ulpprof.ray.streams: runs names %d nodes' runs but the cluster has "
+                             "%d alive nodes" % (len(lists), len(nodes)))
+        placed = list(zip(nodes, lists))
+    alive = set(_alive_nodes())
+    for node, _ in placed:
+        if node not in alive:
+            raise ValueError("ulpprof.ray.streams: node %s is not an alive node of the cluster"
+                             % node)
+    if not any(paths for _, paths in placed):
+        raise ValueError("ulpprof.ray.streams: runs names no run")
+    return placed
+
+
+def _replay_tokens(path: str, caps: List[Tuple[Any, Any, Any]]) -> None:
+    """A file holding only these token captures, written through the capture
+    API as a program writes them: what `ulpprof streams` groups."""
+    import numpy as np
+
+    from . import _lib
+    s = _lib.Session(path, label="tokens")
+    try:
+        for rows, pos, req in caps:
+            rows = np.ascontiguousarray(rows, np.float64)
+            st = s.capture("tokens", rows.ctypes.data, "f64", rows.shape,
+                           positions=pos.tolist(), requests=req.tolist(), row_rank=1)
+            if st != 0:
+                raise SnapshotError("ulpprof: cannot write the tokens of '%s' here: %s"
+                                    % (path, _lib.status_str(st)))
+    finally:
+        st = s.close()
+    if st != 0:
+        raise SnapshotError("ulpprof: cannot write '%s': %s" % (path, _lib.status_str(st)))
+
+
+def streams(runs: Any, address: Optional[str] = None, activations: bool = True,
+            stats: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    """The `ulpprof streams [--activations] -f json` document of runs that
+    sit on several Ray nodes.  `runs` maps a Ray node id to the runs on
+    that node (a list of paths, or one path); each run is a snapshot or a
+    directory of per-rank files (its first rank is read, as the program
+    reads it).  A list of such lists, one per alive node in `ray.nodes()`
+    order, also works.  The runs are numbered as `ulpprof streams DIR`
+    numbers the runs of one directory they were gathered in: by their
+    names (the last path component), byte order, a name on two nodes in
+    the order of `runs`; `runs` in the result names each run's file as
+    `NODE:PATH`.
+
+    Each node reads its runs' token captures (16 bytes a generated token;
+    needs h5py there) and only those reach the driver, which groups them
+    with the program.  With `activations`, each other completion's first
+    run is compared with the common one's by row digests on the common
+    one's node: a representative on another node moves there as its
+    digest-only file (no tensor; a run that holds tensors is refused
+    there).  Raises SnapshotError when a run cannot be used, ValueError on
+    a bad argument.  `stats`, a dict, receives `runs`, `token_bytes` (what
+    reached the driver), `pairs`, `pairs_across_nodes` and `bytes_moved`
+    (the digest files moved between nodes)."""
+    if not ray.is_initialized():
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    placed = _placed_runs(runs)
+    got = _get([_on(node, _node_streams).remote(paths) for node, paths in placed if paths])
+    per_node = iter(got)
+    order = []  # (name, place in runs, node, given path, file read, token captures)
+    for i, (node, paths) in enumerate(placed):
+        if not paths:
+            continue
+        for given, (f, caps) in zip(paths, next(per_node)):
+            name = os.path.basename(os.path.normpath(given))
+            order.append((name.encode("utf-8", "surrogateescape"), i, node, given, f, caps))
+    order.sort(key=lambda r: (r[0], r[1]))
+    token_bytes = sum(c[0].nbytes + c[1].nbytes + c[2].nbytes for r in order for c in r[5])
+    with tempfile.TemporaryDirectory(prefix="ulpprof-ray-streams-") as tmp:
+        local = []
+        for k, r in enumerate(order):
+            local.append(os.path.join(tmp, "%08d.h5" % k))
+            _replay_tokens(local[-1], r[5])
+        try:
+            doc, _ = run_json(["streams", "-f", "json"] + local, ok=(0, 1))
+        except SnapshotError as e:
+            msg = str(e)
+            for p, r in zip(local, order):
+                msg = msg.replace(p, "%s:%s" % (r[2], r[4]))
+            raise SnapshotError(msg) from None
+    doc["runs"] = ["%s:%s" % (r[2], r[4]) for r in order]
+    pairs, across, moved = {}, 0, 0
+    if activations:
+        for q in doc["requests"]:
+            common = next(g for g in q["completions"] if g["common"])["runs"][0]
+            for g in q["completions"]:
+                if not g["common"]:
+                    pairs.setdefault((common, g["runs"][0]), []).append((int(q["request"]), g))
+        jobs, moving = [], {}
+        for c, g in pairs:
+            nc, fc, ng, fg = order[c][2], order[c][4], order[g][2], order[g][4]
+            if nc == ng:
+                jobs.append(_on(nc, _parting_of).remote(fc, fg))
+                continue
+            if g not in moving:  # one move per representative, whichever pairs it serves
+                moving[g] = _on(ng, _digest_file).remote(fg)
+            jobs.append(_on(nc, _parting_of).remote(fc, fg, moving[g], "%s:%s" % (ng, fg)))
+            across += 1
+        done = _get(jobs)
+        moved = sum(n for _, n in done)
+        for (c, g), (parts, _) in zip(pairs, done):
+            for req, grp in pairs[(c, g)]:
+                grp["activations"] = parts.get(req)
+    if stats is not None:
+        stats.update(runs=len(order), token_bytes=token_bytes, pairs=len(pairs),
+                     pairs_across_nodes=across, bytes_moved=moved)
+    return doc

@@ -4,10 +4,14 @@ place.  A benchmark, not a test: it prints times and checks only that both
 give the same report (file names aside).
 
     bench_ray.py [BUILD_DIR] [--nodes 3] [--ranks 6] [--layers 16] [--rows 64]
-                 [--width 1024] [--cross 1] [--rounds 3]
+                 [--width 1024] [--cross 1] [--rounds 3] [--runs 60] [--steps 32]
 
 Ranks are spread round robin over the nodes; the last `--cross` ranks of B
-sit on the next node over, so their B files move.  Run it with an
+sit on the next node over, so their B files move.  Then `--runs` digest-mode
+generations (`--layers` captures of `--rows` positions, `--steps` produced
+tokens; every fifth run parts at a step of its own) spread round robin over
+the nodes: ulpprof.ray.streams against the local `ulpprof streams
+--activations -f json DIR` of the same runs.  Run it with an
 interpreter that imports ray (bash .ci/pyenv prints one).
 """
 import argparse
@@ -32,10 +36,13 @@ def main():
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--cross", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=60)
+    ap.add_argument("--steps", type=int, default=32)
     o = ap.parse_args()
     build = os.path.abspath(o.build)
     os.environ["ULPPROF_BUILD_DIR"] = build
     os.environ["ULPPROF_PROGRAM"] = os.path.join(build, "programs", "ulpprof")
+    os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(build, "capture", "libulpprof_capture.so")
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [os.path.join(SRC, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(
             os.pathsep) if p])
@@ -109,16 +116,86 @@ def main():
         print("local ulpprof diff DIR DIR: best %.3f s of %d" % (min(local_t), o.rounds))
         print("ulpprof.ray.diff:           best %.3f s of %d (cluster start %.1f s, not counted)"
               % (min(ray_t), o.rounds, start_t))
+        print("ray / local: %.2fx" % (min(ray_t) / min(local_t)))
         print("moved between nodes: %.2f MiB for %d pair(s) (%.2f MiB a B file)"
               % (stats["bytes_moved"] / 2**20, stats["pairs_across_nodes"], size / o.ranks / 2**20))
         print("reports equal (file names aside): %s" % same)
-        return 0 if same else 1
+        same_s = bench_streams(o, tmp, ids)
+        return 0 if same and same_s else 1
     finally:
         if ray.is_initialized():
             ray.shutdown()
         if cluster is not None:
             cluster.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_streams(o, tmp, ids):
+    """ulpprof.ray.streams against `ulpprof streams --activations -f json DIR`."""
+    import json
+
+    import numpy as np
+
+    import ulpprof.ray
+    from ulpprof import _lib
+
+    rows = o.rows
+    prompt = rows - o.steps if rows > o.steps else 1
+    base = np.random.default_rng(0).standard_normal((o.layers, rows, o.width)).astype(np.float32)
+    size = 0
+    for i in range(o.runs):
+        part = (i // 5) % o.steps if i % 5 == 4 else None  # every fifth run parts
+        toks = [[100 + k + (1 if part is not None and k >= part else 0), 0.5]
+                for k in range(o.steps)]
+        if part is not None:
+            toks[part][1] = 1e-3
+        for d in (os.path.join(tmp, "s%d" % (i % o.nodes)), os.path.join(tmp, "sall")):
+            os.makedirs(d, exist_ok=True)
+            s = _lib.Session(os.path.join(d, "run%05d.h5" % i), label="run%d" % i)
+            s.set_capture_mode("digest")
+            pos = list(range(rows))
+            for layer in range(o.layers):
+                t = base[layer].copy()
+                if part is not None and layer >= o.layers // 2:
+                    t[min(prompt - 1 + part, rows - 1):].view(np.uint32)[:, 0] += 1
+                s.capture("layers.%d.out" % layer, t.ctypes.data, "f32", t.shape, layer=layer,
+                          positions=pos, requests=[0] * rows, row_rank=1)
+            a = np.array(toks, np.float64)
+            s.capture("tokens", a.ctypes.data, "f64", a.shape,
+                      positions=[prompt - 1 + k for k in range(o.steps)],
+                      requests=[0] * o.steps, row_rank=1)
+            s.close()
+        size += os.path.getsize(os.path.join(tmp, "sall", "run%05d.h5" % i))
+    print("\nstreams: %d digest-mode runs (%d captures of %dx%d f32 digested, %d steps; "
+          "%.1f KiB a run), %d nodes" % (o.runs, o.layers, rows, o.width, o.steps,
+                                         size / o.runs / 1024, o.nodes))
+    local_t, want = [], None
+    for _ in range(o.rounds):
+        t0 = time.perf_counter()
+        p = subprocess.run([os.environ["ULPPROF_PROGRAM"], "streams", "--activations", "-f",
+                            "json", os.path.join(tmp, "sall")], capture_output=True, text=True)
+        local_t.append(time.perf_counter() - t0)
+        want = json.loads(p.stdout)
+    runs = {ids[n]: sorted(os.path.join(tmp, "s%d" % n, f)
+                           for f in os.listdir(os.path.join(tmp, "s%d" % n)))
+            for n in range(o.nodes) if os.path.isdir(os.path.join(tmp, "s%d" % n))}
+    ray_t, got, stats = [], None, {}
+    for _ in range(o.rounds):
+        t0 = time.perf_counter()
+        got = ulpprof.ray.streams(runs, stats=stats)
+        ray_t.append(time.perf_counter() - t0)
+    same = {k: v for k, v in got.items() if k != "runs"} == \
+        {k: v for k, v in want.items() if k != "runs"}
+    print("local ulpprof streams --activations DIR: best %.3f s of %d"
+          % (min(local_t), o.rounds))
+    print("ulpprof.ray.streams:                     best %.3f s of %d"
+          % (min(ray_t), o.rounds))
+    print("ray / local: %.2fx" % (min(ray_t) / min(local_t)))
+    print("to the driver: %.1f KiB of tokens; %d pair(s) compared, %d across nodes, %.1f KiB of "
+          "digest files moved" % (stats["token_bytes"] / 1024, stats["pairs"],
+                                  stats["pairs_across_nodes"], stats["bytes_moved"] / 1024))
+    print("reports equal (run names aside): %s" % same)
+    return same
 
 
 if __name__ == "__main__":
