@@ -276,15 +276,17 @@ static void test_struct_size__old_caller_diff_and_ladder(void **state)
     assert_int_equal(ulp_ladder_compare(runs, 2, &lo, &lr, &err), ULP_OK);
     assert_int_equal(lr->n_pairs, 1);
     assert_int_equal(lr->n_ignore, 0);
-    assert_false(lr->pairs[0].identical);
-    assert_true(lr->pairs[0].has_first);
-    assert_string_equal(lr->pairs[0].first.capture, "x");
-    assert_int_equal(lr->pairs[0].first.max_ulp, 3);
+    const ulp_ladder_pair *p0 = ulp_ladder_result_pair(lr, 0);
+    assert_non_null(p0);
+    assert_false(p0->identical);
+    assert_true(p0->has_first);
+    assert_string_equal(p0->first.capture, "x");
+    assert_int_equal(p0->first.max_ulp, 3);
     ulp_ladder_result_free(lr);
     /* NULL diff: the defaults, every capture compared (y only in A). */
     lo.diff = NULL;
     assert_int_equal(ulp_ladder_compare(runs, 2, &lo, &lr, &err), ULP_OK);
-    assert_false(lr->pairs[0].identical);
+    assert_false(ulp_ladder_result_pair(lr, 0)->identical);
     ulp_ladder_result_free(lr);
     tu_done();
 }
