@@ -50,6 +50,9 @@ static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s,
         int32_t layer = -1;
         ulp__layout *lay = &sk->layout[side][i];
         const char *site = ulp__site_lookup_layout(sk->map, c->name, c->layer, &layer, lay);
+        /* A shard of a file's rank is, within one snapshot, the capture itself. */
+        if (lay->kind == ULP__LAYOUT_SHARD_FILE)
+            lay->kind = ULP__LAYOUT_NONE;
         sk->site[side][i] = site;
         sk->layer[side][i] = site != NULL ? layer : c->layer;
         if ((sk->key[side][i] = make_key(site, layer, lay, c->name)) == NULL)
