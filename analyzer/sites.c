@@ -376,8 +376,8 @@ static ulp_status parse_line(ulp_site_map *m, char *line, const char *path, int 
     const char *fused = lay.kind == ULP__LAYOUT_NONE || lay.kind == ULP__LAYOUT_SHARD ||
                                 lay.kind == ULP__LAYOUT_SHARD_FILE
                             ? NULL
-                        : lay.kind == ULP__LAYOUT_GATE_UP                             ? "gate_up"
-                                                                                      : "qkv";
+                        : lay.kind == ULP__LAYOUT_GATE_UP ? "gate_up"
+                                                          : "qkv";
     const char *bad = NULL;
     if (fused != NULL && strcmp(canon, fused) != 0)
         bad = "the layout is that of another site";

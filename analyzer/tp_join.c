@@ -198,8 +198,7 @@ static ulp_status join_one(joiner *j, size_t i, ulp_error *err)
             if (d == 0)
                 continue;
             if (j->info->disagree++ == 0) {
-                snprintf(j->info->first_disagree, sizeof j->info->first_disagree, "%s",
-                         c0->name);
+                snprintf(j->info->first_disagree, sizeof j->info->first_disagree, "%s", c0->name);
                 j->info->first_disagree_occurrence = c0->occurrence;
                 j->info->first_disagree_rank = r;
                 j->info->first_disagree_elements = d;

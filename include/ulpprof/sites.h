@@ -66,15 +66,15 @@ ULP_API int ulp_site_known(const char *site);
 
 /* What ulp_tp_join() did. */
 typedef struct ulp_tp_join_info {
-    size_t ranks;      /* files joined (ranks 0..ranks-1)                    */
-    size_t joined;     /* captures joined on the last axis (column-parallel) */
-    size_t replicated; /* captures every rank holds whole: rank 0's taken    */
-    size_t disagree;   /* of those, captures where some rank's bits differ   */
-    char first_disagree[256];  /* the first such capture's name; "" if none */
+    size_t ranks;             /* files joined (ranks 0..ranks-1)                    */
+    size_t joined;            /* captures joined on the last axis (column-parallel) */
+    size_t replicated;        /* captures every rank holds whole: rank 0's taken    */
+    size_t disagree;          /* of those, captures where some rank's bits differ   */
+    char first_disagree[256]; /* the first such capture's name; "" if none */
     int64_t first_disagree_occurrence;
-    size_t first_disagree_rank;          /* the first rank that differs     */
-    uint64_t first_disagree_elements;    /* its elements that differ ...    */
-    uint64_t first_disagree_of;          /* ... of this many                */
+    size_t first_disagree_rank;       /* the first rank that differs     */
+    uint64_t first_disagree_elements; /* its elements that differ ...    */
+    uint64_t first_disagree_of;       /* ... of this many                */
 } ulp_tp_join_info;
 
 /*
