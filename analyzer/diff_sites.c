@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "diff_priv.h"
+#include "format/snapshot_summary.h"
 #include "sites_priv.h"
 #include "ulpprof/sites.h"
 
@@ -138,6 +139,20 @@ static int share_name(const ulp_snapshot *a, const ulp_snapshot *b)
     return 0;
 }
 
+/* 1 when both snapshots have the same capture names (from their summaries,
+ * without a walk of the captures): every capture can pair by name. */
+static int same_names(const ulp_snapshot *a, const ulp_snapshot *b)
+{
+    const ulp__snapshot_summary *x = ulp__snapshot_summary_get(a);
+    const ulp__snapshot_summary *y = ulp__snapshot_summary_get(b);
+    if (x == NULL || y == NULL || x->nnames != y->nnames)
+        return 0;
+    for (size_t i = 0; i < x->nnames; i++)
+        if (strcmp(x->names[i].name, y->names[i].name) != 0)
+            return 0;
+    return 1;
+}
+
 ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
                               const ulp_diff_options *o, ulp__site_keys **out, ulp_error *err)
 {
@@ -153,6 +168,10 @@ ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
     /* Auto with names in common: the names pair, and the captures no name
      * pairs pair by site when some site is shared (HF's q_proj against
      * vLLM's qkv_proj); else by name alone, as before. */
+    if (o->by == ULP_DIFF_BY_AUTO && same_names(a, b)) {
+        ulp_site_map_free(map);
+        return ULP_OK;
+    }
     int mixed = o->by == ULP_DIFF_BY_AUTO && share_name(a, b);
     ulp__site_keys *sk = calloc(1, sizeof *sk);
     if (sk == NULL) {
