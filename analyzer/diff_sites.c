@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "diff_priv.h"
+#include "format/snapshot_summary.h"
 #include "sites_priv.h"
 #include "ulpprof/sites.h"
 
@@ -31,7 +32,13 @@ static char *make_key(const char *site, int32_t layer, const ulp__layout *lay, c
     return k;
 }
 
-static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s, ulp_error *err)
+/*
+ * `other` not NULL (auto, the snapshots sharing names): a capture whose
+ * name the other snapshot has pairs by that name, as by name alone; the
+ * others by site.
+ */
+static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s,
+                            const ulp_snapshot *other, ulp_error *err)
 {
     size_t n = ulp_snapshot_capture_count(s);
     sk->n[side] = n;
@@ -49,7 +56,12 @@ static ulp_status side_keys(ulp__site_keys *sk, int side, const ulp_snapshot *s,
                               ulp_snapshot_path(s));
         int32_t layer = -1;
         ulp__layout *lay = &sk->layout[side][i];
-        const char *site = ulp__site_lookup_layout(sk->map, c->name, c->layer, &layer, lay);
+        const char *site = other != NULL && ulp_snapshot_find(other, c->name, 0) >= 0
+                               ? NULL
+                               : ulp__site_lookup_layout(sk->map, c->name, c->layer, &layer, lay);
+        /* A shard of a file's rank is, within one snapshot, the capture itself. */
+        if (lay->kind == ULP__LAYOUT_SHARD_FILE)
+            lay->kind = ULP__LAYOUT_NONE;
         sk->site[side][i] = site;
         sk->layer[side][i] = site != NULL ? layer : c->layer;
         if ((sk->key[side][i] = make_key(site, layer, lay, c->name)) == NULL)
@@ -63,7 +75,34 @@ static int cmp_str(const void *x, const void *y)
     return strcmp(*(const char *const *)x, *(const char *const *)y);
 }
 
-/* Does some capture of A have a site that a capture of B has too? -1: no memory. */
+static int has_key(char **sorted, size_t n, const char *key)
+{
+    return bsearch(&key, sorted, n, sizeof *sorted, cmp_str) != NULL;
+}
+
+/* Is a part's (q@3) fused site (qkv@3) among the sorted keys, or a fused
+ * site's part? */
+static int share_fused(char **sorted, size_t n, const char *site, int32_t layer)
+{
+    static const char *const parts[] = {"q", "k", "v", "gate", "up"};
+    char key[96];
+    const char *f = ulp__layout_fused_site(site);
+    if (f != NULL) {
+        snprintf(key, sizeof key, "%c%s@%d", SITE_MARK, f, (int)layer);
+        return has_key(sorted, n, key);
+    }
+    for (size_t p = 0; p < sizeof parts / sizeof parts[0]; p++) {
+        if (strcmp(ulp__layout_fused_site(parts[p]), site) != 0)
+            continue;
+        snprintf(key, sizeof key, "%c%s@%d", SITE_MARK, parts[p], (int)layer);
+        if (has_key(sorted, n, key))
+            return 1;
+    }
+    return 0;
+}
+
+/* Does some capture of A have a site that a capture of B has too (or the
+ * fused site of it, or a part of it)? -1: no memory. */
 static int share_site(const ulp__site_keys *sk)
 {
     size_t nb = sk->n[1];
@@ -75,7 +114,8 @@ static int share_site(const ulp__site_keys *sk)
     int found = 0;
     for (size_t i = 0; i < sk->n[0] && !found; i++)
         found = sk->key[0][i][0] == SITE_MARK &&
-                bsearch(&sk->key[0][i], sorted, nb, sizeof *sorted, cmp_str) != NULL;
+                (has_key(sorted, nb, sk->key[0][i]) ||
+                 share_fused(sorted, nb, sk->site[0][i], sk->layer[0][i]));
     free(sorted);
     return found;
 }
@@ -99,6 +139,20 @@ static int share_name(const ulp_snapshot *a, const ulp_snapshot *b)
     return 0;
 }
 
+/* 1 when both snapshots have the same capture names (from their summaries,
+ * without a walk of the captures): every capture can pair by name. */
+static int same_names(const ulp_snapshot *a, const ulp_snapshot *b)
+{
+    const ulp__snapshot_summary *x = ulp__snapshot_summary_get(a);
+    const ulp__snapshot_summary *y = ulp__snapshot_summary_get(b);
+    if (x == NULL || y == NULL || x->nnames != y->nnames)
+        return 0;
+    for (size_t i = 0; i < x->nnames; i++)
+        if (strcmp(x->names[i].name, y->names[i].name) != 0)
+            return 0;
+    return 1;
+}
+
 ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
                               const ulp_diff_options *o, ulp__site_keys **out, ulp_error *err)
 {
@@ -111,17 +165,22 @@ ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
     ulp_status st = ulp_site_map_open(o->site_map, &map, err);
     if (st != ULP_OK)
         return st;
-    if (o->by == ULP_DIFF_BY_AUTO && share_name(a, b)) {
+    /* Auto with names in common: the names pair, and the captures no name
+     * pairs pair by site when some site is shared (HF's q_proj against
+     * vLLM's qkv_proj); else by name alone, as before. */
+    if (o->by == ULP_DIFF_BY_AUTO && same_names(a, b)) {
         ulp_site_map_free(map);
         return ULP_OK;
     }
+    int mixed = o->by == ULP_DIFF_BY_AUTO && share_name(a, b);
     ulp__site_keys *sk = calloc(1, sizeof *sk);
     if (sk == NULL) {
         ulp_site_map_free(map);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
     sk->map = map;
-    if ((st = side_keys(sk, 0, a, err)) != ULP_OK || (st = side_keys(sk, 1, b, err)) != ULP_OK) {
+    if ((st = side_keys(sk, 0, a, mixed ? b : NULL, err)) != ULP_OK ||
+        (st = side_keys(sk, 1, b, mixed ? a : NULL, err)) != ULP_OK) {
         ulp__site_keys_free(sk);
         return st;
     }

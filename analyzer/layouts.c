@@ -105,6 +105,10 @@ int ulp__layout_parse(const char *spec, ulp__layout *out, char *why, size_t n)
     if (strcmp(p, "shard") == 0) {
         char *w = strtok(rest, " \t"), *mode = w ? strtok(NULL, " \t") : NULL;
         char *slash = w ? strchr(w, '/') : NULL;
+        if (w != NULL && strcmp(w, "rank") == 0 && mode == NULL) {
+            out->kind = ULP__LAYOUT_SHARD_FILE; /* the rank of the file (tp_join.c) */
+            return 0;
+        }
         if (mode != NULL && strcmp(mode, "rows") == 0) {
             snprintf(why, n,
                      "row-parallel shards hold partial sums: compare the output after the "
@@ -113,7 +117,9 @@ int ulp__layout_parse(const char *spec, ulp__layout *out, char *why, size_t n)
         }
         if (slash == NULL || (mode != NULL && strcmp(mode, "cols") != 0) ||
             strtok(NULL, " \t") != NULL) {
-            snprintf(why, n, "expected 'shard RANK/N [cols]' (RANK a number or \\G, a group)");
+            snprintf(why, n,
+                     "expected 'shard RANK/N [cols]' (RANK a number or \\G, a group) or "
+                     "'shard rank' (the file's rank)");
             return -1;
         }
         *slash = '\0';

@@ -18,6 +18,9 @@ typedef enum ulp__layout_kind {
                                linear_qkv; GPT-NeoX with one q head a group)       */
     ULP__LAYOUT_GATE_UP,    /* gate | up halves on the last axis                     */
     ULP__LAYOUT_SHARD,      /* column-parallel shard `rank` of `nranks` (last axis)   */
+    ULP__LAYOUT_SHARD_FILE, /* `[shard rank]`: a column-parallel shard whose rank is
+                               its file's, joined by ulp_tp_join (tp_join.c); one
+                               snapshot holds the capture as it is                 */
 } ulp__layout_kind;
 
 typedef struct ulp__layout {

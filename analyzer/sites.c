@@ -373,9 +373,11 @@ static ulp_status parse_line(ulp_site_map *m, char *line, const char *path, int 
         return ulp__error(err, ULP_EINVAL, "'%s' line %d: bad regular expression '%s'", path,
                           lineno, p);
     size_t groups = u->re.re_nsub - 1;
-    const char *fused = lay.kind == ULP__LAYOUT_NONE || lay.kind == ULP__LAYOUT_SHARD ? NULL
-                        : lay.kind == ULP__LAYOUT_GATE_UP                             ? "gate_up"
-                                                                                      : "qkv";
+    const char *fused = lay.kind == ULP__LAYOUT_NONE || lay.kind == ULP__LAYOUT_SHARD ||
+                                lay.kind == ULP__LAYOUT_SHARD_FILE
+                            ? NULL
+                        : lay.kind == ULP__LAYOUT_GATE_UP ? "gate_up"
+                                                          : "qkv";
     const char *bad = NULL;
     if (fused != NULL && strcmp(canon, fused) != 0)
         bad = "the layout is that of another site";

@@ -17,13 +17,14 @@
 #include "ulpprof/format.h"
 #include "ulpprof/plot.h"
 #include "ulpprof/report.h"
+#include "ulpprof/sites.h"
 #include "ulpprof/verdict.h"
 
 #define DIFF_USAGE                                                                                 \
     "ulpprof diff [--format table|markdown|md|csv|json] [--out FILE] [--match GLOB]\n"             \
     "                    [--role ROLE] [--rows head:N|tail:N|A:B] [--temperature T]...\n"          \
     "                    [--threads N] [--plot DIR] [--by name|site|auto] [--map FILE]\n"          \
-    "                    [--dist] [--topk K,...] [--contract C.json]\n"                            \
+    "                    [--dist] [--topk K,...] [--contract C.json] [--tp-join]\n"                \
     "                    A B     (snapshot files, or run directories of per-rank files)"
 
 static void diff_help(void)
@@ -62,10 +63,15 @@ static void diff_help(void)
            "                         %d of them); implies --dist\n"
            "      --by HOW           pair captures by name, by site (what the tensor is:\n"
            "                         layer 3's q projection, the logits; docs/sites.md) or\n"
-           "                         auto (default): by name, by site when the snapshots\n"
-           "                         share no name but share sites\n"
-           "      --map FILE         extra naming rules for sites, one 'REGEX SITE' a line\n"
+           "                         auto (default): by name, and by site the captures\n"
+           "                         no name pairs when their sites are on both sides\n"
+           "      --map FILE         extra naming rules for sites, 'REGEX SITE [LAYOUT]' a line\n"
            "                         (the regex's first group is the layer number)\n"
+           "      --tp-join          a run directory is one tensor-parallel run: its ranks'\n"
+           "                         files are joined into one snapshot (column-parallel\n"
+           "                         outputs on the last axis in rank order; the others\n"
+           "                         rank 0's, the ranks checked to agree) and compared\n"
+           "                         with the other side as one run (docs/sites.md)\n"
            "      --contract C.json  judge the divergence against a numeric contract\n"
            "                         (docs/contract.md): a bug naming the claim it breaks,\n"
            "                         or not promised\n"
@@ -192,6 +198,9 @@ typedef struct diff_cli {
     const char *out_path, *color, *plot_dir;
     const char *path_a, *path_b;
     const char *contract;
+    int tp_join;
+    char *joined[2];     /* --tp-join: the joined snapshots, removed at the end */
+    const char *dirs[2]; /* --tp-join: the paths given                          */
 } diff_cli;
 
 /* Fills `o` from the command line: -1 to go on, else the exit status. */
@@ -206,7 +215,8 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         OPT_MAP,
         OPT_DIST,
         OPT_TOPK,
-        OPT_CONTRACT
+        OPT_CONTRACT,
+        OPT_TP_JOIN
     };
     static const struct option longopts[] = {
         {"format", required_argument, NULL, 'f'},
@@ -224,6 +234,7 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
         {"dist", no_argument, NULL, OPT_DIST},
         {"topk", required_argument, NULL, OPT_TOPK},
         {"contract", required_argument, NULL, OPT_CONTRACT},
+        {"tp-join", no_argument, NULL, OPT_TP_JOIN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -263,6 +274,9 @@ static int diff_parse(int argc, char **argv, diff_cli *o)
             break;
         case OPT_CONTRACT:
             o->contract = optarg;
+            break;
+        case OPT_TP_JOIN:
+            o->tp_join = 1;
             break;
         case 't':
             if (parse_temperature(optarg, &o->opts) != 0)
@@ -513,12 +527,105 @@ static int diff_runs(const diff_cli *o)
     return rc;
 }
 
+/* --tp-join: side `side`'s run directory joined into a temporary snapshot,
+ * said on stderr; o's path is then that snapshot's.  0, or -1 said. */
+static int tp_join(diff_cli *o, int side)
+{
+    const char **path = side ? &o->path_b : &o->path_a;
+    o->dirs[side] = *path;
+    if (!cli_is_dir(*path))
+        return 0;
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/ulpprof-tp-join-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(dir) == NULL) {
+        cli_error("cannot create a temporary directory in '%s': %s", tmp && *tmp ? tmp : "/tmp",
+                  strerror(errno));
+        return -1;
+    }
+    size_t n = strlen(dir) + 16;
+    o->joined[side] = malloc(n);
+    if (o->joined[side] == NULL) {
+        rmdir(dir);
+        cli_error("out of memory");
+        return -1;
+    }
+    snprintf(o->joined[side], n, "%s/joined.h5", dir);
+    ulp_tp_join_info info;
+    ulp_error err;
+    if (ulp_tp_join(*path, o->opts.site_map, o->joined[side], &info, &err) != ULP_OK) {
+        cli_error("%s", err.msg);
+        return -1;
+    }
+    fprintf(stderr,
+            "ulpprof diff: '%s': %zu ranks joined: %zu captures column-parallel, joined on the "
+            "last axis in rank order; %zu whole on every rank, rank 0's compared",
+            *path, info.ranks, info.joined, info.replicated);
+    if (info.disagree == 0)
+        fprintf(stderr, " (the ranks agree bit for bit on all %zu)\n", info.replicated);
+    else
+        fprintf(stderr,
+                " (the ranks DISAGREE on %zu: first '%s' #%lld, rank %zu differs from rank 0 in "
+                "%llu of %llu elements)\n",
+                info.disagree, info.first_disagree, (long long)info.first_disagree_occurrence,
+                info.first_disagree_rank, (unsigned long long)info.first_disagree_elements,
+                (unsigned long long)info.first_disagree_of);
+    *path = o->joined[side];
+    return 0;
+}
+
+/* The joined snapshots' files and directories, removed. */
+static void tp_join_clean(diff_cli *o)
+{
+    for (int side = 0; side < 2; side++) {
+        if (o->joined[side] == NULL)
+            continue;
+        unlink(o->joined[side]);
+        char *slash = strrchr(o->joined[side], '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            rmdir(o->joined[side]);
+        }
+        free(o->joined[side]);
+        o->joined[side] = NULL;
+    }
+}
+
+/* The result names the directories, not the joined snapshots. */
+static void tp_join_paths(const char *a, const char *b, ulp_diff_result *res)
+{
+    char *pa = strdup(a), *pb = strdup(b);
+    if (pa == NULL || pb == NULL) {
+        free(pa);
+        free(pb);
+        return;
+    }
+    free(res->path_a);
+    free(res->path_b);
+    res->path_a = pa;
+    res->path_b = pb;
+}
+
+static int cmd_diff_files(diff_cli *o);
+
 int cmd_diff(int argc, char **argv)
 {
     diff_cli o;
     int rc = diff_parse(argc, argv, &o);
     if (rc >= 0)
         return rc;
+    if (o.tp_join) {
+        rc = tp_join(&o, 0) == 0 && tp_join(&o, 1) == 0 ? cmd_diff_files(&o) : CLI_EXIT_ERROR;
+        tp_join_clean(&o);
+        return rc;
+    }
+    return cmd_diff_files(&o);
+}
+
+static int cmd_diff_files(diff_cli *po)
+{
+    diff_cli o = *po;
+    int rc;
     if (cli_is_dir(o.path_a) || cli_is_dir(o.path_b)) {
         if (o.contract) {
             fprintf(stderr, "ulpprof diff: --contract takes two snapshot files, not run "
@@ -540,6 +647,8 @@ int cmd_diff(int argc, char **argv)
     }
     int digests = 0;
     ulp_diff_result *res = diff_run(&o, &rs, &a, &b, &digests);
+    if (res != NULL && (o.joined[0] != NULL || o.joined[1] != NULL))
+        tp_join_paths(o.dirs[0], o.dirs[1], res);
     if (res != NULL && diff_judge(&o, contract, a, b, res, &verdict) != 0) {
         ulp_diff_result_free(res);
         res = NULL;

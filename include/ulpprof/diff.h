@@ -106,10 +106,11 @@ typedef struct ulp_diff_options {
 } ulp_diff_options;
 
 /*
- * How captures pair (docs/sites.md).  AUTO: by name, unless the two
- * snapshots share no capture name and do share a (site, layer): then by
- * site.  SITE: by (site, layer) and occurrence; a capture no rule knows
- * pairs by its name.
+ * How captures pair (docs/sites.md).  AUTO: by name the captures whose
+ * name the other snapshot has, and by (site, layer) the others when one
+ * of their sites (or its fused site) is on the other side too; else by
+ * name alone.  SITE: by (site, layer) and occurrence; a capture no rule
+ * knows pairs by its name.
  */
 typedef enum ulp_diff_by { ULP_DIFF_BY_AUTO = 0, ULP_DIFF_BY_NAME, ULP_DIFF_BY_SITE } ulp_diff_by;
 

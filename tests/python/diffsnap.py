@@ -86,6 +86,8 @@ def write_snapshot(path, captures, label="run", run=None, kernels=None, kernel_n
                 d.attrs["role"] = c["role"]
             if c.get("positions") is not None:
                 d.attrs["positions"] = np.array(c["positions"], dtype=np.int64)
+            if c.get("requests") is not None:
+                d.attrs["requests"] = np.array(c["requests"], dtype=np.int64)
             if c.get("kernels") is not None:
                 d.attrs["kernels"] = np.array(c["kernels"], dtype=np.int64)
         if kernels is not None:

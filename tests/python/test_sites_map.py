@@ -103,13 +103,17 @@ def main():
         row = next(r for r in d["rows"] if r.get("site") == "q")
         assert row["layer"] == 1 and row["name_b"] == conventions["megatron"][1], row
 
-        # auto: a shared name keeps pairing by name; --by site pairs by site anyway.
+        # auto: the shared name pairs by name, the capture no name pairs by its site;
+        # --by site pairs both by site.
         mixed = os.path.join(tmp, "mixed.h5")
         ds.write_snapshot(mixed, [cap("model.embed_tokens", pert["embed"]),
                                   cap(".model.layers.1.self_attn.q_proj.MatMul_output_0",
                                       pert["q"])])
         d = diff(files["hf"], mixed)
-        assert d["summary"].get("paired_by", "name") == "name" and d["summary"]["shared"] == 1
+        assert d["summary"].get("paired_by", "name") == "site" and d["summary"]["shared"] == 2
+        by = {r["name"]: r for r in d["rows"] if r["status"] in ("identical", "differs")}
+        assert by["model.embed_tokens"].get("site") is None, by  # paired by its name
+        assert by["model.layers.1.self_attn.q_proj"]["site"] == "q", by
         d = diff(files["hf"], mixed, "--by", "site")
         assert d["summary"].get("paired_by", "name") == "site" and d["summary"]["shared"] == 2
         check({"rows": [r for r in d["rows"] if r["status"] in ("identical", "differs")]},
