@@ -56,11 +56,11 @@ int ulp_site_known(const char *site)
 }
 
 /*
- * The built-in rules, most specific first.  Sources: the module trees of
- * the HF transformers model classes (tests/python/test_sites_onnx.py pairs
- * every hooked module of a Qwen2 model with ONNX Runtime's outputs), and
- * the module names of vLLM, SGLang and Megatron-Core as docs/sites.md
- * lists them.
+ * The built-in rules, most specific first.  Checked against the real
+ * module trees of HF transformers, Megatron-Core, vLLM, SGLang and the
+ * reference workload (tests/python/test_sites_real.py; docs/sites.md says
+ * which versions and how) and against ONNX Runtime's outputs of an
+ * exported HF model (tests/python/test_sites_onnx.py).
  */
 static const struct {
     const char *pattern, *site;
@@ -79,8 +79,10 @@ static const struct {
     {"layers.#.mlp.up_proj", "up"},
     {"layers.#.mlp.gate_up_proj", "gate_up"},
     {"layers.#.mlp.act_fn", "act"},
+    {"layers.#.mlp.activation_fn", "act"}, /* Phi-3 (HF) */
     {"layers.#.mlp.down_proj", "down"},
     {"layers.#.mlp", "mlp"},
+    {"layers.#.block_sparse_moe", "mlp"}, /* Mixtral's MoE block: HF 4.x, vLLM, SGLang */
     /* GPT-NeoX (HF). */
     {"layers.#.attention.query_key_value", "qkv"},
     {"layers.#.attention.dense", "o_proj"},
