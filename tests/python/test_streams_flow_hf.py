@@ -125,8 +125,21 @@ def digest_rows(path):
     return out
 
 
-def expected_parting(pa, pb, request=0):
-    """Min differing position of request, first capture in A's write order there."""
+def step_positions(path, request=0):
+    """The position of each step's logits: request's rows of the `tokens` captures, read with
+    h5py, in position order."""
+    pos = []
+    with h5py.File(path, "r") as f:
+        for occ in f["captures"]["tokens"].values():
+            pos += [int(p) for p, r in zip(np.ravel(occ.attrs["positions"]),
+                                           np.ravel(occ.attrs["requests"])) if int(r) == request]
+    return sorted(pos)
+
+
+def expected_parting(pa, pb, upto, request=0):
+    """Min differing position of request at or before upto (the position of the logits that
+    emitted the parting token: later positions were fed other tokens), first capture in A's
+    write order there; its select spans to min(its last differing position, upto)."""
     a, b = digest_rows(pa), digest_rows(pb)
     best = None
     for name in sorted(a, key=lambda n: a[n][0]):
@@ -134,8 +147,9 @@ def expected_parting(pa, pb, request=0):
             continue
         diff = sorted(p for (r, p), d in a[name][2].items()
                       if r == request and (r, p) in b[name][2] and b[name][2][(r, p)] != d)
-        if diff and (best is None or diff[0] < best["position"]):
-            best = {"capture": name, "layer": a[name][1], "position": diff[0], "last": diff[-1]}
+        if diff and diff[0] <= upto and (best is None or diff[0] < best["position"]):
+            best = {"capture": name, "layer": a[name][1], "position": diff[0],
+                    "last": min(diff[-1], upto)}
     return best
 
 
@@ -209,13 +223,17 @@ def check_flow(model, tmp, n_runs, batch=None):
                   "%s %s vs %s" % (key, g[key], want))
         pa = os.path.join(d, names[common_runs[0]])
         pb = os.path.join(d, names[runs[0]])
-        want = expected_parting(pa, pb)
+        # The group's first run's logits at step k (the common one's when it ended first).
+        upto = (step_positions(pb) + [None] * STEPS)[k]
+        upto = upto if upto is not None else step_positions(pa)[k]
+        want = expected_parting(pa, pb, upto)
         act = g["activations"]
         check(want is not None and act is not None, "a parted completion's activations part")
         if want is None or act is None:
             continue
         check(act["capture"] == want["capture"] and act["layer"] == want["layer"] and
-              act["position"] == want["position"] and act["request"] == 0,
+              act["position"] == want["position"] and act["request"] == 0 and
+              act["last_position"] == want["last"],
               "activations %s vs numpy %s" % (act, want))
         spec = "%s@0:%d-%d" % (want["capture"], want["position"], want["last"])
         check(act["select"] == spec, "select %s vs %s" % (act["select"], spec))
@@ -232,6 +250,16 @@ def check_flow(model, tmp, n_runs, batch=None):
         check(q.returncode == 1, "diff of the re-capture: exit %d %s" % (q.returncode,
                                                                         q.stderr))
         drep = json.loads(q.stdout)
+        # The re-capture keeps the fed token ids: the diff says where the streams part (the
+        # token emitted at step k is fed at the next position, when there is a next step) and
+        # puts the first divergence at the selected capture, not at the produced tokens.
+        sp = [(x["request"], x["position"], x["token_a"], x["token_b"])
+              for x in drep["streams_part"]]
+        want_sp = [(0, upto + 1, common_toks[k], toks[k])] if k < STEPS - 1 else []
+        check(sp == want_sp, "streams part %s vs %s" % (sp, want_sp))
+        fd = drep["first_divergence"] or {}
+        check((fd.get("name"), fd.get("request"), fd.get("position")) ==
+              (want["capture"], 0, want["position"]), "first divergence %s vs %s" % (fd, want))
         ulps = [r["max_ulp"] for r in drep["rows"] if r["name"] == want["capture"]]
         ref = max_ulp(fa, fb, want["capture"], 0)
         print("completion of %d runs parts at step %d; activations at %s position %d, "

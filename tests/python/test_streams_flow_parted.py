@@ -24,7 +24,9 @@ any CPU:
 So the runs with more than K others give one completion, the others
 another; they part at STEP; request 0's activations first differ at
 decoder layer LAYER's output (capture model.layers.LAYER), position P; the
-select spec covers P to the last position.  Every number `ulpprof streams
+select spec is that capture at P alone (later positions were fed another
+token); the re-capture's diff finds the streams part at P + 1 and the first
+divergence at model.layers.LAYER, position P.  Every number `ulpprof streams
 --activations` prints is checked by test_streams_flow_hf.check_flow against
 generate()'s sequences and scores and h5py/numpy over the files, and here
 against those known values as well.
@@ -173,7 +175,7 @@ def main():
             flow.check(g["part_step"] == STEP and g["token_common"] == a and g["token"] == b,
                        "parts at step %d, %d vs %d: %s" % (STEP, a, b, g))
             flow.check(g["margin_common"] > 0 and g["margin"] > 0, "both margins positive")
-            last = len(flow.PROMPT) - 2 + flow.STEPS
+            last = P  # the positions after it were fed another token
             name = "model.layers.%d" % LAYER
             flow.check(act["capture"] == name and act["layer"] == LAYER and act["position"] == P
                        and act["last_position"] == last and
