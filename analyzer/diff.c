@@ -74,9 +74,17 @@ static uint64_t compared_elements(const ulp_diff_metrics *m)
 
 /* The verdict as the rows come, batch by batch (rows [base, base + n)). */
 typedef struct verdict_run {
-    int amp_first_found, amp_last_found;
+    int amp_first_found, amp_last_found, tokens_found;
     size_t amp_first, amp_last; /* the amplification's rows so far */
+    size_t tokens_first;        /* the first produced-tokens row that parts */
 } verdict_run;
+
+/* The produced tokens (FORMAT.md "Produced tokens"): emitted by the logits at the same key, after
+ * every layer, so never where two runs part while another capture differs. */
+static int produced_tokens(const ulp_diff_row *row)
+{
+    return row->name != NULL && strcmp(row->name, "tokens") == 0;
+}
 
 static void verdict_rows(ulp_diff_result *r, verdict_run *v, const ulp_diff_row *rows, size_t base,
                          size_t n)
@@ -91,12 +99,20 @@ static void verdict_rows(ulp_diff_result *r, verdict_run *v, const ulp_diff_row 
         /* A rounded row whose every element rounds to the other side's is
          * not where the runs part (its dtypes still differ: not identical). */
         int parts = !(rows[i].rounded && rows[i].m.differing == 0);
+        int tokens = produced_tokens(&rows[i]);
         if (!r->has_first_divergence && parts &&
             (s == ULP_DIFF_DIFFERS || s == ULP_DIFF_SHAPE_MISMATCH ||
              s == ULP_DIFF_DTYPE_MISMATCH)) {
-            r->has_first_divergence = 1;
-            r->first_divergence = base + i;
+            if (!tokens) {
+                r->has_first_divergence = 1;
+                r->first_divergence = base + i;
+            } else if (!v->tokens_found) { /* the first divergence only if nothing else is */
+                v->tokens_found = 1;
+                v->tokens_first = base + i;
+            }
         }
+        if (tokens)
+            continue; /* no amplification from or to them either */
         /* Amplification: from the first row that differs to the last
          * compared activation row at or after it. */
         if (!v->amp_first_found && s == ULP_DIFF_DIFFERS && parts) {
@@ -410,12 +426,13 @@ static ulp_status hand_over(void *arg, ulp_error *err)
     if (st != ULP_OK)
         return st;
     const verdict_run *v = p->v;
-    size_t refs[3] = {r->has_first_divergence ? r->first_divergence : SIZE_MAX,
+    size_t refs[4] = {r->has_first_divergence ? r->first_divergence : SIZE_MAX,
                       v->amp_first_found ? v->amp_first : SIZE_MAX,
-                      v->amp_last_found ? v->amp_last : SIZE_MAX};
+                      v->amp_last_found ? v->amp_last : SIZE_MAX,
+                      v->tokens_found && !r->has_first_divergence ? v->tokens_first : SIZE_MAX};
     r->rows = p->rows;
     r->n_rows = p->n;
-    int rc = ulp__diff_keep_batch(p->keep, r, p->base, p->lg0, refs, 3);
+    int rc = ulp__diff_keep_batch(p->keep, r, p->base, p->lg0, refs, 4);
     r->rows = rows;
     r->n_rows = n_rows;
     return rc != 0 ? ulp__error(err, ULP_ENOMEM, "out of memory") : ULP_OK;
@@ -637,6 +654,10 @@ static ulp_status run(const ulp_snapshot *a, const ulp_snapshot *b, const ulp_di
         r->rows = NULL; /* released with the buffers */
         r->n_rows = 0;
         ulp__diff_keep_finish(&keep, r, base); /* r->rows: the kept rows */
+    }
+    if (st == ULP_OK && !r->has_first_divergence && v.tokens_found) {
+        r->has_first_divergence = 1;
+        r->first_divergence = v.tokens_first;
     }
     if (st == ULP_OK)
         amplification(r, &v);

@@ -27,7 +27,7 @@ typedef struct gen {
     size_t run;
     int64_t request;
     size_t n;
-    int64_t *tokens;
+    int64_t *tokens, *positions;
     double *margins;
 } gen;
 
@@ -155,6 +155,7 @@ static ulp_status group_request(ulp_streams_request *q, gen *gens, size_t n, ulp
             G->n_tokens = gens[i].n;
             G->tokens = gens[i].tokens;
             G->margins = gens[i].margins;
+            G->positions = gens[i].positions;
         }
         G->runs[G->n_runs++] = gens[i].run;
     }
@@ -225,9 +226,11 @@ ulp_status ulp_streams_group_runs(const char *const *paths, size_t n, ulp_stream
             g->n = b - a;
             g->tokens = malloc(g->n * sizeof *g->tokens);
             g->margins = malloc(g->n * sizeof *g->margins);
-            if (!g->tokens || !g->margins) {
+            g->positions = malloc(g->n * sizeof *g->positions);
+            if (!g->tokens || !g->margins || !g->positions) {
                 free(g->tokens);
                 free(g->margins);
+                free(g->positions);
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
                 break;
             }
@@ -235,6 +238,7 @@ ulp_status ulp_streams_group_runs(const char *const *paths, size_t n, ulp_stream
             for (size_t k = a; k < b; k++) {
                 g->tokens[k - a] = (int64_t)rows[k].token;
                 g->margins[k - a] = rows[k].margin;
+                g->positions[k - a] = rows[k].position;
             }
             a = b;
         }
@@ -264,6 +268,7 @@ ulp_status ulp_streams_group_runs(const char *const *paths, size_t n, ulp_stream
         if (!kept) {
             free(gens[i].tokens);
             free(gens[i].margins);
+            free(gens[i].positions);
         }
     }
     free(gens);
@@ -285,6 +290,7 @@ void ulp_streams_result_free(ulp_streams_result *r)
             free(Q->groups[g].runs);
             free((void *)(uintptr_t)Q->groups[g].tokens);
             free((void *)(uintptr_t)Q->groups[g].margins);
+            free((void *)(uintptr_t)Q->groups[g].positions);
         }
         free(Q->groups);
         free(Q->hist);

@@ -219,6 +219,18 @@ static ulp_status gather(const ulp_session *s, const ulp__desc *d, size_t elem, 
     return ULP_OK;
 }
 
+/* Role input, an integer dtype, positions, one element per row: the token fed at each key. */
+static int fed_token_ids(const ulp__desc *d)
+{
+    const ulp_dtype_info *t = ulp_dtype_get(d->dtype);
+    if (d->role != ULP_ROLE_INPUT || t == NULL || t->is_float || d->positions == NULL)
+        return 0;
+    for (int i = d->row_rank; i < d->ndim; i++)
+        if (d->shape[i] != 1)
+            return 0;
+    return 1;
+}
+
 ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, uint64_t **digests,
                              uint64_t *rows, int *want_data, ulp__desc *sub, size_t *sub_bytes,
                              void **owned)
@@ -251,6 +263,10 @@ ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, 
         *want_data = 0;
         return ULP_OK;
     }
+    /* The fed token ids (FORMAT.md "Parted token streams"), a few bytes a position, whatever the
+     * selection: the diff of a selective re-capture needs them to find where the streams part. */
+    if (fed_token_ids(d))
+        return ULP_OK;
     ulp_status st = ULP_OK;
     /* The selection is set before the captures it filters; read it under the lock. */
     pthread_mutex_lock(&s->mu);

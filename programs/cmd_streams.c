@@ -60,25 +60,35 @@ typedef struct partings {
     parting *at;
 } partings;
 
-/* The first position of `request` where a capture differs; at it, the first capture in write
- * order (names are in A's seq order). */
-static parting find_parting(const ulp_digest_result *d, int64_t request)
+/* The first position of `request` where a capture differs, at or before `upto`; at it, the first
+ * capture in write order (names are in A's seq order).  Past `upto` the runs were fed different
+ * tokens: another computation, which `ulpprof diff` leaves out, so the selection stops there. */
+static parting find_parting(const ulp_digest_result *d, int64_t request, int64_t upto)
 {
     parting p = {0};
     for (size_t i = 0; d && i < d->nnames; i++) {
         const ulp_digest_name *n = &d->names[i];
-        for (size_t k = 0; k < n->nranges; k++)
-            if (n->ranges[k].request == request && (!p.found || n->ranges[k].first < p.position)) {
-                p = (parting){1,
-                              n->name,
-                              n->layer,
-                              n->ranges[k].first,
-                              n->ranges[k].first,
-                              n->ranges[k].last,
-                              n->differing};
-            }
+        for (size_t k = 0; k < n->nranges; k++) {
+            const ulp_digest_range *g = &n->ranges[k];
+            if (g->request != request || g->first > upto || (p.found && g->first >= p.position))
+                continue;
+            int64_t last = g->last < upto ? g->last : upto;
+            p = (parting){1, n->name, n->layer, g->first, g->first, last, n->differing};
+        }
     }
     return p;
+}
+
+/* The position of the logits that emitted the parting token: the group's own, else (the group
+ * ended first) the common one's; INT64_MAX when neither has that step. */
+static int64_t parting_position(const ulp_streams_group *g, const ulp_streams_group *common)
+{
+    size_t k = (size_t)g->part_step;
+    if (g->part_step >= 0 && k < g->n_tokens && g->positions)
+        return g->positions[k];
+    if (g->part_step >= 0 && k < common->n_tokens && common->positions)
+        return common->positions[k];
+    return INT64_MAX;
 }
 
 static void print_parting(const parting *p, int64_t request, size_t g, int md)
@@ -278,7 +288,8 @@ static ulp_status compare_groups(const ulp_streams_result *r, const char *const 
                                                files[Q->groups[g].runs[0]], &pt->res[slot], err);
             if (st != ULP_OK)
                 return st;
-            pt->at[slot] = find_parting(pt->res[slot], Q->request);
+            pt->at[slot] = find_parting(pt->res[slot], Q->request,
+                                        parting_position(&Q->groups[g], &Q->groups[common]));
         }
     }
     return ULP_OK;

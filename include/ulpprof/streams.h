@@ -29,6 +29,7 @@ typedef struct ulp_streams_group {
                                      or where one of them ends; -1 for the common one    */
     int64_t token, token_common;  /* the tokens at part_step (-1: past the end)    */
     double margin, margin_common; /* their margins there (NaN past the end)       */
+    const int64_t *positions;     /* the position of each step's logits (runs[0]'s)    */
 } ulp_streams_group;
 
 typedef struct ulp_streams_request {

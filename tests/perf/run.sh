@@ -17,6 +17,10 @@ trap 'rm -rf "$tmp"' EXIT
 # random Qwen2's forward passes bare, under ulpprof.torch, with torch.save hooks.
 /usr/bin/python3 "$(dirname "$0")/bench_torch.py" "$build" --dir "$tmp"
 
+# Digest capture against the forward: an HF Llama's passes bare, under
+# capture(mode="digest") and under capture(mode="data"); the per-round ratios.
+/usr/bin/python3 "$(dirname "$0")/bench_digest_torch.py" "$build" --dir "$tmp"
+
 # The element comparison against the share of differing elements (no
 # cliff at any density); CPU ns per element pair for bf16 and f32.
 "$build/tests/bench_density"
@@ -28,6 +32,12 @@ ULPPROF_BUILD_DIR=$build bash "$(dirname "$0")/bench_diff.sh" "$@"
 # ulpprof diff on files h5py wrote (no capture index) beside their repaired
 # copies: 10,000 captures of 32 KiB (tests/perf/bench_foreign.sh says how).
 ULPPROF_BUILD_DIR=$build bash "$(dirname "$0")/bench_foreign.sh"
+
+# Grouping 1,000 generations: ulpprof streams against numpy + h5py (time, peak RSS).
+/usr/bin/python3 "$(dirname "$0")/bench_streams.py" "$build" --dir "$tmp"
+
+# ladder over 1,000 runs in 80 classes: wall time, peak RSS, RSS per added run.
+BENCH_DIR=$tmp/ladder-many bash "$(dirname "$0")/bench_ladder_many.sh" "$build" 1000 80
 
 # ulpprof.ray.diff on a 3-node local Ray cluster against the local diff of
 # the same files gathered in one place (the .ci/pyenv interpreter has Ray).

@@ -85,8 +85,8 @@ def batch_of(run):
     return ids, mask
 
 
-def generate(model, run, path, **capture):
-    ids, mask = batch_of(run)
+def generate(model, run, path, batch=None, **capture):
+    ids, mask = (batch or batch_of)(run)
     # Request 0 is the prompt; the other rows are requests of this run alone.
     reqs = [0] + [100 * (run + 1) + k for k in range(1, ids.shape[0])]
     with torch.no_grad(), ulpprof.torch.capture(model, path, sublayers=False, tokens=True,
@@ -115,17 +115,31 @@ def digest_rows(path):
         for name in f["digests"]:
             for occ in f["digests"][name]:
                 ds = f["digests"][name][occ]
-                seq, layer = int(ds.attrs["seq"][0]), int(ds.attrs.get("layer", [-1])[0])
+                seq = int(np.atleast_1d(ds.attrs["seq"])[0])
+                layer = int(np.atleast_1d(ds.attrs.get("layer", -1))[0])
                 req, pos = ds.attrs["requests"], ds.attrs["positions"]
                 s0, l0, rows = out.get(name, (seq, layer, {}))
-                for r, p, d in zip(req, pos, ds[()]):
+                for r, p, d in zip(np.ravel(req), np.ravel(pos), np.ravel(ds[()])):
                     rows[(int(r), int(p))] = int(d)
                 out[name] = (min(s0, seq), l0, rows)
     return out
 
 
-def expected_parting(pa, pb, request=0):
-    """Min differing position of request, first capture in A's write order there."""
+def step_positions(path, request=0):
+    """The position of each step's logits: request's rows of the `tokens` captures, read with
+    h5py, in position order."""
+    pos = []
+    with h5py.File(path, "r") as f:
+        for occ in f["captures"]["tokens"].values():
+            pos += [int(p) for p, r in zip(np.ravel(occ.attrs["positions"]),
+                                           np.ravel(occ.attrs["requests"])) if int(r) == request]
+    return sorted(pos)
+
+
+def expected_parting(pa, pb, upto, request=0):
+    """Min differing position of request at or before upto (the position of the logits that
+    emitted the parting token: later positions were fed other tokens), first capture in A's
+    write order there; its select spans to min(its last differing position, upto)."""
     a, b = digest_rows(pa), digest_rows(pb)
     best = None
     for name in sorted(a, key=lambda n: a[n][0]):
@@ -133,8 +147,9 @@ def expected_parting(pa, pb, request=0):
             continue
         diff = sorted(p for (r, p), d in a[name][2].items()
                       if r == request and (r, p) in b[name][2] and b[name][2][(r, p)] != d)
-        if diff and (best is None or diff[0] < best["position"]):
-            best = {"capture": name, "layer": a[name][1], "position": diff[0], "last": diff[-1]}
+        if diff and diff[0] <= upto and (best is None or diff[0] < best["position"]):
+            best = {"capture": name, "layer": a[name][1], "position": diff[0],
+                    "last": min(diff[-1], upto)}
     return best
 
 
@@ -153,8 +168,8 @@ def max_ulp(pa, pb, name, request):
                 ds = f["captures"][name][occ]
                 data = np.asarray(ds[()]).view(np.uint32)
                 req, pos = ds.attrs["requests"], ds.attrs["positions"]
-                data = data.reshape(len(pos), -1)
-                for k, (r, p) in enumerate(zip(req, pos)):
+                data = data.reshape(np.size(pos), -1)  # row axes first (FORMAT.md)
+                for k, (r, p) in enumerate(zip(np.ravel(req), np.ravel(pos))):
                     if int(r) == request:
                         got[int(p)] = data[k]
         rows.append(got)
@@ -164,84 +179,107 @@ def max_ulp(pa, pb, name, request):
     return max(int(np.max(np.abs(ordered(rows[0][k]) - ordered(rows[1][k])))) for k in keys)
 
 
+def check_flow(model, tmp, n_runs, batch=None):
+    """Captures `n_runs` generations in digest mode under tmp/runs, checks `streams
+    --activations -f json` and each parted completion's re-capture against numpy.
+    Returns (generations, report, [(completion, expected parting, numpy max ULP)])."""
+    d = os.path.join(tmp, "runs")
+    os.makedirs(d)
+    gens = []
+    for i in range(n_runs):
+        gens.append(generate(model, i, os.path.join(d, "run%03d.h5" % i), batch, mode="digest"))
+    names = ["run%03d.h5" % i for i in range(n_runs)]
+    parted = []
+    groups = expected_groups(gens)
+    print("%d runs, %d distinct completions: %s" % (n_runs, len(groups),
+                                                    [len(g[1]) for g in groups]))
+    p = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", d],
+                       capture_output=True, text=True)
+    check(p.returncode == (1 if len(groups) > 1 else 0),
+          "streams exit %d with %d completions: %s" % (p.returncode, len(groups), p.stderr))
+    rep = json.loads(p.stdout)
+    check([os.path.basename(x) for x in rep["runs"]] == names, "run order")
+    req0 = [q for q in rep["requests"] if q["request"] == 0]
+    check(len(req0) == 1, "request 0 is there")
+    others = [q for q in rep["requests"] if q["request"] != 0]
+    check(all(len(q["completions"]) == 1 for q in others), "other requests: one run each")
+    got = req0[0]["completions"]
+    check(len(got) == len(groups), "%d completions, want %d" % (len(got), len(groups)))
+    common_toks, common_runs = groups[0]
+    mc = gens[common_runs[0]][1]
+    for g, (toks, runs) in zip(got, groups):
+        check(g["runs"] == runs and g["count"] == len(runs), "runs %s vs %s" % (g["runs"], runs))
+        check(g["tokens"] == list(toks), "tokens of %s" % runs)
+        check(g["common"] == (runs == common_runs), "common flag of %s" % runs)
+        if g["common"]:
+            check("activations" not in g, "the common completion has no parting")
+            continue
+        k = next(s for s in range(STEPS) if toks[s] != common_toks[s])
+        m = gens[runs[0]][1]
+        check(g["part_step"] == k, "part %s vs %d" % (g["part_step"], k))
+        check(g["token"] == toks[k] and g["token_common"] == common_toks[k], "tokens at part")
+        for key, want in (("margin", m[k]), ("margin_common", mc[k])):
+            check(abs(g[key] - want) <= 1e-6 * max(1.0, abs(want)),
+                  "%s %s vs %s" % (key, g[key], want))
+        pa = os.path.join(d, names[common_runs[0]])
+        pb = os.path.join(d, names[runs[0]])
+        # The group's first run's logits at step k (the common one's when it ended first).
+        upto = (step_positions(pb) + [None] * STEPS)[k]
+        upto = upto if upto is not None else step_positions(pa)[k]
+        want = expected_parting(pa, pb, upto)
+        act = g["activations"]
+        check(want is not None and act is not None, "a parted completion's activations part")
+        if want is None or act is None:
+            continue
+        check(act["capture"] == want["capture"] and act["layer"] == want["layer"] and
+              act["position"] == want["position"] and act["request"] == 0 and
+              act["last_position"] == want["last"],
+              "activations %s vs numpy %s" % (act, want))
+        spec = "%s@0:%d-%d" % (want["capture"], want["position"], want["last"])
+        check(act["select"] == spec, "select %s vs %s" % (act["select"], spec))
+        # The re-capture of both runs, in full where the select says.
+        fa, fb = os.path.join(tmp, "full_a.h5"), os.path.join(tmp, "full_b.h5")
+        for f in (fa, fb):
+            if os.path.exists(f):
+                os.remove(f)
+        ra = generate(model, common_runs[0], fa, batch, mode="data", select=act["select"])
+        rb = generate(model, runs[0], fb, batch, mode="data", select=act["select"])
+        check(ra == gens[common_runs[0]] and rb == gens[runs[0]], "the re-runs repeat")
+        q = subprocess.run([ULPPROF, "diff", "-f", "json", fa, fb], capture_output=True,
+                           text=True)
+        check(q.returncode == 1, "diff of the re-capture: exit %d %s" % (q.returncode,
+                                                                        q.stderr))
+        drep = json.loads(q.stdout)
+        # The re-capture keeps the fed token ids: the diff says where the streams part (the
+        # token emitted at step k is fed at the next position, when there is a next step) and
+        # puts the first divergence at the selected capture, not at the produced tokens.
+        sp = [(x["request"], x["position"], x["token_a"], x["token_b"])
+              for x in drep["streams_part"]]
+        want_sp = [(0, upto + 1, common_toks[k], toks[k])] if k < STEPS - 1 else []
+        check(sp == want_sp, "streams part %s vs %s" % (sp, want_sp))
+        fd = drep["first_divergence"] or {}
+        check((fd.get("name"), fd.get("request"), fd.get("position")) ==
+              (want["capture"], 0, want["position"]), "first divergence %s vs %s" % (fd, want))
+        ulps = [r["max_ulp"] for r in drep["rows"] if r["name"] == want["capture"]]
+        ref = max_ulp(fa, fb, want["capture"], 0)
+        print("completion of %d runs parts at step %d; activations at %s position %d, "
+              "max ULP %s" % (len(runs), k, want["capture"], want["position"], ulps))
+        check(ref is not None and ref > 0, "numpy finds the selected rows differ")
+        check(ulps and max(ulps) == ref, "diff max ULP %s vs numpy %s" % (ulps, ref))
+        parted.append((g, want, ref))
+    if len(groups) == 1:
+        check(req0[0]["parting_steps"] == [], "nothing parts: no parting step")
+        t = subprocess.run([ULPPROF, "streams", "--activations", d], capture_output=True,
+                           text=True)
+        check("request 0: %d runs, 1 distinct completions" % n_runs in t.stdout and
+              "parting steps: none" in t.stdout,
+              "nothing parts, said so: %s" % t.stdout)
+    return gens, rep, parted
+
+
 def main():
-    model = make_model()
     with tempfile.TemporaryDirectory() as tmp:
-        d = os.path.join(tmp, "runs")
-        os.makedirs(d)
-        gens = []
-        for i in range(RUNS):
-            gens.append(generate(model, i, os.path.join(d, "run%03d.h5" % i), mode="digest"))
-        names = ["run%03d.h5" % i for i in range(RUNS)]
-        groups = expected_groups(gens)
-        print("%d runs, %d distinct completions: %s" % (RUNS, len(groups),
-                                                        [len(g[1]) for g in groups]))
-        p = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", d],
-                           capture_output=True, text=True)
-        check(p.returncode == (1 if len(groups) > 1 else 0),
-              "streams exit %d with %d completions: %s" % (p.returncode, len(groups), p.stderr))
-        rep = json.loads(p.stdout)
-        check([os.path.basename(x) for x in rep["runs"]] == names, "run order")
-        req0 = [q for q in rep["requests"] if q["request"] == 0]
-        check(len(req0) == 1, "request 0 is there")
-        others = [q for q in rep["requests"] if q["request"] != 0]
-        check(all(len(q["completions"]) == 1 for q in others), "other requests: one run each")
-        got = req0[0]["completions"]
-        check(len(got) == len(groups), "%d completions, want %d" % (len(got), len(groups)))
-        common_toks, common_runs = groups[0]
-        mc = gens[common_runs[0]][1]
-        for g, (toks, runs) in zip(got, groups):
-            check(g["runs"] == runs and g["count"] == len(runs), "runs %s vs %s" % (g["runs"], runs))
-            check(g["tokens"] == list(toks), "tokens of %s" % runs)
-            check(g["common"] == (runs == common_runs), "common flag of %s" % runs)
-            if g["common"]:
-                check("activations" not in g, "the common completion has no parting")
-                continue
-            k = next(s for s in range(STEPS) if toks[s] != common_toks[s])
-            m = gens[runs[0]][1]
-            check(g["part_step"] == k, "part %s vs %d" % (g["part_step"], k))
-            check(g["token"] == toks[k] and g["token_common"] == common_toks[k], "tokens at part")
-            for key, want in (("margin", m[k]), ("margin_common", mc[k])):
-                check(abs(g[key] - want) <= 1e-6 * max(1.0, abs(want)),
-                      "%s %s vs %s" % (key, g[key], want))
-            pa = os.path.join(d, names[common_runs[0]])
-            pb = os.path.join(d, names[runs[0]])
-            want = expected_parting(pa, pb)
-            act = g["activations"]
-            check(want is not None and act is not None, "a parted completion's activations part")
-            if want is None or act is None:
-                continue
-            check(act["capture"] == want["capture"] and act["layer"] == want["layer"] and
-                  act["position"] == want["position"] and act["request"] == 0,
-                  "activations %s vs numpy %s" % (act, want))
-            spec = "%s@0:%d-%d" % (want["capture"], want["position"], want["last"])
-            check(act["select"] == spec, "select %s vs %s" % (act["select"], spec))
-            # The re-capture of both runs, in full where the select says.
-            fa, fb = os.path.join(tmp, "full_a.h5"), os.path.join(tmp, "full_b.h5")
-            for f in (fa, fb):
-                if os.path.exists(f):
-                    os.remove(f)
-            ra = generate(model, common_runs[0], fa, mode="data", select=act["select"])
-            rb = generate(model, runs[0], fb, mode="data", select=act["select"])
-            check(ra == gens[common_runs[0]] and rb == gens[runs[0]], "the re-runs repeat")
-            q = subprocess.run([ULPPROF, "diff", "-f", "json", fa, fb], capture_output=True,
-                               text=True)
-            check(q.returncode == 1, "diff of the re-capture: exit %d %s" % (q.returncode,
-                                                                            q.stderr))
-            drep = json.loads(q.stdout)
-            ulps = [r["max_ulp"] for r in drep["rows"] if r["name"] == want["capture"]]
-            ref = max_ulp(fa, fb, want["capture"], 0)
-            print("completion of %d runs parts at step %d; activations at %s position %d, "
-                  "max ULP %s" % (len(runs), k, want["capture"], want["position"], ulps))
-            check(ref is not None and ref > 0, "numpy finds the selected rows differ")
-            check(ulps and max(ulps) == ref, "diff max ULP %s vs numpy %s" % (ulps, ref))
-        if len(groups) == 1:
-            check(req0[0]["parting_steps"] == [], "nothing parts: no parting step")
-            t = subprocess.run([ULPPROF, "streams", "--activations", d], capture_output=True,
-                               text=True)
-            check("request 0: %d runs, 1 distinct completions" % RUNS in t.stdout and
-                  "parting steps: none" in t.stdout,
-                  "nothing parts, said so: %s" % t.stdout)
+        check_flow(make_model(), tmp, RUNS)
     if FAILS:
         print("%d failures" % len(FAILS))
         sys.exit(1)
