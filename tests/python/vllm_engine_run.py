@@ -180,7 +180,7 @@ def main():
     if MODE == "inproc" and len(sys.argv) > 3:
         # In this process vLLM's CPU worker made torch.set_num_threads a
         # no-op; torch's own setter under it still works.
-        torch._C._set_num_threads(int(sys.argv[3]))
+        torch._C.set_num_threads(int(sys.argv[3]))
         llm.reset_prefix_cache()
         run("bs1-threads", [p], {}, attached=False)
         llm.reset_prefix_cache()
