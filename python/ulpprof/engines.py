@@ -20,7 +20,9 @@ from HF, handled by attach():
     vLLM computes after the forward returns (`compute_logits`, one row per
     request: its last token of the step), get those tokens' positions and
     requests.  The captured `input_ids` let `ulpprof diff` pair the
-    requests of two runs by their tokens.
+    requests of two runs by their tokens.  tokens=True records each
+    request's produced token and top-2 margin from those logits (not for
+    a partial prefill, whose token vLLM discards): `ulpprof streams`.
 Per-layer capture needs eager execution: vLLM `enforce_eager=True`, SGLang
 `--disable-cuda-graph` (CUDA graphs replay without Python, so no hook runs;
 the CUDA collector skips and counts marks during graph capture).
@@ -46,7 +48,7 @@ class _VllmTokens:
     def __init__(self, runner):
         self.runner = runner
         self.numbers = {}  # vLLM request id -> the capture's request number
-        self.last = None  # (positions[T], requests[T], query_start_loc[R + 1])
+        self.last = None  # (positions[T], requests[T], query_start_loc[R + 1], prompt lengths[R])
 
     def __call__(self, args, kwargs):
         self.last = None
@@ -69,20 +71,25 @@ class _VllmTokens:
         req = _torch.repeat_interleave(_torch.tensor([self.numbers[r] for r in ids]),
                                        starts[1:] - starts[:-1])
         positions = pos[:total].detach().to("cpu", _torch.int64)
-        self.last = (positions, req, starts)
+        prompt = getattr(batch, "num_prompt_tokens", None)
+        prompt = _torch.as_tensor(prompt[:n]).to(_torch.int64) if prompt is not None else None
+        self.last = (positions, req, starts, prompt)
         return positions, req, pos.shape[0]
 
     def logits_rows(self, rows):
-        """(positions, requests) of compute_logits' rows: one per request (its
-        last token of the step), or one per token; None otherwise."""
+        """(positions, requests, produces) of compute_logits' rows: one per
+        request (its last token of the step; produces: its logits emit a
+        token, the request's prompt is all fed: a partial prefill's token is
+        discarded), or one per token (produces None); None otherwise."""
         if self.last is None:
             return None
-        pos, req, starts = self.last
+        pos, req, starts, prompt = self.last
         if rows == starts.shape[0] - 1:
             idx = starts[1:] - 1
-            return pos[idx], req[idx]
+            produces = pos[idx] >= prompt - 1 if prompt is not None else None
+            return pos[idx], req[idx], produces
         if rows == pos.shape[0]:
-            return pos, req
+            return pos, req, None
         return None
 
 

@@ -345,10 +345,11 @@ class _Call:
     """One forward call of the model, on the thread that made it: its step,
     its tokens (_token_context) and how often each shared module ran in it."""
 
-    __slots__ = ("step", "tokens", "runs")
+    __slots__ = ("step", "tokens", "runs", "produces")
 
-    def __init__(self, step, tokens):
+    def __init__(self, step, tokens, produces=None):
         self.step, self.tokens, self.runs = step, tokens, {}
+        self.produces = produces  # rows(): which rows' logits emit a token
 
 
 _nvtx_keys = _Keys()  # under `ulpprof record`: every capture goes to record's file
@@ -517,16 +518,20 @@ class Capture:
         return _token_context(args, kwargs, self._request_ids())
 
     @contextlib.contextmanager
-    def rows(self, positions, requests):
+    def rows(self, positions, requests, produces=None):
         """Gives the captures made inside the `with` block, on this thread,
         the tokens positions[i] / requests[i] (1-D int64) as their rows, at
         the step of the last forward call: for what an engine computes from
         the forward's output after it returns (vLLM's compute_logits, one
-        row per request)."""
+        row per request).  produces: a 1-D bool tensor, the rows whose
+        logits emit a token (tokens=True records those rows only; an engine
+        discards what a partial prefill's logits emit); None: every row."""
         calls = self._calls()
         pos = positions.detach().to("cpu", _torch.int64).reshape(1, -1)
         req = requests.detach().to("cpu", _torch.int64).reshape(1, -1)
-        calls.append(_Call(self._pass, (pos, req, None, pos.shape[1])))
+        if produces is not None:
+            produces = produces.detach().to("cpu", _torch.bool).reshape(-1)
+        calls.append(_Call(self._pass, (pos, req, None, pos.shape[1]), produces))
         try:
             yield self
         finally:
@@ -620,20 +625,33 @@ class Capture:
     def _produced(self, logits):
         """The `tokens` capture (FORMAT.md "Produced tokens"): per batch row, the
         token the last position's logits emit (argmax, ties to the lowest id)
-        and its top-1 minus top-2 margin, at that position and request."""
+        and its top-1 minus top-2 margin, at that position and request.  An
+        engine's logits [rows, vocab] given rows by rows() (vLLM's
+        compute_logits: one row per request) emit one token per row that
+        produces one."""
         call = self._call()
         if call is None or call.tokens is None or not _torch.is_tensor(logits) \
-                or logits.dim() != 3 or not logits.is_floating_point() or logits.shape[-1] < 2:
+                or not logits.is_floating_point() or logits.shape[-1] < 2:
             return
         pos, req, _, flat = call.tokens
-        if flat or logits.shape[0] != pos.shape[0]:
+        if flat and logits.dim() == 2 and logits.shape[0] == pos.shape[1]:
+            last, p, r = logits.detach(), pos[0], req[0]
+            if call.produces is not None and call.produces.shape[0] == p.shape[0]:
+                last, p, r = last[call.produces], p[call.produces], r[call.produces]
+            keep_rows = False  # select does not apply to flattened tokens
+        elif not flat and logits.dim() == 3 and logits.shape[0] == pos.shape[0]:
+            last, p, r = logits.detach()[:, -1, :], pos[:, -1], req[:, -1]
+            keep_rows = self._rows is not None
+        else:
             return
-        last = logits.detach()[:, -1, :].to("cpu", _torch.float64)
+        if last.shape[0] == 0:
+            return
+        last = last.to("cpu", _torch.float64)
         top = _torch.topk(last, 2, dim=-1)
         tok = _torch.argmax(last, dim=-1).to(_torch.float64)
         rows = _torch.stack([tok, top.values[:, 0] - top.values[:, 1]], dim=1).contiguous()
-        p, r = pos[:, -1].contiguous(), req[:, -1].contiguous()
-        if self._rows is not None:
+        p, r = p.contiguous(), r.contiguous()
+        if keep_rows:
             keep = [self._rows] if isinstance(self._rows, int) else self._rows
             rows, p, r = rows[keep], p[keep], r[keep]
         if self.mode == "nvtx":

@@ -10,7 +10,22 @@ ulpprof.engines.vllm_worker_attach, ...)); vllm_engine_run.py runs them.
      by its tokens) says what the bits say: recomputed with numpy over the
      module outputs that the driver's own plain torch hooks kept (first
      module in execution order whose rows of P differ, and its first
-     differing position), for the files of both recipes.
+     differing position), for the files of both recipes;
+  4. a profiler does not change what it measures: bs1 and bs4 run again
+     with nothing attached give the same tokens and the same raw logits
+     (vLLM's own top 2 of each step, logprobs_mode="raw_logits"), and
+     in-process every module output the plain hooks see, bit for bit;
+  5. tokens=True: each request's `tokens` rows are vLLM's generated token
+     ids, at positions prompt-1, prompt, ..., with margins vLLM's top-1
+     minus top-2 raw logit; the captured logits hold vLLM's raw logits;
+     and `ulpprof streams DIR` over the eight captured generations gives
+     the completions, counts, parting steps, tokens and margins computed
+     from vLLM's outputs alone;
+  6. the two recipes differ by the model's thread count only: in-process
+     with the worker's thread count (set after the engine started), every
+     module output, token and raw logit is the worker run's, bit for bit.
+The worker recipe runs first: its thread count is the in-process run's
+argument.
 Skipped (exit 77, and a line saying why) only when .ci/pyenv-vllm cannot
 make the venv, e.g. without PyPI."""
 import json
@@ -44,11 +59,12 @@ def check(cond, msg):
     return cond
 
 
-def drive(mode, out):
+def drive(mode, out, *extra):
     env = dict(os.environ, PYTHONPATH=os.path.join(SRC, "python"),
                ULPPROF_CAPTURE_LIBRARY=os.path.join(BUILD, "capture", "libulpprof_capture.so"))
     t0 = time.time()
-    p = subprocess.run([exe, os.path.join(HERE, "vllm_engine_run.py"), mode, out], env=env,
+    p = subprocess.run([exe, os.path.join(HERE, "vllm_engine_run.py"), mode, out] + list(extra),
+                       env=env,
                        capture_output=True, text=True, timeout=600)
     print("%s: exit %d in %.0f s" % (mode, p.returncode, time.time() - t0))
     if p.returncode != 0:
@@ -153,6 +169,134 @@ def same_as_grab(mode, label, caps, g):
               % (mode, label, name, len(got["pos"]), len(want["pos"])))
 
 
+def tokens_rows(path):
+    """The `tokens` captures of a file, read with h5py: {request: [(position,
+    token, margin), ...] in position order}."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        g = f["captures"].get("tokens")
+        for occ in (g if g is not None else {}):
+            ds = g[occ]
+            for (tok, m), pos, req in zip(ds[()], ds.attrs["positions"], ds.attrs["requests"]):
+                out.setdefault(int(req), []).append((int(pos), tok, m))
+    return {q: sorted(v) for q, v in out.items()}
+
+
+def margin(step):
+    """vLLM's top-1 minus top-2 raw logit of one step ([[token, logit], ...], best first)."""
+    return step[0][1] - step[1][1]
+
+
+def check_tokens(mode, label, run, caps, path):
+    """5. The produced-token rows and the captured logits against vLLM's outputs."""
+    rows = tokens_rows(path)
+    lg = caps["logits_processor"]
+    for want in run["requests"]:
+        q = request_of(caps, want["prompt"])
+        got = rows.get(q, [])
+        n = len(want["prompt"])
+        check([x[0] for x in got] == list(range(n - 1, n - 1 + len(want["tokens"]))),
+              "%s %s: tokens positions %s" % (mode, label, [x[0] for x in got]))
+        check([x[1] for x in got] == [float(t) for t in want["tokens"]],
+              "%s %s: tokens %s, vLLM's %s" % (mode, label, [x[1] for x in got], want["tokens"]))
+        check([x[2] for x in got] == [margin(st) for st in want["logits"]],
+              "%s %s: margins %s, vLLM's %s" % (mode, label, [x[2] for x in got],
+                                                 [margin(st) for st in want["logits"]]))
+        check(all(st[0][0] == t for st, t in zip(want["logits"], want["tokens"])),
+              "%s %s: vLLM's greedy token is not its top raw logit" % (mode, label))
+        for k, st in enumerate(want["logits"]):
+            i = np.flatnonzero((lg["req"] == q) & (lg["pos"] == n - 1 + k))
+            row = lg["rows"][i[0]].view(np.float32) if len(i) == 1 else None
+            check(row is not None and all(row[t] == np.float32(v) for t, v in st),
+                  "%s %s: captured logits at step %d are not vLLM's raw logits" % (mode, label, k))
+
+
+def expected_streams(gens):
+    """gens: [(tokens, margins)] per run -> the completions `streams` must give."""
+    by = {}
+    for i, (t, _) in enumerate(gens):
+        by.setdefault(tuple(t), []).append(i)
+    groups = sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    common, mc = list(groups[0][0]), gens[groups[0][1][0]][1]
+    out = []
+    for toks, runs in groups:
+        toks, m = list(toks), gens[runs[0]][1]
+        k = 0
+        while k < min(len(toks), len(common)) and toks[k] == common[k]:
+            k += 1
+        out.append({"runs": runs, "tokens": toks, "part": k,
+                    "token": toks[k] if k < len(toks) else None,
+                    "token_common": common[k] if k < len(common) else None,
+                    "margin": m[k] if k < len(m) else None,
+                    "margin_common": mc[k] if k < len(mc) else None})
+    return out
+
+
+def check_streams(out, res, runs):
+    """`ulpprof streams DIR` over every captured generation of both recipes,
+    against vLLM's own token ids and raw logits."""
+    d = os.path.join(out, "streams")
+    os.mkdir(d)
+    files, gens = [], {}  # gens: request number -> {run index: (tokens, margins)}
+    for mode in ("inproc", "worker"):
+        for label in ("miss", "hit", "bs1", "bs4"):
+            i = len(files)
+            files.append(os.path.join(d, "r%d.h5" % i))
+            os.link(os.path.join(out, "%s-%s.h5" % (mode, label)), files[-1])
+            caps = runs[mode][label][0]
+            for want in res[mode][label]["requests"]:
+                q = request_of(caps, want["prompt"])
+                gens.setdefault(q, {})[i] = (want["tokens"],
+                                             [margin(st) for st in want["logits"]])
+    p = subprocess.run([ULPPROF, "streams", "-f", "json", d], capture_output=True, text=True,
+                       timeout=300)
+    if not check(p.returncode in (0, 1), "streams exit %d: %s" % (p.returncode, p.stderr)):
+        return
+    doc = json.loads(p.stdout)
+    many = any(len(expected_streams(list(g.values()))) > 1 for g in gens.values())
+    check(p.returncode == (1 if many else 0), "streams exit %d" % p.returncode)
+    check([os.path.basename(x) for x in doc["runs"]] == [os.path.basename(x) for x in files],
+          "streams runs %s" % doc["runs"])
+    got = {q["request"]: q for q in doc["requests"]}
+    check(sorted(got) == sorted(gens), "streams requests %s, want %s" % (sorted(got),
+                                                                        sorted(gens)))
+    for q, g in sorted(gens.items()):
+        idx = sorted(g)
+        want = expected_streams([g[i] for i in idx])
+        for w in want:
+            w["runs"] = [idx[i] for i in w["runs"]]
+        have = got.get(q, {"completions": [], "parting_steps": []})
+        print("streams request %d: %d runs, %d completions, parting %s" % (
+            q, len(idx), len(have["completions"]), have["parting_steps"]))
+        check(have.get("runs") == len(idx), "streams request %d: runs %s, want %d"
+              % (q, have.get("runs"), len(idx)))
+        check(len(have["completions"]) == len(want), "streams request %d: %d completions, "
+              "want %d" % (q, len(have["completions"]), len(want)))
+        for c, w in zip(have["completions"], want):
+            check(c["runs"] == w["runs"] and c["tokens"] == w["tokens"]
+                  and c["count"] == len(w["runs"]), "streams request %d: %s, want %s"
+                  % (q, c, w))
+            if not c["common"]:
+                check([c[k] for k in ("part_step", "token", "token_common", "margin",
+                                      "margin_common")]
+                      == [w[k] for k in ("part", "token", "token_common", "margin",
+                                         "margin_common")],
+                      "streams request %d: parting %s, want %s" % (q, c, w))
+        hist = {}
+        for w in want[1:]:
+            hist[w["part"]] = hist.get(w["part"], 0) + len(w["runs"])
+        check({h["step"]: h["runs"] for h in have["parting_steps"]} == hist,
+              "streams request %d: parting steps %s, want %s" % (q, have["parting_steps"],
+                                                                 hist))
+    return many
+
+
+def same_rows(a, b):
+    """Two dicts of the plain hooks' outputs hold the same rows, bit for bit."""
+    return sorted(a) == sorted(b) and all(
+        np.array_equal(a[n][k], b[n][k]) for n in a for k in ("rows", "pos", "req"))
+
+
 def check_pair(mode, out, a, b, want, what):
     rc, doc, err = diff(os.path.join(out, "%s-%s.h5" % (mode, a)),
                         os.path.join(out, "%s-%s.h5" % (mode, b)))
@@ -172,11 +316,13 @@ def check_pair(mode, out, a, b, want, what):
 
 
 with tempfile.TemporaryDirectory() as out:
-    res = {}
-    for mode in ("inproc", "worker"):
-        res[mode] = drive(mode, out)
+    res, all_runs = {}, {}
+    for mode in ("worker", "inproc"):
+        extra = [str(res["worker"]["@threads"][0])] if mode == "inproc" and res["worker"] else []
+        res[mode] = drive(mode, out, *extra)
         check(res[mode] is not None, "%s: the engine run failed" % mode)
-    for mode, r in res.items():
+    for mode in ("inproc", "worker"):
+        r = res[mode]
         if r is None:
             continue
         p = r["bs1"]["requests"][0]["prompt"]
@@ -187,9 +333,12 @@ with tempfile.TemporaryDirectory() as out:
         miss, hit = r["miss"]["requests"][0], r["hit"]["requests"][0]
         check(miss["cached"] == 0 and hit["cached"] == 96,
               "%s: num_cached_tokens %s (miss), %s (hit)" % (mode, miss["cached"], hit["cached"]))
-        check(all(f == os.path.join(out, "%s-%s.h5" % (mode, x))
-                  for x, v in r.items() for f in v["files"]),
-              "%s: files %s" % (mode, [x["files"] for x in r.values()]))
+        print("%s: the model ran with torch threads, OMP_NUM_THREADS, CPUs %s"
+              % (mode, r["@threads"]))
+        check(all(v["files"] == ([os.path.join(out, "%s-%s.h5" % (mode, x))]
+                                 if not x.endswith(("-plain", "-threads")) else [])
+                  for x, v in r.items() if x[0] != "@"),
+              "%s: files %s" % (mode, [v["files"] for x, v in r.items() if x[0] != "@"]))
         # 2. Token rows: decode steps of batch 1, and the logits: per step,
         #    one row per request, at its last position fed in that step.
         caps, _, steps = runs["bs1"]
@@ -239,12 +388,49 @@ with tempfile.TemporaryDirectory() as out:
               % (mode, n_cache, n_bs))
         check_pair(mode, out, "miss", "hit", want_cache, "cache")
         check_pair(mode, out, "bs1", "bs4", want_bs, "batch")
+        # 4. With and without the capture attached.
+        for label in ("bs1", "bs4"):
+            check(r[label]["requests"] == r[label + "-plain"]["requests"],
+                  "%s %s: tokens or raw logits change when the capture is attached"
+                  % (mode, label))
+            if mode == "inproc":
+                check(same_rows(grab(out, label)[0], grab(out, label + "-plain")[0]),
+                      "inproc %s: module outputs change when the capture is attached" % label)
+        # 5. Produced tokens.
+        for label in runs:
+            check_tokens(mode, label, r[label], runs[label][0],
+                         os.path.join(out, "%s-%s.h5" % (mode, label)))
+        all_runs[mode] = runs
+    if len(all_runs) == 2:
+        check_streams(out, res, all_runs)
     if res["inproc"] is not None and res["worker"] is not None:
         for label in ("bs1", "bs4"):
             rc, doc, err = diff(os.path.join(out, "inproc-%s.h5" % label),
                                 os.path.join(out, "worker-%s.h5" % label))
             print("inproc vs worker %s: exit %d, identical %s" % (label, rc,
                                                                   doc and doc["identical"]))
+            # What sets the two recipes apart is the model's thread count:
+            # in-process with the worker's, every module output the plain
+            # hooks see is the worker snapshot's, and vLLM's tokens and raw
+            # logits are the worker run's.
+            if not check(label + "-threads" in res["inproc"], "inproc: no %s-threads run"
+                         % label):
+                continue
+            g = grab(out, label + "-threads")[0]
+            wk = all_runs["worker"][label][0]
+            for name, want in g.items():
+                got = wk.get(name)
+                check(got is not None and sorted(zip(want["req"].tolist(), want["pos"].tolist(),
+                                                     [x.tobytes() for x in want["rows"]]))
+                      == sorted(zip(got["req"].tolist(), got["pos"].tolist(),
+                                    [x.tobytes() for x in (got["rows"].astype(np.int64)
+                                                           if name == "input_ids"
+                                                           else got["rows"])])),
+                      "inproc %s with the worker's %s threads: %s differs from the worker's"
+                      % (label, res["worker"]["@threads"][0], name))
+            check(res["inproc"][label + "-threads"]["requests"]
+                  == res["worker"][label]["requests"],
+                  "inproc %s with the worker's threads: tokens or raw logits differ" % label)
 for f in fails:
     print("FAIL:", f)
 print("ok" if not fails else "%d failures" % len(fails))

@@ -3,7 +3,10 @@ of docs/engines.md, for test_vllm_engine.py: a random-weights Qwen2 saved
 to OUT/model (no download, no tokenizer), run eager with the prefix cache
 on and block_size 32 (CPU attention's smallest):
   miss: P alone, the cache empty;  hit: P again (its first 96 tokens cached);
-  bs1: P alone, cache reset;       bs4: Q1, Q2, P, Q3, cache reset.
+  bs1: P alone, cache reset;       bs4: Q1, Q2, P, Q3, cache reset;
+  then bs1 and bs4 again with no capture attached (bs1-plain, bs4-plain).
+Every run at temperature 0 with tokens=True and vLLM's own top-2 raw
+logits of each step (logprobs=2, logprobs_mode="raw_logits").
 inproc: VLLM_ENABLE_V1_MULTIPROCESSING=0 and
   ulpprof.engines.attach(ulpprof.engines.vllm_model(llm), path); besides,
   plain torch hooks of this file's own (not ulpprof's) keep every module's
@@ -12,8 +15,13 @@ inproc: VLLM_ENABLE_V1_MULTIPROCESSING=0 and
 worker: the engine core in its own process; the capture attached there
   with llm.collective_rpc(ulpprof.engines.vllm_worker_attach, ...).
 Writes OUT/<mode>-<run>.h5 and OUT/<mode>.json (per run: each request's
-prompt, num_cached_tokens, generated tokens; the files).
-usage: vllm_engine_run.py inproc|worker OUT"""
+prompt, num_cached_tokens, generated tokens, per step vLLM's top raw
+logits [[token, logit], ...] best first; the files; the thread count and
+CPU affinity of the process that runs the model).
+inproc THREADS: then bs1 and bs4 once more, no capture, with torch's
+  intra-op threads set to THREADS (the worker's count), as bs1-threads and
+  bs4-threads.
+usage: vllm_engine_run.py inproc|worker OUT [THREADS]"""
 import json
 import os
 import sys
@@ -102,6 +110,17 @@ class Grab:
         self.on = False
 
 
+def threads(worker=None):
+    """The model process's OpenMP settings: torch's thread count, OMP_NUM_THREADS, CPUs."""
+    return [torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS"),
+            sorted(os.sched_getaffinity(0))]
+
+
+def top_logits(lp):
+    """vLLM's logprobs of one step (raw logits here) as [[token, logit], ...], best first."""
+    return sorted(([int(t), float(v.logprob)] for t, v in lp.items()), key=lambda x: -x[1])
+
+
 def main():
     from vllm import LLM, SamplingParams
     import ulpprof.engines
@@ -110,8 +129,8 @@ def main():
     make_model(d)
     llm = LLM(model=d, skip_tokenizer_init=True, enforce_eager=True, dtype="float32",
               block_size=32, enable_prefix_caching=True, max_model_len=256, max_num_seqs=4,
-              max_num_batched_tokens=512, seed=0)
-    sp = SamplingParams(max_tokens=4, temperature=0.0, detokenize=False)
+              max_num_batched_tokens=512, seed=0, logprobs_mode="raw_logits")
+    sp = SamplingParams(max_tokens=4, temperature=0.0, detokenize=False, logprobs=2)
     grab = None
     if MODE == "inproc":
         model = ulpprof.engines.vllm_model(llm)
@@ -119,26 +138,31 @@ def main():
     p, qs = prompts()
     report = {}
 
-    def run(label, batch, attrs):
+    def run(label, batch, attrs, attached=True):
         path = os.path.join(OUT, "%s-%s.h5" % (MODE, label))
-        if MODE == "inproc":
-            cap = ulpprof.engines.attach(model, path, label=label, run=attrs)
-            grab.start()
-        else:
+        files = []
+        if attached and MODE == "inproc":
+            cap = ulpprof.engines.attach(model, path, label=label, run=attrs, tokens=True)
+        elif attached:
             got = llm.collective_rpc(ulpprof.engines.vllm_worker_attach, args=(path,),
-                                     kwargs={"label": label, "run": attrs})
+                                     kwargs={"label": label, "run": attrs, "tokens": True})
             assert got == [path], got
+        if grab is not None:
+            grab.start()
         outs = llm.generate([{"prompt_token_ids": x} for x in batch], sp, use_tqdm=False)
-        if MODE == "inproc":
-            cap.close()
+        if grab is not None:
             grab.save(os.path.join(OUT, "grab-%s.npz" % label))
+        if attached and MODE == "inproc":
+            cap.close()
             files = [path]
-        else:
+        elif attached:
             files = llm.collective_rpc(ulpprof.engines.vllm_worker_close)[0]
         report[label] = {"files": files, "pid": os.getpid(),
                          "requests": [{"prompt": list(o.prompt_token_ids),
                                        "cached": o.num_cached_tokens,
-                                       "tokens": list(o.outputs[0].token_ids)} for o in outs]}
+                                       "tokens": list(o.outputs[0].token_ids),
+                                       "logits": [top_logits(x) for x in o.outputs[0].logprobs]}
+                                      for o in outs]}
 
     run("miss", [p], {"cache": "miss"})
     run("hit", [p], {"cache": "hit"})
@@ -146,6 +170,21 @@ def main():
     run("bs1", [p], {"batch_size": 1})
     llm.reset_prefix_cache()
     run("bs4", [qs[0], qs[1], p, qs[2]], {"batch_size": 4})
+    # The same two runs with nothing attached: a profiler must not change
+    # what it measures.
+    llm.reset_prefix_cache()
+    run("bs1-plain", [p], {}, attached=False)
+    llm.reset_prefix_cache()
+    run("bs4-plain", [qs[0], qs[1], p, qs[2]], {}, attached=False)
+    report["@threads"] = threads() if MODE == "inproc" else llm.collective_rpc(threads)[0]
+    if MODE == "inproc" and len(sys.argv) > 3:
+        # In this process vLLM's CPU worker made torch.set_num_threads a
+        # no-op; torch's own setter under it still works.
+        torch._C.set_num_threads(int(sys.argv[3]))
+        llm.reset_prefix_cache()
+        run("bs1-threads", [p], {}, attached=False)
+        llm.reset_prefix_cache()
+        run("bs4-threads", [qs[0], qs[1], p, qs[2]], {}, attached=False)
     with open(os.path.join(OUT, MODE + ".json"), "w") as f:
         json.dump(report, f)
 
