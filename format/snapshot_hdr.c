@@ -394,8 +394,10 @@ static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offs
     /* the stored type holds the dtype (ulp__h5_type_fits) */
     const unsigned char *t = fd->type;
     size_t esz = ulp_dtype_size(c->dtype);
+    if (fd->type_len < 8)
+        return 0; /* not even its class and size */
     unsigned cls = t[0] & 0x0f;
-    if (fd->type_len < 8 || (cls != 0 && cls != 1) || le(t + 4, 4) != esz ||
+    if ((cls != 0 && cls != 1) || le(t + 4, 4) != esz ||
         (esz > 1 && ((t[1] & 0x01) != 0 || (cls == 1 && (t[1] & 0x40) != 0))))
         return 0;
     uint64_t dims64[ULP_SNAPSHOT_MAX_RANK];
