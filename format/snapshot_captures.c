@@ -348,7 +348,13 @@ static ulp_status locate(ulp_snapshot *s, hid_t d, const char *name, const char 
                             "its data live in an external file, not in the snapshot");
         goto cleanup;
     }
-    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && c->elements > 0) {
+    /* HDF5 1.10's H5Dget_offset() adds the user block's size to the
+     * undefined address of storage never allocated: a file offset just
+     * below the user block's end, not HADDR_UNDEF (docs/hdf5.md).  Such a
+     * dataset reads its fill value, through HDF5. */
+    H5D_space_status_t alloc = H5D_SPACE_STATUS_ERROR;
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && c->elements > 0 &&
+        H5Dget_space_status(d, &alloc) >= 0 && alloc != H5D_SPACE_STATUS_NOT_ALLOCATED) {
         haddr_t off = H5Dget_offset(d);
         if (off != HADDR_UNDEF) {
             uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
