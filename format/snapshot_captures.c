@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/grow.h"
 #include "h5types.h"
+#include "journal.h"
 #include "snapshot_hdr.h"
 #include "snapshot_priv.h"
 
@@ -347,7 +348,13 @@ static ulp_status locate(ulp_snapshot *s, hid_t d, const char *name, const char 
                             "its data live in an external file, not in the snapshot");
         goto cleanup;
     }
-    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && c->elements > 0) {
+    /* HDF5 1.10's H5Dget_offset() adds the user block's size to the
+     * undefined address of storage never allocated: a file offset just
+     * below the user block's end, not HADDR_UNDEF (docs/hdf5.md).  Such a
+     * dataset reads its fill value, through HDF5. */
+    H5D_space_status_t alloc = H5D_SPACE_STATUS_ERROR;
+    if (dcpl >= 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS && c->elements > 0 &&
+        H5Dget_space_status(d, &alloc) >= 0 && alloc != H5D_SPACE_STATUS_NOT_ALLOCATED) {
         haddr_t off = H5Dget_offset(d);
         if (off != HADDR_UNDEF) {
             uint64_t bytes = c->elements * ulp_dtype_size(c->dtype);
@@ -462,8 +469,8 @@ static hid_t open_occurrence(ulp_snapshot *s, hid_t g, const char *name, const c
 
 /*
  * Occurrence `occ` of a group, a hard link to the header at `addr`,
- * described from its header's bytes (snapshot_hdr.c) into `e`: 1, 0 (HDF5
- * reads it), -2 out of memory.
+ * described from its header's bytes (snapshot_hdr.c) into `e`, its role
+ * kept by s: 1, 0 (nothing kept: HDF5 reads it), -2 out of memory.
  */
 static int from_header(ulp_snapshot *s, ulp__hdr_file *hf, const char *occ, haddr_t addr,
                        ulp__cap_entry *e)
@@ -472,10 +479,21 @@ static int from_header(ulp_snapshot *s, ulp__hdr_file *hf, const char *occ, hadd
     e->src.offset = ULP__NO_OFFSET;
     if (parse_occurrence(occ, &e->info.occurrence) < 0)
         return 0;
-    int rc = ulp__hdr_capture(s, hf, (uint64_t)addr, &e->info, &e->src.offset);
-    if (rc == 1)
-        atomic_fetch_add_explicit(&open_progress, 1, memory_order_relaxed);
-    return rc;
+    char *role = NULL;
+    ulp_capture_info *c = &e->info;
+    int rc = ulp__hdr_parse(hf, (uint64_t)addr, c, &e->src.offset, &role);
+    if (rc != 1)
+        return rc;
+    /* a declared size no layout could bring from this file: HDF5 says so */
+    if (ulp__snapshot_absurd_bytes(s, c->elements * ulp_dtype_size(c->dtype))) {
+        free(role);
+        return 0;
+    }
+    c->role = ulp_role_name(ULP_ROLE_ACTIVATION);
+    if (role != NULL && (c->role = ulp__snap_keep(s, role)) == NULL)
+        return -2;
+    atomic_fetch_add_explicit(&open_progress, 1, memory_order_relaxed);
+    return 1;
 }
 
 /* The occurrences of one capture group. */
@@ -573,11 +591,17 @@ int ulp__cap_name_cmp(const void *a, const void *b)
     return (x->occurrence > y->occurrence) - (x->occurrence < y->occurrence);
 }
 
+/* The header reader's byte source: pread(2) on the snapshot's descriptor. */
+static int hdr_pread(void *ctx, void *buf, size_t n, uint64_t off)
+{
+    return ulp__journal_pread(*(const int *)ctx, buf, n, off);
+}
+
 /*
  * The file's sizes of offsets and lengths and its user block, for reading
  * headers (hf->sa 0: HDF5 reads every capture, as with ULPPROF_HEADERS=0).
  */
-static void hdr_file(const ulp_snapshot *s, ulp__hdr_file *hf)
+static void hdr_file(ulp_snapshot *s, ulp__hdr_file *hf)
 {
     memset(hf, 0, sizeof *hf);
     const char *want = getenv("ULPPROF_HEADERS");
@@ -587,10 +611,11 @@ static void hdr_file(const ulp_snapshot *s, ulp__hdr_file *hf)
     size_t sa = 0, sl = 0;
     hsize_t ublock = 0;
     if (fcpl >= 0 && H5Pget_sizes(fcpl, &sa, &sl) >= 0 && H5Pget_userblock(fcpl, &ublock) >= 0 &&
-        (sa == 4 || sa == 8) && (sl == 4 || sl == 8)) {
+        (sa == 4 || sa == 8) && (sl == 4 || sl == 8) && s->fd >= 0) {
         hf->sa = (unsigned)sa;
         hf->sl = (unsigned)sl;
         hf->base = ublock;
+        hf->src = (ulp__hdr_src){.read = hdr_pread, .ctx = &s->fd, .size = s->file_size};
     }
     if (fcpl >= 0)
         H5Pclose(fcpl);

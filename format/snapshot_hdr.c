@@ -39,8 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "journal.h"
-#include "snapshot_priv.h"
+#include "ulpprof/dtype.h"
 
 #define MSG_DATASPACE    0x01
 #define MSG_LINK_INFO    0x02
@@ -64,9 +63,8 @@ static uint64_t le(const unsigned char *p, unsigned n)
     return v;
 }
 
-/* One read header: its bytes where they lie (the mapping, or a buffer). */
+/* One read header: the copies of its bytes. */
 typedef struct hdr {
-    ulp_snapshot *s;
     ulp__hdr_file *f;
     unsigned char *buf[MAX_CHUNKS + 1]; /* pread copies, freed at the end */
     size_t nbuf;
@@ -81,20 +79,20 @@ typedef struct hdr {
  */
 static unsigned char *bytes_at(hdr *h, uint64_t addr, uint64_t n, uint64_t *got)
 {
-    const ulp_snapshot *s = h->s;
+    const ulp__hdr_src *src = &h->f->src;
     uint64_t off = h->f->base + addr;
-    if (off < addr || n == 0 || n > MAX_CHUNK_BYTES || off > s->file_size)
+    if (off < addr || n == 0 || n > MAX_CHUNK_BYTES || off > src->size)
         return NULL;
-    if (got != NULL && s->file_size - off < n)
-        n = s->file_size - off; /* a guess at the length: what the file has */
-    if (n == 0 || s->file_size - off < n || h->nbuf == sizeof h->buf / sizeof h->buf[0])
+    if (got != NULL && src->size - off < n)
+        n = src->size - off; /* a guess at the length: what the file has */
+    if (n == 0 || src->size - off < n || h->nbuf == sizeof h->buf / sizeof h->buf[0])
         return NULL;
     unsigned char *b = malloc((size_t)n);
     if (b == NULL) {
         h->oom = 1;
         return NULL;
     }
-    if (ulp__journal_pread(s->fd, b, (size_t)n, off) < 0) {
+    if (src->read(src->ctx, b, (size_t)n, off) < 0) {
         free(b);
         return NULL;
     }
@@ -278,7 +276,10 @@ static int heap_index(ulp__hdr_file *f, uint64_t addr, const unsigned char *c, u
         uint64_t idx = le(c + p, 2), osz = le(c + p + 8, f->sl);
         if (idx == 0)
             break; /* the free space ends it */
-        if (osz > size - p - head || idx >= cap || f->heap_at[idx] != 0) {
+        /* the object, padded to 8 bytes, inside the collection (else the
+         * next one would be read past its end) */
+        if (osz > size - p - head || ((osz + 7) & ~(uint64_t)7) > size - p - head || idx >= cap ||
+            f->heap_at[idx] != 0) {
             free(f->heap_at);
             f->heap_at = NULL;
             return 0;
@@ -376,9 +377,8 @@ static int attr_str(hdr *h, const found *fd, const char *name, char **out)
 }
 
 /* Every value the capture needs, checked as ulp__capture_read() checks it: 1, 0, -2. */
-static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offset)
+static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offset, char **role)
 {
-    ulp_snapshot *s = h->s;
     /* the token attributes have checks of their own: HDF5's way reads them */
     if (fd->space == NULL || fd->type == NULL || fd->layout == NULL ||
         attr_find(fd, "positions") != NULL || attr_find(fd, "requests") != NULL ||
@@ -394,8 +394,10 @@ static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offs
     /* the stored type holds the dtype (ulp__h5_type_fits) */
     const unsigned char *t = fd->type;
     size_t esz = ulp_dtype_size(c->dtype);
+    if (fd->type_len < 8)
+        return 0; /* not even its class and size */
     unsigned cls = t[0] & 0x0f;
-    if (fd->type_len < 8 || (cls != 0 && cls != 1) || le(t + 4, 4) != esz ||
+    if ((cls != 0 && cls != 1) || le(t + 4, 4) != esz ||
         (esz > 1 && ((t[1] & 0x01) != 0 || (cls == 1 && (t[1] & 0x40) != 0))))
         return 0;
     uint64_t dims64[ULP_SNAPSHOT_MAX_RANK];
@@ -405,8 +407,6 @@ static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offs
     c->elements = points;
     for (int k = 0; k < c->ndim; k++)
         c->shape[k] = (int64_t)dims64[k];
-    if (ulp__snapshot_absurd_bytes(s, points * esz))
-        return 0;
     int64_t v[2];
     if (attr_ints(fd, "seq", &c->seq, 1, 1) != 0 || c->seq < 0)
         return 0;
@@ -444,25 +444,20 @@ static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offs
     *offset = ULP__NO_OFFSET;
     if (points > 0 && addr != undef) {
         uint64_t off = h->f->base + addr;
-        if (size != bytes || off < addr || off > s->file_size || bytes > s->file_size - off)
+        if (size != bytes || off < addr || off > h->f->src.size || bytes > h->f->src.size - off)
             return 0;
         *offset = off;
     }
-    /* the role last: the only value kept by the snapshot */
-    c->role = ulp_role_name(ULP_ROLE_ACTIVATION);
-    if ((rc = attr_str(h, fd, "role", &str)) == -2)
+    /* the role last: the only value the caller keeps */
+    if ((rc = attr_str(h, fd, "role", role)) == -2)
         return -2;
-    if (rc < 0)
-        return 0;
-    if (rc == 0 && (c->role = ulp__snap_keep(s, str)) == NULL)
-        return -2;
-    return 1;
+    return rc < 0 ? 0 : 1;
 }
 
 /* Bytes read at a header's address at once: its prefix and, mostly, all its messages. */
 #define FIRST_READ 1024
 
-static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *offset)
+static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *offset, char **role)
 {
     uint64_t got = 0;
     const unsigned char *p = bytes_at(h, addr, FIRST_READ, &got);
@@ -483,20 +478,25 @@ static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *off
         rc = b != NULL && walk(h, fd, b, chunks[i][1], chunks, &nchunks);
     }
     if (rc == 1)
-        rc = describe(h, fd, c, offset);
+        rc = describe(h, fd, c, offset, role);
     free(fd);
     return h->oom ? -2 : rc;
 }
 
-int ulp__hdr_capture(ulp_snapshot *s, ulp__hdr_file *f, uint64_t addr, ulp_capture_info *c,
-                     uint64_t *offset)
+int ulp__hdr_parse(ulp__hdr_file *f, uint64_t addr, ulp_capture_info *c, uint64_t *offset,
+                   char **role)
 {
-    if (f->sa == 0 || s->fd < 0)
+    *role = NULL;
+    if ((f->sa != 4 && f->sa != 8) || (f->sl != 4 && f->sl != 8) || f->src.read == NULL)
         return 0;
-    hdr h = {.s = s, .f = f};
-    int rc = read_header(&h, addr, c, offset);
+    hdr h = {.f = f};
+    int rc = read_header(&h, addr, c, offset, role);
     for (size_t i = 0; i < h.nbuf; i++)
         free(h.buf[i]);
+    if (rc != 1) {
+        free(*role);
+        *role = NULL;
+    }
     return rc;
 }
 

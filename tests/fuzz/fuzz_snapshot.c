@@ -9,7 +9,10 @@
  * `elements` the product of the shape, a known dtype, ulp_snapshot_find()
  * giving each capture back, strings that are not NULL -- and every capture
  * must read (up to a bound per input) without a sanitizer report; a read may
- * fail only with ULP_EIO, ULP_ETRUNC or ULP_EHDF5.  Broken promises abort.
+ * fail only with ULP_EIO, ULP_ETRUNC or ULP_EHDF5.  A file that opens both
+ * with its captures described from their object headers and, with
+ * ULPPROF_HEADERS=0, through HDF5 gives the same captures both ways.
+ * Broken promises abort.
  *
  * HDF5 itself is not instrumented: a crash inside libhdf5 shows up as a
  * SEGV with HDF5 frames on the stack.
@@ -59,6 +62,52 @@ static int write_input(const uint8_t *data, size_t size)
     }
     close(fd);
     return 0;
+}
+
+static int same_str(const char *a, const char *b)
+{
+    return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
+}
+
+/*
+ * A file without the capture index has its captures described from their
+ * object headers (format/snapshot_hdr.c) unless ULPPROF_HEADERS=0, when
+ * HDF5 reads each: when both ways accept the file, they must give the same
+ * captures, and the same first elements of each.
+ */
+static void same_through_hdf5(ulp_snapshot *s)
+{
+    ulp_snapshot *h = NULL;
+    setenv("ULPPROF_HEADERS", "0", 1);
+    ulp_status st = ulp_snapshot_open(path, &h, NULL);
+    unsetenv("ULPPROF_HEADERS");
+    if (st != ULP_OK)
+        return;
+    size_t n = ulp_snapshot_capture_count(s);
+    CHECK(ulp_snapshot_capture_count(h) == n);
+    unsigned char x[64 * 8], y[64 * 8];
+    for (size_t i = 0; i < n; i++) {
+        const ulp_capture_info *a = ulp_snapshot_capture(s, i), *b = ulp_snapshot_capture(h, i);
+        CHECK(same_str(a->name, b->name) && a->occurrence == b->occurrence && a->seq == b->seq);
+        CHECK(a->layer == b->layer && same_str(a->role, b->role) && a->dtype == b->dtype);
+        CHECK(a->ndim == b->ndim && a->elements == b->elements);
+        CHECK(memcmp(a->shape, b->shape, sizeof a->shape) == 0);
+        CHECK(a->has_step == b->has_step && (!a->has_step || a->step == b->step));
+        CHECK(a->has_kernels == b->has_kernels &&
+              (!a->has_kernels || memcmp(a->kernels, b->kernels, sizeof a->kernels) == 0));
+        CHECK(a->has_gemms == b->has_gemms &&
+              (!a->has_gemms || memcmp(a->gemms, b->gemms, sizeof a->gemms) == 0));
+        CHECK(a->has_graph_replay == b->has_graph_replay &&
+              (!a->has_graph_replay ||
+               memcmp(a->graph_replay, b->graph_replay, sizeof a->graph_replay) == 0));
+        CHECK(a->device_ptr == b->device_ptr && a->stream == b->stream && a->time_ns == b->time_ns);
+        CHECK(a->row_rank == b->row_rank && a->n_inputs == b->n_inputs);
+        uint64_t cnt = a->elements < 64 ? a->elements : 64;
+        if (cnt > 0 && ulp_snapshot_read(s, i, 0, cnt, x, NULL) == ULP_OK &&
+            ulp_snapshot_read(h, i, 0, cnt, y, NULL) == ULP_OK)
+            CHECK(memcmp(x, y, cnt * ulp_dtype_size(a->dtype)) == 0);
+    }
+    ulp_snapshot_close(h);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -115,6 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(ulp_snapshot_read(s, i, c->elements, 1, buf, NULL) == ULP_ERANGE);
     }
     free(buf);
+    same_through_hdf5(s);
     ulp_snapshot_close(s);
     return 0;
 }

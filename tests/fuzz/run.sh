@@ -26,7 +26,7 @@ src=$(cd "$here/../.." && pwd)
 build=${1:-$src/build-fuzz}
 secs=${2:-${FUZZ_SECONDS:-20}}
 # FUZZ_TARGETS="fuzz_snapshot ..." runs only those.
-read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_mark fuzz_attr fuzz_output fuzz_index fuzz_snapshot}"
+read -r -a targets <<<"${FUZZ_TARGETS:-fuzz_mark fuzz_attr fuzz_output fuzz_index fuzz_hdr fuzz_snapshot}"
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
     CC=${CC:-clang} cmake -S "$src" -B "$build" -DULPPROF_FUZZ=ON -DULPPROF_WITH_CUDA=OFF \
