@@ -130,8 +130,8 @@ static uint64_t differing(const void *x, const void *y, uint64_t n, size_t sz)
 static ulp_status write_capture(joiner *j, const ulp_capture_info *c0, const int64_t *shape,
                                 const void *data, size_t nbytes, ulp_error *err)
 {
-    ulp_capture_desc d;
-    ulp_capture_desc_init(&d);
+    ulp__desc d;
+    ulp__desc_init(&d);
     d.name = c0->name;
     d.dtype = c0->dtype;
     d.ndim = c0->ndim;
