@@ -364,6 +364,11 @@ static void gemm_row_of(ulp__gemm_row *r, const ulp_gemm_info *g)
     r->reduction[sizeof r->reduction - 1] = r->cluster[sizeof r->cluster - 1] = '\0';
 }
 
+size_t ulp_gemm_info_size(void)
+{
+    return sizeof(ulp_gemm_info);
+}
+
 ulp_status ulp_session_trace_gemms(ulp_session *s, const ulp_gemm_info *rows, size_t n)
 {
     if (n == 0)

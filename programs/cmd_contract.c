@@ -17,7 +17,7 @@
 #define CONTRACT_USAGE                                                                             \
     "ulpprof contract emit RUN... [--declare FILE] [--producer NAME] [-o C.json]\n"                \
     "       ulpprof contract check C.json RUN... | DIR\n"                                          \
-    "       ulpprof contract compare A.json B.json"
+    "       ulpprof contract compare [--format table|json] A.json B.json"
 
 static void contract_help(void)
 {
@@ -46,6 +46,10 @@ static void contract_help(void)
            "  -p, --producer NAME  the producer's name (default: the first run's label)\n"
            "  -o, --output FILE    write the contract to FILE instead of stdout\n"
            "  -h, --help           show this help\n"
+           "\n"
+           "options (compare):\n"
+           "  -f, --format FMT     table (default), or json: every difference with the\n"
+           "                       full list of the GEMM sites it was found at\n"
            "\n"
            "exit status: emit, compare: 0 done, 2 error; check: 0 every field and claim\n"
            "kept, 1 something broken or a claim untested, 2 error\n");
@@ -195,18 +199,43 @@ static int do_check(int argc, char **argv)
 
 static int do_compare(int argc, char **argv)
 {
-    if (argc >= 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-        contract_help();
-        return CLI_EXIT_OK;
+    int json = 0;
+    char *files[2];
+    int nfiles = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            contract_help();
+            return CLI_EXIT_OK;
+        }
+        if (strcmp(a, "-f") == 0 || strcmp(a, "--format") == 0 || strncmp(a, "--format=", 9) == 0) {
+            const char *v = a[1] == '-' && a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (v == NULL)
+                return usage_error("--format needs table or json");
+            if (strcmp(v, "json") == 0)
+                json = 1;
+            else if (strcmp(v, "table") == 0)
+                json = 0;
+            else
+                return usage_error("compare --format is table or json");
+            continue;
+        }
+        if (a[0] == '-' && a[1] != '\0')
+            return usage_error("compare takes --format and two contracts");
+        if (nfiles == 2)
+            return usage_error("compare needs two contracts");
+        files[nfiles++] = argv[i];
     }
-    if (argc != 3)
+    if (nfiles != 2)
         return usage_error("compare needs two contracts");
-    ulp_contract *a = read_contract(argv[1]), *b = a ? read_contract(argv[2]) : NULL;
+    ulp_contract *a = read_contract(files[0]), *b = a ? read_contract(files[1]) : NULL;
     int rc = CLI_EXIT_ERROR, level;
     ulp_error err;
     ulp_error_clear(&err);
     if (a && b) {
-        if (ulp_contract_compare(a, b, stdout, &level, &err) != ULP_OK)
+        ulp_status st = json ? ulp_contract_compare_json(a, b, stdout, &level, &err)
+                             : ulp_contract_compare(a, b, stdout, &level, &err);
+        if (st != ULP_OK)
             cli_error("%s", err.msg);
         else
             rc = CLI_EXIT_OK;

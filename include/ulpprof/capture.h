@@ -204,6 +204,15 @@ struct ulp_gemm_info;
 ULP_API ulp_status ulp_session_trace_gemms(ulp_session *s, const struct ulp_gemm_info *rows,
                                            size_t n);
 
+/*
+ * sizeof(ulp_gemm_info) in this library.  ulp_session_trace_gemms() reads
+ * an array of them, so their size is its stride: the layout of
+ * ulp_gemm_info is frozen (a new column would come with a new function
+ * that takes the row size), and a binding that mirrors it (Python's
+ * ctypes) uses the function only where this size equals its mirror's.
+ */
+ULP_API size_t ulp_gemm_info_size(void);
+
 /* Waits until every capture queued so far is in the file and flushed. */
 ULP_API ulp_status ulp_session_flush(ulp_session *s);
 

@@ -78,6 +78,16 @@ ULP_API ulp_status ulp_contract_compare(const ulp_contract *a, const ulp_contrac
                                         int *level, ulp_error *err);
 
 /*
+ * ulp_contract_compare() as one JSON document on `out`: both sides'
+ * producer and numerical_policy, `level` (-1: none), `level_name`,
+ * `reason`, and `differences`, each {rung, text, a, b} with `field` (a
+ * plain field) or `kind`, `sites` (every GEMM site it was found at) and
+ * `count` (docs/contract.md).
+ */
+ULP_API ulp_status ulp_contract_compare_json(const ulp_contract *a, const ulp_contract *b,
+                                             FILE *out, int *level, ulp_error *err);
+
+/*
  * The contract's word on one compared pair (`r`, of runs `path_a` and
  * `path_b`), into v->contract_verdict and v->contract_text: "bug" when a
  * claim covers both runs, the pair varies only conditions of that claim's

@@ -55,6 +55,40 @@ class _Desc(ctypes.Structure):
                 ("inputs", ctypes.POINTER(ctypes.c_char_p))]
 
 
+class _GemmInfo(ctypes.Structure):
+    # ulp_gemm_info (include/ulpprof/snapshot.h), whole: one /trace/gemms row.
+    # It has no struct_size: ulp_session_trace_gemms() reads an array of them,
+    # so its layout is frozen, and Session.trace_gemms() is used only with a
+    # library whose ulp_gemm_info_size() equals this mirror's size.
+    _fields_ = [("seq", ctypes.c_uint64), ("api", ctypes.c_char * 32),
+                ("stream", ctypes.c_uint64), ("m", ctypes.c_int64), ("n", ctypes.c_int64),
+                ("k", ctypes.c_int64), ("batch", ctypes.c_int64),
+                ("transa", ctypes.c_char * 4), ("transb", ctypes.c_char * 4),
+                ("a_type", ctypes.c_char * 12), ("b_type", ctypes.c_char * 12),
+                ("c_type", ctypes.c_char * 12), ("d_type", ctypes.c_char * 12),
+                ("compute", ctypes.c_char * 24), ("algo", ctypes.c_char * 12),
+                ("algo_id", ctypes.c_int32), ("tile", ctypes.c_char * 16),
+                ("stages", ctypes.c_char * 16), ("splitk", ctypes.c_int32),
+                ("reduction", ctypes.c_char * 12), ("swizzle", ctypes.c_int32),
+                ("custom", ctypes.c_int32), ("cluster", ctypes.c_char * 16),
+                ("epilogue", ctypes.c_int32), ("workspace", ctypes.c_uint64),
+                ("corr_first", ctypes.c_uint32), ("corr_last", ctypes.c_uint32),
+                ("status", ctypes.c_int32)]
+
+
+GEMM_FIELDS = tuple(f for f, _ in _GemmInfo._fields_)
+
+
+class _DeviceExt(ctypes.Structure):
+    # ulp_capture_device_ext (include/ulpprof/capture_device.h), whole, read
+    # by the library up to this mirror's struct_size as _Desc is.
+    _fields_ = [("struct_size", ctypes.c_size_t), ("has_kernels", ctypes.c_int),
+                ("kernels", ctypes.c_int64 * 2), ("device_ptr", ctypes.c_uint64),
+                ("stream", ctypes.c_uint64), ("has_gemms", ctypes.c_int),
+                ("gemms", ctypes.c_int64 * 2), ("has_graph_replay", ctypes.c_int),
+                ("graph_replay", ctypes.c_int64 * 2)]
+
+
 # sizeof(ulp_capture_desc) / sizeof(ulp_session_options) of the loaded
 # library (ulp_capture_desc_size(), ulp_session_options_size()), set by
 # library() and checked there against the mirrors above.
@@ -153,6 +187,18 @@ def _declare(lib):
     for fn in (lib.ulp_capture_desc_size, lib.ulp_session_options_size):
         fn.argtypes = []
         fn.restype = c.c_size_t
+    if hasattr(lib, "ulp_gemm_info_size"):  # libraries before GEMM rows from callers lack it
+        lib.ulp_gemm_info_size.argtypes = []
+        lib.ulp_gemm_info_size.restype = c.c_size_t
+        lib.ulp_session_trace_gemms.argtypes = [c.c_void_p, c.c_void_p, c.c_size_t]
+        lib.ulp_session_trace_gemms.restype = c.c_int
+    if hasattr(lib, "ulp_session_capture_ext"):
+        lib.ulp_capture_device_ext_init_sized.argtypes = [c.c_void_p, c.c_size_t]
+        lib.ulp_capture_device_ext_init_sized.restype = c.c_int
+        lib.ulp_session_capture_ext.argtypes = [c.c_void_p, c.c_void_p, c.c_void_p]
+        lib.ulp_session_capture_ext.restype = c.c_int
+        lib.ulp_capture_device_ext_size.argtypes = []
+        lib.ulp_capture_device_ext_size.restype = c.c_size_t
 
 
 def _check_sizes(lib, path):
@@ -256,6 +302,7 @@ class Session:
         self._local = threading.local()
         self._names = {}
         self._input_arrays = {}
+        self._gemm_rows = 0  # rows passed to trace_gemms(): /trace/gemms' length
         for k, v in (run or {}).items():
             self.set_run(k, v)
         for k, v in (observed or {}).items():
@@ -344,15 +391,78 @@ class Session:
                 self._input_arrays[key] = arr
         return arr
 
+    def trace_gemms(self, rows):
+        """Appends GEMM call rows to /trace/gemms (FORMAT.md), in order: what a
+        producer that runs its own GEMMs (torch on CPU, a BLAS) records, as
+        the CUDA collector records cuBLAS.  Each row is a dict of
+        ulp_gemm_info's fields (GEMM_FIELDS: m, n, k, api, a_type, compute,
+        algo, tile, splitk, ...); a field left out is 0 or "".  Returns
+        (first, last): the rows' range in /trace/gemms, counted over this
+        session's calls, which capture(..., gemms=(first, last)) gives the
+        capture they computed.  Raises ValueError for an unknown field or a
+        string too long for its column, CaptureError when the library
+        refuses the rows or is older than GEMM rows from callers."""
+        if self._h is None:
+            raise CaptureError("trace_gemms on a closed session")
+        fn = getattr(self._lib, "ulp_gemm_info_size", None)
+        if fn is None:
+            raise CaptureError("the capture library is older than ulp_session_trace_gemms")
+        if int(fn()) != ctypes.sizeof(_GemmInfo):
+            raise CaptureError("ulp_gemm_info is %d bytes in %s, %d in this package: another "
+                               "row layout" % (int(fn()), library_path(), ctypes.sizeof(_GemmInfo)))
+        rows = list(rows)
+        arr = (_GemmInfo * max(len(rows), 1))()
+        kinds = dict(_GemmInfo._fields_)
+        for i, row in enumerate(rows):
+            for key, value in row.items():
+                kind = kinds.get(key)
+                if kind is None:
+                    raise ValueError("GEMM row %d: no field %r (fields: %s)"
+                                     % (i, key, ", ".join(GEMM_FIELDS)))
+                if hasattr(kind, "_length_"):  # a char array: NUL-terminated text
+                    b = value.encode() if isinstance(value, str) else bytes(value)
+                    if len(b) >= kind._length_:
+                        raise ValueError("GEMM row %d: %s %r is longer than its %d bytes"
+                                         % (i, key, value, kind._length_ - 1))
+                    setattr(arr[i], key, b)
+                else:
+                    setattr(arr[i], key, int(value))
+        first = self._gemm_rows
+        if not rows:
+            return (first, first)
+        st = self._lib.ulp_session_trace_gemms(self._h, ctypes.byref(arr), len(rows))
+        if st != 0:
+            raise CaptureError("cannot trace %d GEMM rows: %s" % (len(rows), status_str(st)))
+        self._gemm_rows += len(rows)
+        return (first, self._gemm_rows)
+
+    def _ext(self, gemms):
+        """A ulp_capture_device_ext with `gemms` = [first, last) set."""
+        have = int(self._lib.ulp_capture_device_ext_size())
+        if have < ctypes.sizeof(_DeviceExt):
+            raise CaptureError("ulp_capture_device_ext is %d bytes in %s, %d in this package: "
+                               "the library is older than the package"
+                               % (have, library_path(), ctypes.sizeof(_DeviceExt)))
+        x = _DeviceExt()
+        st = self._lib.ulp_capture_device_ext_init_sized(ctypes.byref(x), ctypes.sizeof(x))
+        if st != 0:
+            raise CaptureError("cannot fill a capture extension: %s" % status_str(st))
+        first, last = (int(v) for v in gemms)
+        x.has_gemms = 1
+        x.gemms[0], x.gemms[1] = first, last
+        return x
+
     def capture(self, name, ptr, dtype, shape, layer=LAYER_NONE, role="activation",
                 step=STEP_NONE, positions=None, requests=None, row_rank=0, inputs=None,
-                positions_ptr=None, requests_ptr=None):
+                positions_ptr=None, requests_ptr=None, gemms=None):
         """Queues one tensor: `ptr` is the address of its row-major bytes (copied
         during the call).  positions/requests: int64 sequences, one per row of
         the first `row_rank` axes, or instead positions_ptr/requests_ptr: the
-        addresses of such int64 arrays (also copied during the call).  Returns
-        the ulp_status (0 = OK); a failure is said once per status on stderr
-        by the library, not raised."""
+        addresses of such int64 arrays (also copied during the call).
+        gemms: (first, last), the /trace/gemms rows that computed it (as
+        trace_gemms() returns them).  Returns the ulp_status (0 = OK); a
+        failure is said once per status on stderr by the library, not
+        raised."""
         if self._h is None:
             return -14  # ULP_ECLOSED
         buf, d, c_shape = self._desc()
@@ -388,6 +498,11 @@ class Session:
             arr = self._inputs(inputs)
             d.n_inputs = len(arr)
             d.inputs = arr
+        if gemms is not None:
+            if getattr(self._lib, "ulp_session_capture_ext", None) is None:
+                raise CaptureError("the capture library is older than capture extensions")
+            x = self._ext(gemms)
+            return self._lib.ulp_session_capture_ext(self._h, buf, ctypes.byref(x))
         return self._lib.ulp_session_capture(self._h, buf)
 
     def flush(self):

@@ -181,6 +181,8 @@ done
 "$U" contract compare "$OUTDIR/contract-miss.json" "$OUTDIR/contract-hit.json" |
     tee "$OUTDIR/contract-compare.txt"
 rc=${PIPESTATUS[0]}; [[ $rc == 0 ]] || fail "contract compare exit $rc"
+"$U" contract compare --format json "$OUTDIR/contract-miss.json" "$OUTDIR/contract-hit.json" \
+    >"$OUTDIR/contract-compare.json" || fail "contract compare --format json"
 grep "^level: " "$OUTDIR/contract-compare.txt" | sed 's/^/  verdict of compare: /' ||
     fail "contract compare printed no level"
 printf '%s\n' '{"ulpprof_contract": 1, "producer": "cublas", "claims": [{"level": 2,' \

@@ -32,6 +32,10 @@ expect "contract" 2 "$ULPPROF" contract
 expect "contract frob" 2 "$ULPPROF" contract frob
 expect "check without runs" 2 "$ULPPROF" contract check x.json
 expect "compare one" 2 "$ULPPROF" contract compare x.json
+expect "compare --format xml" 2 "$ULPPROF" contract compare --format xml x.json y.json
+grep -q 'table or json' "$TMP/err" || fail "compare --format xml: $(cat "$TMP/err")"
+expect "compare three" 2 "$ULPPROF" contract compare x.json y.json z.json
+expect "compare --bogus" 2 "$ULPPROF" contract compare --bogus x.json y.json
 expect "emit --bogus" 2 "$ULPPROF" contract emit --bogus x.h5
 grep -q -- "'--bogus'" "$TMP/err" || fail "emit --bogus not named: $(cat "$TMP/err")"
 
@@ -56,5 +60,12 @@ expect "emit" 0 "$ULPPROF" contract emit "$TMP/miss.h5" -o "$TMP/e.json"
 expect "check of the emitted over its run" 0 "$ULPPROF" contract check "$TMP/e.json" "$TMP/miss.h5"
 expect "compare" 0 "$ULPPROF" contract compare "$TMP/e.json" "$TMP/e.json"
 grep -q '^level: 7 ' "$TMP/out" || fail "compare of one contract with itself: $(cat "$TMP/out")"
+expect "compare --format json" 0 "$ULPPROF" contract compare --format json "$TMP/e.json" "$TMP/e.json"
+"$PY" -c "
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['format'] == 'ulpprof-contract-compare' and j['level'] == 7 and j['differences'] == []
+assert j['a']['numerical_policy'] == j['b']['numerical_policy'] and j['same_policy'] is True
+" "$TMP/out" || fail "compare --format json of one contract with itself: $(head -c 300 "$TMP/out")"
 
 [ "$fails" -eq 0 ] && echo "ok" || { echo "$fails failures"; exit 1; }

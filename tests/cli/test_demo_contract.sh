@@ -7,9 +7,12 @@
 #    that computed it, their M/N/K those of the model (/run model_shape,
 #    prompt_len, prefix_len): M the rows the pass computes (the prompt for
 #    the miss, the suffix for the hit and the split);
-#  - compare miss/hit: the reason is the split-K policy at a gemm site, with
-#    the M and tile/split-K numpy reads from each side's rows there, and the
-#    two configurations differ;
+#  - compare miss/hit: the reason is the split-K policy, found at every site
+#    numpy finds a GEMM shape whose (tile, split-K) the miss's M and the
+#    hit's M set apart: one line for all of them, with their count, the site
+#    patterns (a pattern only where numpy finds every site it matches among
+#    them) and the M and tile/split-K numpy reads from the rows; the JSON
+#    (--format json) lists exactly those sites;
 #  - compare split/hit: one numerical_policy (their rows are the same);
 #  - check of "level 2 with split at the block boundary": in scope are the
 #    runs whose computed suffix starts at a block boundary (numpy from /run),
@@ -38,6 +41,10 @@ done
 "$ULPPROF" contract compare "$D/contract-miss.json" "$D/contract-hit.json" >"$tmp/cmp_mh" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 0 ] || fail "compare miss hit: exit $rc ($(cat "$tmp/err"))"
+"$ULPPROF" contract compare --format json "$D/contract-miss.json" "$D/contract-hit.json" \
+    >"$tmp/cmp_mh_json" 2>"$tmp/err"
+rc=$?
+[ "$rc" -eq 0 ] || fail "compare --format json miss hit: exit $rc ($(cat "$tmp/err"))"
 "$ULPPROF" contract compare "$D/contract-split.json" "$D/contract-hit.json" >"$tmp/cmp_sh" 2>"$tmp/err"
 rc=$?
 [ "$rc" -eq 0 ] || fail "compare split hit: exit $rc ($(cat "$tmp/err"))"
@@ -70,7 +77,7 @@ import h5py
 import numpy as np
 
 D, T = sys.argv[1], sys.argv[2]
-out = {k: open(os.path.join(T, k)).read() for k in ("cmp_mh", "cmp_sh", "chk1", "chk2", "inv")}
+out = {k: open(os.path.join(T, k)).read() for k in ("cmp_mh", "cmp_mh_json", "cmp_sh", "chk1", "chk2", "inv")}
 bad = []
 
 
@@ -176,17 +183,55 @@ check(cm.get(m_miss) != ch.get(m_hit), "miss and hit ran one configuration: %s" 
 level = [l for l in out["cmp_mh"].splitlines() if l.startswith("level: ")]
 check(len(level) == 1, "compare miss hit: one level line")
 lv = level[0] if level else ""
-check(re.match(r"level: at most [0-9] .*: split-K policy at gemm site ", lv) is not None,
-      "compare miss hit: the reason is not the split-K policy: %s" % lv)
-site = re.search(r"at gemm site (\S+) depends on M", lv)
-check(site is not None, "compare miss hit: no site named: %s" % lv)
-if site:
-    cm, ch = site_configs("0-miss", site.group(1)), site_configs("3-hit", site.group(1))
-    check(sorted(cm) == [m_miss] and sorted(ch) == [m_hit] and cm[m_miss] != ch[m_hit],
-          "numpy at %s: miss %s hit %s" % (site.group(1), cm, ch))
-for m, (tile, sk) in list(cm.items()) + list(ch.items()):
-    check(("M=%d " % m) in lv and ("%s split-K %d" % (tile, sk)) in lv,
-          "compare miss hit: M=%d %s split-K %d not named: %s" % (m, tile, sk, lv))
+
+
+def gemm_sites(name):
+    """Every capture with a non-empty gemms range (a GEMM site)."""
+    with h5py.File(os.path.join(D, name + ".h5"), "r") as f:
+        return sorted(n for n, g in f["captures"].items()
+                      if "gemms" in g["0"].attrs and g["0"].attrs["gemms"][1] > g["0"].attrs["gemms"][0])
+
+
+def split_apart(site):
+    """(miss config, hit config) of the first GEMM shape (N, K) at `site` whose
+    (tile, split-K) differ between the miss's M and the hit's, or None."""
+    rm, rh = site_rows("0-miss", site), site_rows("3-hit", site)
+    for a in rm:
+        for b in rh:
+            if (int(a["n"]), int(a["k"])) != (int(b["n"]), int(b["k"])):
+                continue
+            ca = (int(a["m"]), a["algo"].decode(), a["tile"].decode(), int(a["splitk"]))
+            cb = (int(b["m"]), b["algo"].decode(), b["tile"].decode(), int(b["splitk"]))
+            if ca[1:] != cb[1:]:
+                return ca, cb
+    return None
+
+
+universe = sorted(set(gemm_sites("0-miss")) | set(gemm_sites("3-hit")))
+apart = {s: split_apart(s) for s in universe}
+apart = {s: c for s, c in apart.items() if c is not None}
+check(len(apart) == 24 and len(set(apart.values())) == 1,
+      "numpy: %d sites split apart, configs %s" % (len(apart), set(apart.values())))
+pat = lambda s: ".".join("*" if p.isdigit() else p for p in s.split("."))
+pats = sorted({pat(s) for s in apart
+               if sum(pat(u) == pat(s) for u in universe) == sum(pat(t) == pat(s) for t in apart) > 1})
+check(pats == ["model.layers.*.attn_out", "model.layers.*.mlp_out"], "numpy: patterns %s" % pats)
+want = "split-K policy depends on M at %d gemm sites (%s): " % (len(apart), ", ".join(pats))
+check(re.match(r"level: at most 0 \(repeat\): " + re.escape(want), lv) is not None,
+      "compare miss hit: want %r in %s" % (want, lv))
+split_lines = [l for l in out["cmp_mh"].splitlines() if "split-K policy" in l]
+check(len(split_lines) == 2, "compare miss hit: one split-K line and the level: %s" % split_lines)
+for (m, algo, tile, sk) in set(c for pair in apart.values() for c in pair):
+    check(("M=%d %s %s split-K %d" % (m, algo, tile, sk)) in lv,
+          "compare miss hit: M=%d %s %s split-K %d not named: %s" % (m, algo, tile, sk, lv))
+js = json.loads(out["cmp_mh_json"])
+jsplit = [d for d in js["differences"] if d.get("kind") == "split-K policy depends on M"]
+check(len(jsplit) == 1 and sorted(jsplit[0]["sites"]) == sorted(apart)
+      and jsplit[0]["count"] == len(apart) and js["level"] == 0 and jsplit[0]["rung"] == 1,
+      "compare --format json: %s, numpy %s" % (jsplit, sorted(apart)))
+check(js["reason"] == lv[len("level: at most 0 (repeat): "):], "compare --format json: reason %s"
+      % js["reason"])
+cm, ch = site_configs("0-miss"), site_configs("3-hit")
 # --- compare split vs hit: bitwise alike runs, one policy -------------------------
 check(first_div("4-split", "3-hit") is None, "numpy: split and hit are not bitwise equal")
 check(site_configs("4-split") == ch, "numpy: split and hit rows differ")

@@ -216,6 +216,54 @@ def main():
             "configs": [{"m": 15, "splitk": 4}]}})))
     check("split-K policy" in line_of(out, "level:")[0], "split-K named: %s" % out)
 
+    # --- compare: one line per difference found alike at many sites ---------------
+    # Layers 0-2 of site kind "mlp" and layer 0 of "attn": split-K 1 at M=127
+    # against split-K 4 at M=15 at mlp 0, 1 and attn 0; mlp 2 has its tile
+    # apart instead.  By the rule (docs/contract.md), the split-K finding
+    # holds 3 sites and names them one by one: model.layers.*.mlp stands for
+    # three sites, one of which (layer 2) is not in it, and the attn pattern
+    # matches only one site.  Every layer's compute differs alike: one line,
+    # named by the pattern, which then covers all three mlp sites.
+    def site(m, sk, tile="t", compute="32F"):
+        return {"compute": compute, "configs": [{"m": m, "splitk": sk, "tile": tile}]}
+    ga = {"model.layers.%d.mlp" % i: site(127, 1) for i in range(3)}
+    gb = {"model.layers.%d.mlp" % i: site(15, 4, compute="16F") for i in range(2)}
+    gb["model.layers.2.mlp"] = site(15, 1, tile="u", compute="16F")
+    ga["model.layers.0.attn"], gb["model.layers.0.attn"] = site(127, 1), site(15, 4)
+    rc, out, _ = ulpprof("contract", "compare", write_json(P("a.json"), ctr(gemm=ga)),
+                         write_json(P("b.json"), ctr(gemm=gb)))
+    want = ["  rung 0  compute differs at 3 gemm sites (model.layers.*.mlp): 32F (A) / 16F (B)",
+            "  rung 1  split-K policy depends on M at 3 gemm sites (model.layers.0.attn, "
+            "model.layers.0.mlp, model.layers.1.mlp): M=127 t split-K 1 (A), M=15 t split-K 4 "
+            "(B); a batch or a cache hit changes M, and with it the reduction order",
+            "  rung 1  tile policy depends on M at gemm site model.layers.2.mlp: M=127 t "
+            "split-K 1 (A), M=15 u split-K 1 (B); a batch or a cache hit changes M, and with "
+            "it the reduction order"]
+    got = [ln for ln in out.splitlines() if ln.startswith("  rung ")]
+    check(rc == 0 and got == want, "compare grouped: %r, want %r" % (got, want))
+    check(line_of(out, "level:") == ["level: none: " + want[0][len("  rung 0  "):]],
+          "compare grouped level: %r" % line_of(out, "level:"))
+    rc, out, _ = ulpprof("contract", "compare", "--format", "json", P("a.json"), P("b.json"))
+    js = json.loads(out) if rc == 0 else {}
+    got = sorted((d["rung"], d.get("kind"), tuple(d["sites"]), d["count"], d["a"], d["b"])
+                 for d in js.get("differences", []))
+    mlp = tuple("model.layers.%d.mlp" % i for i in range(3))
+    want_js = [(0, "compute differs", mlp, 3, "32F", "16F"),
+               (1, "split-K policy depends on M",
+                ("model.layers.0.attn",) + mlp[:2], 3, "M=127 t split-K 1", "M=15 t split-K 4"),
+               (1, "tile policy depends on M", mlp[2:], 1, "M=127 t split-K 1",
+                "M=15 u split-K 1")]
+    check(got == want_js and js["level"] == -1 and js["level_name"] is None,
+          "compare --format json: %r, want %r (%s)" % (got, want_js, out[:300]))
+    # Twelve sites, one of a pattern each: six named, "and 6 more".
+    ga = {"s%d.x" % i: site(127, 1) for i in range(12)}
+    gb = {"s%d.x" % i: site(15, 4) for i in range(12)}
+    rc, out, _ = ulpprof("contract", "compare", write_json(P("a.json"), ctr(gemm=ga)),
+                         write_json(P("b.json"), ctr(gemm=gb)))
+    named = ", ".join("s%d.x" % i for i in range(6))  # in natural order
+    check(("split-K policy depends on M at 12 gemm sites (%s and 6 more): " % named)
+          in line_of(out, "level:")[0], "twelve sites: %r" % out)
+
     # --- Bad files: one line, exit 2 -----------------------------------------------
     bad = {"notjson": "{", "noversion": "{}", "v2": '{"ulpprof_contract": 2}',
            "unknown field": '{"ulpprof_contract": 1, "kv": {"colour": 1}}',
