@@ -107,6 +107,25 @@ static void observe_split(const ulp_snapshot *s, json_t *obs)
     put(obs, "scheduler", "split_at_block_boundary", json_boolean(at));
 }
 
+/*
+ * The first `cap` keys of `obj` (jansson keeps insertion order) into
+ * `keys`, sorted by strcmp; their count.  The keys stay owned by `obj`.
+ */
+static size_t sorted_keys(json_t *obj, const char **keys, size_t cap)
+{
+    size_t n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) if (n < cap) keys[n++] = k;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(keys[j - 1], keys[j]) > 0; j--) {
+            const char *t = keys[j];
+            keys[j] = keys[j - 1];
+            keys[j - 1] = t;
+        }
+    return n;
+}
+
 static void observe_captures(const ulp_snapshot *s, json_t *obs)
 {
     json_t *pairs = json_object(), *steps = json_object();
@@ -125,18 +144,9 @@ static void observe_captures(const ulp_snapshot *s, json_t *obs)
     char buf[512];
     size_t len = 0;
     buf[0] = '\0';
-    const char *k;
-    json_t *v;
-    /* jansson keeps insertion order; the roles are sorted for a stable text. */
+    /* The roles sorted, for a stable text. */
     const char *keys[64];
-    size_t n = 0;
-    json_object_foreach(pairs, k, v) if (n < 64) keys[n++] = k;
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(keys[j - 1], keys[j]) > 0; j--) {
-            const char *t = keys[j];
-            keys[j] = keys[j - 1];
-            keys[j - 1] = t;
-        }
+    size_t n = sorted_keys(pairs, keys, 64);
     for (size_t i = 0; i < n && len < sizeof buf; i++)
         len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s=%s", i ? " " : "", keys[i],
                                 json_string_value(json_object_get(pairs, keys[i])));
@@ -146,14 +156,7 @@ static void observe_captures(const ulp_snapshot *s, json_t *obs)
         json_t *rows = json_array();
         /* Steps as zero-padded keys: sorting them sorts the steps. */
         const char *sk[4096];
-        size_t m = 0;
-        json_object_foreach(steps, k, v) if (m < 4096) sk[m++] = k;
-        for (size_t i = 1; i < m; i++)
-            for (size_t j = i; j > 0 && strcmp(sk[j - 1], sk[j]) > 0; j--) {
-                const char *t = sk[j];
-                sk[j] = sk[j - 1];
-                sk[j - 1] = t;
-            }
+        size_t m = sorted_keys(steps, sk, 4096);
         for (size_t i = 0; i < m; i++)
             json_array_append(rows, json_object_get(steps, sk[i]));
         put(obs, "scheduler", "step_rows", rows);

@@ -268,13 +268,9 @@ static void jside(ulp__jw *w, const char *key, const char *path, const char *lab
 
 static void jfirst(ulp__jw *w, const ulp_diff_result *r)
 {
-    ulp__jw_key(w, "first_divergence");
-    if (!r->has_first_divergence) {
-        ulp__jw_null(w);
+    if (!ulp__jw_kobject_or_null(w, "first_divergence", r->has_first_divergence))
         return;
-    }
     const ulp_diff_row *row = ulp_diff_result_row(r, r->first_divergence);
-    ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "name", row->name);
     if (r->by_site) {
         ulp__jw_kstr(w, "name_b", row->name_b);
@@ -347,15 +343,11 @@ static void jsummary(ulp__jw *w, const ulp_diff_result *r, size_t not_identical)
 
 static void jamp(ulp__jw *w, const ulp_diff_result *r)
 {
-    ulp__jw_key(w, "amplification");
-    if (!r->amp.valid) {
-        ulp__jw_null(w);
+    if (!ulp__jw_kobject_or_null(w, "amplification", r->amp.valid))
         return;
-    }
     const ulp_diff_amplification *a = &r->amp;
     const ulp_diff_row *f = ulp_diff_result_row(r, a->first_row);
     const ulp_diff_row *l = ulp_diff_result_row(r, a->last_row);
-    ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "first", f->name);
     ulp__jw_kint(w, "first_occurrence", f->occurrence);
     ulp__jw_kstr(w, "last", l->name);

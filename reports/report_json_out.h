@@ -104,6 +104,17 @@ static inline void ulp__jw_kint_or_null(ulp__jw *w, const char *key, int has, in
     else
         ulp__jw_null(w);
 }
+/* `key` and an object opened ('{'), 1; or null when `has` is 0, 0. */
+static inline int ulp__jw_kobject_or_null(ulp__jw *w, const char *key, int has)
+{
+    ulp__jw_key(w, key);
+    if (!has) {
+        ulp__jw_null(w);
+        return 0;
+    }
+    ulp__jw_open(w, '{');
+    return 1;
+}
 static inline void ulp__jw_ku64(ulp__jw *w, const char *key, uint64_t v)
 {
     ulp__jw_key(w, key);

@@ -106,12 +106,8 @@ void ulp__json_kernels(ulp__jw *w, const ulp_diff_row *row)
 
 static void jkey(ulp__jw *w, const char *name, int has, int64_t request, int64_t position)
 {
-    ulp__jw_key(w, name);
-    if (!has) {
-        ulp__jw_null(w);
+    if (!ulp__jw_kobject_or_null(w, name, has))
         return;
-    }
-    ulp__jw_open(w, '{');
     ulp__jw_kint(w, "request", request);
     ulp__jw_kint(w, "position", position);
     ulp__jw_close(w, '}');
@@ -184,12 +180,8 @@ static void set_aligned_keys(ulp__jw *w, const ulp_diff_row *row)
     ulp__jw_kstr(w, "origin", ulp_diff_origin_name(row->origin));
     ulp__jw_key(w, "differing_positions");
     jruns(w, row);
-    ulp__jw_key(w, "capture_next");
-    if (row->capture_next == NULL) {
-        ulp__jw_null(w);
+    if (!ulp__jw_kobject_or_null(w, "capture_next", row->capture_next != NULL))
         return;
-    }
-    ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "name", row->capture_next);
     ulp__jw_kint(w, "request", row->capture_request);
     ulp__jw_kint(w, "first", row->capture_first);

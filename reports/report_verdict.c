@@ -31,12 +31,8 @@ void ulp__report_verdict_text(const ulp_diff_verdict *v, FILE *f, const char *bu
 
 static void jbound(ulp__jw *w, const ulp_diff_verdict *v)
 {
-    ulp__jw_key(w, "bound");
-    if (!v->has_bound) {
-        ulp__jw_null(w);
+    if (!ulp__jw_kobject_or_null(w, "bound", v->has_bound))
         return;
-    }
-    ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "site", v->site);
     ulp__jw_kint_or_null(w, "layer", v->layer >= 0, v->layer);
     ulp__jw_knum(w, "max_abs_diff", v->max_abs_diff);
@@ -54,12 +50,8 @@ static void jbound(ulp__jw *w, const ulp_diff_verdict *v)
 
 static void jties(ulp__jw *w, const ulp_diff_verdict *v)
 {
-    ulp__jw_key(w, "near_ties");
-    if (!v->has_logits) {
-        ulp__jw_null(w);
+    if (!ulp__jw_kobject_or_null(w, "near_ties", v->has_logits))
         return;
-    }
-    ulp__jw_open(w, '{');
     ulp__jw_ku64(w, "rows", v->logits_rows);
     ulp__jw_knum(w, "perturbation", v->perturbation);
     ulp__jw_ku64(w, "near_ties", v->near_ties);
@@ -83,11 +75,7 @@ void ulp__report_verdict_json(ulp__jw *w, const ulp_diff_verdict *v)
     }
     ulp__jw_close(w, ']');
     jbound(w, v);
-    ulp__jw_key(w, "growth");
-    if (v->has_growth)
-        ulp__jw_num(w, v->growth);
-    else
-        ulp__jw_null(w);
+    ulp__jw_knum(w, "growth", v->has_growth ? v->growth : (double)NAN);
     jties(w, v);
     ulp__jw_kstr(w, "cache_witness", ulp_cache_witness_name(v->witness));
     ulp__jw_kstr(w, "cache_witness_text", v->witness_text);

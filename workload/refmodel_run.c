@@ -25,36 +25,22 @@
 #include "ulpprof/capture.h"
 #include "ulpprof/capture_device.h"
 
+/* The presets, a row each: name, hidden, layers, heads, kv_heads, head_dim,
+ * mlp, vocab, rope_theta, norm_eps. */
+static const ulp_refmodel_dims presets[] = {
+    {"tiny", 256, 12, 8, 2, 32, 768, 8192, 10000.0, 1e-6},
+    /* The shapes of Qwen2.5-1.5B; the weights stay synthetic. */
+    {"qwen1.5b", 1536, 28, 12, 2, 128, 8960, 151936, 1000000.0, 1e-6},
+};
+
 ulp_status ulp_refmodel_preset(const char *name, ulp_refmodel_dims *dims)
 {
     memset(dims, 0, sizeof *dims);
-    if (name && strcmp(name, "tiny") == 0) {
-        *dims = (ulp_refmodel_dims){.name = "tiny",
-                                    .hidden = 256,
-                                    .layers = 12,
-                                    .heads = 8,
-                                    .kv_heads = 2,
-                                    .head_dim = 32,
-                                    .mlp = 768,
-                                    .vocab = 8192,
-                                    .rope_theta = 10000.0,
-                                    .norm_eps = 1e-6};
-        return ULP_OK;
-    }
-    if (name && strcmp(name, "qwen1.5b") == 0) {
-        /* The shapes of Qwen2.5-1.5B; the weights stay synthetic. */
-        *dims = (ulp_refmodel_dims){.name = "qwen1.5b",
-                                    .hidden = 1536,
-                                    .layers = 28,
-                                    .heads = 12,
-                                    .kv_heads = 2,
-                                    .head_dim = 128,
-                                    .mlp = 8960,
-                                    .vocab = 151936,
-                                    .rope_theta = 1000000.0,
-                                    .norm_eps = 1e-6};
-        return ULP_OK;
-    }
+    for (size_t i = 0; name && i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) {
+            *dims = presets[i];
+            return ULP_OK;
+        }
     return ULP_EINVAL;
 }
 

@@ -54,23 +54,24 @@ static void *next_symbol(const char *name, void *self)
     return NULL;
 }
 
-#define RESOLVE(var, name, self)                                                                   \
-    do {                                                                                           \
-        if (atomic_load(&var) == NULL) {                                                           \
-            void *p_ = next_symbol(name, (void *)(self));                                          \
-            atomic_store(&var, p_);                                                                \
-        }                                                                                          \
-    } while (0)
+/* The definition `var` caches, looked up once: next_symbol(name, self). */
+static void *resolved(_Atomic(void *) *var, const char *name, void *self)
+{
+    void *p = atomic_load(var);
+    if (p == NULL) {
+        p = next_symbol(name, self);
+        atomic_store(var, p);
+    }
+    return p;
+}
 
 static _Atomic(void *) g_desc_get, g_layout_get, g_algo_get, g_get_stream;
 
 static int getters(ulp__cublaslt_getters *g)
 {
-    RESOLVE(g_desc_get, "cublasLtMatmulDescGetAttribute", NULL);
-    RESOLVE(g_layout_get, "cublasLtMatrixLayoutGetAttribute", NULL);
-    RESOLVE(g_algo_get, "cublasLtMatmulAlgoConfigGetAttribute", NULL);
-    void *d = atomic_load(&g_desc_get), *l = atomic_load(&g_layout_get),
-         *a = atomic_load(&g_algo_get);
+    void *d = resolved(&g_desc_get, "cublasLtMatmulDescGetAttribute", NULL);
+    void *l = resolved(&g_layout_get, "cublasLtMatrixLayoutGetAttribute", NULL);
+    void *a = resolved(&g_algo_get, "cublasLtMatmulAlgoConfigGetAttribute", NULL);
     if (d == NULL || l == NULL || a == NULL)
         return -1;
     memcpy(&g->desc_get, &d, sizeof(d));
@@ -103,8 +104,7 @@ static void end(int recorded, ulp__gemm_row *row, cublasStatus_t st)
 
 static uint64_t handle_stream(cublasHandle_t h)
 {
-    RESOLVE(g_get_stream, "cublasGetStream_v2", NULL);
-    void *p = atomic_load(&g_get_stream);
+    void *p = resolved(&g_get_stream, "cublasGetStream_v2", NULL);
     cudaStream_t s = NULL;
     if (p != NULL) {
         cublasStatus_t (*fn)(cublasHandle_t, cudaStream_t *);
@@ -113,6 +113,15 @@ static uint64_t handle_stream(cublasHandle_t h)
             s = NULL;
     }
     return (uint64_t)(uintptr_t)s;
+}
+
+/* A cublas*Ex or typed call's row: its description and the handle's stream. */
+static void describe(ulp__gemm_row *row, const char *api, cublasHandle_t h, cublasOperation_t ta,
+                     cublasOperation_t tb, int m, int n, int k, int batch, cudaDataType_t at,
+                     cudaDataType_t bt, cudaDataType_t ct, int compute, int algo)
+{
+    ulp__gemm_describe_ex(api, ta, tb, m, n, k, batch, at, bt, ct, compute, algo, row);
+    row->stream = handle_stream(h);
 }
 
 typedef cublasStatus_t (*lt_matmul_fn)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void *,
@@ -129,8 +138,7 @@ ULP_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d
                                       cublasLtMatrixLayout_t dd, const cublasLtMatmulAlgo_t *algo,
                                       void *ws, size_t ws_bytes, cudaStream_t stream)
 {
-    RESOLVE(g_lt_matmul, "cublasLtMatmul", cublasLtMatmul);
-    void *p = atomic_load(&g_lt_matmul);
+    void *p = resolved(&g_lt_matmul, "cublasLtMatmul", (void *)cublasLtMatmul);
     if (p == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     lt_matmul_fn real;
@@ -181,19 +189,15 @@ ULP_API cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cubl
                                     int ldb, const void *beta, void *C, cudaDataType ct, int ldc,
                                     cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
-    RESOLVE(g_gemm_ex, "cublasGemmEx", cublasGemmEx);
-    void *p = atomic_load(&g_gemm_ex);
+    void *p = resolved(&g_gemm_ex, "cublasGemmEx", (void *)cublasGemmEx);
     if (p == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     gemm_ex_fn real;
     memcpy(&real, &p, sizeof(p));
     ulp__gemm_row row;
     int rec = begin(&row);
-    if (rec) {
-        ulp__gemm_describe_ex("cublasGemmEx", ta, tb, m, n, k, 1, at, bt, ct, (int)compute,
-                              (int)algo, &row);
-        row.stream = handle_stream(h);
-    }
+    if (rec)
+        describe(&row, "cublasGemmEx", h, ta, tb, m, n, k, 1, at, bt, ct, (int)compute, (int)algo);
     cublasStatus_t st =
         real(h, ta, tb, m, n, k, alpha, A, at, lda, B, bt, ldb, beta, C, ct, ldc, compute, algo);
     end(rec, &row, st);
@@ -213,19 +217,17 @@ ULP_API cublasStatus_t cublasGemmStridedBatchedEx(
     cudaDataType bt, int ldb, long long sb, const void *beta, void *C, cudaDataType ct, int ldc,
     long long sc, int batch, cublasComputeType_t compute, cublasGemmAlgo_t algo)
 {
-    RESOLVE(g_gemm_sb, "cublasGemmStridedBatchedEx", cublasGemmStridedBatchedEx);
-    void *p = atomic_load(&g_gemm_sb);
+    void *p =
+        resolved(&g_gemm_sb, "cublasGemmStridedBatchedEx", (void *)cublasGemmStridedBatchedEx);
     if (p == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     gemm_sb_fn real;
     memcpy(&real, &p, sizeof(p));
     ulp__gemm_row row;
     int rec = begin(&row);
-    if (rec) {
-        ulp__gemm_describe_ex("cublasGemmStridedBatchedEx", ta, tb, m, n, k, batch, at, bt, ct,
-                              (int)compute, (int)algo, &row);
-        row.stream = handle_stream(h);
-    }
+    if (rec)
+        describe(&row, "cublasGemmStridedBatchedEx", h, ta, tb, m, n, k, batch, at, bt, ct,
+                 (int)compute, (int)algo);
     cublasStatus_t st = real(h, ta, tb, m, n, k, alpha, A, at, lda, sa, B, bt, ldb, sb, beta, C, ct,
                              ldc, sc, batch, compute, algo);
     end(rec, &row, st);
@@ -243,8 +245,7 @@ static _Atomic(void *) g_get_math;
  */
 static int typed_compute(cublasHandle_t h, cudaDataType_t t)
 {
-    RESOLVE(g_get_math, "cublasGetMathMode", NULL);
-    void *p = atomic_load(&g_get_math);
+    void *p = resolved(&g_get_math, "cublasGetMathMode", NULL);
     cublasMath_t mode = CUBLAS_DEFAULT_MATH;
     if (p != NULL) {
         cublasStatus_t (*fn)(cublasHandle_t, cublasMath_t *);
@@ -269,11 +270,9 @@ static int typed_begin(ulp__gemm_row *row, const char *api, cublasHandle_t h, cu
                        cublasOperation_t tb, int m, int n, int k, int batch, cudaDataType_t t)
 {
     int rec = begin(row);
-    if (rec) {
-        ulp__gemm_describe_ex(api, ta, tb, m, n, k, batch, t, t, t, typed_compute(h, t),
-                              CUBLAS_GEMM_DEFAULT, row);
-        row->stream = handle_stream(h);
-    }
+    if (rec)
+        describe(row, api, h, ta, tb, m, n, k, batch, t, t, t, typed_compute(h, t),
+                 CUBLAS_GEMM_DEFAULT);
     return rec;
 }
 
@@ -290,8 +289,7 @@ static int typed_begin(ulp__gemm_row *row, const char *api, cublasHandle_t h, cu
                                 int m, int n, int k, const T *alpha, const T *A, int lda,          \
                                 const T *B, int ldb, const T *beta, T *C, int ldc)                 \
     {                                                                                              \
-        RESOLVE(g_##NAME, #NAME, NAME);                                                            \
-        void *p = atomic_load(&g_##NAME);                                                          \
+        void *p = resolved(&g_##NAME, #NAME, (void *)NAME);                                        \
         if (p == NULL)                                                                             \
             return CUBLAS_STATUS_NOT_INITIALIZED;                                                  \
         NAME##_fn real;                                                                            \
@@ -313,8 +311,7 @@ static int typed_begin(ulp__gemm_row *row, const char *api, cublasHandle_t h, cu
                                 long long sa, const T *B, int ldb, long long sb, const T *beta,    \
                                 T *C, int ldc, long long sc, int batch)                            \
     {                                                                                              \
-        RESOLVE(g_##NAME, #NAME, NAME);                                                            \
-        void *p = atomic_load(&g_##NAME);                                                          \
+        void *p = resolved(&g_##NAME, #NAME, (void *)NAME);                                        \
         if (p == NULL)                                                                             \
             return CUBLAS_STATUS_NOT_INITIALIZED;                                                  \
         NAME##_fn real;                                                                            \
