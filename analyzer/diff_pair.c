@@ -213,6 +213,7 @@ static ulp_status site_fields(pair_ctx *pc, ulp_diff_row *row, int side, size_t 
     const char *site = pc->sk->site[side][i];
     if (site != NULL && (row->site = result_str(pc, site)) == NULL)
         return ULP_ENOMEM;
+    pc->r->n_paired_by_site += site != NULL;
     row->layer = pc->sk->layer[side][i];
     if (cb != NULL && (row->name_b = result_str(pc, cb->name ? cb->name : "")) == NULL)
         return ULP_ENOMEM;

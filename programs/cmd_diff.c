@@ -199,8 +199,9 @@ typedef struct diff_cli {
     const char *path_a, *path_b;
     const char *contract;
     int tp_join;
-    char *joined[2];     /* --tp-join: the joined snapshots, removed at the end */
-    const char *dirs[2]; /* --tp-join: the paths given                          */
+    char *joined[2];        /* --tp-join: the joined snapshots, removed at the end */
+    const char *dirs[2];    /* --tp-join: the paths given                          */
+    ulp_tp_join_info tp[2]; /* --tp-join: what joining side 0 (A) or 1 (B) did     */
 } diff_cli;
 
 /* Fills `o` from the command line: -1 to go on, else the exit status. */
@@ -356,7 +357,9 @@ static ulp_report_stream *diff_stream(const diff_cli *o)
     unsigned flags = 0;
     ulp_report_stream *rs = NULL;
     ulp_error err;
-    if (o->plot_dir != NULL || (env != NULL && strcmp(env, "0") == 0))
+    /* A joined side's CSV cells need the result, which streamed rows precede. */
+    if (o->plot_dir != NULL || (env != NULL && strcmp(env, "0") == 0) ||
+        (o->tp_join && o->format == ULP_REPORT_CSV))
         return NULL;
     if (o->out_path == NULL || strcmp(o->color, "always") == 0)
         flags = color_flag(o, stdout);
@@ -553,10 +556,11 @@ static int tp_join(diff_cli *o, int side)
     snprintf(o->joined[side], n, "%s/joined.h5", dir);
     ulp_tp_join_info info;
     ulp_error err;
-    if (ulp_tp_join(*path, o->opts.site_map, o->joined[side], &info, &err) != ULP_OK) {
+    if (ulp_tp_join(*path, o->opts.site_map, o->joined[side], &o->tp[side], &err) != ULP_OK) {
         cli_error("%s", err.msg);
         return -1;
     }
+    info = o->tp[side];
     fprintf(stderr,
             "ulpprof diff: '%s': %zu ranks joined: %zu captures column-parallel, joined on the "
             "last axis in rank order; %zu whole on every rank, rank 0's compared",
@@ -591,9 +595,13 @@ static void tp_join_clean(diff_cli *o)
     }
 }
 
-/* The result names the directories, not the joined snapshots. */
-static void tp_join_paths(const char *a, const char *b, ulp_diff_result *res)
+/* The result names the directories, not the joined snapshots, and says
+ * what joining them did. */
+static void tp_join_paths(const diff_cli *o, ulp_diff_result *res)
 {
+    const char *a = o->dirs[0], *b = o->dirs[1];
+    res->tp_join_a = o->joined[0] != NULL ? &o->tp[0] : NULL;
+    res->tp_join_b = o->joined[1] != NULL ? &o->tp[1] : NULL;
     char *pa = strdup(a), *pb = strdup(b);
     if (pa == NULL || pb == NULL) {
         free(pa);
@@ -648,7 +656,7 @@ static int cmd_diff_files(diff_cli *po)
     int digests = 0;
     ulp_diff_result *res = diff_run(&o, &rs, &a, &b, &digests);
     if (res != NULL && (o.joined[0] != NULL || o.joined[1] != NULL))
-        tp_join_paths(o.dirs[0], o.dirs[1], res);
+        tp_join_paths(po, res);
     if (res != NULL && diff_judge(&o, contract, a, b, res, &verdict) != 0) {
         ulp_diff_result_free(res);
         res = NULL;

@@ -1,7 +1,8 @@
 /*
  * The CSV report (RFC 4180): one header line, then one line per row with
  * the JSON row keys.  Numbers keep full precision (%.17g); empty fields
- * where a value does not apply (layer absent, not compared).
+ * where a value does not apply (layer absent, not compared).  New columns
+ * go at the end: consumers index them.
  *
  * The rows are written into a buffer without printf (ulp__fmt_g17() for
  * the reals): fprintf of each field made CSV the slowest report, ten times
@@ -14,6 +15,7 @@
 
 #include "report_json_out.h"
 #include "report_priv.h"
+#include "ulpprof/sites.h"
 
 /* The buffer of report_json_out.h, used for its bytes only. */
 #define put(w, s) ulp__jw_raw((w), (s), sizeof(s) - 1)
@@ -111,6 +113,43 @@ static void csv_aligned(ulp__jw *w, const ulp_diff_row *row)
     } else {
         put(w, ",,,,");
     }
+}
+
+/* A joined side's cells: its ranks and the whole captures they disagree on. */
+static void csv_tp(ulp__jw *w, const ulp_tp_join_info *t)
+{
+    put(w, ",");
+    if (t != NULL)
+        put_u64(w, t->ranks);
+    put(w, ",");
+    if (t != NULL)
+        put_u64(w, t->disagree);
+}
+
+/* The columns appended after max_abs_diff_fine (CSV consumers index
+ * columns): the pairing by site, the layout, the joined sides (empty where
+ * they do not apply; `r` NULL: not known, as in a report stream's rows). */
+static void csv_tail(ulp__jw *w, const ulp_diff_row *row, const ulp_diff_result *r)
+{
+    put(w, ",");
+    if (row->site != NULL)
+        csv_str(w, row->site);
+    put(w, ",");
+    if (row->name_b != NULL)
+        csv_str(w, row->name_b);
+    put(w, ",");
+    if (row->site != NULL || row->name_b != NULL)
+        put_str(w, row->site != NULL ? "site" : "name", 4);
+    put(w, ",");
+    if (row->layout != NULL) {
+        put_str(w, row->layout_side ? "b" : "a", 1);
+        put(w, ",");
+        csv_str(w, row->layout);
+    } else {
+        put(w, ",");
+    }
+    csv_tp(w, r != NULL ? r->tp_join_a : NULL);
+    csv_tp(w, r != NULL ? r->tp_join_b : NULL);
     put(w, "\n");
 }
 
@@ -121,7 +160,8 @@ void ulp__csv_head(FILE *f)
           "max_abs_diff_ulps_at_max,nonfinite_mismatch,sign_changes,worst_index,worst_a,worst_b,"
           "ulp_hist,aligned,positions_compared,positions_only_in_a,positions_only_in_b,"
           "first_request,first_position,compared_in,rounded_side,rounded_equal_fraction,"
-          "max_abs_diff_fine\n",
+          "max_abs_diff_fine,site,name_b,paired_by,layout_side,layout,tp_ranks_a,"
+          "tp_whole_disagree_a,tp_ranks_b,tp_whole_disagree_b\n",
           f);
 }
 
@@ -168,7 +208,7 @@ static void csv_metrics(ulp__jw *w, const ulp_diff_row *row)
     }
 }
 
-static void csv_row(ulp__jw *w, const ulp_diff_row *row)
+static void csv_row(ulp__jw *w, const ulp_diff_row *row, const ulp_diff_result *r)
 {
     int side_b = row->status == ULP_DIFF_ONLY_IN_B;
     int both = row->seq_a >= 0 && row->seq_b >= 0;
@@ -210,20 +250,26 @@ static void csv_row(ulp__jw *w, const ulp_diff_row *row)
     else
         put(w, ",,,,,,,,,,,,"); /* the 13 metric fields, empty */
     csv_aligned(w, row);
+    csv_tail(w, row, r);
 }
 
-void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f)
+static void rows_of(const ulp_diff_row *rows, size_t n, const ulp_diff_result *r, FILE *f)
 {
     ulp__jw w;
     ulp__jw_init(&w, f, 0);
     for (size_t i = 0; i < n; i++)
-        csv_row(&w, &rows[i]);
+        csv_row(&w, &rows[i], r);
     ulp__jw_flush(&w);
+}
+
+void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f)
+{
+    rows_of(rows, n, NULL, f);
 }
 
 ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
 {
     ulp__csv_head(f);
-    ulp__csv_rows(r->rows, r->n_rows, f);
+    rows_of(r->rows, r->n_rows, r, f);
     return ferror(f) ? ULP_EIO : ULP_OK;
 }

@@ -16,6 +16,7 @@
 #include "common/error.h"
 #include "report_json_out.h"
 #include "report_priv.h"
+#include "ulpprof/sites.h"
 
 static void jdoubles(ulp__jw *w, const char *key, const double *v, uint64_t n)
 {
@@ -257,12 +258,14 @@ static void jlogits(ulp__jw *w, const ulp_diff_logits *lg)
     ulp__jw_close(w, '}');
 }
 
-static void jside(ulp__jw *w, const char *key, const char *path, const char *label)
+static void jside(ulp__jw *w, const char *key, const char *path, const char *label,
+                  const ulp_tp_join_info *tp)
 {
     ulp__jw_key(w, key);
     ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "path", path);
     ulp__jw_kstr(w, "label", label);
+    ulp__report_tp_join_json(w, tp);
     ulp__jw_close(w, '}');
 }
 
@@ -335,8 +338,11 @@ static void jsummary(ulp__jw *w, const ulp_diff_result *r, size_t not_identical)
     ulp__jw_kint(w, "only_in_b", (int64_t)r->n_only_b);
     ulp__jw_kint(w, "not_identical", (int64_t)not_identical);
     ulp__jw_kint(w, "elements_compared", (int64_t)r->elements_compared);
-    if (r->by_site) /* absent when paired by name: older reports stay as they were */
-        ulp__jw_kstr(w, "paired_by", "site");
+    /* Absent when paired by name: older reports stay as they were.  "site"
+     * when every row paired by (site, layer), "mixed" when some paired by
+     * name (each row's own `paired_by` says which). */
+    if (r->by_site)
+        ulp__jw_kstr(w, "paired_by", r->n_paired_by_site == r->n_rows ? "site" : "mixed");
     ulp__jw_kbool(w, "no_shared_captures", r->n_shared == 0 && r->n_rows > 0);
     ulp__jw_close(w, '}');
 }
@@ -366,8 +372,8 @@ void ulp__json_head(ulp__jw *w, const ulp_diff_result *r)
     ulp__jw_open(w, '{');
     ulp__jw_kstr(w, "format", "ulpprof-diff");
     ulp__jw_kint(w, "format_version", 1);
-    jside(w, "a", r->path_a, r->label_a);
-    jside(w, "b", r->path_b, r->label_b);
+    jside(w, "a", r->path_a, r->label_a, r->tp_join_a);
+    jside(w, "b", r->path_b, r->label_b, r->tp_join_b);
     ulp__jw_kbool(w, "identical", r->identical);
     jfirst(w, r);
     ulp__jw_key(w, "rows");

@@ -311,9 +311,12 @@ void ulp__json_row(ulp__jw *w, const ulp_diff_row *row)
     ulp__jw_kstr(w, "name", row->name);
     ulp__jw_kint(w, "occurrence", row->occurrence);
     optional_int(w, "layer", row->layer >= 0, row->layer);
-    if (row->site != NULL || row->name_b != NULL) { /* paired by site */
+    if (row->site != NULL || row->name_b != NULL) { /* the comparison paired by site */
         ulp__jw_kstr(w, "name_b", row->name_b);
         ulp__jw_kstr(w, "site", row->site);
+        /* This row's own pairing: by (site, layer), or by a name both have
+         * (auto) or that no rule knows. */
+        ulp__jw_kstr(w, "paired_by", row->site != NULL ? "site" : "name");
     }
     if (row->layout != NULL) { /* the side whose captures made the site's tensor */
         ulp__jw_key(w, "layout");

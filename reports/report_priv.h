@@ -149,8 +149,13 @@ ulp_status ulp__report_write_error(ulp_error *err, ulp_status st);
 
 /* report_verdict.c: the verdict (ulpprof/verdict.h) as summary lines and as JSON. */
 struct ulp_diff_verdict;
+/* report_tp.c: the sides joined from tensor-parallel run directories. */
+void ulp__report_tp_join_text(const ulp_diff_result *r, FILE *f, const char *bullet,
+                              const char *code);
 void ulp__report_verdict_text(const struct ulp_diff_verdict *v, FILE *f, const char *bullet);
 struct ulp__jw;
+struct ulp_tp_join_info;
+void ulp__report_tp_join_json(struct ulp__jw *w, const struct ulp_tp_join_info *t);
 void ulp__report_verdict_json(struct ulp__jw *w, const struct ulp_diff_verdict *v);
 
 /* report_gemm.c: the GEMM calls of a capture. */

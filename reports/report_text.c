@@ -503,6 +503,7 @@ void ulp__report_summary(const ulp_diff_result *r, const ulp__tally *t, FILE *f,
             fprintf(f, ", %zu only in B", r->n_only_b);
         fputc('\n', f);
     }
+    ulp__report_tp_join_text(r, f, bullet, code);
     summary_requests(r, f, bullet);
     summary_parts(r, f, bullet, code);
     if (r->has_first_divergence) {

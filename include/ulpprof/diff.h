@@ -476,6 +476,15 @@ typedef struct ulp_diff_result {
     /* The verdict (ulpprof/verdict.h) the reports show, set by the caller after
      * ulp_diff_verdict_compute() and owned by it; NULL: none shown. */
     const struct ulp_diff_verdict *verdict;
+    /* Paired by site (by_site): the rows whose `site` is set, paired by
+     * (site, layer); the others were paired by name (auto: a name both
+     * snapshots have; or a capture no rule knows). */
+    size_t n_paired_by_site;
+    /* A side that was a tensor-parallel run directory joined into one
+     * snapshot (ulp_tp_join(), ulpprof/sites.h): what the join did, set by
+     * the caller before the report is written and owned by it; NULL: that
+     * side is one snapshot.  The reports show it (docs/sites.md). */
+    const struct ulp_tp_join_info *tp_join_a, *tp_join_b;
 } ulp_diff_result;
 
 /*

@@ -491,7 +491,7 @@ def check_all(tmp):
     recs = list(csv.DictReader(io.StringIO(out)))
     check(len(recs) == len(rep["rows"]), "csv rows")
     for rec, jr in zip(recs, rep["rows"]):
-        check(len(rec) == 35 and None not in rec, "csv field count for %s" % jr["name"])
+        check(len(rec) == 44 and None not in rec, "csv field count for %s" % jr["name"])
         check(rec["name"] == jr["name"] and rec["status"] == jr["status"], "csv name/status")
         if jr["differing"] is not None:
             check(int(rec["differing"]) == jr["differing"], "csv differing")

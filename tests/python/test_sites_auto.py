@@ -6,6 +6,7 @@ count, max |a-b| and max ULP numpy's.  And a padded batch [B, T, H] with
 positions and requests against a flat [T, H] token layout: paired by
 (request, position), the pad rows only in A, the numbers numpy's over
 the real tokens."""
+import csv
 import json
 import os
 import subprocess
@@ -86,6 +87,39 @@ def auto_hf_vllm(tmp):
     assert rows[P + "self_attn.q_proj"]["layout"] == {"side": "b", "transform": "q of qkv q|k|v"}
     assert rows[P + "self_attn.q_proj"]["name_b"] == P + "self_attn.qkv_proj"
     assert "layout" not in rows[P + "self_attn.o_proj"], rows[P + "self_attn.o_proj"]
+    # mixed: o_proj and down_proj paired by the names both have, the rest by site;
+    # the summary says so and each row says how it paired
+    by_name = {P + "self_attn.o_proj", P + "mlp.down_proj"}
+    assert d["summary"]["paired_by"] == "mixed", d["summary"]
+    for n, r in rows.items():
+        assert r["paired_by"] == ("name" if n in by_name else "site"), r
+        assert ("site" in r and r["site"] is not None) == (n not in by_name), r
+    # the CSV report carries the same, in columns appended at the end
+    p = subprocess.run([ULPPROF, "diff", "-f", "csv", a, b], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    head = p.stdout.splitlines()[0].split(",")
+    assert head[-9:] == ["site", "name_b", "paired_by", "layout_side", "layout", "tp_ranks_a",
+                         "tp_whole_disagree_a", "tp_ranks_b", "tp_whole_disagree_b"], head
+    assert head[:2] == ["name", "occurrence"] and head[34] == "max_abs_diff_fine", head
+    sites = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "gate_proj": "gate", "up_proj": "up"}
+    fused = {"q": "qkv_proj", "k": "qkv_proj", "v": "qkv_proj", "gate": "gate_up_proj",
+             "up": "gate_up_proj"}
+    parts = {"q": "q|k|v", "k": "q|k|v", "v": "q|k|v", "gate": "gate|up", "up": "gate|up"}
+    got = {r["name"]: r for r in csv.DictReader(p.stdout.splitlines())}
+    assert set(got) == set(rows), sorted(got)
+    for n, r in got.items():
+        short = n.rsplit(".", 1)[1]
+        if n in by_name:
+            want = ("", n, "name", "", "")
+        else:
+            st = sites[short]
+            sub = "self_attn." if fused[st] == "qkv_proj" else "mlp."
+            want = (st, P + sub + fused[st], "site", "b",
+                    "%s of %s %s" % (st, fused[st].replace("_proj", ""), parts[st]))
+        assert (r["site"], r["name_b"], r["paired_by"], r["layout_side"], r["layout"]) == want, \
+            (n, r)
+        assert (r["tp_ranks_a"], r["tp_ranks_b"]) == ("", ""), r
+        assert int(r["differing"]) == rows[n]["differing"], (n, r["differing"])
     # no site shared beyond the names: by name, as before (no site in the rows)
     ds.write_snapshot(b, vl[1:2] + [cap("other", f(3))])
     d = diff(a, b)

@@ -7,6 +7,7 @@ from the separate ones; every count, max |a-b| and max ULP is numpy's,
 computed from the separate tensors alone.  Shapes that do not fit a layout,
 an undeclared Megatron head size and row-parallel shards exit 2 with one
 line naming the file and capture (or map line)."""
+import csv
 import json
 import os
 import subprocess
@@ -128,6 +129,17 @@ def main():
         rows = check_rows(d, {s: (y[s], x[s]) for s in want}, "a")
         assert rows["q"]["name"] == hf + "self_attn.qkv_proj", rows["q"]
         assert rows["q"]["name_b"] == hf + "self_attn.q_proj", rows["q"]
+        # The CSV report's layout columns, at the end: A's side split.
+        p = run("diff", "-f", "csv", "--by", "site", vllm, sep)
+        assert p.returncode == 1, p.stderr
+        lines = p.stdout.splitlines()
+        assert lines[0].split(",")[-5:-4] == ["layout"], lines[0]
+        got = {r["site"]: r for r in csv.DictReader(lines)}
+        for st, fu, parts in (("q", "qkv", "q|k|v"), ("k", "qkv", "q|k|v"), ("v", "qkv", "q|k|v"),
+                              ("gate", "gate_up", "gate|up"), ("up", "gate_up", "gate|up")):
+            assert (got[st]["layout_side"], got[st]["layout"]) == \
+                ("a", "%s of %s %s" % (st, fu, parts)), got[st]
+        assert (got["input_norm"]["layout_side"], got["input_norm"]["layout"]) == ("", "")
         assert d["summary"]["only_in_a"] == 0 and d["summary"]["only_in_b"] == 0, d["summary"]
 
         # Megatron-Core's per-group layout: [T, groups, (q_per_group + 2) * D].

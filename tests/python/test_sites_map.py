@@ -110,10 +110,13 @@ def main():
                                   cap(".model.layers.1.self_attn.q_proj.MatMul_output_0",
                                       pert["q"])])
         d = diff(files["hf"], mixed)
-        assert d["summary"].get("paired_by", "name") == "site" and d["summary"]["shared"] == 2
+        # one row by name, the others by site: "mixed", and each row says which
+        assert d["summary"].get("paired_by") == "mixed" and d["summary"]["shared"] == 2
         by = {r["name"]: r for r in d["rows"] if r["status"] in ("identical", "differs")}
         assert by["model.embed_tokens"].get("site") is None, by  # paired by its name
+        assert by["model.embed_tokens"]["paired_by"] == "name", by
         assert by["model.layers.1.self_attn.q_proj"]["site"] == "q", by
+        assert by["model.layers.1.self_attn.q_proj"]["paired_by"] == "site", by
         d = diff(files["hf"], mixed, "--by", "site")
         assert d["summary"].get("paired_by", "name") == "site" and d["summary"]["shared"] == 2
         check({"rows": [r for r in d["rows"] if r["status"] in ("identical", "differs")]},

@@ -123,6 +123,28 @@ def check(d, tp1, want):
         assert r["shape"] == list(y.shape), (name, r["shape"])
 
 
+def report_join(x, y, mp, side, ncol, nwhole, agree, cells, name=None):
+    """The joined side said in the table, Markdown and CSV reports: `agree`
+    with %s for the disagreeing capture's name (quoted as each format quotes),
+    and CSV's tp_ranks_a, tp_whole_disagree_a, tp_ranks_b, tp_whole_disagree_b
+    `cells` on every row."""
+    head = ("%s joined from 2 ranks: %d captures column-parallel, joined on the last axis in "
+            "rank order; %d whole on every rank, rank 0's compared: " % (side, ncol, nwhole))
+    for fmt, q in (("table", ""), ("markdown", "`")):
+        p = run("diff", "--tp-join", "--map", mp, "-f", fmt, "--color", "never", x, y) \
+            if fmt == "table" else run("diff", "--tp-join", "--map", mp, "-f", fmt, x, y)
+        assert p.returncode in (0, 1), p.stderr
+        line = head + (agree % (q + name + q) if name else agree)
+        text = " ".join(p.stdout.split())  # the table wraps its summary
+        assert " ".join(line.split()) in text, (fmt, line, p.stdout)
+    p = run("diff", "--tp-join", "--map", mp, "-f", "csv", x, y)
+    assert p.returncode in (0, 1), p.stderr
+    import csv as csvmod
+    rows = list(csvmod.DictReader(p.stdout.splitlines()))
+    assert rows and all((r["tp_ranks_a"], r["tp_whole_disagree_a"], r["tp_ranks_b"],
+                         r["tp_whole_disagree_b"]) == cells for r in rows), rows[:1]
+
+
 def main():
     try:
         import torch.distributed as dist  # noqa: F401
@@ -177,11 +199,24 @@ def main():
         assert tp1 in p.stdout and tp2 in p.stdout and "joined.h5" not in p.stdout, p.stdout[:400]
         identical = all(expect(a[n], want[n])["differing"] == 0 for n in a)
         assert (p.returncode == 0) == identical, (p.returncode, identical)
+        # the report says which side was joined, from how many ranks, and whether
+        # the ranks agree on the captures each holds whole (numpy: none differs)
+        ncol = sum(n.endswith(("qkv_proj", "gate_up_proj", "act_fn")) for n in a)
+        whole = [n for n in a if not n.endswith(("qkv_proj", "gate_up_proj", "act_fn"))]
+        nbad = sum(ranks[0][n].tobytes() != ranks[1][n].tobytes() for n in whole)
+        assert (ncol, len(whole), nbad) == (3, 3, 0)
+        assert "tp_join" not in d["a"], d["a"]
+        assert d["b"]["tp_join"] == dict(ranks=2, column_parallel=ncol, whole=len(whole),
+                                         whole_disagree=nbad, first_disagree=None), d["b"]
+        report_join(tp1, tp2, mp, "B", ncol, len(whole), "the ranks agree bit for bit on all 3",
+                    ("", "", "2", "0"))
 
         # swapped sides: the TP run on A
         p = run("diff", "--tp-join", "--map", mp, "-f", "json", tp2, tp1)
         assert p.returncode in (0, 1), p.stderr
-        rows = {r["name"]: r for r in json.loads(p.stdout)["rows"]}
+        d = json.loads(p.stdout)
+        assert d["a"]["tp_join"]["ranks"] == 2 and "tp_join" not in d["b"], (d["a"], d["b"])
+        rows = {r["name"]: r for r in d["rows"]}
         for n in a:
             assert rows[n]["differing"] == expect(want[n], a[n])["differing"], n
 
@@ -203,9 +238,20 @@ def main():
         assert p.returncode in (0, 1), p.stderr
         assert ("DISAGREE on 1: first '%smlp.down_proj' #0, rank 1 differs from rank 0 in %d of "
                 "%d elements" % (PRE, n_bad["differing"], T * H)) in p.stderr, p.stderr
-        rows = {r["name"]: r for r in json.loads(p.stdout)["rows"]}
+        d = json.loads(p.stdout)
+        rows = {r["name"]: r for r in d["rows"]}
         n = PRE + "mlp.down_proj"
         assert rows[n]["differing"] == expect(a[n], ranks_bad[0][n])["differing"]
+        bad_whole = [m for m in whole if ranks_bad[0][m].tobytes() != ranks_bad[1][m].tobytes()]
+        assert bad_whole == [n], bad_whole
+        assert d["b"]["tp_join"] == dict(
+            ranks=2, column_parallel=ncol, whole=len(whole), whole_disagree=len(bad_whole),
+            first_disagree=dict(name=n, occurrence=0, rank=1, differing=n_bad["differing"],
+                                elements=T * H)), d["b"]
+        report_join(tp1, bad, mp, "B", ncol, len(whole),
+                    "the ranks DISAGREE on 1: first %s #0, rank 1 differs from rank 0 in %d of "
+                    "%d elements" % ("%s", n_bad["differing"], T * H),
+                    ("", "", "2", str(len(bad_whole))), name=n)
 
         # without the head counts a q|k|v per rank cannot be joined
         p = run("diff", "--tp-join", "-f", "json", tp1, tp2)

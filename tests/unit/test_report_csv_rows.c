@@ -87,7 +87,25 @@ static void ref_aligned(FILE *f, const ulp_diff_row *row)
     } else {
         fputs(",,,,", f);
     }
-    fputc('\n', f);
+    /* Appended since: site, name_b, paired_by, layout_side, layout, and the
+     * joined sides' four cells, which a stream's rows leave empty. */
+    fputc(',', f);
+    if (row->site)
+        ref_str(f, row->site);
+    fputc(',', f);
+    if (row->name_b)
+        ref_str(f, row->name_b);
+    fputc(',', f);
+    if (row->site || row->name_b)
+        fputs(row->site ? "site" : "name", f);
+    fputc(',', f);
+    if (row->layout) {
+        fprintf(f, "%s,", row->layout_side ? "b" : "a");
+        ref_str(f, row->layout);
+    } else {
+        fputc(',', f);
+    }
+    fputs(",,,,\n", f);
 }
 
 static void ref_metrics(FILE *f, const ulp_diff_row *row)
@@ -254,6 +272,7 @@ static int64_t any_i64(void)
 
 typedef struct row_mem {
     char name[ULP__FULL_NAME], role[ULP__FULL_NAME];
+    char site[ULP__FULL_NAME], name_b[ULP__FULL_NAME], layout[ULP__FULL_NAME];
 } row_mem;
 
 static void any_metrics(ulp_diff_metrics *m, int ndim)
@@ -308,6 +327,10 @@ static void any_row(ulp_diff_row *r, row_mem *mem)
     r->rounded_side = (int)pick(2);
     r->rounded_equal = pick(2) ? any_u64() : r->elements;
     r->max_abs_diff_fine = pick(4) ? (double)any_u64() * 1e-9 : 0.0;
+    r->site = pick(3) == 0 ? hostile(mem->site) : NULL;
+    r->name_b = pick(3) == 0 ? hostile(mem->name_b) : NULL;
+    r->layout = pick(3) == 0 ? hostile(mem->layout) : NULL;
+    r->layout_side = (int)pick(2);
 }
 
 /* ---- The tests. ---- */
