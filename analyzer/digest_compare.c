@@ -24,6 +24,8 @@ typedef struct side {
     key_row *rows;
     size_t n, cap;
     int digest_only;
+    int only; /* 1: only the rows with positions of request `want`, keyed as `as` */
+    int64_t want, as;
 } side;
 
 typedef struct names {
@@ -70,8 +72,12 @@ static int64_t name_id(names *nm, const char *name, int64_t seq, int32_t layer, 
     return id;
 }
 
-static int push(side *s, key_row r)
+static int push(side *s, key_row r, int positional)
 {
+    if (s->only && (!positional || r.request != s->want))
+        return 0;
+    if (s->only)
+        r.request = s->as;
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 1024;
         key_row *p = realloc(s->rows, cap * sizeof(*p));
@@ -103,7 +109,7 @@ static ulp_status data_rows(const ulp_snapshot *snap, size_t i, int64_t id, side
         for (uint64_t r = 0; r < rows && st == ULP_OK; r++) {
             key_row k = {id, d.positions ? (c->requests ? c->requests[r] : 0) : c->occurrence,
                          d.positions ? d.positions[r] : (int64_t)r, dg[r]};
-            if (push(s, k) != 0)
+            if (push(s, k, d.positions != NULL) != 0)
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
         }
     }
@@ -146,7 +152,7 @@ static ulp_status load(const char *path, names *nm, side *s, int in_a, ulp_error
             key_row k = {id,
                          e[i].positions ? (e[i].requests ? e[i].requests[r] : 0) : e[i].occurrence,
                          e[i].positions ? e[i].positions[r] : (int64_t)r, e[i].digests[r]};
-            if (push(s, k) != 0)
+            if (push(s, k, e[i].positions != NULL) != 0)
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
         }
     }
@@ -217,13 +223,17 @@ static int range_add(ulp_digest_range **v, size_t *n, size_t *cap, int64_t r, in
     return 0;
 }
 
-ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result **out,
-                              ulp_error *err)
+static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
+                          const int64_t *req_b, ulp_digest_result **out, ulp_error *err)
 {
     *out = NULL;
     names nm = {0};
     ulp__strmap_init(&nm.ids);
     side a = {0}, b = {0};
+    if (req_a != NULL) {
+        a = (side){NULL, 0, 0, 0, 1, *req_a, *req_a};
+        b = (side){NULL, 0, 0, 0, 1, *req_b, *req_a};
+    }
     ulp_digest_result *res = calloc(1, sizeof(*res));
     ulp_digest_name *v = NULL;
     ulp_status st = res ? ULP_OK : ULP_ENOMEM;
@@ -321,6 +331,18 @@ ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result 
     free(b.rows);
     free(res);
     return st;
+}
+
+ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result **out,
+                              ulp_error *err)
+{
+    return compare(pa, pb, NULL, NULL, out, err);
+}
+
+ulp_status ulp_digest_compare_request(const char *pa, int64_t request_a, const char *pb,
+                                      int64_t request_b, ulp_digest_result **out, ulp_error *err)
+{
+    return compare(pa, pb, &request_a, &request_b, out, err);
 }
 
 void ulp_digest_result_free(ulp_digest_result *r)

@@ -6,12 +6,23 @@
  * their completion's exact tokens; each group is held against the most
  * common one, step by step.  Only the tokens are kept: a few bytes per
  * generated token and run.
+ *
+ * Which request is which across runs: with fed token ids (gen_prompts.h),
+ * its prompt -- the tokens fed up to the position of its first produced
+ * token, so a prompt split into chunks or partly served from a prefix
+ * cache is still the same prompt.  Runs are read in order; a run's
+ * requests, in the order they first appear in its ids, join the first
+ * request seen before with the same prompt (first pass) or one that ends
+ * at the same position and agrees wherever both were fed (second pass)
+ * and that has no request of this run yet; the rest are new.  Without ids
+ * in any run, by number.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "gen_prompts.h"
 #include "ulpprof/snapshot.h"
 #include "ulpprof/streams.h"
 
@@ -26,6 +37,8 @@ typedef struct trow {
 typedef struct gen {
     size_t run;
     int64_t request;
+    size_t key_run; /* sort keys: the request's first run and number there (by prompt) */
+    int64_t key_request;
     size_t n;
     int64_t *tokens, *positions;
     double *margins;
@@ -46,12 +59,10 @@ static int is_tokens(const ulp_capture_info *c)
 }
 
 /* Every produced-token row of one file, sorted by (request, position). */
-static ulp_status read_rows(const char *path, trow **out, size_t *n_out, ulp_error *err)
+static ulp_status read_rows(const ulp_snapshot *s, const char *path, trow **out, size_t *n_out,
+                            ulp_error *err)
 {
-    ulp_snapshot *s = NULL;
-    ulp_status st = ulp_snapshot_open(path, &s, err);
-    if (st != ULP_OK)
-        return st;
+    ulp_status st = ULP_OK;
     size_t total = 0;
     for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++)
         if (is_tokens(ulp_snapshot_capture(s, i)))
@@ -87,7 +98,6 @@ static ulp_status read_rows(const char *path, trow **out, size_t *n_out, ulp_err
         }
     }
     free(buf);
-    ulp_snapshot_close(s);
     if (st == ULP_OK && total == 0)
         st = ulp__error(err, ULP_EINVAL,
                         "'%s' records no produced tokens (no '" TOKENS_NAME
@@ -182,9 +192,230 @@ static ulp_status group_request(ulp_streams_request *q, gen *gens, size_t n, ulp
 static int gen_cmp(const void *pa, const void *pb)
 {
     const gen *a = pa, *b = pb;
-    if (a->request != b->request)
-        return a->request < b->request ? -1 : 1;
+    if (a->key_run != b->key_run)
+        return a->key_run < b->key_run ? -1 : 1;
+    if (a->key_request != b->key_request)
+        return a->key_request < b->key_request ? -1 : 1;
     return a->run < b->run ? -1 : a->run > b->run;
+}
+
+/* A request identified by its prompt: the first member's, and the last run that joined. */
+typedef struct ident {
+    ulp__fed *v;
+    size_t n;
+    size_t run, last_run;
+    int64_t request;
+} ident;
+
+typedef struct idents {
+    ident *v;
+    size_t n, cap;
+} idents;
+
+typedef struct member {
+    gen *g;
+    ulp__prompt p;
+} member;
+
+static int member_cmp(const void *pa, const void *pb)
+{
+    const member *a = pa, *b = pb;
+    if (a->p.seq != b->p.seq)
+        return a->p.seq < b->p.seq ? -1 : 1;
+    return a->p.row < b->p.row ? -1 : a->p.row > b->p.row;
+}
+
+static void idents_free(idents *id)
+{
+    for (size_t i = 0; i < id->n; i++)
+        free(id->v[i].v);
+    free(id->v);
+}
+
+static void join(const ident *d, gen *g)
+{
+    g->key_run = d->run;
+    g->key_request = d->request;
+}
+
+/* Identifies the requests of run `run` (gens[0..n)) by their prompts (gen_prompts.h). */
+static ulp_status identify(idents *id, const ulp__prompts *pr, size_t run, const char *path,
+                           gen *gens, size_t n, ulp_error *err)
+{
+    member *m = malloc((n ? n : 1) * sizeof *m);
+    if (m == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        m[k].g = &gens[k];
+        m[k].p = ulp__prompts_get(pr, gens[k].request, gens[k].positions[0]);
+        if (m[k].p.n == 0) {
+            long long req = (long long)gens[k].request, pos = (long long)gens[k].positions[0];
+            free(m);
+            return ulp__error(err, ULP_EBADATTR,
+                              "'%s': request %lld produces tokens from position %lld but its "
+                              "'%s' feeds it no token there or before: its prompt is unknown",
+                              path, req, pos, pr->name);
+        }
+    }
+    qsort(m, n, sizeof *m, member_cmp);
+    for (int want = 2; want >= 1; want--)
+        for (size_t k = 0; k < n; k++) {
+            if (m[k].g == NULL)
+                continue;
+            for (size_t d = 0; d < id->n; d++) {
+                ulp__prompt ref = {id->v[d].v, id->v[d].n, 0, 0};
+                if (id->v[d].last_run != run && ulp__prompts_match(&ref, &m[k].p) >= want) {
+                    id->v[d].last_run = run;
+                    join(&id->v[d], m[k].g);
+                    m[k].g = NULL;
+                    break;
+                }
+            }
+        }
+    ulp_status st = ULP_OK;
+    for (size_t k = 0; k < n && st == ULP_OK; k++) {
+        if (m[k].g == NULL)
+            continue;
+        if (id->n == id->cap) {
+            size_t cap = id->cap ? 2 * id->cap : 16;
+            ident *v = realloc(id->v, cap * sizeof *v);
+            if (v == NULL) {
+                st = ulp__error(err, ULP_ENOMEM, "out of memory");
+                break;
+            }
+            id->v = v;
+            id->cap = cap;
+        }
+        ident *d = &id->v[id->n];
+        if ((d->v = malloc(m[k].p.n * sizeof *d->v)) == NULL) {
+            st = ulp__error(err, ULP_ENOMEM, "out of memory");
+            break;
+        }
+        memcpy(d->v, m[k].p.v, m[k].p.n * sizeof *d->v);
+        d->n = m[k].p.n;
+        d->run = d->last_run = run;
+        d->request = m[k].g->request;
+        id->n++;
+        join(d, m[k].g);
+    }
+    free(m);
+    return st;
+}
+
+/* The runs that gave tokens for the request (gens[0..n), runs ascending) and those that did not. */
+static ulp_status present_missing(ulp_streams_request *q, const gen *gens, size_t n, size_t runs,
+                                  ulp_error *err)
+{
+    q->present_runs = malloc((n ? n : 1) * sizeof *q->present_runs);
+    q->present_requests = malloc((n ? n : 1) * sizeof *q->present_requests);
+    q->missing_runs = malloc((runs - n + 1) * sizeof *q->missing_runs);
+    if (!q->present_runs || !q->present_requests || !q->missing_runs)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < runs; i++) {
+        if (k < n && gens[k].run == i) {
+            q->present_runs[k] = i;
+            q->present_requests[k] = gens[k].request;
+            k++;
+        } else {
+            q->missing_runs[q->n_missing++] = i;
+        }
+    }
+    return ULP_OK;
+}
+
+/* The growing list of every run's completions. */
+typedef struct gens_list {
+    gen *v;
+    size_t n, cap;
+} gens_list;
+
+/* One completion per request of the rows[0..nr) of run `run`. */
+static ulp_status add_gens(gens_list *gl, const trow *rows, size_t nr, size_t run, ulp_error *err)
+{
+    for (size_t a = 0; a < nr;) {
+        size_t b = a;
+        while (b < nr && rows[b].request == rows[a].request)
+            b++;
+        if (gl->n == gl->cap) {
+            size_t cap = gl->cap ? 2 * gl->cap : 16;
+            gen *g2 = realloc(gl->v, cap * sizeof *g2);
+            if (g2 == NULL)
+                return ulp__error(err, ULP_ENOMEM, "out of memory");
+            gl->v = g2;
+            gl->cap = cap;
+        }
+        gen *g = &gl->v[gl->n];
+        g->run = run;
+        g->request = g->key_request = rows[a].request;
+        g->key_run = 0;
+        g->n = b - a;
+        g->tokens = malloc(g->n * sizeof *g->tokens);
+        g->margins = malloc(g->n * sizeof *g->margins);
+        g->positions = malloc(g->n * sizeof *g->positions);
+        if (!g->tokens || !g->margins || !g->positions) {
+            free(g->tokens);
+            free(g->margins);
+            free(g->positions);
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        }
+        gl->n++;
+        for (size_t k = a; k < b; k++) {
+            g->tokens[k - a] = (int64_t)rows[k].token;
+            g->margins[k - a] = rows[k].margin;
+            g->positions[k - a] = rows[k].position;
+        }
+        a = b;
+    }
+    return ULP_OK;
+}
+
+/* How the runs read so far identify their requests. */
+typedef struct id_state {
+    idents id;
+    const char *with, *without; /* the first run with token ids, and without */
+} id_state;
+
+static ulp_status read_run(const char *path, size_t run, gens_list *gl, id_state *is,
+                           ulp_streams_result *r, ulp_error *err)
+{
+    ulp_snapshot *s = NULL;
+    ulp_status st = ulp_snapshot_open(path, &s, err);
+    if (st != ULP_OK)
+        return st;
+    trow *rows = NULL;
+    size_t nr = 0, first = gl->n;
+    ulp__prompts pr;
+    memset(&pr, 0, sizeof pr);
+    if ((st = read_rows(s, path, &rows, &nr, err)) == ULP_OK)
+        st = add_gens(gl, rows, nr, run, err);
+    free(rows);
+    if (st == ULP_OK)
+        st = ulp__prompts_read(s, &pr, err);
+    if (st == ULP_OK) {
+        if (pr.name != NULL && is->with == NULL) {
+            is->with = path;
+            if ((r->ids_name = strdup(pr.name)) == NULL)
+                st = ulp__error(err, ULP_ENOMEM, "out of memory");
+        }
+        if (pr.name == NULL && is->without == NULL)
+            is->without = path;
+    }
+    if (st == ULP_OK && is->with != NULL && is->without != NULL)
+        st = ulp__error(err, ULP_EINVAL,
+                        "'%s' records no fed token ids and '%s' does: its requests cannot be "
+                        "identified by their prompts (FORMAT.md \"Produced tokens\")",
+                        is->without, is->with);
+    if (st == ULP_OK && pr.name != NULL)
+        st = identify(&is->id, &pr, run, path, gl->v + first, gl->n - first, err);
+    ulp__prompts_free(&pr);
+    ulp_snapshot_close(s);
+    return st;
+}
+
+static int same_key(const gen *a, const gen *b)
+{
+    return a->key_run == b->key_run && a->key_request == b->key_request;
 }
 
 ulp_status ulp_streams_group_runs(const char *const *paths, size_t n, ulp_streams_result **out,
@@ -192,8 +423,9 @@ ulp_status ulp_streams_group_runs(const char *const *paths, size_t n, ulp_stream
 {
     *out = NULL;
     ulp_streams_result *r = calloc(1, sizeof *r);
-    gen *gens = NULL;
-    size_t n_gens = 0, cap = 0;
+    gens_list gl = {0};
+    id_state is;
+    memset(&is, 0, sizeof is);
     ulp_status st = r ? ULP_OK : ulp__error(err, ULP_ENOMEM, "out of memory");
     if (st == ULP_OK && (r->paths = calloc(n + 1, sizeof *r->paths)) == NULL)
         st = ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -203,59 +435,27 @@ ulp_status ulp_streams_group_runs(const char *const *paths, size_t n, ulp_stream
             break;
         }
         r->n_runs = i + 1;
-        trow *rows = NULL;
-        size_t nr = 0;
-        if ((st = read_rows(paths[i], &rows, &nr, err)) != ULP_OK)
-            break;
-        for (size_t a = 0; st == ULP_OK && a < nr;) {
-            size_t b = a;
-            while (b < nr && rows[b].request == rows[a].request)
-                b++;
-            if (n_gens == cap) {
-                cap = cap ? 2 * cap : 16;
-                gen *g2 = realloc(gens, cap * sizeof *gens);
-                if (g2 == NULL) {
-                    st = ulp__error(err, ULP_ENOMEM, "out of memory");
-                    break;
-                }
-                gens = g2;
-            }
-            gen *g = &gens[n_gens];
-            g->run = i;
-            g->request = rows[a].request;
-            g->n = b - a;
-            g->tokens = malloc(g->n * sizeof *g->tokens);
-            g->margins = malloc(g->n * sizeof *g->margins);
-            g->positions = malloc(g->n * sizeof *g->positions);
-            if (!g->tokens || !g->margins || !g->positions) {
-                free(g->tokens);
-                free(g->margins);
-                free(g->positions);
-                st = ulp__error(err, ULP_ENOMEM, "out of memory");
-                break;
-            }
-            n_gens++;
-            for (size_t k = a; k < b; k++) {
-                g->tokens[k - a] = (int64_t)rows[k].token;
-                g->margins[k - a] = rows[k].margin;
-                g->positions[k - a] = rows[k].position;
-            }
-            a = b;
-        }
-        free(rows);
+        st = read_run(paths[i], i, &gl, &is, r, err);
     }
+    idents_free(&is.id);
+    gen *gens = gl.v;
+    size_t n_gens = gl.n;
     if (st == ULP_OK) {
+        r->by_prompt = is.with != NULL;
         qsort(gens, n_gens, sizeof *gens, gen_cmp);
         size_t nq = 0;
         for (size_t i = 0; i < n_gens; i++)
-            nq += i == 0 || gens[i].request != gens[i - 1].request;
+            nq += i == 0 || !same_key(&gens[i], &gens[i - 1]);
         if ((r->requests = calloc(nq + 1, sizeof *r->requests)) == NULL)
             st = ulp__error(err, ULP_ENOMEM, "out of memory");
         for (size_t a = 0; st == ULP_OK && a < n_gens;) {
             size_t b = a;
-            while (b < n_gens && gens[b].request == gens[a].request)
+            while (b < n_gens && same_key(&gens[b], &gens[a]))
                 b++;
-            st = group_request(&r->requests[r->n_requests++], gens + a, b - a, err);
+            ulp_streams_request *q = &r->requests[r->n_requests++];
+            st = group_request(q, gens + a, b - a, err);
+            if (st == ULP_OK)
+                st = present_missing(q, gens + a, b - a, n, err);
             a = b;
         }
     }
@@ -294,10 +494,14 @@ void ulp_streams_result_free(ulp_streams_result *r)
         }
         free(Q->groups);
         free(Q->hist);
+        free(Q->present_runs);
+        free(Q->present_requests);
+        free(Q->missing_runs);
     }
     free(r->requests);
     for (size_t i = 0; r->paths && i < r->n_runs; i++)
         free(r->paths[i]);
     free(r->paths);
+    free(r->ids_name);
     free(r);
 }

@@ -20,6 +20,13 @@ int ulp__index_runs(hid_t d, uint64_t bytes, uint64_t file_size, ulp__index_mem 
     H5Pclose(dcpl);
     if (!ok)
         return -1;
+    /* Storage never allocated (no record written) reads its fill value, through HDF5: with a
+     * user block HDF5 1.10.8 answers H5Dget_offset() with the block's size - 1 there
+     * (docs/hdf5.md), a plausible offset. */
+    H5D_space_status_t alloc = H5D_SPACE_STATUS_ERROR;
+    if (layout == H5D_CONTIGUOUS && bytes > 0 &&
+        (H5Dget_space_status(d, &alloc) < 0 || alloc == H5D_SPACE_STATUS_NOT_ALLOCATED))
+        return -1;
     if (layout == H5D_CONTIGUOUS)
         cdim = bytes > 0 ? bytes : 1;
     /* At most a run a chunk; our writers' chunks are 64 KiB, a copy's records contiguous. */

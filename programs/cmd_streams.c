@@ -52,7 +52,9 @@ typedef struct parting {
     const char *capture; /* into the digest result */
     int32_t layer;
     int64_t position, first, last;
-    uint64_t rows; /* differing rows of the capture, every request */
+    uint64_t rows;           /* differing rows of the capture, every request */
+    int64_t request, common; /* the request's number in the completion's first run, and
+                                in the common completion's first run */
 } parting;
 
 typedef struct partings {
@@ -73,7 +75,7 @@ static parting find_parting(const ulp_digest_result *d, int64_t request, int64_t
             if (g->request != request || g->first > upto || (p.found && g->first >= p.position))
                 continue;
             int64_t last = g->last < upto ? g->last : upto;
-            p = (parting){1, n->name, n->layer, g->first, g->first, last, n->differing};
+            p = (parting){1, n->name, n->layer, g->first, g->first, last, n->differing, 0, 0};
         }
     }
     return p;
@@ -91,20 +93,54 @@ static int64_t parting_position(const ulp_streams_group *g, const ulp_streams_gr
     return INT64_MAX;
 }
 
-static void print_parting(const parting *p, int64_t request, size_t g, int md)
+static void print_parting(const parting *p, size_t g, int md)
 {
+    long long request = (long long)p->request, common = (long long)p->common;
     if (!p->found) {
         printf(md ? "\ncompletion %zu: no activation of request %lld differs\n"
                   : "  completion %zu: no activation of request %lld differs\n",
-               g, (long long)request);
+               g, request);
         return;
     }
     printf(md ? "\ncompletion %zu: activations part at `%s` (layer %d), request %lld, position "
-                "%lld; capture next: `--select '%s@%lld:%lld-%lld'`\n"
+                "%lld; capture next: `--select '%s@%lld:%lld-%lld'`"
               : "  completion %zu: activations part at %s (layer %d), request %lld, position "
-                "%lld; capture next: --select '%s@%lld:%lld-%lld'\n",
-           g, p->capture, (int)p->layer, (long long)request, (long long)p->position, p->capture,
-           (long long)request, (long long)p->first, (long long)p->last);
+                "%lld; capture next: --select '%s@%lld:%lld-%lld'",
+           g, p->capture, (int)p->layer, request, (long long)p->position, p->capture, request,
+           (long long)p->first, (long long)p->last);
+    if (common != request) /* the same prompt, numbered otherwise in the common run */
+        printf(md ? " (in the common run: `'%s@%lld:%lld-%lld'`)"
+                  : " (in the common run: '%s@%lld:%lld-%lld')",
+               p->capture, common, (long long)p->first, (long long)p->last);
+    printf("\n");
+}
+
+/* Which run numbers the request otherwise, and which runs lack it (the first few of each). */
+static void print_identity(const ulp_streams_request *Q, int md)
+{
+    size_t shown = 0;
+    for (size_t k = 0; k < Q->n_runs; k++) {
+        if (Q->present_requests[k] == Q->request)
+            continue;
+        if (shown < 8)
+            printf(shown ? ", run %zu: %lld"
+                   : md  ? "\nnumbered otherwise: run %zu: %lld"
+                         : "  numbered otherwise: run %zu: %lld",
+                   Q->present_runs[k], (long long)Q->present_requests[k]);
+        shown++;
+    }
+    if (shown > 8)
+        printf(" (and %zu more)", shown - 8);
+    if (shown)
+        printf("\n");
+    if (Q->n_missing == 0)
+        return;
+    printf(md ? "\nmissing from %zu runs (no completion of this prompt there):"
+              : "  missing from %zu runs (no completion of this prompt there):",
+           Q->n_missing);
+    for (size_t k = 0; k < Q->n_missing && k < 16; k++)
+        printf(" %zu", Q->missing_runs[k]);
+    printf(Q->n_missing > 16 ? " ...\n" : "\n");
 }
 
 static void print_tokens(const ulp_streams_group *g, size_t max)
@@ -119,11 +155,19 @@ static void print_text(const ulp_streams_result *r, const partings *pt, int md)
 {
     size_t slot = 0;
     printf(md ? "# ulpprof streams: %zu runs\n" : "ulpprof streams: %zu runs\n", r->n_runs);
+    if (r->by_prompt)
+        printf(md ? "\nrequests identified by their prompt tokens (`%s`)\n"
+                  : "requests identified by their prompt tokens ('%s')\n",
+               r->ids_name);
+    else
+        printf(md ? "\nrequests identified by their number (no run records fed token ids)\n"
+                  : "requests identified by their number (no run records fed token ids)\n");
     for (size_t q = 0; q < r->n_requests; q++) {
         const ulp_streams_request *Q = &r->requests[q];
         printf(md ? "\n## request %lld: %zu runs, %zu distinct completions\n\n"
                   : "\nrequest %lld: %zu runs, %zu distinct completions\n",
                (long long)Q->request, Q->n_runs, Q->n_groups);
+        print_identity(Q, md);
         if (md)
             printf("| completion | runs | first run | parts at step | token | common token | "
                    "margin | common margin | tokens |\n|---|---|---|---|---|---|---|---|---|\n");
@@ -161,7 +205,7 @@ static void print_text(const ulp_streams_result *r, const partings *pt, int md)
         printf(any ? "\n" : " none\n");
         for (size_t g = 0; pt && g < Q->n_groups; g++, slot++)
             if (!Q->groups[g].common)
-                print_parting(&pt->at[slot], Q->request, g, md);
+                print_parting(&pt->at[slot], g, md);
         if (pt == NULL)
             slot += Q->n_groups;
     }
@@ -172,12 +216,15 @@ static json_t *num_or_null(double v)
     return isnan(v) ? json_null() : json_real(v);
 }
 
-static json_t *parting_json(const parting *p, int64_t request)
+static json_t *parting_json(const parting *p)
 {
     if (!p->found)
         return json_null();
-    char sel[512];
+    char sel[512], selc[512];
+    int64_t request = p->request;
     snprintf(sel, sizeof sel, "%s@%lld:%lld-%lld", p->capture, (long long)request,
+             (long long)p->first, (long long)p->last);
+    snprintf(selc, sizeof selc, "%s@%lld:%lld-%lld", p->capture, (long long)p->common,
              (long long)p->first, (long long)p->last);
     json_t *o = json_object();
     json_object_set_new(o, "capture", json_string(p->capture));
@@ -186,6 +233,8 @@ static json_t *parting_json(const parting *p, int64_t request)
     json_object_set_new(o, "position", json_integer(p->position));
     json_object_set_new(o, "last_position", json_integer(p->last));
     json_object_set_new(o, "select", json_string(sel));
+    json_object_set_new(o, "request_common", json_integer(p->common));
+    json_object_set_new(o, "select_common", json_string(selc));
     return o;
 }
 
@@ -198,11 +247,24 @@ static int print_json(const ulp_streams_result *r, const partings *pt)
     for (size_t i = 0; i < r->n_runs; i++)
         json_array_append_new(runs, json_string(r->paths[i]));
     json_object_set_new(root, "runs", runs);
+    json_object_set_new(root, "requests_by", json_string(r->by_prompt ? "prompt" : "number"));
+    json_object_set_new(root, "ids", r->by_prompt ? json_string(r->ids_name) : json_null());
     for (size_t q = 0; q < r->n_requests; q++) {
         const ulp_streams_request *Q = &r->requests[q];
         json_t *o = json_object(), *groups = json_array(), *hist = json_array();
         json_object_set_new(o, "request", json_integer(Q->request));
         json_object_set_new(o, "runs", json_integer((json_int_t)Q->n_runs));
+        json_t *in = json_array(), *miss = json_array();
+        for (size_t k = 0; k < Q->n_runs; k++) {
+            json_t *e = json_object();
+            json_object_set_new(e, "run", json_integer((json_int_t)Q->present_runs[k]));
+            json_object_set_new(e, "request", json_integer(Q->present_requests[k]));
+            json_array_append_new(in, e);
+        }
+        for (size_t k = 0; k < Q->n_missing; k++)
+            json_array_append_new(miss, json_integer((json_int_t)Q->missing_runs[k]));
+        json_object_set_new(o, "in_runs", in);
+        json_object_set_new(o, "runs_missing", miss);
         for (size_t g = 0; g < Q->n_groups; g++) {
             const ulp_streams_group *G = &Q->groups[g];
             json_t *go = json_object(), *gr = json_array(), *tk = json_array();
@@ -226,7 +288,7 @@ static int print_json(const ulp_streams_result *r, const partings *pt)
                 json_object_set_new(go, "margin", num_or_null(G->margin));
                 json_object_set_new(go, "margin_common", num_or_null(G->margin_common));
                 if (pt)
-                    json_object_set_new(go, "activations", parting_json(&pt->at[slot], Q->request));
+                    json_object_set_new(go, "activations", parting_json(&pt->at[slot]));
             }
             slot++;
             json_array_append_new(groups, go);
@@ -267,7 +329,17 @@ static void partings_free(partings *pt, const ulp_streams_result *r)
     pt->at = NULL;
 }
 
-/* Each other completion's first run against the common one's, by row digests. */
+/* The request's number in run `run` (one that gave tokens for it). */
+static int64_t number_in(const ulp_streams_request *Q, size_t run)
+{
+    for (size_t k = 0; k < Q->n_runs; k++)
+        if (Q->present_runs[k] == run)
+            return Q->present_requests[k];
+    return Q->request;
+}
+
+/* Each other completion's first run against the common one's, by row digests (of the
+ * request's rows only: in each run under its own number). */
 static ulp_status compare_groups(const ulp_streams_result *r, const char *const *files,
                                  partings *pt, ulp_error *err)
 {
@@ -284,12 +356,16 @@ static ulp_status compare_groups(const ulp_streams_result *r, const char *const 
         for (size_t g = 0; g < Q->n_groups; g++, slot++) {
             if (Q->groups[g].common)
                 continue;
-            ulp_status st = ulp_digest_compare(files[Q->groups[common].runs[0]],
-                                               files[Q->groups[g].runs[0]], &pt->res[slot], err);
+            size_t rc = Q->groups[common].runs[0], rg = Q->groups[g].runs[0];
+            int64_t qc = number_in(Q, rc), qg = number_in(Q, rg);
+            ulp_status st =
+                ulp_digest_compare_request(files[rc], qc, files[rg], qg, &pt->res[slot], err);
             if (st != ULP_OK)
                 return st;
-            pt->at[slot] = find_parting(pt->res[slot], Q->request,
+            pt->at[slot] = find_parting(pt->res[slot], qc,
                                         parting_position(&Q->groups[g], &Q->groups[common]));
+            pt->at[slot].request = qg;
+            pt->at[slot].common = qc;
         }
     }
     return ULP_OK;

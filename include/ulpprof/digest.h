@@ -49,6 +49,11 @@ ULP_API int ulp_digest_only(const char *path);
 /* Compares two snapshot files by row digests.  ULP_EINVAL when nothing is compared. */
 ULP_API ulp_status ulp_digest_compare(const char *a, const char *b, ulp_digest_result **out,
                                       ulp_error *err);
+/* As ulp_digest_compare, of one request's rows with positions: A's `request_a` against B's
+ * `request_b` (the same prompt numbered otherwise), reported under `request_a`. */
+ULP_API ulp_status ulp_digest_compare_request(const char *a, int64_t request_a, const char *b,
+                                              int64_t request_b, ulp_digest_result **out,
+                                              ulp_error *err);
 ULP_API void ulp_digest_result_free(ulp_digest_result *r);
 
 #ifdef __cplusplus

@@ -241,7 +241,8 @@ def expected_parting(c, g, request):
     name, first, last = best
     return {"capture": name, "layer": NAMES.index(name) if name != "tokens" else None,
             "request": request, "position": first, "last_position": last,
-            "select": "%s@%d:%d-%d" % (name, request, first, last)}
+            "select": "%s@%d:%d-%d" % (name, request, first, last),
+            "request_common": request, "select_common": "%s@%d:%d-%d" % (name, request, first, last)}
 
 
 def compare_numpy(doc, what):
