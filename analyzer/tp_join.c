@@ -253,9 +253,12 @@ static ulp_status copy_run(joiner *j, ulp_error *err)
 }
 
 ulp_status ulp_tp_join(const char *dir, const char *site_map, const char *out,
-                       ulp_tp_join_info *info, ulp_error *err)
+                       ulp_tp_join_info **info_out, ulp_error *err)
 {
-    memset(info, 0, sizeof *info);
+    *info_out = NULL;
+    ulp_tp_join_info *info = calloc(1, sizeof *info);
+    if (info == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
     ulp_ladder_file *files = NULL;
     size_t n = 0;
     joiner j = {dir, NULL, 0, NULL, NULL, NULL, NULL, info};
@@ -306,5 +309,14 @@ ulp_status ulp_tp_join(const char *dir, const char *site_map, const char *out,
     free(j.out);
     ulp_site_map_free(j.map);
     ulp_ladder_files_free(files, n);
+    if (st == ULP_OK)
+        *info_out = info;
+    else
+        free(info);
     return st;
+}
+
+void ulp_tp_join_info_free(ulp_tp_join_info *info)
+{
+    free(info);
 }

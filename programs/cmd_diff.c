@@ -199,9 +199,9 @@ typedef struct diff_cli {
     const char *path_a, *path_b;
     const char *contract;
     int tp_join;
-    char *joined[2];        /* --tp-join: the joined snapshots, removed at the end */
-    const char *dirs[2];    /* --tp-join: the paths given                          */
-    ulp_tp_join_info tp[2]; /* --tp-join: what joining side 0 (A) or 1 (B) did     */
+    char *joined[2];         /* --tp-join: the joined snapshots, removed at the end */
+    const char *dirs[2];     /* --tp-join: the paths given                          */
+    ulp_tp_join_info *tp[2]; /* --tp-join: what joining side 0 (A) or 1 (B) did    */
 } diff_cli;
 
 /* Fills `o` from the command line: -1 to go on, else the exit status. */
@@ -554,13 +554,12 @@ static int tp_join(diff_cli *o, int side)
         return -1;
     }
     snprintf(o->joined[side], n, "%s/joined.h5", dir);
-    ulp_tp_join_info info;
     ulp_error err;
     if (ulp_tp_join(*path, o->opts.site_map, o->joined[side], &o->tp[side], &err) != ULP_OK) {
         cli_error("%s", err.msg);
         return -1;
     }
-    info = o->tp[side];
+    const ulp_tp_join_info info = *o->tp[side];
     fprintf(stderr,
             "ulpprof diff: '%s': %zu ranks joined: %zu captures column-parallel, joined on the "
             "last axis in rank order; %zu whole on every rank, rank 0's compared",
@@ -582,6 +581,8 @@ static int tp_join(diff_cli *o, int side)
 static void tp_join_clean(diff_cli *o)
 {
     for (int side = 0; side < 2; side++) {
+        ulp_tp_join_info_free(o->tp[side]);
+        o->tp[side] = NULL;
         if (o->joined[side] == NULL)
             continue;
         unlink(o->joined[side]);
@@ -600,8 +601,8 @@ static void tp_join_clean(diff_cli *o)
 static void tp_join_paths(const diff_cli *o, ulp_diff_result *res)
 {
     const char *a = o->dirs[0], *b = o->dirs[1];
-    res->tp_join_a = o->joined[0] != NULL ? &o->tp[0] : NULL;
-    res->tp_join_b = o->joined[1] != NULL ? &o->tp[1] : NULL;
+    res->tp_join_a = o->joined[0] != NULL ? o->tp[0] : NULL;
+    res->tp_join_b = o->joined[1] != NULL ? o->tp[1] : NULL;
     char *pa = strdup(a), *pb = strdup(b);
     if (pa == NULL || pb == NULL) {
         free(pa);

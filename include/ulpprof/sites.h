@@ -64,7 +64,8 @@ ULP_API const char *ulp_site_lookup(const ulp_site_map *m, const char *name, int
 /* 1 when `site` is a name of the vocabulary, 0 otherwise. */
 ULP_API int ulp_site_known(const char *site);
 
-/* What ulp_tp_join() did. */
+/* What ulp_tp_join() did: allocated by the library (fields may be appended),
+ * freed with ulp_tp_join_info_free(). */
 typedef struct ulp_tp_join_info {
     size_t ranks;             /* files joined (ranks 0..ranks-1)                    */
     size_t joined;            /* captures joined on the last axis (column-parallel) */
@@ -89,14 +90,18 @@ typedef struct ulp_tp_join_info {
  * which needs `[qkv Hq=N Hkv=N D=N]` in the map, or the per-group layout,
  * whose groups the ranks hold whole).  Every other capture (row-parallel
  * outputs after their all-reduce, norms, embeddings, logits) must have
- * one shape on every rank: rank 0's is written, and *info says whether
- * the ranks agree bit for bit.  `site_map` as ulp_site_map_open().
+ * one shape on every rank: rank 0's is written, and **info says whether
+ * the ranks agree bit for bit (on success *info is the caller's to free,
+ * on error NULL).  `site_map` as ulp_site_map_open().
  * Errors (ULP_EINVAL, one sentence naming the file and capture): ranks
  * not 0..N-1, a capture missing from a rank, shards of other dtypes,
  * leading axes or positions, a qkv without head counts.
  */
 ULP_API ulp_status ulp_tp_join(const char *dir, const char *site_map, const char *out,
-                               ulp_tp_join_info *info, ulp_error *err);
+                               ulp_tp_join_info **info, ulp_error *err);
+
+/* Frees what ulp_tp_join() returned in *info; NULL is accepted. */
+ULP_API void ulp_tp_join_info_free(ulp_tp_join_info *info);
 
 #ifdef __cplusplus
 }
