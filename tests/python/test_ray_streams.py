@@ -207,7 +207,7 @@ def expected_groups(request):
                     "token_common": common[k] if k < len(common) else None,
                     "margin": m[k] if k < len(m) else None,
                     "margin_common": mc[k] if k < len(mc) else None,
-                    "activations": expected_parting(crun, runs[0], request)})
+                    "activations": expected_parting(crun, runs[0], request, PROMPT - 1 + k)})
     return out
 
 
@@ -225,15 +225,18 @@ def rows_of(i):
     return out
 
 
-def expected_parting(c, g, request):
+def expected_parting(c, g, request, last_fed):
     """Where run g's rows of `request` first differ from run c's: the least
     position where any capture differs, the first capture in write order
-    there, and that capture's differing positions of the request."""
+    there, and that capture's differing positions of the request, up to
+    `last_fed`, the position whose logits emitted the parting token (after
+    it the two runs were fed different tokens)."""
     a, b = rows_of(c), rows_of(g)
     best = None
     for name in NAMES:
         diff = sorted(p for (r, p), v in a[name].items()
-                      if r == request and (r, p) in b[name] and b[name][(r, p)] != v)
+                      if r == request and p <= last_fed and (r, p) in b[name] and
+                      b[name][(r, p)] != v)
         if diff and (best is None or diff[0] < best[1]):
             best = (name, diff[0], diff[-1])
     if best is None:
