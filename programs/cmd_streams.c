@@ -5,7 +5,6 @@
  * and each completion's parting step with its tokens and margins.
  */
 #include <getopt.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "cli.h"
 #include "ulpprof/digest.h"
 #include "ulpprof/ladder.h"
+#include "ulpprof/report.h"
 #include "ulpprof/streams.h"
 
 #define STREAMS_USAGE "ulpprof streams [-f table|markdown|json] [--activations] RUN... | DIR"
@@ -211,103 +211,150 @@ static void print_text(const ulp_streams_result *r, const partings *pt, int md)
     }
 }
 
-static json_t *num_or_null(double v)
+/* "key": v, or null when v is negative (a token past the end, no layer). */
+static void key_int_or_null(ulp_json *j, const char *key, int64_t v)
 {
-    return isnan(v) ? json_null() : json_real(v);
+    ulp_json_key(j, key);
+    if (v < 0)
+        ulp_json_null(j);
+    else
+        ulp_json_int(j, v);
 }
 
-static json_t *parting_json(const parting *p)
+static void key_int(ulp_json *j, const char *key, int64_t v)
 {
-    if (!p->found)
-        return json_null();
+    ulp_json_key(j, key);
+    ulp_json_int(j, v);
+}
+
+static void parting_json(ulp_json *j, const parting *p)
+{
+    if (!p->found) {
+        ulp_json_null(j);
+        return;
+    }
     char sel[512], selc[512];
     int64_t request = p->request;
     snprintf(sel, sizeof sel, "%s@%lld:%lld-%lld", p->capture, (long long)request,
              (long long)p->first, (long long)p->last);
     snprintf(selc, sizeof selc, "%s@%lld:%lld-%lld", p->capture, (long long)p->common,
              (long long)p->first, (long long)p->last);
-    json_t *o = json_object();
-    json_object_set_new(o, "capture", json_string(p->capture));
-    json_object_set_new(o, "layer", p->layer >= 0 ? json_integer(p->layer) : json_null());
-    json_object_set_new(o, "request", json_integer(request));
-    json_object_set_new(o, "position", json_integer(p->position));
-    json_object_set_new(o, "last_position", json_integer(p->last));
-    json_object_set_new(o, "select", json_string(sel));
-    json_object_set_new(o, "request_common", json_integer(p->common));
-    json_object_set_new(o, "select_common", json_string(selc));
-    return o;
+    ulp_json_object(j);
+    ulp_json_key(j, "capture");
+    ulp_json_string(j, p->capture);
+    key_int_or_null(j, "layer", p->layer);
+    key_int(j, "request", request);
+    key_int(j, "position", p->position);
+    key_int(j, "last_position", p->last);
+    ulp_json_key(j, "select");
+    ulp_json_string(j, sel);
+    key_int(j, "request_common", p->common);
+    ulp_json_key(j, "select_common");
+    ulp_json_string(j, selc);
+    ulp_json_end(j);
 }
 
+static void group_json(ulp_json *j, const ulp_streams_group *G, const parting *p)
+{
+    ulp_json_object(j);
+    key_int(j, "count", (int64_t)G->n_runs);
+    ulp_json_key(j, "runs");
+    ulp_json_array(j);
+    for (size_t k = 0; k < G->n_runs; k++)
+        ulp_json_uint(j, G->runs[k]);
+    ulp_json_end(j);
+    ulp_json_key(j, "tokens");
+    ulp_json_array(j);
+    for (size_t k = 0; k < G->n_tokens; k++)
+        ulp_json_int(j, G->tokens[k]);
+    ulp_json_end(j);
+    ulp_json_key(j, "common");
+    ulp_json_bool(j, G->common);
+    ulp_json_key(j, "part_step");
+    if (G->common) {
+        ulp_json_null(j);
+    } else {
+        ulp_json_int(j, G->part_step);
+        key_int_or_null(j, "token", G->token);
+        key_int_or_null(j, "token_common", G->token_common);
+        ulp_json_key(j, "margin");
+        ulp_json_real(j, G->margin); /* NaN past the end: null */
+        ulp_json_key(j, "margin_common");
+        ulp_json_real(j, G->margin_common);
+        if (p != NULL) {
+            ulp_json_key(j, "activations");
+            parting_json(j, p);
+        }
+    }
+    ulp_json_end(j);
+}
+
+static void request_json(ulp_json *j, const ulp_streams_request *Q, const partings *pt,
+                         size_t *slot)
+{
+    ulp_json_object(j);
+    key_int(j, "request", Q->request);
+    key_int(j, "runs", (int64_t)Q->n_runs);
+    ulp_json_key(j, "in_runs");
+    ulp_json_array(j);
+    for (size_t k = 0; k < Q->n_runs; k++) {
+        ulp_json_object(j);
+        key_int(j, "run", (int64_t)Q->present_runs[k]);
+        key_int(j, "request", Q->present_requests[k]);
+        ulp_json_end(j);
+    }
+    ulp_json_end(j);
+    ulp_json_key(j, "runs_missing");
+    ulp_json_array(j);
+    for (size_t k = 0; k < Q->n_missing; k++)
+        ulp_json_uint(j, Q->missing_runs[k]);
+    ulp_json_end(j);
+    ulp_json_key(j, "completions");
+    ulp_json_array(j);
+    for (size_t g = 0; g < Q->n_groups; g++, (*slot)++)
+        group_json(j, &Q->groups[g], pt ? &pt->at[*slot] : NULL);
+    ulp_json_end(j);
+    ulp_json_key(j, "parting_steps");
+    ulp_json_array(j);
+    for (size_t s = 0; s < Q->n_hist; s++)
+        if (Q->hist[s]) {
+            ulp_json_object(j);
+            key_int(j, "step", (int64_t)s);
+            key_int(j, "runs", (int64_t)Q->hist[s]);
+            ulp_json_end(j);
+        }
+    ulp_json_end(j);
+    ulp_json_end(j);
+}
+
+/* The report in JSON, through the project's one JSON writer (ulpprof/report.h). */
 static int print_json(const ulp_streams_result *r, const partings *pt)
 {
+    ulp_json *j = ulp_json_open(stdout);
+    if (j == NULL)
+        return -1;
     size_t slot = 0;
-    json_t *root = json_object(), *runs = json_array(), *reqs = json_array();
-    json_object_set_new(root, "format", json_string("ulpprof-streams"));
-    json_object_set_new(root, "format_version", json_integer(1));
+    ulp_json_object(j);
+    ulp_json_key(j, "format");
+    ulp_json_string(j, "ulpprof-streams");
+    key_int(j, "format_version", 1);
+    ulp_json_key(j, "runs");
+    ulp_json_array(j);
     for (size_t i = 0; i < r->n_runs; i++)
-        json_array_append_new(runs, json_string(r->paths[i]));
-    json_object_set_new(root, "runs", runs);
-    json_object_set_new(root, "requests_by", json_string(r->by_prompt ? "prompt" : "number"));
-    json_object_set_new(root, "ids", r->by_prompt ? json_string(r->ids_name) : json_null());
-    for (size_t q = 0; q < r->n_requests; q++) {
-        const ulp_streams_request *Q = &r->requests[q];
-        json_t *o = json_object(), *groups = json_array(), *hist = json_array();
-        json_object_set_new(o, "request", json_integer(Q->request));
-        json_object_set_new(o, "runs", json_integer((json_int_t)Q->n_runs));
-        json_t *in = json_array(), *miss = json_array();
-        for (size_t k = 0; k < Q->n_runs; k++) {
-            json_t *e = json_object();
-            json_object_set_new(e, "run", json_integer((json_int_t)Q->present_runs[k]));
-            json_object_set_new(e, "request", json_integer(Q->present_requests[k]));
-            json_array_append_new(in, e);
-        }
-        for (size_t k = 0; k < Q->n_missing; k++)
-            json_array_append_new(miss, json_integer((json_int_t)Q->missing_runs[k]));
-        json_object_set_new(o, "in_runs", in);
-        json_object_set_new(o, "runs_missing", miss);
-        for (size_t g = 0; g < Q->n_groups; g++) {
-            const ulp_streams_group *G = &Q->groups[g];
-            json_t *go = json_object(), *gr = json_array(), *tk = json_array();
-            for (size_t k = 0; k < G->n_runs; k++)
-                json_array_append_new(gr, json_integer((json_int_t)G->runs[k]));
-            for (size_t k = 0; k < G->n_tokens; k++)
-                json_array_append_new(tk, json_integer(G->tokens[k]));
-            json_object_set_new(go, "count", json_integer((json_int_t)G->n_runs));
-            json_object_set_new(go, "runs", gr);
-            json_object_set_new(go, "tokens", tk);
-            json_object_set_new(go, "common", json_boolean(G->common));
-            if (G->common) {
-                json_object_set_new(go, "part_step", json_null());
-            } else {
-                json_object_set_new(go, "part_step", json_integer(G->part_step));
-                json_object_set_new(go, "token",
-                                    G->token < 0 ? json_null() : json_integer(G->token));
-                json_object_set_new(go, "token_common",
-                                    G->token_common < 0 ? json_null()
-                                                        : json_integer(G->token_common));
-                json_object_set_new(go, "margin", num_or_null(G->margin));
-                json_object_set_new(go, "margin_common", num_or_null(G->margin_common));
-                if (pt)
-                    json_object_set_new(go, "activations", parting_json(&pt->at[slot]));
-            }
-            slot++;
-            json_array_append_new(groups, go);
-        }
-        for (size_t s = 0; s < Q->n_hist; s++)
-            if (Q->hist[s]) {
-                json_t *h = json_object();
-                json_object_set_new(h, "step", json_integer((json_int_t)s));
-                json_object_set_new(h, "runs", json_integer((json_int_t)Q->hist[s]));
-                json_array_append_new(hist, h);
-            }
-        json_object_set_new(o, "completions", groups);
-        json_object_set_new(o, "parting_steps", hist);
-        json_array_append_new(reqs, o);
-    }
-    json_object_set_new(root, "requests", reqs);
-    int rc = json_dumpf(root, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+        ulp_json_string(j, r->paths[i]);
+    ulp_json_end(j);
+    ulp_json_key(j, "requests_by");
+    ulp_json_string(j, r->by_prompt ? "prompt" : "number");
+    ulp_json_key(j, "ids");
+    ulp_json_string(j, r->by_prompt ? r->ids_name : NULL);
+    ulp_json_key(j, "requests");
+    ulp_json_array(j);
+    for (size_t q = 0; q < r->n_requests; q++)
+        request_json(j, &r->requests[q], pt, &slot);
+    ulp_json_end(j);
+    ulp_json_end(j);
+    int rc = ulp_json_close(j);
     printf("\n");
-    json_decref(root);
     return rc;
 }
 
