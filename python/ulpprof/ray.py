@@ -24,7 +24,8 @@ prints on the same files gathered in one directory (format
 
 `ulpprof.ray.streams(runs)` is `ulpprof streams --activations -f json` of
 runs (each a snapshot or a directory of per-rank files) that sit on several
-nodes: each node reads its runs' token streams and only those travel; the
+nodes: each node reads its runs' token streams and fed token ids and only
+those travel; the
 driver groups them; each completion's first run is then compared with the
 common one's by row digests on the common one's node, a representative on
 another node moving there as its digest-only file (see streams()).
@@ -283,41 +284,101 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None,
 # --- ulpprof streams over runs on several nodes ---------------------------
 
 
-def _token_captures(path: str) -> List[Tuple[Any, Any, Any]]:
-    """(rows f64 [n, 2], positions, requests) of each `tokens` capture of a
-    file, in write (seq) order: those `ulpprof streams` reads (f64, [rows, 2],
-    positions over axis 0; FORMAT.md, "Produced tokens")."""
+# Integer dtypes (ulpprof/dtype.h): a capture of fed token ids holds one of these.
+_ID_DTYPES = ("i64", "i32", "i16", "i8", "u8")
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+
+
+def _fed_ids(occ: Any) -> bool:
+    """As the program's test for fed token ids (FORMAT.md "Parted token
+    streams"): role `input`, an integer dtype, `positions`, one element a
+    row."""
+    import numpy as np
+    a = occ.attrs
+    if _text(a.get("role", "")) != "input" or _text(a.get("dtype", "")) not in _ID_DTYPES \
+            or "positions" not in a:
+        return False
+    return int(np.asarray(a["positions"]).size) == int(np.prod(occ.shape, dtype=np.int64))
+
+
+def _ids_names(f: Any) -> List[str]:
+    """The names of /captures whose every capture holds fed token ids (the
+    program reads the first written of them)."""
+    import h5py
+    caps = f.get("captures")
+    if not isinstance(caps, h5py.Group):
+        return []
+    out = []
+    for name, grp in caps.items():
+        if name == "tokens" or not isinstance(grp, h5py.Group) or len(grp) == 0:
+            continue
+        if all(isinstance(o, h5py.Dataset) and _fed_ids(o) for o in grp.values()):
+            out.append(name)
+    return out
+
+
+def _token_captures(path: str) -> List[Tuple[Any, ...]]:
+    """What `ulpprof streams` reads of a file, in write (seq) order, each as
+    (name, dtype, role, rows, positions, requests or None): its `tokens`
+    captures (f64, [rows, 2], positions over axis 0; FORMAT.md "Produced
+    tokens") and its captures of fed token ids (by which a request is
+    known across runs: its prompt), their rows as stored."""
     import h5py
     import numpy as np
     out = []
     try:
         with h5py.File(path, "r") as f:
             grp = f.get("captures/tokens")
-            if not isinstance(grp, h5py.Group):
-                return out
-            for occ in grp.values():
-                a = occ.attrs
-                if not isinstance(occ, h5py.Dataset) or len(occ.shape) != 2 \
-                        or occ.shape[1] != 2 or a.get("dtype") not in (b"f64", "f64") \
-                        or "positions" not in a:
-                    continue
-                pos = np.asarray(a["positions"], dtype=np.int64).reshape(-1)
-                req = np.asarray(a["requests"], dtype=np.int64).reshape(-1) \
-                    if "requests" in a else np.zeros_like(pos)
-                if len(pos) != occ.shape[0] or len(req) != len(pos):
-                    continue
-                out.append((int(a.get("seq", 0)), np.ascontiguousarray(occ[()], np.float64),
-                            pos, req))
-    except (OSError, ValueError) as e:
+            if isinstance(grp, h5py.Group):
+                for occ in grp.values():
+                    a = occ.attrs
+                    if not isinstance(occ, h5py.Dataset) or len(occ.shape) != 2 \
+                            or occ.shape[1] != 2 or _text(a.get("dtype", "")) != "f64" \
+                            or "positions" not in a:
+                        continue
+                    pos = np.asarray(a["positions"], dtype=np.int64).reshape(-1)
+                    req = np.asarray(a["requests"], dtype=np.int64).reshape(-1) \
+                        if "requests" in a else np.zeros_like(pos)
+                    if len(pos) != occ.shape[0] or len(req) != len(pos):
+                        continue
+                    out.append((int(a.get("seq", 0)), "tokens", "f64", "activation",
+                                np.ascontiguousarray(occ[()], np.float64), pos, req))
+            for name in _ids_names(f):
+                for occ in f["captures"][name].values():
+                    a = occ.attrs
+                    pos = np.asarray(a["positions"], dtype=np.int64).reshape(-1)
+                    req = np.asarray(a["requests"], dtype=np.int64).reshape(-1) \
+                        if "requests" in a else None
+                    if req is not None and len(req) != len(pos):
+                        req = None  # the program reads such a capture as request 0's
+                    out.append((int(a.get("seq", 0)), name, _text(a["dtype"]), "input",
+                                np.ascontiguousarray(occ[()]).reshape(-1), pos, req))
+    except (OSError, ValueError, KeyError) as e:
         raise SnapshotError("ulpprof: cannot read the tokens of '%s': %s" % (path, e)) from None
     out.sort(key=lambda t: t[0])
     return [t[1:] for t in out]
 
 
-def _node_streams(paths: Sequence[str]) -> List[Tuple[str, List[Tuple[Any, Any, Any]]]]:
+def _stream_bytes(caps: List[Tuple[Any, ...]]) -> Tuple[int, int]:
+    """(bytes of the `tokens` rows, bytes of the fed ids' rows), each row with
+    its position and request."""
+    tok = ids = 0
+    for name, _, role, rows, pos, req in caps:
+        n = rows.nbytes + pos.nbytes + (req.nbytes if req is not None else 0)
+        if role == "input":
+            ids += n
+        else:
+            tok += n
+    return tok, ids
+
+
+def _node_streams(paths: Sequence[str]) -> List[Tuple[str, List[Tuple[Any, ...]]]]:
     """On a run's node: per run, the file `ulpprof streams` reads of it (a
     directory's first rank, as the program resolves it) and that file's
-    token captures.  The program itself checks the runs (one line naming
+    token and fed-id captures.  The program itself checks the runs (one line naming
     the file when one cannot be used)."""
     if not paths:
         return []
@@ -327,14 +388,16 @@ def _node_streams(paths: Sequence[str]) -> List[Tuple[str, List[Tuple[Any, Any, 
 
 
 def _digest_only(path: str) -> bool:
-    """As ulp_digest_only(): /digests holds rows and /captures nothing but
-    `tokens`."""
+    """As ulp_digest_only(), the fed token ids aside: /digests holds rows and
+    /captures nothing but `tokens` and captures of fed token ids (a few
+    bytes a position, as the tokens)."""
     import h5py
     try:
         with h5py.File(path, "r") as f:
             dg, caps = f.get("digests"), f.get("captures")
             has = isinstance(dg, h5py.Group) and len(dg) > 0
-            data = isinstance(caps, h5py.Group) and any(k != "tokens" for k in caps)
+            small = ["tokens"] + _ids_names(f)
+            data = isinstance(caps, h5py.Group) and any(k not in small for k in caps)
             return has and not data
     except (OSError, ValueError):
         return False
@@ -342,8 +405,8 @@ def _digest_only(path: str) -> bool:
 
 def _digest_file(path: str) -> bytes:
     """On a representative's node: what moves of it to the common one's
-    node, its digest-only file (token rows, one 8-byte digest a row of
-    every capture, the metadata; no tensor)."""
+    node, its digest-only file (token rows, fed token ids, one 8-byte
+    digest a row of every other capture, the metadata; no tensor)."""
     if not _digest_only(path):
         raise SnapshotError("ulpprof: '%s' holds captured tensors, and its completion's first run "
                             "is compared on another node: ulpprof.ray.streams moves digests, "
@@ -403,18 +466,21 @@ def _placed_runs(runs: Any) -> List[Tuple[str, List[str]]]:
     return placed
 
 
-def _replay_tokens(path: str, caps: List[Tuple[Any, Any, Any]]) -> None:
-    """A file holding only these token captures, written through the capture
-    API as a program writes them: what `ulpprof streams` groups."""
+def _replay_tokens(path: str, caps: List[Tuple[Any, ...]]) -> None:
+    """A file holding only these captures (tokens and fed ids), written in
+    their order through the capture API as a program writes them, with
+    their name, dtype, role, positions and requests: what `ulpprof streams`
+    groups."""
     import numpy as np
 
     from . import _lib
     s = _lib.Session(path, label="tokens")
     try:
-        for rows, pos, req in caps:
-            rows = np.ascontiguousarray(rows, np.float64)
-            st = s.capture("tokens", rows.ctypes.data, "f64", rows.shape,
-                           positions=pos.tolist(), requests=req.tolist(), row_rank=1)
+        for name, dtype, role, rows, pos, req in caps:
+            rows = np.ascontiguousarray(rows)
+            st = s.capture(name, rows.ctypes.data, dtype, list(rows.shape), role=role,
+                           positions=pos.tolist(),
+                           requests=None if req is None else req.tolist(), row_rank=1)
             if st != 0:
                 raise SnapshotError("ulpprof: cannot write the tokens of '%s' here: %s"
                                     % (path, _lib.status_str(st)))
@@ -437,16 +503,20 @@ def streams(runs: Any, address: Optional[str] = None, activations: bool = True,
     the order of `runs`; `runs` in the result names each run's file as
     `NODE:PATH`.
 
-    Each node reads its runs' token captures (16 bytes a generated token;
-    needs h5py there) and only those reach the driver, which groups them
-    with the program.  With `activations`, each other completion's first
-    run is compared with the common one's by row digests on the common
-    one's node: a representative on another node moves there as its
-    digest-only file (no tensor; a run that holds tensors is refused
-    there).  Raises SnapshotError when a run cannot be used, ValueError on
-    a bad argument.  `stats`, a dict, receives `runs`, `token_bytes` (what
-    reached the driver), `pairs`, `pairs_across_nodes` and `bytes_moved`
-    (the digest files moved between nodes)."""
+    Each node reads its runs' token captures (16 bytes a generated token)
+    and captures of fed token ids (a few bytes a fed position; by which
+    the program knows a request across runs by its prompt), needing h5py
+    there, and only those reach the driver, which writes them back through
+    the capture API and groups them with the program.  With `activations`,
+    each other completion's first run is compared with the common one's
+    by row digests on the common one's node: a representative on another
+    node moves there as its digest-only file (no tensor but the fed ids; a
+    run that holds tensors is refused there).  Raises SnapshotError when a
+    run cannot be used, ValueError on a bad argument.  `stats`, a dict,
+    receives `runs`, `token_bytes` and `id_bytes` (what reached the
+    driver: the tokens' and the fed ids' rows, each with its position and
+    request), `pairs`, `pairs_across_nodes` and `bytes_moved` (the digest
+    files moved between nodes)."""
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     placed = _placed_runs(runs)
@@ -460,7 +530,8 @@ def streams(runs: Any, address: Optional[str] = None, activations: bool = True,
             name = os.path.basename(os.path.normpath(given))
             order.append((name.encode("utf-8", "surrogateescape"), i, node, given, f, caps))
     order.sort(key=lambda r: (r[0], r[1]))
-    token_bytes = sum(c[0].nbytes + c[1].nbytes + c[2].nbytes for r in order for c in r[5])
+    token_bytes = sum(_stream_bytes(r[5])[0] for r in order)
+    id_bytes = sum(_stream_bytes(r[5])[1] for r in order)
     with tempfile.TemporaryDirectory(prefix="ulpprof-ray-streams-") as tmp:
         local = []
         for k, r in enumerate(order):
@@ -478,9 +549,12 @@ def streams(runs: Any, address: Optional[str] = None, activations: bool = True,
     if activations:
         for q in doc["requests"]:
             common = next(g for g in q["completions"] if g["common"])["runs"][0]
+            # The pair's report numbers the request as its first run, the common one, does.
+            req = int(next((e["request"] for e in q.get("in_runs", ()) if e["run"] == common),
+                           q["request"]))
             for g in q["completions"]:
                 if not g["common"]:
-                    pairs.setdefault((common, g["runs"][0]), []).append((int(q["request"]), g))
+                    pairs.setdefault((common, g["runs"][0]), []).append((req, g))
         jobs, moving = [], {}
         for c, g in pairs:
             nc, fc, ng, fg = order[c][2], order[c][4], order[g][2], order[g][4]
@@ -497,6 +571,6 @@ def streams(runs: Any, address: Optional[str] = None, activations: bool = True,
             for req, grp in pairs[(c, g)]:
                 grp["activations"] = parts.get(req)
     if stats is not None:
-        stats.update(runs=len(order), token_bytes=token_bytes, pairs=len(pairs),
+        stats.update(runs=len(order), token_bytes=token_bytes, id_bytes=id_bytes, pairs=len(pairs),
                      pairs_across_nodes=across, bytes_moved=moved)
     return doc

@@ -18,7 +18,14 @@ one's node and on others (their digest files move).  Checked:
   compared bit for bit, in write order) with the --select spec;
 - without activations, the same as `ulpprof streams -f json`;
 - a run that holds tensors is refused when its digests would have to move,
-  a missing run names its file.
+  a missing run names its file;
+- nine runs more that record their fed token ids (`input_ids`, kept in
+  full; the activations in digest mode), each numbering three prompts in
+  another order, 3/3/3 over the nodes: requests are identified by prompt
+  (the ids reach the driver), the report equals the local one field for
+  field, and against numpy: each prompt's numbers in every run, its
+  groups, parting steps, and where the activations part in each run's
+  numbering.
 Exit 77 (skipped) only when Ray cannot be installed.
 """
 import collections
@@ -279,6 +286,200 @@ def without_runs(doc):
     return {k: v for k, v in doc.items() if k != "runs"}
 
 
+# --- runs that record their fed token ids, requests in permuted order -------
+P_RUNS = 9
+P_PROMPTS = 3
+P_NAMES = ["input_ids", "layers.0.out", "layers.1.out", "tokens"]  # write order
+PERMS = [(0, 1, 2), (2, 0, 1), (1, 2, 0), (0, 2, 1), (2, 1, 0), (1, 0, 2), (2, 0, 1), (0, 1, 2),
+         (1, 2, 0)]  # PERMS[i][q]: run i's number of prompt q
+# prompt -> {run: (group, parting step)}; the other runs give the common completion.
+# Prompt 0's common completion is first given by run 1, which numbers it 2 (run 0: 0).
+P_PART = {0: {0: ("B", 2), 4: ("B", 2), 7: ("B", 2), 5: ("C", 4)}, 2: {8: ("F", 1)}}
+# (prompt, capture, positions) bumped in each group's runs: all at or before P = 3 + step.
+P_BUMPS = {"B": [(0, "layers.1.out", [5, 6]), (0, "layers.0.out", [6])],
+           "C": [(0, "layers.0.out", [7])], "F": [(2, "layers.1.out", [3, 4])]}
+
+
+def p_prompt(q):
+    return [10 * (q + 1) + k for k in range(PROMPT)]
+
+
+def p_tokens(i, q):
+    """(tokens, margins) of run i's completion of prompt q."""
+    base = [200 + 11 * k + 3 * q for k in range(STEPS)]
+    marg = [0.25 + 0.125 * k for k in range(STEPS)]
+    if i in P_PART.get(q, {}):
+        g, k = P_PART[q][i]
+        base[k:] = [t + 1 for t in base[k:]]
+        marg[k] = 1.0 / 2048
+    return base, marg
+
+
+def p_rows(i):
+    """{name: {(prompt, position): row bytes}} of run i as written."""
+    rng = np.random.default_rng(11)
+    acts = {n: rng.standard_normal((P_PROMPTS, POS, WIDTH)).astype(np.float32)
+            for n in P_NAMES[1:3]}
+    for q, (g, _) in ((q, v[i]) for q, v in P_PART.items() if i in v):
+        for bq, name, positions in P_BUMPS[g]:
+            for p in positions:
+                acts[name][bq, p].view(np.uint32)[0] += 1
+    out = {n: {(q, p): acts[n][q, p].tobytes() for q in range(P_PROMPTS) for p in range(POS)}
+           for n in acts}
+    out["input_ids"], out["tokens"] = {}, {}
+    for q in range(P_PROMPTS):
+        tk, mg = p_tokens(i, q)
+        fed = p_prompt(q) + tk[:-1]  # position PROMPT + k is fed step k's token
+        for p, t in enumerate(fed):
+            out["input_ids"][(q, p)] = np.array([t], np.int64).tobytes()
+        for k, (t, m) in enumerate(zip(tk, mg)):
+            out["tokens"][(q, PROMPT - 1 + k)] = np.array([t, m], np.float64).tobytes()
+    return out
+
+
+def p_write(path, i):
+    """Run i: the prompts' ids (prefill, then the decode feeds) in full, the
+    activations in digest mode, the tokens; rows in run i's request order."""
+    rows = p_rows(i)
+    order = sorted(range(P_PROMPTS), key=lambda q: PERMS[i][q])  # prompts by number
+    s = _lib.Session(path, label="prompts%d" % i)
+
+    def put(name, dtype, role, keys, layer=-1):
+        a = np.frombuffer(b"".join(rows[name][k] for k in keys),
+                          np.int64 if dtype == "i64" else
+                          np.float64 if dtype == "f64" else np.float32)
+        a = np.ascontiguousarray(a.reshape(len(keys), -1))
+        st = s.capture(name, a.ctypes.data, dtype, list(a.shape), layer=layer, role=role,
+                       positions=[p for _, p in keys], requests=[PERMS[i][q] for q, _ in keys],
+                       row_rank=1)
+        assert st == 0, st
+
+    put("input_ids", "i64", "input", [(q, p) for q in order for p in range(PROMPT)])
+    put("input_ids", "i64", "input", [k for q in order for k in sorted(rows["input_ids"])
+                                      if k[0] == q and k[1] >= PROMPT])
+    s.set_capture_mode("digest")
+    for layer, name in enumerate(P_NAMES[1:3]):
+        put(name, "f32", "activation", [(q, p) for q in order for p in range(POS)], layer)
+    put("tokens", "f64", "activation", [k for q in order for k in sorted(rows["tokens"])
+                                        if k[0] == q])
+    assert s.close() == 0
+
+
+def p_expected(q):
+    """numpy/hand: prompt q's completions, with where the activations part."""
+    gens = [p_tokens(i, q) for i in range(P_RUNS)]
+    by = collections.OrderedDict()
+    for i, (t, _) in enumerate(gens):
+        by.setdefault(tuple(t), []).append(i)
+    groups = sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[1][0]))
+    common, crun = list(groups[0][0]), groups[0][1][0]
+    out = []
+    for toks, runs in groups:
+        toks, g = list(toks), runs[0]
+        k = 0
+        while k < min(len(toks), len(common)) and toks[k] == common[k]:
+            k += 1
+        acts = None
+        if g != crun:
+            a, b = p_rows(crun), p_rows(g)
+            best = None
+            for name in P_NAMES:  # write order: the first capture differing at the least position
+                diff = sorted(p for (r, p), v in a[name].items()
+                              if r == q and p <= PROMPT - 1 + k and b[name].get((r, p)) != v)
+                if diff and (best is None or diff[0] < best[1]):
+                    best = (name, diff[0], diff[-1])
+            if best is not None:
+                name, first, last = best
+                acts = {"capture": name, "layer": P_NAMES.index(name) - 1
+                        if name.startswith("layers") else None,
+                        "request": PERMS[g][q], "position": first, "last_position": last,
+                        "select": "%s@%d:%d-%d" % (name, PERMS[g][q], first, last),
+                        "request_common": PERMS[crun][q],
+                        "select_common": "%s@%d:%d-%d" % (name, PERMS[crun][q], first, last)}
+        out.append({"runs": runs, "tokens": toks, "common": g == crun, "part": k,
+                    "token": None if g == crun else toks[k],
+                    "token_common": None if g == crun else common[k],
+                    "margin": None if g == crun else gens[g][1][k],
+                    "margin_common": None if g == crun else gens[crun][1][k],
+                    "activations": acts})
+    return out
+
+
+def p_compare_numpy(doc, what):
+    check(doc.get("requests_by") == "prompt" and doc.get("ids") == "input_ids",
+          "%s: requests by %r, ids %r" % (what, doc.get("requests_by"), doc.get("ids")))
+    check(len(doc["requests"]) == P_PROMPTS, "%s: %d requests" % (what, len(doc["requests"])))
+    seen = set()
+    for d in doc["requests"]:
+        q = next((q for q in range(P_PROMPTS) if PERMS[0][q] == d["request"]), None)
+        check(q is not None, "%s: request %r is none of run 0's" % (what, d["request"]))
+        if q is None:
+            continue
+        seen.add(q)
+        tag = "%s: prompt %d" % (what, q)
+        check(d["in_runs"] == [{"run": i, "request": PERMS[i][q]} for i in range(P_RUNS)]
+              and d["runs_missing"] == [] and d["runs"] == P_RUNS,
+              "%s: in runs %r, missing %r" % (tag, d["in_runs"], d["runs_missing"]))
+        want, got = p_expected(q), d["completions"]
+        check(len(got) == len(want), "%s: %d completions, numpy %d" % (tag, len(got), len(want)))
+        hist = collections.Counter()
+        for g, w in zip(got, want):
+            t = "%s, runs %s" % (tag, w["runs"])
+            check(g["runs"] == w["runs"] and g["tokens"] == w["tokens"]
+                  and g["common"] == w["common"], "%s: got %r" % (t, g))
+            if w["common"]:
+                continue
+            hist[w["part"]] += len(w["runs"])
+            for k in ("token", "token_common", "margin", "margin_common"):
+                check(g[k] == w[k], "%s: %s %r, numpy %r" % (t, k, g[k], w[k]))
+            check(g["part_step"] == w["part"], "%s: part_step %r" % (t, g["part_step"]))
+            check(g.get("activations") == w["activations"], "%s: activations %r, numpy %r"
+                  % (t, g.get("activations"), w["activations"]))
+        check(d["parting_steps"] == [{"step": s, "runs": n} for s, n in sorted(hist.items())],
+              "%s: parting steps %r" % (tag, d["parting_steps"]))
+    check(seen == set(range(P_PROMPTS)), "%s: prompts %r" % (what, seen))
+
+
+def check_prompts(tmp, ids):
+    """The runs with fed token ids, on the cluster of main()."""
+    gathered = os.path.join(tmp, "p-gathered")
+    os.makedirs(gathered)
+    placed = {n: [] for n in range(3)}
+    for i in range(P_RUNS):
+        name = "p%02d.h5" % i
+        p_write(os.path.join(gathered, name), i)
+        d = os.path.join(tmp, "p-node%d" % node_of(i))
+        os.makedirs(d, exist_ok=True)
+        p_write(os.path.join(d, name), i)
+        placed[node_of(i)].append(os.path.join(d, name))
+    local = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", gathered],
+                           capture_output=True, text=True, timeout=300)
+    check(local.returncode == 1, "prompts: local streams exit %d: %s"
+          % (local.returncode, local.stderr))
+    want = json.loads(local.stdout)
+    p_compare_numpy(want, "prompts local")
+    runs = {ids[n]: placed[n] for n in range(3)}
+    stats = {}
+    got = ulpprof.ray.streams(runs, stats=stats)
+    check(without_runs(got) == without_runs(want), "prompts: ray report differs from the local "
+          "one:\n%s\n%s" % (json.dumps(without_runs(got))[:3000],
+                             json.dumps(without_runs(want))[:3000]))
+    p_compare_numpy(got, "prompts ray")
+    # Pairs (1, 0) B, (1, 5) C of prompt 0 and (0, 8) F of prompt 2, each across nodes.
+    check(stats["pairs"] == 3 and stats["pairs_across_nodes"] == 3, "prompts: pairs %r" % stats)
+    sizes = sum(os.path.getsize(placed[node_of(i)][i // 3]) for i in (0, 5, 8))
+    check(stats["bytes_moved"] == sizes, "prompts: moved %r, the three files %d" % (stats, sizes))
+    # 24 bytes a fed id (i64 token, position, request), 32 a generated token.
+    fed = sum(len(p_prompt(q)) + STEPS - 1 for q in range(P_PROMPTS)) * P_RUNS
+    check(stats["id_bytes"] == 24 * fed and stats["token_bytes"] == 32 * STEPS * P_PROMPTS * P_RUNS,
+          "prompts: bytes %r, fed ids %d" % (stats, fed))
+    plain = subprocess.run([ULPPROF, "streams", "-f", "json", gathered], capture_output=True,
+                           text=True, timeout=300)
+    got_plain = ulpprof.ray.streams(runs, activations=False)
+    check(without_runs(got_plain) == without_runs(json.loads(plain.stdout)),
+          "prompts: ray report without activations differs from the local one")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulpprof-ray-streams-")
     cluster = None
@@ -371,6 +572,8 @@ def main():
             check(False, "an unknown node gave a report")
         except ValueError as e:
             check("not an alive node" in str(e), "unknown node: %s" % e)
+
+        check_prompts(tmp, ids)
     finally:
         if ray.is_initialized():
             ray.shutdown()
