@@ -259,14 +259,15 @@ ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, 
      * bytes a step: kept in full in digest mode and whatever the selection. */
     if (strcmp(d->name, "tokens") == 0)
         return ULP_OK;
+    /* The fed token ids (FORMAT.md "Parted token streams"), a few bytes a position, in every mode
+     * and whatever the selection: the diff of digest-only runs, or of a selective re-capture,
+     * needs them to find where the streams part. */
+    if (fed_token_ids(d))
+        return ULP_OK;
     if (mode == ULP_CAPTURE_DIGEST) {
         *want_data = 0;
         return ULP_OK;
     }
-    /* The fed token ids (FORMAT.md "Parted token streams"), a few bytes a position, whatever the
-     * selection: the diff of a selective re-capture needs them to find where the streams part. */
-    if (fed_token_ids(d))
-        return ULP_OK;
     ulp_status st = ULP_OK;
     /* The selection is set before the captures it filters; read it under the lock. */
     pthread_mutex_lock(&s->mu);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "snapshot_priv.h"
 
 typedef struct walk {
     hid_t group;
@@ -131,8 +132,49 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
     return rc < 0 ? -1 : 0;
 }
 
-/* A dataset under /captures, but the produced tokens (`tokens`), which a digest-mode file
- * keeps in full beside its digests (FORMAT.md, "Digests"). */
+/* 1 if the string attribute `name` of `obj` is one of the `n` strings of `any`. */
+static int str_attr_in(hid_t obj, const char *name, const char *const *any, size_t n)
+{
+    const char *why = NULL;
+    char *v = NULL;
+    int in = 0;
+    if (ulp__attr_read_str(obj, name, &v, &why) == 0)
+        for (size_t i = 0; i < n && !in; i++)
+            in = strcmp(v, any[i]) == 0;
+    free(v);
+    return in;
+}
+
+/* 1 if occurrence dataset `occ` is fed token ids: role `input`, an integer dtype, `positions`,
+ * one element per position (FORMAT.md "Parted token streams"). */
+static herr_t fed_ids(hid_t g, const char *occ, const H5L_info_t *info, void *arg)
+{
+    static const char *const roles[] = {"input"};
+    static const char *const ints[] = {"i64", "i32", "i16", "i8", "u8"};
+    (void)info;
+    int *all = arg, ok = 0;
+    hid_t ds = H5Dopen2(g, occ, H5P_DEFAULT);
+    if (ds >= 0 && str_attr_in(ds, "role", roles, 1) && str_attr_in(ds, "dtype", ints, 5) &&
+        H5Aexists(ds, "positions") > 0) {
+        hid_t a = H5Aopen(ds, "positions", H5P_DEFAULT);
+        hid_t as = a >= 0 ? H5Aget_space(a) : -1, dsp = H5Dget_space(ds);
+        ok = as >= 0 && dsp >= 0 &&
+             H5Sget_simple_extent_npoints(as) == H5Sget_simple_extent_npoints(dsp);
+        if (dsp >= 0)
+            H5Sclose(dsp);
+        if (as >= 0)
+            H5Sclose(as);
+        if (a >= 0)
+            H5Aclose(a);
+    }
+    if (ds >= 0)
+        H5Dclose(ds);
+    *all = *all && ok;
+    return *all ? 0 : 1;
+}
+
+/* A dataset under /captures, but the produced tokens (`tokens`) and the fed token ids, which a
+ * digest-mode file keeps in full beside their digests (FORMAT.md, "Digests"). */
 static herr_t count_data(hid_t g, const char *name, const H5L_info_t *info, void *arg)
 {
     (void)info;
@@ -140,8 +182,12 @@ static herr_t count_data(hid_t g, const char *name, const H5L_info_t *info, void
         return 0;
     H5G_info_t gi;
     hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
-    if (sub >= 0 && H5Gget_info(sub, &gi) >= 0 && gi.nlinks > 0)
-        *(int *)arg = 1;
+    if (sub >= 0 && H5Gget_info(sub, &gi) >= 0 && gi.nlinks > 0) {
+        int all = 1;
+        H5Literate(sub, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, fed_ids, &all);
+        if (!all)
+            *(int *)arg = 1;
+    }
     if (sub >= 0)
         H5Gclose(sub);
     return 0;

@@ -392,6 +392,24 @@ static ulp_status stream_rows(void *ctx, const ulp_diff_row *rows, size_t first,
  * rows are lost), it is freed (*rs NULL) and the comparison runs again
  * with the rows in memory, as it would have without a temporary file. */
 /*
+ * 1 if every capture of `s` is one that a digest-mode file keeps in full:
+ * the produced `tokens` and the fed token ids (role input, an integer
+ * dtype, positions, one element per row; FORMAT.md "Digests").
+ */
+static int streams_only(const ulp_snapshot *s)
+{
+    for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        const ulp_dtype_info *t = ulp_dtype_get(c->dtype);
+        int fed = strcmp(c->role, "input") == 0 && t != NULL && !t->is_float &&
+                  c->positions != NULL && c->rows == c->elements;
+        if (strcmp(c->name, "tokens") != 0 && !fed)
+            return 0;
+    }
+    return 1;
+}
+
+/*
  * NULL with *digests set when a side holds no captures but row digests: the
  * digest comparison's to do.  Asked only once both files opened (through
  * the open guard), so that the files with captures, nearly all of them,
@@ -406,8 +424,8 @@ static ulp_diff_result *diff_run(diff_cli *o, ulp_report_stream **rs, ulp_snapsh
     /* Nothing here keeps a capture's description across the diff. */
     if (cli_open_pair(o->path_a, o->path_b, a, b, *rs != NULL) < 0)
         return NULL;
-    if ((ulp_snapshot_capture_count(*a) == 0 && ulp_digest_only(o->path_a)) ||
-        (ulp_snapshot_capture_count(*b) == 0 && ulp_digest_only(o->path_b))) {
+    if ((streams_only(*a) && ulp_digest_only(o->path_a)) ||
+        (streams_only(*b) && ulp_digest_only(o->path_b))) {
         *digests = 1;
         return NULL;
     }

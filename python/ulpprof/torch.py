@@ -275,6 +275,23 @@ class _Runs:
         i = bisect.bisect_right(self.lo, b - 1)
         return i > 0 and self.hi[i - 1] > a
 
+    def gaps(self, a, b):
+        """The free [lo, hi) ranges within [a, b), in order."""
+        out = []
+        i = bisect.bisect_right(self.lo, a) - 1
+        cur = max(a, self.hi[i]) if i >= 0 else a
+        i += 1
+        while cur < b:
+            if i < len(self.lo) and self.lo[i] < b:
+                if self.lo[i] > cur:
+                    out.append((cur, self.lo[i]))
+                cur = max(cur, self.hi[i])
+                i += 1
+            else:
+                out.append((cur, b))
+                break
+        return out
+
     def add(self, a, b):  # [a, b) overlaps none of them
         i = bisect.bisect_left(self.lo, a)
         if i > 0 and self.hi[i - 1] == a:
@@ -289,6 +306,22 @@ class _Runs:
             self.hi.insert(i, b)
 
 
+def _segments(pos, req):
+    """[(first row, end row, request, first position)]: the runs of
+    consecutive rows of one request at consecutive positions."""
+    p, q = pos.reshape(-1), req.reshape(-1)
+    n = p.numel()
+    if n == 0:
+        return []
+    cut = _torch.ones(n, dtype=_torch.bool)
+    if n > 1:
+        cut[1:] = (q[1:] != q[:-1]) | (p[1:] != p[:-1] + 1)
+    starts = _torch.nonzero(cut).view(-1)
+    firsts = _torch.stack([q[starts], p[starts]], 1).tolist()
+    starts = starts.tolist() + [n]
+    return [(s0, s1, r, a) for s0, s1, (r, a) in zip(starts[:-1], starts[1:], firsts)]
+
+
 class _Keys:
     """The (request, position) keys filed per capture name in one file, so
     that a token computed again (a warm-up pass, generate(use_cache=False),
@@ -296,60 +329,101 @@ class _Keys:
     recomputation is filed under request + k * 1,000,000 (or the next k
     free).  The first computation keeps its key, so runs that compute a
     token a different number of times still pair their first ones, and a
-    run's keys never repeat (which `ulpprof diff` refuses)."""
+    run's keys never repeat (which `ulpprof diff` refuses).
+
+    Each row gets the least k whose key is free at its position.  Rows of
+    one segment (one request, consecutive positions) are filed range by
+    range, not row by row, and `_full` remembers, per (name, request,
+    segment), how many levels k are taken over the whole segment: keys are
+    only ever taken, never given back, so those levels stay taken and the
+    next recomputation starts its search above them (a pass repeated N
+    times costs O(1) per capture, not O(N) per row)."""
 
     def __init__(self):
         self._runs = {}
+        self._full = {}
         self._lock = threading.Lock()
 
-    def _free(self, name, r, a, b):
-        runs = self._runs.get((name, r))
-        return runs is None or not runs.overlaps(a, b)
-
-    def _take(self, name, r, a, b):
-        runs = self._runs.get((name, r))
-        if runs is None:
-            runs = self._runs[(name, r)] = _Runs()
-        runs.add(a, b)
-
-    def file(self, name, pos, req):
-        """req, with the rows whose key `name` already has moved to free keys."""
-        p, q = pos.reshape(-1), req.reshape(-1)
-        n = p.numel()
-        if n == 0:
-            return req
-        # Segments: consecutive rows of one request at consecutive positions.
-        cut = _torch.ones(n, dtype=_torch.bool)
-        if n > 1:
-            cut[1:] = (q[1:] != q[:-1]) | (p[1:] != p[:-1] + 1)
-        starts = _torch.nonzero(cut).view(-1).tolist() + [n]
-        out = None
+    def file(self, name, pos, req, segments=None, memo=None):
+        """req, with the rows whose key `name` already has moved to free keys.
+        segments: _segments(pos, req) when the caller has them; memo: a dict
+        that keeps the moved requests tensors of one call's captures (they
+        repeat from name to name: a pass run again moves every name alike)."""
+        if segments is None:
+            segments = _segments(pos, req)
+        moved = None
+        runs_of = self._runs
         with self._lock:
-            for s0, s1 in zip(starts[:-1], starts[1:]):
-                r, a = int(q[s0]), int(p[s0])
-                if self._free(name, r, a, a + s1 - s0):
-                    self._take(name, r, a, a + s1 - s0)
+            for s0, s1, r, a in segments:
+                b = a + s1 - s0
+                runs = runs_of.get((name, r))
+                if runs is None:
+                    runs = runs_of[(name, r)] = _Runs()
+                    runs.add(a, b)
                     continue
-                if out is None:
-                    out = q.clone()
-                for i in range(s0, s1):
-                    pi, k = a + i - s0, 0
-                    while not self._free(name, r + k * _REPEAT, pi, pi + 1):
-                        k += 1
-                    self._take(name, r + k * _REPEAT, pi, pi + 1)
-                    out[i] = r + k * _REPEAT
-        return req if out is None else out.view(req.shape)
+                if not runs.overlaps(a, b):
+                    runs.add(a, b)
+                    continue
+                if moved is None:
+                    moved = []
+                self._refile(name, r, a, b, s0, moved)
+        if moved is None:
+            return req
+        key = ("moved", id(req), tuple(moved))
+        out = memo.get(key) if memo is not None else None
+        if out is None:
+            out = req.reshape(-1).clone()
+            for i0, i1, k in moved:
+                out[i0:i1] = k
+            out = out.view(req.shape)
+            if memo is not None:
+                memo[key] = out
+        return out
+
+    def _refile(self, name, r, a, b, s0, moved):
+        """Files positions [a, b) of request r, whose level 0 is (partly)
+        taken, each at its least free level; appends (first row, end row,
+        key) to `moved` for the rows filed under another key."""
+        hint = (name, r, a, b)
+        k = self._full.get(hint, 0)
+        full = k
+        todo = [(a, b)]  # positions still without a key
+        while todo:
+            key = r + k * _REPEAT
+            runs = self._runs.get((name, key))
+            if runs is None:
+                runs = self._runs[(name, key)] = _Runs()
+            whole = todo == [(a, b)]
+            left = []
+            for x, y in todo:
+                at = x
+                for u, v in runs.gaps(x, y):
+                    if u > at:
+                        left.append((at, u))
+                    runs.add(u, v)
+                    if k:
+                        moved.append((s0 + u - a, s0 + v - a, key))
+                    at = v
+                if at < y:
+                    left.append((at, y))
+            if whole:
+                full = k + 1  # the whole segment is taken at level k now
+            todo = left
+            k += 1
+        self._full[hint] = full
 
 
 class _Call:
     """One forward call of the model, on the thread that made it: its step,
-    its tokens (_token_context) and how often each shared module ran in it."""
+    its tokens (_token_context), how often each shared module ran in it, and
+    the token rows its captures share (Capture._rows_of), made once."""
 
-    __slots__ = ("step", "tokens", "runs", "produces")
+    __slots__ = ("step", "tokens", "runs", "produces", "rows")
 
     def __init__(self, step, tokens, produces=None):
         self.step, self.tokens, self.runs = step, tokens, {}
         self.produces = produces  # rows(): which rows' logits emit a token
+        self.rows = {}
 
 
 _nvtx_keys = _Keys()  # under `ulpprof record`: every capture goes to record's file
@@ -581,12 +655,15 @@ class Capture:
 
     # --- rows and tokens ------------------------------------------------------
     def _token_rows(self, t, role):
-        """(tensor, positions, requests, row_rank) for t in the current call;
-        positions and requests are int64 CPU tensors of the rows (any shape)."""
+        """(tensor, rows) for t in the current call: rows is None, or
+        (positions, requests, row_rank, segments) with positions and requests
+        contiguous int64 CPU tensors of the rows (any shape) and segments
+        their _segments(), shared by every capture of the call that has the
+        same rows (made once per call, not per capture)."""
         call = self._call()
         ctx = call.tokens if call is not None else None
         if ctx is None:
-            return t, None, None, 0
+            return t, None
         pos, req, keep, flat = ctx
         b, s = pos.shape
         if flat and t.dim() >= 1 and (t.shape[0] == s or t.shape[0] == flat > s):
@@ -596,31 +673,55 @@ class Capture:
             # H] inside a layer) are read as below.
             if self._rows is not None:
                 self._warn_once("flat", "select does not apply to flattened tokens")
-            return t[:s], pos[0], req[0], 1
+            return t[:s], self._rows_of(call, 0)
         if t.dim() >= 2 and t.shape[0] == b and t.shape[1] == s:
-            pass
+            n = s
         elif role == "logits" and t.dim() >= 2 and t.shape[0] == b and 0 < t.shape[1] < s:
             n = t.shape[1]  # logits of the last tokens only (generate)
-            pos, req = pos[:, s - n:], req[:, s - n:]
             keep = keep[:, s - n:] if keep is not None else None
-            s = n
         elif t.dim() >= 1 and t.shape[0] == b * s and (b > 1 or s > 1):
             t = t.reshape((b, s) + tuple(t.shape[1:]))  # flattened tokens
             if b == 1:  # the engines' [T, ...]: rows are tokens, one axis
                 if self._rows is not None:
                     self._warn_once("flat", "select does not apply to flattened tokens")
-                return t[0], pos[0], req[0], 1
+                return t[0], self._rows_of(call, 0)
+            n = s
         else:
-            return t, None, None, 0
+            return t, None
         if self._rows is not None:
             rows = self._rows
             rows = [rows] if isinstance(rows, int) else rows
-            t, pos, req = t[rows], pos[rows], req[rows]
+            t = t[rows]
             keep = keep[rows] if keep is not None else None
         if keep is not None:
-            t, pos, req = t[keep], pos[keep], req[keep]
-            return t, pos, req, 1
-        return t, pos, req, 2
+            t = t[keep]
+        return t, self._rows_of(call, n)
+
+    def _rows_of(self, call, n):
+        """The rows of the call's tokens: n = 0, one axis of flattened tokens
+        (positions[0]); else (batch rows, the last n tokens), select and the
+        attention mask applied.  Made once per call and n."""
+        got = call.rows.get(n)
+        if got is not None:
+            return got
+        pos, req, keep, _ = call.tokens
+        if n == 0:
+            pos, req, rank = pos[0], req[0], 1
+        else:
+            s = pos.shape[1]
+            if n != s:
+                pos, req = pos[:, s - n:], req[:, s - n:]
+                keep = keep[:, s - n:] if keep is not None else None
+            rank = 2
+            if self._rows is not None:
+                rows = [self._rows] if isinstance(self._rows, int) else self._rows
+                pos, req = pos[rows], req[rows]
+                keep = keep[rows] if keep is not None else None
+            if keep is not None:
+                pos, req, rank = pos[keep], req[keep], 1
+        pos, req = pos.contiguous(), req.contiguous()
+        got = call.rows[n] = (pos, req, rank, _segments(pos, req))
+        return got
 
     def _produced(self, logits):
         """The `tokens` capture (FORMAT.md "Produced tokens"): per batch row, the
@@ -678,12 +779,13 @@ class Capture:
         pos = req = None
         rank = 0
         if tokens:
-            t, pos, req, rank = self._token_rows(t, role)
+            t, got = self._token_rows(t, role)
+            if got is not None:
+                pos, req, rank, segments = got
+                req = self._keys.file(name, pos, req, segments, self._call().rows)
         elif self._rows is not None and t.dim() >= 1:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
-        if pos is not None:
-            req = self._keys.file(name, pos, req)
         call = self._call()
         step = call.step if call is not None else _lib_step_none
         if self.mode == "nvtx":

@@ -20,6 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 # Digest capture against the forward: an HF Llama's passes bare, under
 # capture(mode="digest") and under capture(mode="data"); the per-round ratios.
 /usr/bin/python3 "$(dirname "$0")/bench_digest_torch.py" "$build" --dir "$tmp"
+/usr/bin/python3 "$(dirname "$0")/bench_capture_call.py" "$build"
 
 # The element comparison against the share of differing elements (no
 # cliff at any density); CPU ns per element pair for bf16 and f32.
