@@ -237,7 +237,10 @@ def check_streams(out, res, runs):
     against vLLM's own token ids and raw logits."""
     d = os.path.join(out, "streams")
     os.mkdir(d)
-    files, gens = [], {}  # gens: request number -> {run index: (tokens, margins)}
+    # gens: prompt -> {run index: (tokens, margins)}; key_of: (run, request number) -> prompt.
+    # streams identifies a request across runs by its prompt (the fed input_ids), so bs4's
+    # request 0 (another prompt) is not grouped with bs1's.
+    files, gens, key_of = [], {}, {}
     for mode in ("inproc", "worker"):
         for label in ("miss", "hit", "bs1", "bs4"):
             i = len(files)
@@ -246,8 +249,10 @@ def check_streams(out, res, runs):
             caps = runs[mode][label][0]
             for want in res[mode][label]["requests"]:
                 q = request_of(caps, want["prompt"])
-                gens.setdefault(q, {})[i] = (want["tokens"],
-                                             [margin(st) for st in want["logits"]])
+                pk = tuple(want["prompt"])
+                gens.setdefault(pk, {})[i] = (want["tokens"],
+                                              [margin(st) for st in want["logits"]])
+                key_of[(i, q)] = pk
     p = subprocess.run([ULPPROF, "streams", "-f", "json", d], capture_output=True, text=True,
                        timeout=300)
     if not check(p.returncode in (0, 1), "streams exit %d: %s" % (p.returncode, p.stderr)):
@@ -257,37 +262,45 @@ def check_streams(out, res, runs):
     check(p.returncode == (1 if many else 0), "streams exit %d" % p.returncode)
     check([os.path.basename(x) for x in doc["runs"]] == [os.path.basename(x) for x in files],
           "streams runs %s" % doc["runs"])
-    got = {q["request"]: q for q in doc["requests"]}
-    check(sorted(got) == sorted(gens), "streams requests %s, want %s" % (sorted(got),
-                                                                        sorted(gens)))
-    for q, g in sorted(gens.items()):
+    check(doc.get("requests_by") == "prompt", "streams requests_by %s, want prompt"
+          % doc.get("requests_by"))
+    got = {}
+    for e in doc["requests"]:
+        keys = {key_of.get((r["run"], r["request"])) for r in e.get("in_runs", [])}
+        if check(len(keys) == 1, "streams request %d: in_runs %s are not one prompt"
+                 % (e["request"], e.get("in_runs"))):
+            got[keys.pop()] = e
+    label = {pk: "prompt %d" % k for k, pk in enumerate(sorted(gens))}
+    check(sorted(got, key=str) == sorted(gens, key=str),
+          "streams: %d requests, want one per prompt (%d)" % (len(got), len(gens)))
+    for pk, g in sorted(gens.items()):
+        q = label[pk]
         idx = sorted(g)
         want = expected_streams([g[i] for i in idx])
         for w in want:
             w["runs"] = [idx[i] for i in w["runs"]]
-        have = got.get(q, {"completions": [], "parting_steps": []})
-        print("streams request %d: %d runs, %d completions, parting %s" % (
+        have = got.get(pk, {"completions": [], "parting_steps": []})
+        print("streams %s: %d runs, %d completions, parting %s" % (
             q, len(idx), len(have["completions"]), have["parting_steps"]))
-        check(have.get("runs") == len(idx), "streams request %d: runs %s, want %d"
+        check(have.get("runs") == len(idx), "streams %s: runs %s, want %d"
               % (q, have.get("runs"), len(idx)))
-        check(len(have["completions"]) == len(want), "streams request %d: %d completions, "
+        check(len(have["completions"]) == len(want), "streams %s: %d completions, "
               "want %d" % (q, len(have["completions"]), len(want)))
         for c, w in zip(have["completions"], want):
             check(c["runs"] == w["runs"] and c["tokens"] == w["tokens"]
-                  and c["count"] == len(w["runs"]), "streams request %d: %s, want %s"
+                  and c["count"] == len(w["runs"]), "streams %s: %s, want %s"
                   % (q, c, w))
             if not c["common"]:
                 check([c[k] for k in ("part_step", "token", "token_common", "margin",
                                       "margin_common")]
                       == [w[k] for k in ("part", "token", "token_common", "margin",
                                          "margin_common")],
-                      "streams request %d: parting %s, want %s" % (q, c, w))
+                      "streams %s: parting %s, want %s" % (q, c, w))
         hist = {}
         for w in want[1:]:
             hist[w["part"]] = hist.get(w["part"], 0) + len(w["runs"])
         check({h["step"]: h["runs"] for h in have["parting_steps"]} == hist,
-              "streams request %d: parting steps %s, want %s" % (q, have["parting_steps"],
-                                                                 hist))
+              "streams %s: parting steps %s, want %s" % (q, have["parting_steps"], hist))
     return many
 
 
