@@ -6,7 +6,8 @@ but not transformers or safetensors).
     pyenv_reexec.unless("transformers")    # returns only when importable
 
 When .ci/pyenv cannot make the interpreter, the test fails (exit 1): a test
-that cannot run its checks must not pass."""
+that cannot run its checks must not pass.  unless(..., skip=True) exits 77
+instead (ctest's skip) for a test of an optional dependency (Ray)."""
 import importlib
 import os
 import subprocess
@@ -16,7 +17,7 @@ SRC = os.environ.get("ULPPROF_SOURCE_DIR", os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 
 
-def unless(*modules):
+def unless(*modules, skip=False):
     try:
         for m in modules:
             importlib.import_module(m)
@@ -25,14 +26,15 @@ def unless(*modules):
         pass
     py = subprocess.run(["bash", os.path.join(SRC, ".ci", "pyenv")], capture_output=True,
                         text=True)
+    word, code = ("SKIP", 77) if skip else ("FAIL", 1)
     if py.returncode != 0 or not py.stdout.strip():
-        print("FAIL: .ci/pyenv made no interpreter with %s: %s"
-              % (", ".join(modules), py.stderr.strip()[-500:]))
-        sys.exit(1)
+        print("%s: .ci/pyenv made no interpreter with %s: %s"
+              % (word, ", ".join(modules), py.stderr.strip()[-500:]))
+        sys.exit(code)
     exe = py.stdout.strip()
     # Once only: the venv's interpreter links to this one, so names cannot tell them apart.
     if os.environ.get("ULPPROF_PYENV_REEXEC"):
-        print("FAIL: %s lacks %s although .ci/pyenv made it" % (exe, ", ".join(modules)))
-        sys.exit(1)
+        print("%s: %s lacks %s although .ci/pyenv made it" % (word, exe, ", ".join(modules)))
+        sys.exit(code)
     os.environ["ULPPROF_PYENV_REEXEC"] = "1"
     os.execv(exe, [exe] + sys.argv)

@@ -27,29 +27,10 @@ import tempfile
 SRC = os.environ.get("ULPPROF_SOURCE_DIR", os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))))
 BUILD = os.path.abspath(os.environ.get("ULPPROF_BUILD_DIR", os.path.join(SRC, "build")))
+sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+import pyenv_reexec  # noqa: E402
 
-
-def need_ray():
-    try:
-        import ray  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if os.environ.get("ULPPROF_PYENV_REEXEC"):
-        print("SKIP: Ray is not importable in %s (.ci/pyenv could not install it)"
-              % sys.executable)
-        sys.exit(77)
-    py = subprocess.run(["bash", os.path.join(SRC, ".ci", "pyenv")], capture_output=True,
-                        text=True)
-    exe = py.stdout.strip()
-    if py.returncode != 0 or not exe:
-        print("SKIP: .ci/pyenv made no interpreter, so no Ray: %s" % py.stderr.strip()[-300:])
-        sys.exit(77)
-    os.environ["ULPPROF_PYENV_REEXEC"] = "1"
-    os.execv(exe, [exe] + sys.argv)
-
-
-need_ray()
+pyenv_reexec.unless("ray", skip=True)
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
