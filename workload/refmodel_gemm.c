@@ -292,8 +292,9 @@ static void log_call(ulp_refmodel_gemm g, int m, int n, int k)
             COPY_STR(r->tile, sp + 1);
         }
         COPY_STR(r->algo, kind);
-        if (t.lanes > 1)
-            snprintf(r->stages, sizeof r->stages, "%d k-lanes", t.lanes);
+        if (t.lanes > 1 &&
+            snprintf(r->stages, sizeof r->stages, "%d k-lanes", t.lanes) >= (int)sizeof r->stages)
+            r->stages[0] = '\0'; /* cannot happen: a lane count has at most a few digits */
         r->splitk = t.split_k;
         COPY_STR(r->reduction, "none");
         break;
