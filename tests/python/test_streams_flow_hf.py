@@ -85,7 +85,10 @@ def batch_of(run):
     return ids, mask
 
 
-def generate(model, run, path, batch=None, **capture):
+def generate(model, run, path, batch=None, others=None, **capture):
+    """Runs and captures one generation; returns request 0's tokens and margins.  `others`,
+    a list, gets (run, request, prompt, greedy tokens) of every other row: its unpadded
+    prompt and each step's argmax of the logits, from generate()'s own scores."""
     ids, mask = (batch or batch_of)(run)
     # Request 0 is the prompt; the other rows are requests of this run alone.
     reqs = [0] + [100 * (run + 1) + k for k in range(1, ids.shape[0])]
@@ -94,6 +97,9 @@ def generate(model, run, path, batch=None, **capture):
         out = model.generate(ids, attention_mask=mask, max_new_tokens=STEPS, do_sample=False,
                              output_scores=True, return_dict_in_generate=True, pad_token_id=0)
     toks = out.sequences[0, ids.shape[1]:].tolist()
+    for k in range(1, ids.shape[0] if others is not None else 0):
+        prompt = tuple(int(t) for t, m in zip(ids[k], mask[k]) if int(m))
+        others.append((run, reqs[k], prompt, tuple(int(torch.argmax(sc[k])) for sc in out.scores)))
     margins = []
     for s in out.scores:
         v = torch.topk(s[0].double(), 2).values
@@ -185,9 +191,17 @@ def check_flow(model, tmp, n_runs, batch=None):
     Returns (generations, report, [(completion, expected parting, numpy max ULP)])."""
     d = os.path.join(tmp, "runs")
     os.makedirs(d)
-    gens = []
+    gens, others = [], []
     for i in range(n_runs):
-        gens.append(generate(model, i, os.path.join(d, "run%03d.h5" % i), batch, mode="digest"))
+        gens.append(generate(model, i, os.path.join(d, "run%03d.h5" % i), batch, others,
+                             mode="digest"))
+    # streams identifies a request across runs by its prompt: two runs whose random other
+    # prompts happen to be equal hold one request, whose completions may differ (another
+    # batch around it).  What numpy expects of each such prompt: its distinct completions.
+    prompt_of, completions_of = {}, collections.defaultdict(set)
+    for run, req, prompt, toks in others:
+        prompt_of[(run, req)] = prompt
+        completions_of[prompt].add(toks)
     names = ["run%03d.h5" % i for i in range(n_runs)]
     parted = []
     groups = expected_groups(gens)
@@ -195,14 +209,25 @@ def check_flow(model, tmp, n_runs, batch=None):
                                                     [len(g[1]) for g in groups]))
     p = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", d],
                        capture_output=True, text=True)
-    check(p.returncode == (1 if len(groups) > 1 else 0),
+    parts = len(groups) > 1 or any(len(c) > 1 for c in completions_of.values())
+    check(p.returncode == (1 if parts else 0),
           "streams exit %d with %d completions: %s" % (p.returncode, len(groups), p.stderr))
     rep = json.loads(p.stdout)
     check([os.path.basename(x) for x in rep["runs"]] == names, "run order")
     req0 = [q for q in rep["requests"] if q["request"] == 0]
     check(len(req0) == 1, "request 0 is there")
-    others = [q for q in rep["requests"] if q["request"] != 0]
-    check(all(len(q["completions"]) == 1 for q in others), "other requests: one run each")
+    others_rep = [q for q in rep["requests"] if q["request"] != 0]
+    check(len(others_rep) == len(completions_of),
+          "other requests: %d, want one per distinct prompt (%d)"
+          % (len(others_rep), len(completions_of)))
+    for q in others_rep:
+        prompts = {prompt_of.get((names.index(os.path.basename(rep["runs"][e["run"]])),
+                                  e["request"])) for e in q["in_runs"]}
+        want = completions_of.get(next(iter(prompts))) if len(prompts) == 1 else None
+        check(want is not None and len(q["completions"]) == len(want)
+              and {tuple(c["tokens"]) for c in q["completions"]} == want,
+              "other request %d: completions %s, want %s"
+              % (q["request"], [c["tokens"] for c in q["completions"]], want))
     got = req0[0]["completions"]
     check(len(got) == len(groups), "%d completions, want %d" % (len(got), len(groups)))
     common_toks, common_runs = groups[0]
