@@ -125,7 +125,8 @@ static int fed_load(const char *path, fed_side *f, const char ***names, size_t *
         }
         free(buf);
     }
-    qsort(f->v, f->n, sizeof(fed), fed_cmp);
+    if (f->n > 1) /* f->v is NULL when no capture fed token ids */
+        qsort(f->v, f->n, sizeof(fed), fed_cmp);
     return 0;
 }
 
