@@ -41,6 +41,12 @@ SRC = os.environ["ULPPROF_SOURCE_DIR"]
 BUILD = os.environ["ULPPROF_BUILD_DIR"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
+# vLLM starts its worker process with an environment of its own, where an ASan or TSan
+# build of the capture library cannot load ahead of its runtime: no sanitized run here.
+if any(lib in subprocess.run(["ldd", ULPPROF], capture_output=True, text=True).stdout
+       for lib in ("libasan", "libtsan")):
+    print("SKIPPED: a sanitized build; vLLM's worker process cannot load it")
+    sys.exit(77)
 made = subprocess.run(["bash", os.path.join(SRC, ".ci", "pyenv-vllm")], capture_output=True,
                       text=True)
 exe = made.stdout.strip()
