@@ -245,6 +245,15 @@ install:
     }
     if (cv.n > 1)
         qsort(order, cv.n, sizeof *order, ulp__cap_name_cmp);
+    for (size_t i = 1; i < cv.n; i++) {
+        /* A group lists each occurrence once; two alike come from a damaged group. */
+        if (ulp__cap_name_cmp(&order[i - 1], &order[i]) == 0) {
+            st = ulp__error(err, ULP_EIO,
+                            "'%s': capture '%s' has occurrence %" PRId64 " twice (a damaged group)",
+                            s->path, order[i]->name, order[i]->occurrence);
+            goto cleanup;
+        }
+    }
     for (size_t i = 0; i < cv.n; i++)
         s->by_name[i] = (size_t)(order[i] - s->caps);
 cleanup:
