@@ -1,30 +1,38 @@
 """Digest capture against an HF model's forward on CPU: what
-ulpprof.torch.capture(mode="digest") adds to the forward, beside no capture
-and mode="data" (the full tensors).
+ulpprof.torch.capture(mode="digest") adds to each forward pass, beside no
+capture and mode="data" (the full tensors).
 
-    tests/perf/bench_digest_torch.py [BUILD_DIR] [--rounds R] [--passes N]
-        [--tokens T] [--hidden H] [--layers L] [--vocab V] [--threads K]
-        [--sublayers] [--dir DIR]
+    tests/perf/bench_digest_torch.py [BUILD_DIR] [--passes N] [--tokens T]
+        [--hidden H] [--layers L] [--vocab V] [--threads K] [--sublayers]
+        [--dir DIR]
 
 A random Llama (HF transformers from .ci/pyenv, which this script
-re-executes under when this interpreter lacks it; float32) runs N forward
-passes of T tokens, three ways, interleaved round by round (the order
-rotates, so a neighbour's load falls on every way alike):
-  bare    the model alone;
-  digest  under capture(model, FILE, mode="digest"): a 64-bit digest per
-          (request, position) row of every capture, no tensor data;
-  data    under capture(model, FILE) (mode="data", the default).
-Each capturing way's clock stops after the file is closed.  Printed: per way
-the median [min-max] wall and process CPU time (the writer thread's too),
-then per round what digest and data add to bare, as the median [min-max]
-of the round's ratio (way / bare - 1) -- a ratio measured within one round,
-so that a loaded machine shifts both sides alike -- and the files' sizes.
+re-executes under when this interpreter lacks it; float32) is built once
+and copied four times, bitwise alike:
+  bare, bare2  the model alone (bare2 is the A/A control: what a way
+               "adds" when it adds nothing, i.e. the noise floor);
+  digest       under capture(model, FILE, mode="digest"): a 64-bit digest
+               per (request, position) row of every capture, no tensor;
+  data         under capture(model, FILE) (mode="data", the default).
+The captures stay open for the whole run, as in a real one, and the N
+passes of T tokens are interleaved pass by pass (the order rotates every
+pass, so a neighbour's load falls on every way alike).  Each pass is timed
+alone: wall clock and the calling thread's CPU time (the forward and the
+capture hooks; the writer thread's own CPU is read from /proc at the end
+and given per pass; the CPU time spent inside Capture.capture(), the
+hooks' work, is summed apart).  Printed per way: the median and minimum per pass;
+what it adds to bare as the median of the per-pass ratios (way / bare - 1,
+bare's pass of the same rotation) and as the ratio of the minima (noise
+only ever adds time, so the minima are the least disturbed figures); the
+opening and closing of each file, once per run, apart; the files' sizes.
 Checked: the digest file holds /digests for every captured name and no
-tensor data; exit 1 if not.  A benchmark, not a test: nothing passes or
-fails on time.
+tensor data, and every way's logits are bitwise bare's (a capture must not
+change what it measures); exit 1 if not.  A benchmark, not a test:
+nothing passes or fails on time.
 """
 import argparse
 import atexit
+import copy
 import os
 import shutil
 import statistics
@@ -40,8 +48,8 @@ import pyenv_reexec  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("build", nargs="?", default=os.environ.get("ULPPROF_BUILD_DIR",
                                                            os.path.join(SRC, "build")))
-ap.add_argument("--rounds", type=int, default=9)
-ap.add_argument("--passes", type=int, default=10)
+ap.add_argument("--passes", type=int, default=60)
+ap.add_argument("--rounds", type=int, default=None, help=argparse.SUPPRESS)  # the old form
 ap.add_argument("--tokens", type=int, default=128)
 ap.add_argument("--hidden", type=int, default=512)
 ap.add_argument("--layers", type=int, default=8)
@@ -68,30 +76,71 @@ cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
                                intermediate_size=3 * args.hidden, num_hidden_layers=args.layers,
                                num_attention_heads=8, num_key_value_heads=2,
                                max_position_embeddings=max(64, args.tokens))
-model = transformers.LlamaForCausalLM(cfg).eval()
+base = transformers.LlamaForCausalLM(cfg).eval()
 ids = torch.randint(0, args.vocab, (1, args.tokens))
 tmp = tempfile.mkdtemp(prefix="bench_digest.", dir=args.dir)
 atexit.register(shutil.rmtree, tmp, True)
 
 
-def passes():
-    with torch.no_grad():
-        for _ in range(args.passes):
-            model(ids)
+def tids():
+    return set(os.listdir("/proc/self/task"))
 
 
-def way_bare(r):
-    passes()
+def task_cpu(tid):
+    """utime + stime of one thread of this process, in seconds."""
+    with open("/proc/self/task/%s/stat" % tid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def captured(mode):
-    def way(r):
-        path = os.path.join(tmp, "%s.%d.h5" % (mode, r))
-        with ulpprof.torch.capture(model, path, label="bench", mode=mode,
-                                   sublayers=args.sublayers):
-            passes()
-        return path
-    return way
+in_capture = {}  # Capture instance -> CPU seconds its capture() calls took
+_capture = ulpprof.torch.Capture.capture
+
+
+def timed_capture(self, *a, **k):
+    c0 = time.thread_time()
+    try:
+        return _capture(self, *a, **k)
+    finally:
+        in_capture[id(self)] = in_capture.get(id(self), 0.0) + time.thread_time() - c0
+
+
+ulpprof.torch.Capture.capture = timed_capture
+ways, caps, writers, setup = {}, {}, {}, {}
+for name in ("bare", "bare2", "digest", "data"):
+    ways[name] = copy.deepcopy(base)
+for mode in ("digest", "data"):
+    before = tids()
+    w0 = time.perf_counter()
+    caps[mode] = ulpprof.torch.capture(ways[mode], os.path.join(tmp, mode + ".h5"),
+                                       label="bench", mode=mode, sublayers=args.sublayers)
+    setup[mode] = [time.perf_counter() - w0]
+    writers[mode] = sorted(tids() - before)
+names = list(ways)
+wall = {w: [] for w in names}
+cpu = {w: [] for w in names}
+logits = {}
+with torch.no_grad():
+    for w in names:  # warm up, and the logits every way must give
+        logits[w] = ways[w](ids).logits.clone()
+    for c in caps.values():
+        c.flush()  # the first pass's file setup in the writer, apart
+    writer0 = {m: sum(task_cpu(t) for t in writers[m]) for m in caps}
+    in_capture.clear()
+    for p in range(args.passes):
+        k = p % len(names)
+        for w in names[k:] + names[:k]:
+            w0, c0 = time.perf_counter(), time.thread_time()
+            ways[w](ids)
+            cpu[w].append(time.thread_time() - c0)
+            wall[w].append(time.perf_counter() - w0)
+for c in caps.values():
+    c.flush()
+writer_cpu = {m: sum(task_cpu(t) for t in writers[m]) - writer0[m] for m in caps}
+for mode, c in caps.items():
+    w0 = time.perf_counter()
+    c.close()
+    setup[mode].append(time.perf_counter() - w0)
 
 
 def check_digest(path):
@@ -107,44 +156,40 @@ def check_digest(path):
     return bad, len(names)
 
 
-ways = [("bare", way_bare), ("digest", captured("digest")), ("data", captured("data"))]
-wall = {w: [] for w, _ in ways}
-cpu = {w: [] for w, _ in ways}
-for name, fn in ways:  # warm up
-    p = fn(-1)
-    if p:
-        os.unlink(p)
-fails, sizes, nnames = [], {}, 0
-for r in range(args.rounds):
-    order = ways[r % len(ways):] + ways[:r % len(ways)]
-    for name, fn in order:
-        w0, c0 = time.perf_counter(), time.process_time()
-        p = fn(r)
-        cpu[name].append(time.process_time() - c0)
-        wall[name].append(time.perf_counter() - w0)
-        if p:
-            sizes[name] = os.path.getsize(p)
-            if name == "digest":
-                bad, nnames = check_digest(p)
-                fails += bad
-            os.unlink(p)
+fails, nnames = check_digest(os.path.join(tmp, "digest.h5"))
+for w in names:
+    if not torch.equal(logits[w], logits["bare"]):
+        fails.append("%s: its logits are not bitwise bare's" % w)
+sizes = {m: os.path.getsize(os.path.join(tmp, m + ".h5")) for m in caps}
 
 
-def med(xs):
-    return "%.3f s [%.3f-%.3f]" % (statistics.median(xs), min(xs), max(xs))
+def ms(xs):
+    return "%7.2f ms median, %7.2f min" % (1e3 * statistics.median(xs), 1e3 * min(xs))
 
 
-print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %d tokens, %d passes a round, "
-      "%d rounds, %d thread(s), %s; %d captured names" % (
-          args.hidden, args.layers, args.vocab, args.tokens, args.passes, args.rounds,
-          args.threads, "sublayers" if args.sublayers else "layer outputs", nnames))
-for w, _ in ways:
-    print("  %-7s wall %s   cpu %s" % (w, med(wall[w]), med(cpu[w])))
-for w in ("digest", "data"):
+print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %d tokens, %d passes a way "
+      "(interleaved), %d thread(s), %s; %d captured names; load %s" % (
+          args.hidden, args.layers, args.vocab, args.tokens, args.passes, args.threads,
+          "sublayers" if args.sublayers else "layer outputs", nnames,
+          " ".join(open("/proc/loadavg").read().split()[:3])))
+for w in names:
+    print("  %-7s wall %s   cpu %s" % (w, ms(wall[w]), ms(cpu[w])))
+for w in ("bare2", "digest", "data"):
     for clock, t in (("wall", wall), ("cpu", cpu)):
-        ratios = [100.0 * (a / b - 1.0) for a, b in zip(t[w], t["bare"])]
-        print("  %-6s adds %6.2f%% [%.2f..%.2f] to the forward (%s, per-round ratio)" % (
-            w, statistics.median(ratios), min(ratios), max(ratios), clock))
+        r = [100.0 * (a / b - 1.0) for a, b in zip(t[w], t["bare"])]
+        print("  %-6s adds %6.2f%% (median of per-pass ratios, quartiles %.2f..%.2f), "
+              "%6.2f%% (ratio of minima) to the forward (%s)" % (
+                  w, statistics.median(r), *statistics.quantiles(r, n=4)[::2],
+                  100.0 * (min(t[w]) / min(t["bare"]) - 1.0), clock))
+for m in caps:
+    hooks = in_capture.get(id(caps[m]), 0.0) / args.passes
+    print("  %-6s capture() calls %.2f ms a pass (%.2f%% of bare's median cpu), on the "
+          "forward's thread" % (m, 1e3 * hooks, 100.0 * hooks / statistics.median(cpu["bare"])))
+    print("  %-6s writer thread %.2f ms a pass (%.2f%% of bare's median cpu); open %.1f ms, "
+          "close %.1f ms once a run" % (
+              m, 1e3 * writer_cpu[m] / args.passes,
+              100.0 * writer_cpu[m] / args.passes / statistics.median(cpu["bare"]),
+              1e3 * setup[m][0], 1e3 * setup[m][1]))
 print("  file size: digest %d B, data %d B (%.0fx smaller)" % (
     sizes["digest"], sizes["data"], sizes["data"] / max(1, sizes["digest"])))
 for f in fails:
