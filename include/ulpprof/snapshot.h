@@ -184,6 +184,18 @@ ULP_API const char *ulp_snapshot_warning(const ulp_snapshot *s);
  */
 ULP_API ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err);
 
+/*
+ * Writes the digest-only rendition of `s` to `path` (which must not exist):
+ * the file a capture of the same tensors in mode "digest" writes
+ * (FORMAT.md "Digests"): each capture's row digests in /digests, the
+ * produced `tokens` and fed token ids also in /captures, /run, /env,
+ * /observed and the root attributes; no kernel trace.  ULP_EINVAL for a
+ * file whose /digests cover other captures than its data (a "both" capture
+ * with a selection).  On error nothing is left at `path`.
+ */
+ULP_API ulp_status ulp_snapshot_copy_digests(const ulp_snapshot *s, const char *path,
+                                             ulp_error *err);
+
 /* Root attributes (owned by the snapshot). */
 ULP_API const char *ulp_snapshot_path(const ulp_snapshot *s);
 ULP_API const char *ulp_snapshot_label(const ulp_snapshot *s);

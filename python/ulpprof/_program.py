@@ -59,6 +59,21 @@ def run_json(args: Sequence[str], ok: Tuple[int, ...] = (0,)) -> Tuple[Any, int]
     """Runs `ulpprof ARGS` and returns (parsed stdout, exit status).  Exit 2
     raises SnapshotError with the program's message; stderr lines of a run
     that succeeded become UlpprofWarning warnings."""
+    out, rc, argv = _run(args, ok)
+    try:
+        doc = json.loads(out.decode("utf-8", "surrogateescape"))
+    except ValueError as e:
+        raise ProgramError("%s printed no JSON: %s" % (" ".join(argv), e)) from None
+    return doc, rc
+
+
+def run_text(args: Sequence[str], ok: Tuple[int, ...] = (0,)) -> Tuple[str, int]:
+    """As run_json, for a command that prints text: (stdout, exit status)."""
+    out, rc, _ = _run(args, ok)
+    return out.decode("utf-8", "surrogateescape"), rc
+
+
+def _run(args: Sequence[str], ok: Tuple[int, ...]) -> Tuple[bytes, int, List[str]]:
     argv = [program()] + [os.fspath(a) for a in args]
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -73,12 +88,8 @@ def run_json(args: Sequence[str], ok: Tuple[int, ...] = (0,)) -> Tuple[Any, int]
         raise ProgramError("%s exited %d: %s" % (" ".join(argv), p.returncode,
                                                  "; ".join(lines[-3:]) or "no message"))
     for ln in lines:
-        warnings.warn(ln, UlpprofWarning, stacklevel=3)
-    try:
-        doc = json.loads(p.stdout.decode("utf-8", "surrogateescape"))
-    except ValueError as e:
-        raise ProgramError("%s printed no JSON: %s" % (" ".join(argv), e)) from None
-    return doc, p.returncode
+        warnings.warn(ln, UlpprofWarning, stacklevel=4)
+    return p.stdout, p.returncode, argv
 
 
 def opt_str(v: Optional[Any]) -> Optional[str]:

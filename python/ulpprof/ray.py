@@ -28,7 +28,9 @@ nodes: each node reads its runs' token streams and fed token ids and only
 those travel; the
 driver groups them; each completion's first run is then compared with the
 common one's by row digests on the common one's node, a representative on
-another node moving there as its digest-only file (see streams()).
+another node moving there as its digest-only file (a run captured with
+its tensors as its digest-only rendition, made on its own node; see
+streams()).
 
 Ray is an optional dependency: importing this module needs it.
 """
@@ -40,7 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ._program import SnapshotError, UlpprofError, run_json
+from ._program import SnapshotError, UlpprofError, run_json, run_text
 
 __all__ = ["diff", "streams"]
 
@@ -234,8 +236,10 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None,
     module's text).  Connects to the cluster at `address` (ray.init's
     meaning) unless Ray is already initialized.  Raises SnapshotError when a
     file cannot be used, ValueError on a bad argument.  `stats`, a dict,
-    receives `pairs_across_nodes` and `bytes_moved` (of B's files shipped
-    to A's nodes)."""
+    receives `pairs_across_nodes`, `bytes_moved` (of B's files shipped
+    to A's nodes) and `captures_moved` (the captures whose data moved with
+    them; None when a node could not hash its file, so that all of it
+    moved)."""
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     pa, pb = _placed(a, "a"), _placed(b, "b")
@@ -248,7 +252,7 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None,
                             % (_describe(pa), _describe(pb)))
     across = [r for r in common if ra[r][0] != rb[r][0]]
     ext = _get([_on(side[r][0], _extents).remote(side[r][1]) for r in across for side in (ra, rb)])
-    jobs, moved = [], 0
+    jobs, moved, caps_moved = [], 0, 0
     for r in common:
         (na, fa), (nb, fb) = ra[r], rb[r]
         if na == nb:
@@ -263,10 +267,13 @@ def diff(a: Runs, b: Runs, address: Optional[str] = None,
         packed = _on(nb, _pack).remote(fb, [(o, n) for o, n, _ in holes])
         jobs.append(_on(na, _diff_pair).remote(fa, fb, packed, holes))
         moved += 1
+        if caps_moved is not None:  # None once a node could not hash its file: all of it moved
+            caps_moved = None if ext[2 * i + 1] is None else caps_moved + len(eb) - len(holes)
     reports = _get(jobs)
     if stats is not None:
         stats["pairs_across_nodes"] = moved
         stats["bytes_moved"] = sum(n for _, n in reports)
+        stats["captures_moved"] = caps_moved
     reports = [rep for rep, _ in reports]
     ranks = []
     for r, rep in zip(common, reports):
@@ -406,13 +413,18 @@ def _digest_only(path: str) -> bool:
 def _digest_file(path: str) -> bytes:
     """On a representative's node: what moves of it to the common one's
     node, its digest-only file (token rows, fed token ids, one 8-byte
-    digest a row of every other capture, the metadata; no tensor)."""
-    if not _digest_only(path):
-        raise SnapshotError("ulpprof: '%s' holds captured tensors, and its completion's first run "
-                            "is compared on another node: ulpprof.ray.streams moves digests, "
-                            "never tensors (capture the runs with mode='digest')" % path)
-    with open(path, "rb") as f:
-        return f.read()
+    digest a row of every other capture, the metadata; no tensor).  A file
+    captured with its tensors (mode "data" or "both") moves as its
+    digest-only rendition, made here by `ulpprof repair --digests`: the
+    digests a capture of the same tensors in mode "digest" writes."""
+    if _digest_only(path):
+        with open(path, "rb") as f:
+            return f.read()
+    with tempfile.TemporaryDirectory(prefix="ulpprof-ray-") as tmp:
+        out = os.path.join(tmp, "digests.h5")
+        run_text(["repair", "--digests", path, out])
+        with open(out, "rb") as f:
+            return f.read()
 
 
 def _parting_of(pc: str, pg: str, g_bytes: Optional[bytes] = None,
@@ -510,13 +522,16 @@ def streams(runs: Any, address: Optional[str] = None, activations: bool = True,
     the capture API and groups them with the program.  With `activations`,
     each other completion's first run is compared with the common one's
     by row digests on the common one's node: a representative on another
-    node moves there as its digest-only file (no tensor but the fed ids; a
-    run that holds tensors is refused there).  Raises SnapshotError when a
+    node moves there as its digest-only file (no tensor but the fed ids); a
+    run captured with its tensors (mode "data" or "both") moves as its
+    digest-only rendition, made on its own node by `ulpprof repair
+    --digests` (the digests mode "digest" would have written).  Raises SnapshotError when a
     run cannot be used, ValueError on a bad argument.  `stats`, a dict,
     receives `runs`, `token_bytes` and `id_bytes` (what reached the
     driver: the tokens' and the fed ids' rows, each with its position and
     request), `pairs`, `pairs_across_nodes` and `bytes_moved` (the digest
-    files moved between nodes)."""
+    files moved between nodes, each representative's digest-only file or
+    rendition)."""
     if not ray.is_initialized():
         ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
     placed = _placed_runs(runs)

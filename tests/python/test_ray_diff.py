@@ -24,39 +24,17 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("ULPPROF_SOURCE_DIR", os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.path.abspath(os.environ.get("ULPPROF_BUILD_DIR", os.path.join(SRC, "build")))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-import pyenv_reexec  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+import ray_cluster  # noqa: E402  (first: it may re-exec this test under the venv)
+from ray_cluster import BUILD, ULPPROF, check  # noqa: E402
 
-pyenv_reexec.unless("ray", skip=True)
-import numpy as np  # noqa: E402
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
-
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-sys.path.insert(0, os.path.join(SRC, "python"))
-os.environ["ULPPROF_BUILD_DIR"] = BUILD
 import capwriter  # noqa: E402
+import numpy as np  # noqa: E402
 
-ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
-# The Ray workers inherit these from the nodes this process starts.
-os.environ["ULPPROF_PROGRAM"] = ULPPROF
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [os.path.join(SRC, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                     if p])
 import ulpprof.ray  # noqa: E402
 
-FAILS = []
 LAYERS = 4
 SHAPE = (6, 32)  # 6 token rows of 32 floats
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL:", msg)
 
 
 def ulp_bump(x, k):
@@ -124,7 +102,6 @@ def first_difference(x, y, where="report"):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="ulpprof-ray-")
-    cluster = None
     try:
         # rank -> perturbation of B: (first layer, ulps); None = bitwise equal.
         perturb = {0: None, 1: (2, 3), 2: None, 3: (1, 1)}
@@ -149,143 +126,133 @@ def main():
         check(local.returncode == 1, "local diff exit %d: %s" % (local.returncode, local.stderr))
         want = json.loads(local.stdout)
 
-        small = {"num_cpus": 1, "object_store_memory": 80 << 20, "include_dashboard": False}
-        cluster = Cluster(initialize_head=True, head_node_args=dict(small, resources={"n0": 1}))
-        for n in (1, 2):
-            cluster.add_node(**dict(small, resources={"n%d" % n: 1}))
-        cluster.wait_for_nodes(timeout=600)
-        ray.init(address=cluster.address, log_to_driver=False)
-        ids = {}
-        for node in ray.nodes():
-            for n in range(3):
-                if node.get("Alive") and node["Resources"].get("n%d" % n):
-                    ids[n] = node["NodeID"]
-        check(sorted(ids) == [0, 1, 2], "cluster nodes %r" % ids)
-
-        a = {ids[n]: os.path.join(tmp, "node%d" % n, "A") for n in range(3)}
-        b = {ids[n]: os.path.join(tmp, "node%d" % n, "B") for n in range(3)}
-        stats = {}
-        got = ulpprof.ray.diff(a, b, stats=stats)
-        # Rank 3's B file moved less its layer 0, which A holds bit for bit.
-        b3 = os.path.join(tmp, "node2", "B", "3.h5")
-        check(stats == {"pairs_across_nodes": 1,
-                        "bytes_moved": os.path.getsize(b3) - b_ts[3][0].nbytes},
-              "moved %r; file %d bytes, layer 0 %d" % (stats, os.path.getsize(b3),
-                                                       b_ts[3][0].nbytes))
-
-        # Same document as the local diff of the gathered files, paths aside.
-        check(sorted(got) == sorted(want), "keys %r vs %r" % (sorted(got), sorted(want)))
-        check(strip_paths(got) == strip_paths(want), "ray report differs from the local one: %s"
-              % first_difference(strip_paths(got), strip_paths(want)))
-        for x in got["ranks"]:
-            na, nb = where[x["rank"]]
-            check(x["a"] == "%s:%s" % (ids[na], os.path.join(tmp, "node%d" % na, "A",
-                                                              "%d.h5" % x["rank"])),
-                  "rank %d a %r" % (x["rank"], x["a"]))
-            check(x["b"].endswith(os.path.join("node%d" % nb, "B", "%d.h5" % x["rank"])),
-                  "rank %d b %r" % (x["rank"], x["b"]))
-
-        # The rebuilt file is B's, byte for byte.
-        a3 = os.path.join(tmp, "node1", "A", "3.h5")
-        ea, eb = ulpprof.ray._extents(a3), ulpprof.ray._extents(b3)
-        holes = sorted((eb[k][0], eb[k][1], ea[k][0]) for k in eb if ea[k][1:] == eb[k][1:])
-        check([h[1] for h in holes] == [b_ts[3][0].nbytes], "holes %r" % holes)
-        ulpprof.ray._unpack(ulpprof.ray._pack(b3, [h[:2] for h in holes]), holes, a3,
-                            os.path.join(tmp, "rebuilt.h5"))
-        with open(b3, "rb") as f, open(os.path.join(tmp, "rebuilt.h5"), "rb") as g:
-            check(f.read() == g.read(), "the rebuilt B file is not B's")
-
-        # Against numpy.
-        check([x["rank"] for x in got["ranks"]] == [0, 1, 2, 3], "ranks compared %r"
-              % [x["rank"] for x in got["ranks"]])
-        check(got["ranks_only_a"] == [4] and got["ranks_only_b"] == [],
-              "only %r %r" % (got["ranks_only_a"], got["ranks_only_b"]))
-        check(got["identical"] is False, "identical %r" % got["identical"])
-        for x in got["ranks"]:
-            r, rep = x["rank"], x["report"]
-            same = [np.array_equal(p.view(np.uint32), q.view(np.uint32))
-                    for p, q in zip(a_ts[r], b_ts[r])]
-            check(rep["identical"] == all(same), "rank %d identical %r" % (r, rep["identical"]))
-            if all(same):
-                continue
-            first = same.index(False)
-            fd = rep.get("first_divergence") or {}
-            check(fd.get("name") == "layers.%d.out" % first,
-                  "rank %d first divergence %r, numpy: layers.%d.out" % (r, fd, first))
-            rows = {c["name"]: c for c in rep["rows"]}
-            for layer in range(LAYERS):
-                u = max_ulp(a_ts[r][layer], b_ts[r][layer])
-                c = rows.get("layers.%d.out" % layer, {})
-                check(c.get("max_ulp") == u, "rank %d layer %d max_ulp %r, numpy %d"
-                      % (r, layer, c.get("max_ulp"), u))
-
-        # A list of directories, one per node in ray.nodes() order.
-        order = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
-        num = {v: k for k, v in ids.items()}
-        got2 = ulpprof.ray.diff([a[i] for i in order], [b[i] for i in order])
-        check(strip_paths(got2) == strip_paths(got), "the list form gives another report")
-        check([x["a"] for x in got2["ranks"]] == [x["a"] for x in got["ranks"]],
-              "list form names %r" % [x["a"] for x in got2["ranks"]])
-        del num
-
-        # Digest-only runs (/env ranks, names in reverse order), the same way.
-        from ulpprof import _lib
-        os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture",
-                                                             "libulpprof_capture.so")
-        dg = {r: (n, n if r != 1 else 2) for r, n in ((0, 0), (1, 1), (2, 2))}
-        for r, (na, nb) in dg.items():
-            os.environ["RANK"] = str(r)
-            for side, node, ts in (("DA", na, a_ts[r]), ("DB", nb, b_ts[r])):
-                for d in (os.path.join(tmp, "node%d" % node, side),
-                          os.path.join(tmp, "gathered", side)):
-                    os.makedirs(d, exist_ok=True)
-                    s = _lib.Session(os.path.join(d, "f%d.h5" % (9 - r)), label=side)
-                    s.set_capture_mode("digest")
-                    for layer, t in enumerate(ts):
-                        s.capture("layers.%d.out" % layer, t.ctypes.data, "f32", t.shape,
-                                  positions=list(range(SHAPE[0])), requests=[0] * SHAPE[0],
-                                  row_rank=1)
-                    s.close()
-        os.environ.pop("RANK")
-        for n in range(3):
-            for side in ("DA", "DB"):
-                os.makedirs(os.path.join(tmp, "node%d" % n, side), exist_ok=True)
-        local = subprocess.run([ULPPROF, "diff", "-f", "json", os.path.join(tmp, "gathered", "DA"),
-                                os.path.join(tmp, "gathered", "DB")], capture_output=True,
-                               text=True, timeout=600)
-        check(local.returncode == 1, "digest local diff exit %d: %s"
-              % (local.returncode, local.stderr))
-        want_d = json.loads(local.stdout) if local.returncode == 1 else {}
-        got_d = ulpprof.ray.diff({ids[n]: os.path.join(tmp, "node%d" % n, "DA") for n in range(3)},
-                                 {ids[n]: os.path.join(tmp, "node%d" % n, "DB") for n in range(3)})
-        check(strip_paths(got_d) == strip_paths(want_d), "digest ray report differs: %s"
-              % first_difference(strip_paths(got_d), strip_paths(want_d)))
-        fd = {x["rank"]: x["report"].get("first_divergence") for x in got_d["ranks"]}
-        # numpy: rank 1 parts at layer 2, row 2 (element [2, 5]); ranks 0 and 2 are identical.
-        check(fd == {0: None, 1: {"capture": "layers.2.out", "request": 0, "position": 2},
-                     2: None}, "digest first divergences %r" % fd)
-
-        # Bad input: one clear error, no report.
-        try:
-            ulpprof.ray.diff({ids[0]: os.path.join(tmp, "nowhere")}, b)
-            check(False, "a missing directory gave a report")
-        except ulpprof.SnapshotError as e:
-            check("nowhere" in str(e) and "Traceback" not in str(e), "missing dir: %s" % e)
-        try:
-            ulpprof.ray.diff({"ab" * 28: a[ids[0]]}, b)
-            check(False, "an unknown node gave a report")
-        except ValueError as e:
-            check("not an alive node" in str(e), "unknown node: %s" % e)
+        with ray_cluster.started() as ids:
+            on_cluster(tmp, ids, where, perturb, a_ts, b_ts, want)
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILS:
-        print("%d failure(s)" % len(FAILS))
-        sys.exit(1)
-    print("ok")
+    ray_cluster.finish()
+
+
+def on_cluster(tmp, ids, where, perturb, a_ts, b_ts, want):
+    """The checks that need the cluster (ids: {n: node id})."""
+    a = {ids[n]: os.path.join(tmp, "node%d" % n, "A") for n in range(3)}
+    b = {ids[n]: os.path.join(tmp, "node%d" % n, "B") for n in range(3)}
+    stats = {}
+    got = ulpprof.ray.diff(a, b, stats=stats)
+    # Rank 3's B file moved less its layer 0, which A holds bit for bit.  Its
+    # divergence is introduced at layer 1 and carried into 2 and 3: the data of
+    # all three moves, as numpy counts the layers whose bytes differ, since
+    # the report gives each of them its ULP numbers (both tensors needed).
+    b3 = os.path.join(tmp, "node2", "B", "3.h5")
+    differ = sum(not np.array_equal(x.view(np.uint32), y.view(np.uint32))
+                 for x, y in zip(a_ts[3], b_ts[3]))
+    check(differ == 3, "numpy: rank 3 differs in %d layers" % differ)
+    check(stats == {"pairs_across_nodes": 1, "captures_moved": differ,
+                    "bytes_moved": os.path.getsize(b3) - b_ts[3][0].nbytes},
+          "moved %r; file %d bytes, layer 0 %d" % (stats, os.path.getsize(b3),
+                                                   b_ts[3][0].nbytes))
+
+    # Same document as the local diff of the gathered files, paths aside.
+    check(sorted(got) == sorted(want), "keys %r vs %r" % (sorted(got), sorted(want)))
+    check(strip_paths(got) == strip_paths(want), "ray report differs from the local one: %s"
+          % first_difference(strip_paths(got), strip_paths(want)))
+    for x in got["ranks"]:
+        na, nb = where[x["rank"]]
+        check(x["a"] == "%s:%s" % (ids[na], os.path.join(tmp, "node%d" % na, "A",
+                                                          "%d.h5" % x["rank"])),
+              "rank %d a %r" % (x["rank"], x["a"]))
+        check(x["b"].endswith(os.path.join("node%d" % nb, "B", "%d.h5" % x["rank"])),
+              "rank %d b %r" % (x["rank"], x["b"]))
+
+    # The rebuilt file is B's, byte for byte.
+    a3 = os.path.join(tmp, "node1", "A", "3.h5")
+    ea, eb = ulpprof.ray._extents(a3), ulpprof.ray._extents(b3)
+    holes = sorted((eb[k][0], eb[k][1], ea[k][0]) for k in eb if ea[k][1:] == eb[k][1:])
+    check([h[1] for h in holes] == [b_ts[3][0].nbytes], "holes %r" % holes)
+    ulpprof.ray._unpack(ulpprof.ray._pack(b3, [h[:2] for h in holes]), holes, a3,
+                        os.path.join(tmp, "rebuilt.h5"))
+    with open(b3, "rb") as f, open(os.path.join(tmp, "rebuilt.h5"), "rb") as g:
+        check(f.read() == g.read(), "the rebuilt B file is not B's")
+
+    # Against numpy.
+    check([x["rank"] for x in got["ranks"]] == [0, 1, 2, 3], "ranks compared %r"
+          % [x["rank"] for x in got["ranks"]])
+    check(got["ranks_only_a"] == [4] and got["ranks_only_b"] == [],
+          "only %r %r" % (got["ranks_only_a"], got["ranks_only_b"]))
+    check(got["identical"] is False, "identical %r" % got["identical"])
+    for x in got["ranks"]:
+        r, rep = x["rank"], x["report"]
+        same = [np.array_equal(p.view(np.uint32), q.view(np.uint32))
+                for p, q in zip(a_ts[r], b_ts[r])]
+        check(rep["identical"] == all(same), "rank %d identical %r" % (r, rep["identical"]))
+        if all(same):
+            continue
+        first = same.index(False)
+        fd = rep.get("first_divergence") or {}
+        check(fd.get("name") == "layers.%d.out" % first,
+              "rank %d first divergence %r, numpy: layers.%d.out" % (r, fd, first))
+        rows = {c["name"]: c for c in rep["rows"]}
+        for layer in range(LAYERS):
+            u = max_ulp(a_ts[r][layer], b_ts[r][layer])
+            c = rows.get("layers.%d.out" % layer, {})
+            check(c.get("max_ulp") == u, "rank %d layer %d max_ulp %r, numpy %d"
+                  % (r, layer, c.get("max_ulp"), u))
+
+    # A list of directories, one per node in ray.nodes() order.
+    order = ray_cluster.alive_order()
+    got2 = ulpprof.ray.diff([a[i] for i in order], [b[i] for i in order])
+    check(strip_paths(got2) == strip_paths(got), "the list form gives another report")
+    check([x["a"] for x in got2["ranks"]] == [x["a"] for x in got["ranks"]],
+          "list form names %r" % [x["a"] for x in got2["ranks"]])
+
+    # Digest-only runs (/env ranks, names in reverse order), the same way.
+    from ulpprof import _lib
+    os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture",
+                                                         "libulpprof_capture.so")
+    dg = {r: (n, n if r != 1 else 2) for r, n in ((0, 0), (1, 1), (2, 2))}
+    for r, (na, nb) in dg.items():
+        os.environ["RANK"] = str(r)
+        for side, node, ts in (("DA", na, a_ts[r]), ("DB", nb, b_ts[r])):
+            for d in (os.path.join(tmp, "node%d" % node, side),
+                      os.path.join(tmp, "gathered", side)):
+                os.makedirs(d, exist_ok=True)
+                s = _lib.Session(os.path.join(d, "f%d.h5" % (9 - r)), label=side)
+                s.set_capture_mode("digest")
+                for layer, t in enumerate(ts):
+                    s.capture("layers.%d.out" % layer, t.ctypes.data, "f32", t.shape,
+                              positions=list(range(SHAPE[0])), requests=[0] * SHAPE[0],
+                              row_rank=1)
+                s.close()
+    os.environ.pop("RANK")
+    for n in range(3):
+        for side in ("DA", "DB"):
+            os.makedirs(os.path.join(tmp, "node%d" % n, side), exist_ok=True)
+    local = subprocess.run([ULPPROF, "diff", "-f", "json", os.path.join(tmp, "gathered", "DA"),
+                            os.path.join(tmp, "gathered", "DB")], capture_output=True,
+                           text=True, timeout=600)
+    check(local.returncode == 1, "digest local diff exit %d: %s"
+          % (local.returncode, local.stderr))
+    want_d = json.loads(local.stdout) if local.returncode == 1 else {}
+    got_d = ulpprof.ray.diff({ids[n]: os.path.join(tmp, "node%d" % n, "DA") for n in range(3)},
+                             {ids[n]: os.path.join(tmp, "node%d" % n, "DB") for n in range(3)})
+    check(strip_paths(got_d) == strip_paths(want_d), "digest ray report differs: %s"
+          % first_difference(strip_paths(got_d), strip_paths(want_d)))
+    fd = {x["rank"]: x["report"].get("first_divergence") for x in got_d["ranks"]}
+    # numpy: rank 1 parts at layer 2, row 2 (element [2, 5]); ranks 0 and 2 are identical.
+    check(fd == {0: None, 1: {"capture": "layers.2.out", "request": 0, "position": 2},
+                 2: None}, "digest first divergences %r" % fd)
+
+    # Bad input: one clear error, no report.
+    try:
+        ulpprof.ray.diff({ids[0]: os.path.join(tmp, "nowhere")}, b)
+        check(False, "a missing directory gave a report")
+    except ulpprof.SnapshotError as e:
+        check("nowhere" in str(e) and "Traceback" not in str(e), "missing dir: %s" % e)
+    try:
+        ulpprof.ray.diff({"ab" * 28: a[ids[0]]}, b)
+        check(False, "an unknown node gave a report")
+    except ValueError as e:
+        check("not an alive node" in str(e), "unknown node: %s" % e)
 
 
 if __name__ == "__main__":

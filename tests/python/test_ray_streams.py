@@ -17,8 +17,11 @@ one's node and on others (their digest files move).  Checked:
   first run's activations first part from the common one's (the rows
   compared bit for bit, in write order) with the --select spec;
 - without activations, the same as `ulpprof streams -f json`;
-- a run that holds tensors is refused when its digests would have to move,
-  a missing run names its file;
+- a run captured with its tensors (mode "data") that heads a completion
+  on another node than the common run's moves as its digest-only
+  rendition (`ulpprof repair --digests`): the report equals the local one
+  and numpy's, and what moved is the digest files and the rendition;
+- a missing run names its file, an unknown node is refused;
 - nine runs more that record their fed token ids (`input_ids`, kept in
   full; the activations in digest mode), each numbering three prompts in
   another order, 3/3/3 over the nodes: requests are identified by prompt
@@ -36,30 +39,17 @@ import subprocess
 import sys
 import tempfile
 
-SRC = os.environ.get("ULPPROF_SOURCE_DIR", os.path.dirname(os.path.dirname(
-    os.path.dirname(os.path.abspath(__file__)))))
-BUILD = os.path.abspath(os.environ.get("ULPPROF_BUILD_DIR", os.path.join(SRC, "build")))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-import pyenv_reexec  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__))))
+import ray_cluster  # noqa: E402  (first: it may re-exec this test under the venv)
+from ray_cluster import ULPPROF, check  # noqa: E402
 
-pyenv_reexec.unless("ray", skip=True)
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 
-sys.path.insert(0, os.path.join(SRC, "python"))
-ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
-# The Ray workers inherit these from the nodes this process starts.
-os.environ["ULPPROF_PROGRAM"] = ULPPROF
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [os.path.join(SRC, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                     if p])
 import ulpprof  # noqa: E402
 import ulpprof.ray  # noqa: E402
 from ulpprof import _lib  # noqa: E402
 
-FAILS = []
 RUNS = 12
 PROMPT = 4  # prompt positions 0-3; step k's logits sit at position 3 + k
 STEPS = 8
@@ -75,12 +65,6 @@ PART0 = {"B": 3, "C": 5, "D": 6}
 # Activation perturbations (request, layer, positions) of each group's runs.
 BUMPS = {"B": [(0, 2, [5, 6, 7]), (0, 1, [6, 7])], "C": [(0, 0, [7])], "D": [],
          "E": [(1, 0, [4, 5])]}
-
-
-def check(cond, msg):
-    if not cond:
-        FAILS.append(msg)
-        print("FAIL:", msg)
 
 
 def node_of(i):
@@ -461,9 +445,55 @@ def check_prompts(tmp, ids):
           "prompts: ray report without activations differs from the local one")
 
 
+def check_data_mode(tmp, ids, placed):
+    """A run captured with its tensors (mode "data": run 3's, named to come
+    right after run00) on node 1 heads completion C, whose activations are
+    compared on node 0, the common run's: it moves there as its digest-only
+    rendition (`ulpprof repair --digests`, made on node 1), and the report
+    equals the local one of the same files gathered, field for field."""
+    full = os.path.join(tmp, "full")
+    os.makedirs(full)
+    data = os.path.join(full, "run00a.h5")
+    write_file(data, 3, 0, mode="data")
+    gathered = os.path.join(tmp, "gathered-data")
+    shutil.copytree(os.path.join(tmp, "gathered"), gathered)
+    shutil.copy(data, gathered)
+    local = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", gathered],
+                           capture_output=True, text=True, timeout=300)
+    check(local.returncode == 1, "data mode: local streams exit %d: %s"
+          % (local.returncode, local.stderr))
+    want = json.loads(local.stdout) if local.returncode == 1 else {}
+    runs = {ids[n]: placed[n] + ([data] if n == 1 else []) for n in range(3)}
+    stats = {}
+    got = ulpprof.ray.streams(runs, stats=stats)
+    check(without_runs(got) == without_runs(want), "data mode: ray report differs from the local "
+          "one:\n%s\n%s" % (json.dumps(without_runs(got))[:2000],
+                             json.dumps(without_runs(want))[:2000]))
+    # Completion C of request 0 is headed by run00a (run 1 now): against numpy, its
+    # activations part where run 3's do from run 0's.
+    q0 = next(q for q in got["requests"] if q["request"] == 0)
+    c = next((g for g in q0["completions"] if g["runs"][:1] == [1]), {})
+    check(c.get("activations") == expected_parting(0, 3, 0, PROMPT - 1 + PART0["C"]),
+          "data mode: run00a's activations %r" % c.get("activations"))
+    rendition = os.path.join(tmp, "run00a-digests.h5")
+    p = subprocess.run([ULPPROF, "repair", "--digests", data, rendition], capture_output=True,
+                       text=True, timeout=300)
+    check(p.returncode == 0, "repair --digests exit %d: %s" % (p.returncode, p.stderr))
+    # What moved: the digest files of runs 2, 7 and 11, and run00a's rendition, never its tensors.
+    sizes = sum(os.path.getsize(read_of(tmp, i)) for i in (2, 7, 11))
+    check(stats["pairs"] == 4 and stats["pairs_across_nodes"] == 4 and
+          stats["bytes_moved"] == sizes + os.path.getsize(rendition),
+          "data mode: moved %r; digest files %d, rendition %d"
+          % (stats, sizes, os.path.getsize(rendition)))
+    import h5py
+    with h5py.File(rendition, "r") as f:
+        check(sorted(f["captures"]) == ["tokens"] and sorted(f["digests"]) == sorted(NAMES),
+              "data mode: the rendition holds /captures %r, /digests %r"
+              % (sorted(f["captures"]), sorted(f["digests"])))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulpprof-ray-streams-")
-    cluster = None
     try:
         gathered = os.path.join(tmp, "gathered")
         os.makedirs(gathered)
@@ -472,10 +502,6 @@ def main():
             write_run(gathered, i)
             placed[node_of(i)].append(write_run(os.path.join(tmp, "node%d" % node_of(i)), i))
         check([len(v) for v in placed.values()] == [4, 4, 4], "split %r" % placed)
-        # A run that holds tensors, for the refusal below.
-        full = os.path.join(tmp, "full")
-        os.makedirs(full)
-        write_file(os.path.join(full, "run99.h5"), 3, 0, mode="data")  # run 3, with tensors
 
         local = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", gathered],
                                capture_output=True, text=True, timeout=300)
@@ -487,84 +513,57 @@ def main():
         want_plain = json.loads(plain.stdout)
         compare_numpy(want, "local")  # the expectations themselves hold
 
-        small = {"num_cpus": 1, "object_store_memory": 80 << 20, "include_dashboard": False}
-        cluster = Cluster(initialize_head=True, head_node_args=dict(small, resources={"n0": 1}))
-        for n in (1, 2):
-            cluster.add_node(**dict(small, resources={"n%d" % n: 1}))
-        cluster.wait_for_nodes(timeout=600)
-        ray.init(address=cluster.address, log_to_driver=False)
-        ids = {}
-        for node in ray.nodes():
-            for n in range(3):
-                if node.get("Alive") and node["Resources"].get("n%d" % n):
-                    ids[n] = node["NodeID"]
-        check(sorted(ids) == [0, 1, 2], "cluster nodes %r" % ids)
+        with ray_cluster.started() as ids:
+            runs = {ids[n]: placed[n] for n in range(3)}
+            stats = {}
+            got = ulpprof.ray.streams(runs, stats=stats)
+            check(without_runs(got) == without_runs(want), "ray report differs from the local "
+                  "one:\n%s\n%s" % (json.dumps(without_runs(got))[:2000],
+                                     json.dumps(without_runs(want))[:2000]))
+            compare_numpy(got, "ray")
+            # Each run named by its node and the file that node read (rank 0 of a directory).
+            for i, name in enumerate(got["runs"]):
+                check(name == "%s:%s" % (ids[node_of(i)], read_of(tmp, i)), "run %d named %r"
+                      % (i, name))
+            # Pairs: (0, 2) B, (0, 3) C, (0, 11) D, (0, 7) E; 2, 11 and 7 sit on other nodes.
+            check(stats["pairs"] == 4 and stats["pairs_across_nodes"] == 3,
+                  "pairs %r" % stats)
+            sizes = sum(os.path.getsize(read_of(tmp, i)) for i in (2, 7, 11))
+            check(stats["bytes_moved"] == sizes, "moved %r, the three digest files %d"
+                  % (stats, sizes))
+            # What reached the driver: 32 bytes a generated token (token, margin, position,
+            # request).
+            check(stats["token_bytes"] == sum(32 * (len(tokens_of(i, 0)[0]) +
+                                                    len(tokens_of(i, 1)[0]))
+                                              for i in range(RUNS)), "token bytes %r" % stats)
 
-        runs = {ids[n]: placed[n] for n in range(3)}
-        stats = {}
-        got = ulpprof.ray.streams(runs, stats=stats)
-        check(without_runs(got) == without_runs(want), "ray report differs from the local one:\n"
-              "%s\n%s" % (json.dumps(without_runs(got))[:2000],
-                          json.dumps(without_runs(want))[:2000]))
-        compare_numpy(got, "ray")
-        # Each run named by its node and the file that node read (rank 0 of a directory).
-        for i, name in enumerate(got["runs"]):
-            check(name == "%s:%s" % (ids[node_of(i)], read_of(tmp, i)), "run %d named %r"
-                  % (i, name))
-        # Pairs: (0, 2) B, (0, 3) C, (0, 11) D, (0, 7) E; 2, 11 and 7 sit on other nodes.
-        check(stats["pairs"] == 4 and stats["pairs_across_nodes"] == 3,
-              "pairs %r" % stats)
-        sizes = sum(os.path.getsize(read_of(tmp, i)) for i in (2, 7, 11))
-        check(stats["bytes_moved"] == sizes, "moved %r, the three digest files %d"
-              % (stats, sizes))
-        # What reached the driver: 32 bytes a generated token (token, margin, position, request).
-        check(stats["token_bytes"] == sum(32 * (len(tokens_of(i, 0)[0]) + len(tokens_of(i, 1)[0]))
-                                          for i in range(RUNS)), "token bytes %r" % stats)
+            # Without activations: `ulpprof streams -f json`.
+            got_plain = ulpprof.ray.streams(runs, activations=False)
+            check(without_runs(got_plain) == without_runs(want_plain),
+                  "ray report without activations differs from the local one")
 
-        # Without activations: `ulpprof streams -f json`.
-        got_plain = ulpprof.ray.streams(runs, activations=False)
-        check(without_runs(got_plain) == without_runs(want_plain),
-              "ray report without activations differs from the local one")
+            # A list, one entry per node in ray.nodes() order.
+            got_list = ulpprof.ray.streams([runs[i] for i in ray_cluster.alive_order()])
+            check(got_list == got, "the list form gives another report")
 
-        # A list, one entry per node in ray.nodes() order.
-        order = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
-        got_list = ulpprof.ray.streams([runs[i] for i in order])
-        check(got_list == got, "the list form gives another report")
+            check_data_mode(tmp, ids, placed)
 
-        # Bad input: one clear error each.
-        bad = {ids[0]: placed[0], ids[1]: placed[1] + [os.path.join(full, "run99.h5")]}
-        try:
-            # Run 3's tokens on node 1, named to come before run03: it heads completion C,
-            # whose digests would move to node 0, the common run's.
-            os.rename(os.path.join(full, "run99.h5"), os.path.join(full, "run00a.h5"))
-            bad[ids[1]][-1] = os.path.join(full, "run00a.h5")
-            ulpprof.ray.streams(bad)
-            check(False, "a run with tensors moved")
-        except ulpprof.SnapshotError as e:
-            check("holds captured tensors" in str(e) and "run00a.h5" in str(e),
-                  "tensors: %s" % e)
-        try:
-            ulpprof.ray.streams({ids[2]: [os.path.join(tmp, "nowhere.h5")]})
-            check(False, "a missing run gave a report")
-        except ulpprof.SnapshotError as e:
-            check("nowhere.h5" in str(e) and "Traceback" not in str(e), "missing: %s" % e)
-        try:
-            ulpprof.ray.streams({"ab" * 28: placed[0]})
-            check(False, "an unknown node gave a report")
-        except ValueError as e:
-            check("not an alive node" in str(e), "unknown node: %s" % e)
+            # Bad input: one clear error each.
+            try:
+                ulpprof.ray.streams({ids[2]: [os.path.join(tmp, "nowhere.h5")]})
+                check(False, "a missing run gave a report")
+            except ulpprof.SnapshotError as e:
+                check("nowhere.h5" in str(e) and "Traceback" not in str(e), "missing: %s" % e)
+            try:
+                ulpprof.ray.streams({"ab" * 28: placed[0]})
+                check(False, "an unknown node gave a report")
+            except ValueError as e:
+                check("not an alive node" in str(e), "unknown node: %s" % e)
 
-        check_prompts(tmp, ids)
+            check_prompts(tmp, ids)
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)
-    if FAILS:
-        print("%d failure(s)" % len(FAILS))
-        sys.exit(1)
-    print("ok")
+    ray_cluster.finish()
 
 
 if __name__ == "__main__":
