@@ -11,6 +11,7 @@
 #include "common/digest.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "digest_compare.h"
 #include "format/snapshot_digests.h"
 #include "ulpprof/digest.h"
 #include "ulpprof/snapshot.h"
@@ -26,6 +27,8 @@ typedef struct side {
     int digest_only;
     int only; /* 1: only the rows with positions of request `want`, keyed as `as` */
     int64_t want, as;
+    const ulp__digest_cuts *cuts; /* rows at or after a request's cut are left out */
+    uint64_t after;               /* how many                                      */
 } side;
 
 typedef struct names {
@@ -72,10 +75,28 @@ static int64_t name_id(names *nm, const char *name, int64_t seq, int32_t layer, 
     return id;
 }
 
+/* Whether (request, position) lies at or after its request's cut (cuts sorted by request). */
+static int past_cut(const ulp__digest_cuts *c, int64_t request, int64_t position)
+{
+    size_t lo = 0, hi = c ? c->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->request[mid] < request)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return c && lo < c->n && c->request[lo] == request && position >= c->position[lo];
+}
+
 static int push(side *s, key_row r, int positional)
 {
     if (s->only && (!positional || r.request != s->want))
         return 0;
+    if (positional && past_cut(s->cuts, r.request, r.position)) {
+        s->after++;
+        return 0;
+    }
     if (s->only)
         r.request = s->as;
     if (s->n == s->cap) {
@@ -224,16 +245,18 @@ static int range_add(ulp_digest_range **v, size_t *n, size_t *cap, int64_t r, in
 }
 
 static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
-                          const int64_t *req_b, ulp_digest_result **out, ulp_error *err)
+                          const int64_t *req_b, const ulp__digest_cuts *cuts, uint64_t *after,
+                          ulp_digest_result **out, ulp_error *err)
 {
     *out = NULL;
     names nm = {0};
     ulp__strmap_init(&nm.ids);
     side a = {0}, b = {0};
     if (req_a != NULL) {
-        a = (side){NULL, 0, 0, 0, 1, *req_a, *req_a};
-        b = (side){NULL, 0, 0, 0, 1, *req_b, *req_a};
+        a = (side){NULL, 0, 0, 0, 1, *req_a, *req_a, NULL, 0};
+        b = (side){NULL, 0, 0, 0, 1, *req_b, *req_a, NULL, 0};
     }
+    a.cuts = b.cuts = cuts;
     ulp_digest_result *res = calloc(1, sizeof(*res));
     ulp_digest_name *v = NULL;
     ulp_status st = res ? ULP_OK : ULP_ENOMEM;
@@ -310,6 +333,8 @@ static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
         *out = res;
         res = NULL;
         v = NULL;
+        if (after)
+            *after = a.after;
         free(nm.text); /* the strings are the result's names now, the array is not */
         nm.text = NULL;
     }
@@ -336,13 +361,19 @@ static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
 ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result **out,
                               ulp_error *err)
 {
-    return compare(pa, pb, NULL, NULL, out, err);
+    return compare(pa, pb, NULL, NULL, NULL, NULL, out, err);
+}
+
+ulp_status ulp__digest_compare_cut(const char *pa, const char *pb, const ulp__digest_cuts *cuts,
+                                   uint64_t *after, ulp_digest_result **out, ulp_error *err)
+{
+    return compare(pa, pb, NULL, NULL, cuts, after, out, err);
 }
 
 ulp_status ulp_digest_compare_request(const char *pa, int64_t request_a, const char *pb,
                                       int64_t request_b, ulp_digest_result **out, ulp_error *err)
 {
-    return compare(pa, pb, &request_a, &request_b, out, err);
+    return compare(pa, pb, &request_a, &request_b, NULL, NULL, out, err);
 }
 
 void ulp_digest_result_free(ulp_digest_result *r)

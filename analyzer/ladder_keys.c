@@ -56,6 +56,8 @@ void ulp__ladder_pair_release(ulp_ladder_pair *p)
     free(p->first.capture);
     free(p->contract_word);
     free(p->contract_text);
+    free(p->part.source);
+    p->part.source = NULL;
     p->contract_word = p->contract_text = NULL;
     p->keys = NULL;
     p->n_keys = 0;

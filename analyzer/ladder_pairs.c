@@ -9,7 +9,9 @@
 
 #include "common/error.h"
 #include "diff_priv.h"
+#include "digest_compare.h"
 #include "ladder_priv.h"
+#include "ladder_streams.h"
 #include "ulpprof/digest.h"
 #include "ulpprof/verdict.h"
 
@@ -139,13 +141,14 @@ static void missing_ranks_differ(ulp_ladder_pair *p)
         p->identical = 0;
 }
 
-/* Compares the ranks both runs have; the first compared pair gives the /run keys. */
 /*
  * A rank pair where a side holds row digests only (FORMAT.md, "Digests"):
  * compared by digest, rows being capture names and the first divergence
  * the digest diff's (the first differing name in A's write order, its
  * first differing (request, position)); the /run keys as the diff finds
- * them.
+ * them.  Where the fed token ids part (ladder_streams.h), the rows of that
+ * request from the parting position on were fed other tokens: they are
+ * left out of the compare, and the pair says where the streams part.
  */
 static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *sa,
                               const ulp_snapshot *sb, const char *pa, const char *pb,
@@ -153,23 +156,36 @@ static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *
 {
     ulp_diff_ladder keys;
     ulp_digest_result *g = NULL;
+    ulp__ladder_parts parts;
+    uint64_t after = 0;
     ulp_status st = ulp__ladder_run(sa, sb, &keys, err);
     if (st != ULP_OK)
         return st;
-    st = ulp_digest_compare(pa, pb, &g, err);
+    st = ulp__ladder_streams_find(sa, sb, rank, &parts, err);
+    if (st == ULP_OK) {
+        ulp__digest_cuts cuts = {parts.n, parts.request, parts.position};
+        st = ulp__digest_compare_cut(pa, pb, &cuts, &after, &g, err);
+    }
     if (st == ULP_OK && p->n_ranks == 0)
         st = ulp__ladder_keys_set(p, keys.keys, keys.n_keys, err);
     if (st == ULP_OK) {
         p->n_ranks++;
-        p->identical &= g->identical != 0;
+        p->identical &= g->identical != 0 && parts.n == 0;
+        p->rows_after_part += after;
+        p->parted_requests += parts.n;
         for (size_t q = 0; q < g->nnames; q++) {
             const ulp_digest_name *nm = &g->names[q];
             p->rows++;
             p->differing_rows += nm->differing + nm->only_a + nm->only_b > 0;
             p->elements_compared += nm->compared;
         }
-        if (!g->identical && p->verdict == 0)
+        if ((!g->identical || parts.n > 0) && p->verdict == 0)
             p->verdict = ULP_VERDICT_UNKNOWN;
+        if (parts.n > 0 && !p->streams_part) {
+            p->streams_part = 1;
+            p->part = parts.first;
+            parts.first.source = NULL; /* the pair's now */
+        }
     }
     if (st == ULP_OK && g->first >= 0 && !p->has_first) {
         const ulp_digest_name *nm = &g->names[g->first];
@@ -189,6 +205,7 @@ static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *
                                                .position = nm->has_first ? nm->first_position : -1};
         p->has_first = name != NULL;
     }
+    ulp__ladder_parts_free(&parts);
     ulp_digest_result_free(g);
     ulp__ladder_free(&keys);
     return st;

@@ -106,6 +106,7 @@ static ulp_status tell_rung(ulp_ladder_result *r, int level, size_t j, const ulp
     if (p->identical)
         return ULP_OK;
     g->n_breaking++;
+    r->rung_parted[level] += p->streams_part != 0; /* found by its tokens */
     if (!g->has_first_break || layer_key(p) < *best) {
         g->has_first_break = 1;
         g->first_break = j;
@@ -154,6 +155,7 @@ ulp_status ulp__ladder_decide(ulp_ladder_result *r, ulp_error *err)
     for (int level = 0; level < ULP_LADDER_RUNGS; level++) {
         r->rungs[level].level = level;
         r->rungs[level].name = ulp_diff_ladder_name(level);
+        r->rung_parted[level] = 0;
     }
     for (size_t a = 0, j = 0; st == ULP_OK && a < r->n_runs; a++)
         for (size_t b = a + 1; st == ULP_OK && b < r->n_runs; b++, j++) {

@@ -153,7 +153,9 @@ ulp_status ulp_ladder_result_expand(ulp_ladder_result *r, ulp_error *err)
             v[j].keys = NULL;
             v[j].n_keys = 0;
             v[j].first.capture = NULL;
-            if (p->first.capture && (v[j].first.capture = strdup(p->first.capture)) == NULL)
+            v[j].part.source = NULL;
+            if ((p->first.capture && (v[j].first.capture = strdup(p->first.capture)) == NULL) ||
+                (p->part.source && (v[j].part.source = strdup(p->part.source)) == NULL))
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
             if (st == ULP_OK)
                 st = ulp__ladder_keys_set(&v[j], p->keys, p->n_keys, err);

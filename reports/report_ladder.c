@@ -126,10 +126,35 @@ static void print_missing_ranks(const out *o, const ulp_ladder_result *r, const 
     }
 }
 
+/* "token streams part at request 0, position 12 (step 7 in A): A fed 34, B fed 51 (margins
+ * 0.0123 in A, 0.0456 in B at produced token 6); before it: " */
+static void print_part(const out *o, const ulp_ladder_pair *p)
+{
+    const ulp_ladder_streams_part *s = &p->part;
+    fprintf(o->f, "token streams part at request %" PRId64 ", position %" PRId64, s->request,
+            s->position);
+    if (s->step_a >= 0)
+        fprintf(o->f, " (step %" PRId64 " in A)", s->step_a);
+    if (p->n_ranks > 1 || s->rank > 0)
+        fprintf(o->f, ", rank %d", s->rank);
+    fprintf(o->f, ": A fed %" PRId64 ", B fed %" PRId64, s->token_a, s->token_b);
+    if (s->produced_step >= 0)
+        fprintf(o->f, " (produced token %" PRId64 ", margin %.6g in A, %.6g in B)",
+                s->produced_step, s->margin_a, s->margin_b);
+    if (p->parted_requests > 1)
+        fprintf(o->f, " [%zu requests part]", p->parted_requests);
+    fputs(p->has_first ? "; before it: " : "; no activation differs before it", o->f);
+}
+
 /* "model.layers.0.mlp_out (layer 0) row 3, rank 1; 2 flips" */
 static void print_first(const out *o, const ulp_ladder_result *r, const ulp_ladder_pair *p)
 {
     int missing = p->ranks_only_a > 0 || p->ranks_only_b > 0;
+    if (p->streams_part) {
+        print_part(o, p);
+        if (!p->has_first)
+            return;
+    }
     if (!p->has_first) {
         if (missing)
             print_missing_ranks(o, r, p);
@@ -190,11 +215,15 @@ static void print_rungs(const out *o, const ulp_ladder_result *r)
         }
         if (g->has_first_break) {
             const ulp_ladder_pair *p = ulp_ladder_result_pair(r, g->first_break);
-            fprintf(o->f, "%s vs %s: ", r->runs[p->a].label, r->runs[p->b].label);
+            fprintf(o->f, "%s vs %s: %s", r->runs[p->a].label, r->runs[p->b].label,
+                    p->streams_part ? "found by tokens: " : "");
             print_first(o, r, p);
             if (p->logits_rows)
                 fprintf(o->f, "; %" PRIu64 " of %" PRIu64 " logits rows flip", p->argmax_flips,
                         p->logits_rows);
+            if (r->rung_parted[level] > 0)
+                fprintf(o->f, "; the token streams part in %zu of the %zu pairs that differ",
+                        r->rung_parted[level], g->n_breaking);
         } else if (g->verdict == ULP_LADDER_UNTESTED) {
             fputs(!g->varied         ? "not varied"
                   : g->n_mixed       ? "only varied together with another rung or key"

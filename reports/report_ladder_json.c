@@ -129,6 +129,31 @@ static void first_json(ulp__jw *w, const ulp_ladder_pair *p)
     ulp__jw_close(w, '}');
 }
 
+/* Where the pair's token streams part (ladder.h), or null. */
+static void part_json(ulp__jw *w, const ulp_ladder_pair *p)
+{
+    if (!p->streams_part) {
+        ulp__jw_null(w);
+        return;
+    }
+    const ulp_ladder_streams_part *s = &p->part;
+    ulp__jw_open(w, '{');
+    key_str_or_null(w, "source", s->source);
+    ulp__jw_kint(w, "rank", s->rank);
+    ulp__jw_kint(w, "request", s->request);
+    ulp__jw_kint(w, "position", s->position);
+    ulp__jw_kint(w, "token_a", s->token_a);
+    ulp__jw_kint(w, "token_b", s->token_b);
+    ulp__jw_kint_or_null(w, "step_a", s->step_a >= 0, s->step_a);
+    ulp__jw_kint_or_null(w, "step_b", s->step_b >= 0, s->step_b);
+    ulp__jw_kint_or_null(w, "produced_step", s->produced_step >= 0, s->produced_step);
+    ulp__jw_key(w, "margin_a");
+    ulp__jw_num(w, s->margin_a);
+    ulp__jw_key(w, "margin_b");
+    ulp__jw_num(w, s->margin_b);
+    ulp__jw_close(w, '}');
+}
+
 static void pair_keys(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_pair *p)
 {
     ulp__jw_key(w, "keys");
@@ -188,6 +213,10 @@ static void pair_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_p
         key_str(w, "contract", p->contract_word);
         key_str(w, "contract_text", p->contract_text);
     }
+    ulp__jw_key(w, "streams_part");
+    part_json(w, p);
+    ulp__jw_kint(w, "parted_requests", (int64_t)p->parted_requests);
+    key_count(w, "rows_after_part", p->rows_after_part);
     ulp__jw_close(w, '}');
 }
 
@@ -212,6 +241,9 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
         ulp__jw_key(w, "first_divergence");
         first_json(w, p);
         key_count(w, "argmax_flips", p->argmax_flips);
+        key_str(w, "found_by", p->streams_part ? "tokens" : "activations");
+        ulp__jw_key(w, "streams_part");
+        part_json(w, p);
         ulp__jw_close(w, '}');
     } else {
         ulp__jw_null(w);
@@ -222,6 +254,7 @@ static void rung_json(ulp__jw *w, const ulp_ladder_result *r, const ulp_ladder_r
     ulp__jw_kint(w, "mixed_pairs", (int64_t)g->n_mixed);
     ulp__jw_kint(w, "empty_pairs", (int64_t)g->n_empty);
     ulp__jw_kint(w, "unwitnessed_pairs", (int64_t)g->n_unwitnessed);
+    ulp__jw_kint(w, "parted_pairs", (int64_t)r->rung_parted[g->level]);
     ulp__jw_close(w, '}');
 }
 

@@ -77,6 +77,32 @@ static json_t *ref_first_json(const ulp_ladder_pair *p)
     return o;
 }
 
+static json_t *ref_real_or_null(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *ref_part_json(const ulp_ladder_pair *p)
+{
+    if (!p->streams_part)
+        return json_null();
+    const ulp_ladder_streams_part *s = &p->part;
+    json_t *o = json_object();
+    json_object_set_new(o, "source", s->source ? json_string(s->source) : json_null());
+    json_object_set_new(o, "rank", json_integer(s->rank));
+    json_object_set_new(o, "request", json_integer(s->request));
+    json_object_set_new(o, "position", json_integer(s->position));
+    json_object_set_new(o, "token_a", json_integer(s->token_a));
+    json_object_set_new(o, "token_b", json_integer(s->token_b));
+    json_object_set_new(o, "step_a", s->step_a >= 0 ? json_integer(s->step_a) : json_null());
+    json_object_set_new(o, "step_b", s->step_b >= 0 ? json_integer(s->step_b) : json_null());
+    json_object_set_new(o, "produced_step",
+                        s->produced_step >= 0 ? json_integer(s->produced_step) : json_null());
+    json_object_set_new(o, "margin_a", ref_real_or_null(s->margin_a));
+    json_object_set_new(o, "margin_b", ref_real_or_null(s->margin_b));
+    return o;
+}
+
 static json_t *ref_pair_json(const ulp_ladder_result *r, const ulp_ladder_pair *p)
 {
     json_t *o = json_object(), *names = json_array(), *keys = json_array();
@@ -119,6 +145,9 @@ static json_t *ref_pair_json(const ulp_ladder_result *r, const ulp_ladder_pair *
     static const char *const witnesses[] = {"not_cache", "taken", "none", "unknown"};
     json_object_set_new(o, "verdict", json_string(verdicts[p->verdict]));
     json_object_set_new(o, "cache_witness", json_string(witnesses[p->cache_witness]));
+    json_object_set_new(o, "streams_part", ref_part_json(p));
+    json_object_set_new(o, "parted_requests", json_integer((json_int_t)p->parted_requests));
+    json_object_set_new(o, "rows_after_part", ref_jcount(p->rows_after_part));
     return o;
 }
 
@@ -140,6 +169,9 @@ static json_t *ref_rung_json(const ulp_ladder_result *r, const ulp_ladder_rung *
         json_object_set_new(fb, "b", json_integer((json_int_t)p->b));
         json_object_set_new(fb, "first_divergence", ref_first_json(p));
         json_object_set_new(fb, "argmax_flips", ref_jcount(p->argmax_flips));
+        json_object_set_new(fb, "found_by",
+                            json_string(p->streams_part ? "tokens" : "activations"));
+        json_object_set_new(fb, "streams_part", ref_part_json(p));
     }
     json_object_set_new(o, "first_break", fb);
     json_object_set_new(o, "varied", json_boolean(g->varied));
@@ -148,6 +180,7 @@ static json_t *ref_rung_json(const ulp_ladder_result *r, const ulp_ladder_rung *
     json_object_set_new(o, "mixed_pairs", json_integer((json_int_t)g->n_mixed));
     json_object_set_new(o, "empty_pairs", json_integer((json_int_t)g->n_empty));
     json_object_set_new(o, "unwitnessed_pairs", json_integer((json_int_t)g->n_unwitnessed));
+    json_object_set_new(o, "parted_pairs", json_integer((json_int_t)r->rung_parted[g->level]));
     return o;
 }
 
@@ -316,6 +349,20 @@ static void any_pair(ulp_ladder_pair *p, size_t n_runs, arena *a, ulp_diff_run_k
     p->elements_compared = any_u64();
     p->verdict = (int)pick(4);
     p->cache_witness = (int)pick(4);
+    p->streams_part = (int)pick(2);
+    p->parted_requests = pick(4);
+    p->rows_after_part = any_u64();
+    p->part = (ulp_ladder_streams_part){any_str(a, 3),
+                                        (int)pick(8),
+                                        any_i64(),
+                                        any_i64(),
+                                        any_i64(),
+                                        any_i64(),
+                                        any_i64(),
+                                        any_i64(),
+                                        any_i64(),
+                                        pick(3) ? (double)any_i64() / 7.0 : (double)NAN,
+                                        pick(3) ? (double)any_i64() / 3.0 : (double)NAN};
 }
 
 enum { RUNS = 6, PAIRS = 12, KEYS = 4, FILES = 3 };
@@ -386,6 +433,7 @@ static void any_result_fill(any_result *x)
         rg->n_mixed = pick(100);
         rg->n_empty = pick(100);
         rg->n_unwitnessed = pick(100);
+        r->rung_parted[g] = pick(100);
         rg->has_first_break = r->n_pairs && pick(2);
         rg->first_break = r->n_pairs ? pick(r->n_pairs) : 0;
     }
