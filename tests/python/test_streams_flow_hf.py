@@ -3,9 +3,11 @@
 64 greedy generations of one prompt (request 0, batch row 0) by a small
 random HF Llama on CPU, each batched with 0-7 other random prompts (left
 padded), captured with ulpprof.torch.capture(mode="digest", tokens=True).
-OPENBLAS_CORETYPE=Haswell before torch loads, and lm_head rows 3 and 7 made
-a near tie (row 7 = row 3 plus a few ULPs' worth), so that the batch-size-
-dependent rounding of the GEMMs very likely decides some steps.  Then:
+OPENBLAS_CORETYPE=Haswell before torch loads, and lm_head row 7 made a near
+tie with row 39, a token the model emits (each element one ULP away, up or
+down), so that the batch-size-dependent rounding of the GEMMs decides some
+steps: nothing is injected, the runs part through real batching alone.
+Then:
 
   ulpprof streams --activations -f json DIR
 
@@ -20,14 +22,24 @@ run again (the same batch) with mode="data", select=SPEC, and `ulpprof diff
 -f json` of the two gives the selected capture's max ULP, checked against
 numpy over the captured tensors.  When nothing parts (a BLAS whose kernels
 do not depend on M), the test checks that the tool says exactly that: one
-completion, exit 0.
+completion, exit 0.  On this Xeon (Haswell kernels) 64 runs give 5
+completions (50/7/5/1/1), parting at steps 1 and 4.
+
+Then, when this interpreter has ray, the first ULPPROF_FLOW_RAY_RUNS runs
+(64; 0: no Ray step) are spread over a 3-node Ray cluster started here
+(run i on node i % 3, each node given only its own directory), and
+ulpprof.ray.streams(..., activations=True) must equal the local
+`streams --activations -f json` of the same runs, field for field.
 Started under the .ci/pyenv interpreter when this one lacks transformers."""
 import collections
+import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +59,8 @@ sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402
 
 RUNS = int(os.environ.get("ULPPROF_FLOW_RUNS", "64"))
+# Runs (the first ones) that the Ray step spreads over 3 nodes; 0: no Ray step.
+RAY_RUNS = int(os.environ.get("ULPPROF_FLOW_RAY_RUNS", "64"))
 STEPS = 16
 PROMPT = [5, 17, 42, 8, 61]
 FAILS = []
@@ -65,9 +79,20 @@ def make_model():
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
+        # A near tie that rounding decides: lm_head row 7 is row 39 (a token this model emits)
+        # with each element moved by one ULP, up or down (seeded).  The margin (w7 - w39).h is
+        # then about one ULP of the logits, the size of the difference between two reduction
+        # orders, so where 39 would win, the batch's GEMM kernels decide between 39 and 7.  (A
+        # scaled copy, w7 = w39 * (1 + e), would not do: both logits then move alike with any
+        # rounding of h and the margin's sign never changes.)
         w = model.lm_head.weight
-        w[3] *= 4.0  # token 3 or 7 wins every step
-        w[7] = w[3] * (1 + 2e-7)
+        w39 = w[39].numpy()
+        up = np.random.default_rng(0).integers(0, 2, w39.shape).astype(bool)
+        toward = np.where(up, np.inf, -np.inf).astype(np.float32)
+        w7 = np.nextafter(w39, toward)
+        assert w7.dtype == np.float32 and np.all(np.abs(w7.view(np.int32) - w39.view(np.int32))
+                                                 == 1)
+        w[7] = torch.from_numpy(w7)
     return model
 
 
@@ -207,8 +232,11 @@ def check_flow(model, tmp, n_runs, batch=None):
     groups = expected_groups(gens)
     print("%d runs, %d distinct completions: %s" % (n_runs, len(groups),
                                                     [len(g[1]) for g in groups]))
+    t0 = time.monotonic()
     p = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", d],
                        capture_output=True, text=True)
+    print("streams --activations over %d runs: %.1f s (not checked)" % (n_runs,
+                                                                       time.monotonic() - t0))
     parts = len(groups) > 1 or any(len(c) > 1 for c in completions_of.values())
     check(p.returncode == (1 if parts else 0),
           "streams exit %d with %d completions: %s" % (p.returncode, len(groups), p.stderr))
@@ -229,6 +257,11 @@ def check_flow(model, tmp, n_runs, batch=None):
               "other request %d: completions %s, want %s"
               % (q["request"], [c["tokens"] for c in q["completions"]], want))
     got = req0[0]["completions"]
+    hist = collections.Counter(next(s for s in range(STEPS) if t[s] != groups[0][0][s])
+                               for t, _ in gens if tuple(t) != groups[0][0])
+    print("parting steps (step: runs): %s" % dict(sorted(hist.items())))
+    check(req0[0]["parting_steps"] == [{"step": k, "runs": n} for k, n in sorted(hist.items())],
+          "parting steps %s, numpy %s" % (req0[0]["parting_steps"], sorted(hist.items())))
     check(len(got) == len(groups), "%d completions, want %d" % (len(got), len(groups)))
     common_toks, common_runs = groups[0]
     mc = gens[common_runs[0]][1]
@@ -287,8 +320,10 @@ def check_flow(model, tmp, n_runs, batch=None):
               (want["capture"], 0, want["position"]), "first divergence %s vs %s" % (fd, want))
         ulps = [r["max_ulp"] for r in drep["rows"] if r["name"] == want["capture"]]
         ref = max_ulp(fa, fb, want["capture"], 0)
-        print("completion of %d runs parts at step %d; activations at %s position %d, "
-              "max ULP %s" % (len(runs), k, want["capture"], want["position"], ulps))
+        print("completion of %d runs parts at step %d (%d, common %d; margin %.3g, common %.3g);"
+              " activations at %s layer %d position %d, select %s, max ULP %s"
+              % (len(runs), k, toks[k], common_toks[k], m[k], mc[k], want["capture"],
+                 want["layer"], want["position"], act["select"], ulps))
         check(ref is not None and ref > 0, "numpy finds the selected rows differ")
         check(ulps and max(ulps) == ref, "diff max ULP %s vs numpy %s" % (ulps, ref))
         parted.append((g, want, ref))
@@ -302,9 +337,78 @@ def check_flow(model, tmp, n_runs, batch=None):
     return gens, rep, parted
 
 
+def check_ray(tmp, n_runs, want):
+    """The same analysis on a 3-node Ray cluster started here: the first n_runs runs of
+    tmp/runs, run i on node i % 3 (a directory of its own on each node, each node told only
+    its runs), through ulpprof.ray.streams(..., activations=True).  Its report must equal
+    `want`, the local `streams --activations -f json` of those runs gathered in one directory
+    (the run names aside: Ray's are NODE:PATH)."""
+    import ray  # noqa: E402
+    from ray.cluster_utils import Cluster  # noqa: E402
+    import ulpprof.ray  # noqa: E402
+    placed = {n: [] for n in range(3)}
+    for i in range(n_runs):
+        node = os.path.join(tmp, "node%d" % (i % 3))
+        os.makedirs(node, exist_ok=True)
+        dst = os.path.join(node, "run%03d.h5" % i)
+        shutil.copyfile(os.path.join(tmp, "runs", "run%03d.h5" % i), dst)
+        placed[i % 3].append(dst)
+    # The Ray workers inherit these from the nodes this process starts.
+    os.environ["ULPPROF_PROGRAM"] = os.path.abspath(ULPPROF)
+    os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.abspath(os.environ["ULPPROF_CAPTURE_LIBRARY"])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [os.path.abspath(os.path.join(SRC, "python"))] +
+        [x for x in os.environ.get("PYTHONPATH", "").split(os.pathsep) if x])
+    small = {"num_cpus": 1, "object_store_memory": 80 << 20, "include_dashboard": False}
+    cluster = None
+    try:
+        cluster = Cluster(initialize_head=True, head_node_args=dict(small, resources={"n0": 1}))
+        for n in (1, 2):
+            cluster.add_node(**dict(small, resources={"n%d" % n: 1}))
+        cluster.wait_for_nodes(timeout=600)
+        ray.init(address=cluster.address, log_to_driver=False)
+        ids = {n: node["NodeID"] for node in ray.nodes() for n in range(3)
+               if node.get("Alive") and node["Resources"].get("n%d" % n)}
+        check(sorted(ids) == [0, 1, 2], "cluster nodes %r" % ids)
+        stats = {}
+        t0 = time.monotonic()
+        got = ulpprof.ray.streams({ids[n]: placed[n] for n in range(3)}, activations=True,
+                                  stats=stats)
+        elapsed = time.monotonic() - t0
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+    rest = {k: v for k, v in got.items() if k != "runs"}
+    same = rest == {k: v for k, v in want.items() if k != "runs"}
+    check(same,
+          "ray report differs from the local one:\n%s\n%s"
+          % (json.dumps(rest)[:2000], json.dumps(want)[:2000]))
+    check(got["runs"] == ["%s:%s" % (ids[i % 3], placed[i % 3][i // 3]) for i in range(n_runs)],
+          "ray run names %s" % got["runs"][:4])
+    print("ray: %d runs on 3 nodes in %.1f s (not checked), report %s the local one; %s"
+          % (n_runs, elapsed, "equals" if same else "DIFFERS from", stats))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        check_flow(make_model(), tmp, RUNS)
+        _, rep, _ = check_flow(make_model(), tmp, RUNS)
+        if RAY_RUNS and importlib.util.find_spec("ray") is None:
+            print("ray step skipped: this interpreter has no ray")
+        elif RAY_RUNS:
+            n = min(RAY_RUNS, RUNS)
+            if n < RUNS:  # the local report of the first n runs, gathered in one directory
+                sub = os.path.join(tmp, "first")
+                os.makedirs(sub)
+                for i in range(n):
+                    os.link(os.path.join(tmp, "runs", "run%03d.h5" % i),
+                            os.path.join(sub, "run%03d.h5" % i))
+                p = subprocess.run([ULPPROF, "streams", "--activations", "-f", "json", sub],
+                                   capture_output=True, text=True)
+                check(p.returncode in (0, 1), "streams of the first %d: %s" % (n, p.stderr))
+                rep = json.loads(p.stdout)
+            check_ray(tmp, n, rep)
     if FAILS:
         print("%d failures" % len(FAILS))
         sys.exit(1)
