@@ -23,23 +23,17 @@ Checked: the digest file holds /digests for every captured name and no
 tensor data; exit 1 if not.  A benchmark, not a test: nothing passes or
 fails on time.
 """
-import argparse
 import atexit
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-import pyenv_reexec  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchbench as tb  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("build", nargs="?", default=os.environ.get("ULPPROF_BUILD_DIR",
-                                                           os.path.join(SRC, "build")))
+ap = tb.parser()
 ap.add_argument("--rounds", type=int, default=9)
 ap.add_argument("--passes", type=int, default=10)
 ap.add_argument("--tokens", type=int, default=128)
@@ -50,34 +44,19 @@ ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--sublayers", action="store_true", help="also capture attention and MLP")
 ap.add_argument("--dir", default=None)
 args = ap.parse_args()
-os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-pyenv_reexec.unless("transformers")
+tb.setup(args.build, args.threads)
 import h5py  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
-
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(os.path.abspath(args.build), "capture",
-                                                     "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402
 
-torch.set_num_threads(args.threads)
-transformers.logging.set_verbosity_error()
-torch.manual_seed(0)
-cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
-                               intermediate_size=3 * args.hidden, num_hidden_layers=args.layers,
-                               num_attention_heads=8, num_key_value_heads=2,
-                               max_position_embeddings=max(64, args.tokens))
-model = transformers.LlamaForCausalLM(cfg).eval()
-ids = torch.randint(0, args.vocab, (1, args.tokens))
+model = tb.llama(args.vocab, args.hidden, 3 * args.hidden, args.layers, 8, 2,
+                 max(64, args.tokens))
+ids = tb.token_ids(args.vocab, args.tokens)
 tmp = tempfile.mkdtemp(prefix="bench_digest.", dir=args.dir)
 atexit.register(shutil.rmtree, tmp, True)
 
 
 def passes():
-    with torch.no_grad():
-        for _ in range(args.passes):
-            model(ids)
+    tb.forwards(model, ids, args.passes)
 
 
 def way_bare(r):
@@ -108,30 +87,25 @@ def check_digest(path):
 
 
 ways = [("bare", way_bare), ("digest", captured("digest")), ("data", captured("data"))]
-wall = {w: [] for w, _ in ways}
-cpu = {w: [] for w, _ in ways}
 for name, fn in ways:  # warm up
     p = fn(-1)
     if p:
         os.unlink(p)
 fails, sizes, nnames = [], {}, 0
-for r in range(args.rounds):
-    order = ways[r % len(ways):] + ways[:r % len(ways)]
-    for name, fn in order:
-        w0, c0 = time.perf_counter(), time.process_time()
-        p = fn(r)
-        cpu[name].append(time.process_time() - c0)
-        wall[name].append(time.perf_counter() - w0)
-        if p:
-            sizes[name] = os.path.getsize(p)
-            if name == "digest":
-                bad, nnames = check_digest(p)
-                fails += bad
-            os.unlink(p)
 
 
-def med(xs):
-    return "%.3f s [%.3f-%.3f]" % (statistics.median(xs), min(xs), max(xs))
+def after_way(r, name, p):
+    global nnames
+    if p:
+        sizes[name] = os.path.getsize(p)
+        if name == "digest":
+            bad, nnames = check_digest(p)
+            fails.extend(bad)
+        os.unlink(p)
+
+
+wall, cpu, _ = tb.rounds(ways, args.rounds, after_way=after_way)
+med = tb.spread
 
 
 print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %d tokens, %d passes a round, "
@@ -139,7 +113,7 @@ print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %d tokens, %d p
           args.hidden, args.layers, args.vocab, args.tokens, args.passes, args.rounds,
           args.threads, "sublayers" if args.sublayers else "layer outputs", nnames))
 for w, _ in ways:
-    print("  %-7s wall %s   cpu %s" % (w, med(wall[w]), med(cpu[w])))
+    print("  %-7s wall %s   cpu %s" % (w, med(wall[w], " s"), med(cpu[w], " s")))
 for w in ("digest", "data"):
     for clock, t in (("wall", wall), ("cpu", cpu)):
         ratios = [100.0 * (a / b - 1.0) for a, b in zip(t[w], t["bare"])]
