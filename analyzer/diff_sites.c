@@ -153,6 +153,49 @@ static int same_names(const ulp_snapshot *a, const ulp_snapshot *b)
     return 1;
 }
 
+/*
+ * Whether some name of x that may pair by site is one a rule of the map
+ * knows: a name y lacks, or one whose occurrence 0 y may lack; `exclude`:
+ * the snapshots are known to share a name, so that a name y has from
+ * occurrence 0 on pairs by name (side_keys()).  *excluded: such a name was
+ * seen (then they do share one).  From the summaries: whether a rule knows
+ * a name does not depend on the capture's layer.
+ */
+static int site_candidate(const ulp_site_map *map, const ulp__snapshot_summary *x,
+                          const ulp__snapshot_summary *y, int exclude, int *excluded)
+{
+    for (size_t i = 0; i < x->nnames; i++) {
+        const ulp__name_summary *o = ulp__snapshot_summary_find(y, x->names[i].name);
+        if (exclude && o != NULL && o->count > 0 && o->contiguous) {
+            *excluded = 1;
+            continue;
+        }
+        int32_t layer;
+        ulp__layout lay;
+        if (ulp__site_lookup_layout(map, x->names[i].name, -1, &layer, &lay) != NULL)
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * 0 when the name summaries show that no site can be shared (on one side
+ * no name that may pair by site is known to the map): auto pairs by name
+ * without the walk of every capture of both, which would make every page
+ * of a table made in pages.  1: the captures must be walked.
+ */
+static int may_share_site(const ulp_site_map *map, const ulp_snapshot *a, const ulp_snapshot *b)
+{
+    const ulp__snapshot_summary *x = ulp__snapshot_summary_get(a);
+    const ulp__snapshot_summary *y = ulp__snapshot_summary_get(b);
+    if (x == NULL || y == NULL)
+        return 1;
+    int mixed = 0, unused = 0;
+    if (!site_candidate(map, x, y, 1, &mixed))
+        return 0;
+    return site_candidate(map, y, x, mixed, &unused);
+}
+
 ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
                               const ulp_diff_options *o, ulp__site_keys **out, ulp_error *err)
 {
@@ -168,7 +211,7 @@ ulp_status ulp__site_keys_new(const ulp_snapshot *a, const ulp_snapshot *b,
     /* Auto with names in common: the names pair, and the captures no name
      * pairs pair by site when some site is shared (HF's q_proj against
      * vLLM's qkv_proj); else by name alone, as before. */
-    if (o->by == ULP_DIFF_BY_AUTO && same_names(a, b)) {
+    if (o->by == ULP_DIFF_BY_AUTO && (same_names(a, b) || !may_share_site(map, a, b))) {
         ulp_site_map_free(map);
         return ULP_OK;
     }

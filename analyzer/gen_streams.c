@@ -23,10 +23,9 @@
 
 #include "common/error.h"
 #include "gen_prompts.h"
+#include "produced_tokens.h"
 #include "ulpprof/snapshot.h"
 #include "ulpprof/streams.h"
-
-#define TOKENS_NAME "tokens"
 
 typedef struct trow {
     int64_t request, position;
@@ -52,21 +51,19 @@ static int trow_cmp(const void *pa, const void *pb)
     return a->position < b->position ? -1 : a->position > b->position;
 }
 
-static int is_tokens(const ulp_capture_info *c)
-{
-    return strcmp(c->name, TOKENS_NAME) == 0 && c->dtype == ULP_DTYPE_F64 && c->ndim == 2 &&
-           c->shape[1] == 2 && c->row_rank == 1 && c->positions != NULL;
-}
-
 /* Every produced-token row of one file, sorted by (request, position). */
 static ulp_status read_rows(const ulp_snapshot *s, const char *path, trow **out, size_t *n_out,
                             ulp_error *err)
 {
     ulp_status st = ULP_OK;
     size_t total = 0;
-    for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++)
-        if (is_tokens(ulp_snapshot_capture(s, i)))
-            total += (size_t)ulp_snapshot_capture(s, i)->rows;
+    for (size_t i = 0; st == ULP_OK && i < ulp_snapshot_capture_count(s); i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(s, i);
+        if (ulp__tokens_named(c->name) && (st = ulp__tokens_check(c, path, err)) == ULP_OK)
+            total += (size_t)c->rows;
+    }
+    if (st != ULP_OK)
+        return st;
     trow *rows = malloc((total ? total : 1) * sizeof *rows);
     double *buf = NULL;
     size_t k = 0;
@@ -74,7 +71,7 @@ static ulp_status read_rows(const ulp_snapshot *s, const char *path, trow **out,
         st = ulp__error(err, ULP_ENOMEM, "out of memory");
     for (size_t i = 0; st == ULP_OK && i < ulp_snapshot_capture_count(s); i++) {
         const ulp_capture_info *c = ulp_snapshot_capture(s, i);
-        if (!is_tokens(c))
+        if (!ulp__tokens_named(c->name))
             continue;
         free(buf);
         if ((buf = malloc((c->elements ? c->elements : 1) * sizeof *buf)) == NULL) {
@@ -100,7 +97,7 @@ static ulp_status read_rows(const ulp_snapshot *s, const char *path, trow **out,
     free(buf);
     if (st == ULP_OK && total == 0)
         st = ulp__error(err, ULP_EINVAL,
-                        "'%s' records no produced tokens (no '" TOKENS_NAME
+                        "'%s' records no produced tokens (no '" ULP__TOKENS_NAME
                         "' capture: FORMAT.md \"Produced tokens\")",
                         path);
     if (st != ULP_OK) {

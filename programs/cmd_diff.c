@@ -357,9 +357,7 @@ static ulp_report_stream *diff_stream(const diff_cli *o)
     unsigned flags = 0;
     ulp_report_stream *rs = NULL;
     ulp_error err;
-    /* A joined side's CSV cells need the result, which streamed rows precede. */
-    if (o->plot_dir != NULL || (env != NULL && strcmp(env, "0") == 0) ||
-        (o->tp_join && o->format == ULP_REPORT_CSV))
+    if (o->plot_dir != NULL || (env != NULL && strcmp(env, "0") == 0))
         return NULL;
     if (o->out_path == NULL || strcmp(o->color, "always") == 0)
         flags = color_flag(o, stdout);
@@ -368,6 +366,9 @@ static ulp_report_stream *diff_stream(const diff_cli *o)
     /* Without a temporary file the rows are kept in memory instead. */
     if (ulp_report_stream_open(o->format, flags, &rs, &err) != ULP_OK)
         return NULL;
+    /* A joined side's CSV cells, in every row: known before the rows come. */
+    ulp_report_stream_tp_join(rs, o->joined[0] != NULL ? o->tp[0] : NULL,
+                              o->joined[1] != NULL ? o->tp[1] : NULL);
     return rs;
 }
 

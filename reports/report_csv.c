@@ -126,10 +126,15 @@ static void csv_tp(ulp__jw *w, const ulp_tp_join_info *t)
         put_u64(w, t->disagree);
 }
 
+/* The joined sides (ulp_tp_join()), NULL where a side is one snapshot. */
+typedef struct csv_tp_sides {
+    const ulp_tp_join_info *a, *b;
+} csv_tp_sides;
+
 /* The columns appended after max_abs_diff_fine (CSV consumers index
  * columns): the pairing by site, the layout, the joined sides (empty where
- * they do not apply; `r` NULL: not known, as in a report stream's rows). */
-static void csv_tail(ulp__jw *w, const ulp_diff_row *row, const ulp_diff_result *r)
+ * they do not apply). */
+static void csv_tail(ulp__jw *w, const ulp_diff_row *row, const csv_tp_sides *tp)
 {
     put(w, ",");
     if (row->site != NULL)
@@ -148,8 +153,8 @@ static void csv_tail(ulp__jw *w, const ulp_diff_row *row, const ulp_diff_result 
     } else {
         put(w, ",");
     }
-    csv_tp(w, r != NULL ? r->tp_join_a : NULL);
-    csv_tp(w, r != NULL ? r->tp_join_b : NULL);
+    csv_tp(w, tp->a);
+    csv_tp(w, tp->b);
     put(w, "\n");
 }
 
@@ -208,7 +213,7 @@ static void csv_metrics(ulp__jw *w, const ulp_diff_row *row)
     }
 }
 
-static void csv_row(ulp__jw *w, const ulp_diff_row *row, const ulp_diff_result *r)
+static void csv_row(ulp__jw *w, const ulp_diff_row *row, const csv_tp_sides *tp)
 {
     int side_b = row->status == ULP_DIFF_ONLY_IN_B;
     int both = row->seq_a >= 0 && row->seq_b >= 0;
@@ -250,26 +255,23 @@ static void csv_row(ulp__jw *w, const ulp_diff_row *row, const ulp_diff_result *
     else
         put(w, ",,,,,,,,,,,,"); /* the 13 metric fields, empty */
     csv_aligned(w, row);
-    csv_tail(w, row, r);
+    csv_tail(w, row, tp);
 }
 
-static void rows_of(const ulp_diff_row *rows, size_t n, const ulp_diff_result *r, FILE *f)
+void ulp__csv_rows(const ulp_diff_row *rows, size_t n, const ulp_tp_join_info *tp_a,
+                   const ulp_tp_join_info *tp_b, FILE *f)
 {
+    const csv_tp_sides tp = {tp_a, tp_b};
     ulp__jw w;
     ulp__jw_init(&w, f, 0);
     for (size_t i = 0; i < n; i++)
-        csv_row(&w, &rows[i], r);
+        csv_row(&w, &rows[i], &tp);
     ulp__jw_flush(&w);
-}
-
-void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f)
-{
-    rows_of(rows, n, NULL, f);
 }
 
 ulp_status ulp__report_csv(const ulp_diff_result *r, FILE *f)
 {
     ulp__csv_head(f);
-    rows_of(r->rows, r->n_rows, r, f);
+    ulp__csv_rows(r->rows, r->n_rows, r->tp_join_a, r->tp_join_b, f);
     return ferror(f) ? ULP_EIO : ULP_OK;
 }

@@ -102,7 +102,8 @@ void ulp__markdown_rows(const ulp_diff_row *rows, size_t n, FILE *f);
 ulp_status ulp__markdown_tail(const ulp_diff_result *r, FILE *f);
 /* report_csv.c, in parts (no tail). */
 void ulp__csv_head(FILE *f);
-void ulp__csv_rows(const ulp_diff_row *rows, size_t n, FILE *f);
+void ulp__csv_rows(const ulp_diff_row *rows, size_t n, const struct ulp_tp_join_info *tp_a,
+                   const struct ulp_tp_join_info *tp_b, FILE *f);
 
 /* report_spool.c: a streamed report's rows, written to s->f, kept in memory
  * up to a bound (2 MiB; ULPPROF_SPOOL_KB), then in a temporary file. */

@@ -23,6 +23,7 @@ struct ulp_report_stream {
     ulp__spool sp; /* the formatted rows (a table row: one record)      */
     FILE *spool;   /* sp.f                                              */
     ulp__tally tally;
+    const struct ulp_tp_join_info *tp[2]; /* the joined sides, for the CSV's rows */
 };
 
 ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags, ulp_report_stream **out,
@@ -45,6 +46,13 @@ ulp_status ulp_report_stream_open(ulp_report_format format, unsigned flags, ulp_
     s->spool = s->sp.f;
     *out = s;
     return ULP_OK;
+}
+
+void ulp_report_stream_tp_join(ulp_report_stream *s, const struct ulp_tp_join_info *a,
+                               const struct ulp_tp_join_info *b)
+{
+    s->tp[0] = a;
+    s->tp[1] = b;
 }
 
 void ulp_report_stream_free(ulp_report_stream *s)
@@ -170,7 +178,7 @@ ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows, size_t
         rc = shown_rows(s, rows, n);
         break;
     case ULP_REPORT_CSV:
-        ulp__csv_rows(rows, n, s->spool);
+        ulp__csv_rows(rows, n, s->tp[0], s->tp[1], s->spool);
         break;
     case ULP_REPORT_JSON:
         ulp__tally_rows(&s->tally, rows, n);

@@ -43,11 +43,7 @@ void ulp__report_tp_join_json(ulp__jw *w, const ulp_tp_join_info *t)
     ulp__jw_ku64(w, "column_parallel", t->joined);
     ulp__jw_ku64(w, "whole", t->replicated);
     ulp__jw_ku64(w, "whole_disagree", t->disagree);
-    ulp__jw_key(w, "first_disagree");
-    if (t->disagree == 0) {
-        ulp__jw_null(w);
-    } else {
-        ulp__jw_open(w, '{');
+    if (ulp__jw_kobject_or_null(w, "first_disagree", t->disagree != 0)) {
         ulp__jw_kstr(w, "name", t->first_disagree);
         ulp__jw_kint(w, "occurrence", t->first_disagree_occurrence);
         ulp__jw_ku64(w, "rank", t->first_disagree_rank);

@@ -102,6 +102,15 @@ ULP_API ulp_status ulp_report_stream_rows(void *stream, const ulp_diff_row *rows
                                           size_t n, ulp_error *err);
 ULP_API ulp_status ulp_report_stream_write(ulp_report_stream *s, const ulp_diff_result *r, FILE *f,
                                            ulp_error *err);
+/*
+ * What joining the sides did (ulp_tp_join(); NULL: that side is one
+ * snapshot), known before the first row: the CSV's rows carry it in every
+ * row, so that they can be written as they come.  Set before the first
+ * ulp_report_stream_rows(), the same the result's tp_join_a / tp_join_b
+ * will hold; the caller keeps both alive until the stream is freed.
+ */
+ULP_API void ulp_report_stream_tp_join(ulp_report_stream *s, const struct ulp_tp_join_info *a,
+                                       const struct ulp_tp_join_info *b);
 ULP_API void ulp_report_stream_free(ulp_report_stream *s);
 
 /*

@@ -15,7 +15,6 @@ on the forward's thread).  --profile: cProfile of the captured passes, the
 20 costliest functions by own time, and the calls per capture.  A
 benchmark, not a test.
 """
-import argparse
 import cProfile
 import os
 import pstats
@@ -24,14 +23,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-import pyenv_reexec  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchbench as tb  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("build", nargs="?", default=os.environ.get("ULPPROF_BUILD_DIR",
-                                                           os.path.join(SRC, "build")))
+ap = tb.parser()
 ap.add_argument("--forwards", type=int, default=400)
 ap.add_argument("--layers", type=int, default=8)
 ap.add_argument("--tokens", type=int, default=4)
@@ -39,26 +34,12 @@ ap.add_argument("--hidden", type=int, default=16)
 ap.add_argument("--mode", default="digest", choices=("digest", "data", "both"))
 ap.add_argument("--profile", action="store_true")
 args = ap.parse_args()
-os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = "1"
-pyenv_reexec.unless("transformers")
-import torch  # noqa: E402
-import transformers  # noqa: E402
-
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(os.path.abspath(args.build), "capture",
-                                                     "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
+tb.setup(args.build, 1)
 import ulpprof.torch  # noqa: E402
 from ulpprof import _lib  # noqa: E402
 
-torch.set_num_threads(1)
-transformers.logging.set_verbosity_error()
-torch.manual_seed(0)
-cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=args.hidden,
-                               intermediate_size=2 * args.hidden,
-                               num_hidden_layers=args.layers, num_attention_heads=2,
-                               num_key_value_heads=1, max_position_embeddings=64)
-model = transformers.LlamaForCausalLM(cfg).eval()
-ids = torch.randint(0, 64, (1, args.tokens))
+model = tb.llama(64, args.hidden, 2 * args.hidden, args.layers, 2, 1, 64)
+ids = tb.token_ids(64, args.tokens)
 tmp = tempfile.mkdtemp(prefix="bench_capcall.")
 
 calls = [0]
@@ -71,9 +52,7 @@ def counted(self, *a, **k):
 
 
 def passes(n):
-    with torch.no_grad():
-        for _ in range(n):
-            model(ids)
+    tb.forwards(model, ids, n)
 
 
 def cpu():

@@ -40,14 +40,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-import pyenv_reexec  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchbench  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("build", nargs="?", default=os.environ.get("ULPPROF_BUILD_DIR",
-                                                           os.path.join(SRC, "build")))
+ap = torchbench.parser()
 ap.add_argument("--passes", type=int, default=60)
 ap.add_argument("--rounds", type=int, default=None, help=argparse.SUPPRESS)  # the old form
 ap.add_argument("--tokens", type=int, default=128)
@@ -58,26 +54,13 @@ ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--sublayers", action="store_true", help="also capture attention and MLP")
 ap.add_argument("--dir", default=None)
 args = ap.parse_args()
-os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-pyenv_reexec.unless("transformers")
+torch, transformers = torchbench.setup(args.build, args.threads)
 import h5py  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
-
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(os.path.abspath(args.build), "capture",
-                                                     "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402
 
-torch.set_num_threads(args.threads)
-transformers.logging.set_verbosity_error()
-torch.manual_seed(0)
-cfg = transformers.LlamaConfig(vocab_size=args.vocab, hidden_size=args.hidden,
-                               intermediate_size=3 * args.hidden, num_hidden_layers=args.layers,
-                               num_attention_heads=8, num_key_value_heads=2,
-                               max_position_embeddings=max(64, args.tokens))
-base = transformers.LlamaForCausalLM(cfg).eval()
-ids = torch.randint(0, args.vocab, (1, args.tokens))
+base = torchbench.llama(args.vocab, args.hidden, 3 * args.hidden, args.layers, 8, 2,
+                        max(64, args.tokens))
+ids = torchbench.token_ids(args.vocab, args.tokens)
 tmp = tempfile.mkdtemp(prefix="bench_digest.", dir=args.dir)
 atexit.register(shutil.rmtree, tmp, True)
 

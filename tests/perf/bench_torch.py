@@ -25,23 +25,17 @@ last round every tensor of the snapshot equals, bit for bit, the tensor
 torch.save wrote for it (h5py, torch.load).  Exit 1 on a mismatch.
 A benchmark, not a test: nothing passes or fails on time.
 """
-import argparse
 import atexit
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SRC = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(SRC, "tests", "python"))
-import pyenv_reexec  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torchbench as tb  # noqa: E402
 
-ap = argparse.ArgumentParser()
-ap.add_argument("build", nargs="?", default=os.environ.get("ULPPROF_BUILD_DIR",
-                                                           os.path.join(SRC, "build")))
+ap = tb.parser()
 ap.add_argument("--rounds", type=int, default=7)
 ap.add_argument("--passes", type=int, default=20)
 ap.add_argument("--tokens", type=int, default=64)
@@ -51,29 +45,13 @@ ap.add_argument("--vocab", type=int, default=8192)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--dir", default=None)
 args = ap.parse_args()
-# Before torch loads: OpenBLAS and OpenMP threads that spin between GEMMs
-# would count as CPU time of every way alike.
-os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
-pyenv_reexec.unless("transformers")
+torch, _ = tb.setup(args.build, args.threads)
 import h5py  # noqa: E402
-import torch  # noqa: E402
-import transformers  # noqa: E402
-
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(os.path.abspath(args.build), "capture",
-                                                     "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
 import ulpprof.torch  # noqa: E402
 from ulpprof import _layout  # noqa: E402
 
-torch.set_num_threads(args.threads)
-transformers.logging.set_verbosity_error()
-torch.manual_seed(0)
-cfg = transformers.Qwen2Config(vocab_size=args.vocab, hidden_size=args.hidden,
-                               intermediate_size=3 * args.hidden,
-                               num_hidden_layers=args.layers, num_attention_heads=8,
-                               num_key_value_heads=2)
-model = transformers.Qwen2ForCausalLM(cfg).eval()
-ids = torch.randint(0, args.vocab, (1, args.tokens))
+model = tb.qwen2(args.vocab, args.hidden, 3 * args.hidden, args.layers, 8, 2)
+ids = tb.token_ids(args.vocab, args.tokens)
 specs = _layout.discover(model)
 modules = dict(model.named_modules())
 tmp = tempfile.mkdtemp(prefix="bench_torch.", dir=args.dir)
@@ -81,9 +59,7 @@ atexit.register(shutil.rmtree, tmp, True)  # whatever happens
 
 
 def forward_passes():
-    with torch.no_grad():
-        for _ in range(args.passes):
-            model(ids)
+    tb.forwards(model, ids, args.passes)
 
 
 def way_bare(r):
@@ -139,10 +115,6 @@ def way_save_once(r):
     return out
 
 
-def cpu_s():
-    return time.process_time()
-
-
 def check_snapshot(path, saved):
     """The snapshot's captures: names, counts, shapes, and (saved given) bits."""
     bad = []
@@ -173,28 +145,23 @@ def check_snapshot(path, saved):
 
 ways = [("bare", way_bare), ("ulpprof", way_ulpprof), ("save", way_save),
         ("save1", way_save_once)]
-wall = {w: [] for w, _ in ways}
-cpu = {w: [] for w, _ in ways}
 fails = []
 # Warm up: the allocator, the file system, the library loaded.
 shutil.rmtree(way_save(-1))
 os.unlink(way_save_once(-1))
 os.unlink(way_ulpprof(-1))
-for r in range(args.rounds):
-    order = ways[r % len(ways):] + ways[:r % len(ways)]
-    results = {}
-    for name, fn in order:
-        w0, c0 = time.perf_counter(), cpu_s()
-        results[name] = fn(r)
-        cpu[name].append(cpu_s() - c0)
-        wall[name].append(time.perf_counter() - w0)
+
+
+def after_round(r, results):
     last = r == args.rounds - 1
-    fails += check_snapshot(results["ulpprof"], results["save"] if last else None)
+    fails.extend(check_snapshot(results["ulpprof"], results["save"] if last else None))
     if not last:  # new files every round, the old ones deleted outside the clock
         os.unlink(results["ulpprof"])
         os.unlink(results["save1"])
         shutil.rmtree(results["save"])
 
+
+wall, cpu, results = tb.rounds(ways, args.rounds, after_round=after_round)
 captured = sum(1 for _ in specs) * args.passes
 nbytes = 0
 with h5py.File(results["ulpprof"], "r") as f:
@@ -207,8 +174,7 @@ if fails:
     sys.exit(1)
 
 
-def rng(v):
-    return "%.3f [%.3f-%.3f]" % (statistics.median(v), min(v), max(v))
+rng = tb.spread
 
 
 print("bench_torch: Qwen2 hidden %d, %d layers, vocab %d, %d tokens, f32, %d thread(s); "

@@ -139,6 +139,13 @@ def report_join(x, y, mp, side, ncol, nwhole, agree, cells, name=None):
         assert " ".join(line.split()) in text, (fmt, line, p.stdout)
     p = run("diff", "--tp-join", "--map", mp, "-f", "csv", x, y)
     assert p.returncode in (0, 1), p.stderr
+    # the rows streamed as they come (one a batch), byte for byte the report
+    # of the whole result (ULPPROF_DIFF_STREAM=0: the rows kept in memory)
+    for env in (dict(os.environ, ULPPROF_DIFF_STREAM="0"), dict(os.environ, ULPPROF_DIFF_BATCH="1")):
+        q = subprocess.run([ULPPROF, "diff", "--tp-join", "--map", mp, "-f", "csv", x, y],
+                           capture_output=True, text=True, env=env)
+        assert (q.returncode, q.stdout, q.stderr) == (p.returncode, p.stdout, p.stderr), \
+            (q.returncode, q.stdout, q.stderr)
     import csv as csvmod
     rows = list(csvmod.DictReader(p.stdout.splitlines()))
     assert rows and all((r["tp_ranks_a"], r["tp_whole_disagree_a"], r["tp_ranks_b"],

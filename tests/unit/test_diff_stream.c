@@ -6,7 +6,9 @@
  * rows), which ulp_diff_result_row() finds; a callback's error stops it.
  * The pair: 60 captures of f32[8] written by the capture library, B
  * moved from capture 11 on (amplification up to capture 59), two logits
- * captures in different batches, one capture only in A.
+ * captures in different batches, one capture only in A.  A CSV report
+ * streamed with joined sides (ulp_report_stream_tp_join()) is byte for
+ * byte the one written from the whole result.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,8 @@
 
 #include "ulpprof/capture.h"
 #include "ulpprof/diff.h"
+#include "ulpprof/report.h"
+#include "ulpprof/sites.h"
 #include "ulpprof/snapshot.h"
 
 #define NCAPS 60
@@ -199,6 +203,64 @@ static void test_diff_stream__rows_and_result(void **state)
     assert_int_equal(kept, streamed->n_kept);
     assert_null(ulp_diff_result_row(streamed, whole->n_rows));
     assert_null(ulp_diff_result_row(whole, whole->n_rows));
+    ulp_diff_result_free(whole);
+    ulp_diff_result_free(streamed);
+    ulp_snapshot_close(a);
+    ulp_snapshot_close(b);
+}
+
+/* What a --tp-join diff puts in the CSV: A joined from 4 ranks that disagree
+ * on 3 captures, B one snapshot.  Streamed in batches of 7, the report is
+ * the whole result's byte for byte, and every row ends in those cells. */
+static void test_diff_stream__csv_with_joined_sides(void **state)
+{
+    (void)state;
+    ulp_snapshot *a, *b;
+    open_pair(&a, &b);
+    ulp_tp_join_info tp = {0};
+    tp.ranks = 4;
+    tp.disagree = 3;
+    ulp_diff_result *whole = NULL, *streamed = NULL;
+    ulp_error err;
+    assert_int_equal(ulp_diff_run(a, b, NULL, &whole, &err), ULP_OK);
+    whole->tp_join_a = &tp;
+    char *want = NULL, *got = NULL;
+    size_t nw = 0, ng = 0;
+    FILE *f = open_memstream(&want, &nw);
+    assert_non_null(f);
+    assert_int_equal(ulp_report_write(whole, ULP_REPORT_CSV, f, 0, &err), ULP_OK);
+    assert_int_equal(fclose(f), 0);
+
+    ulp_report_stream *rs = NULL;
+    assert_int_equal(ulp_report_stream_open(ULP_REPORT_CSV, 0, &rs, &err), ULP_OK);
+    ulp_report_stream_tp_join(rs, &tp, NULL);
+    setenv("ULPPROF_DIFF_BATCH", "7", 1);
+    assert_int_equal(ulp_diff_stream(a, b, NULL, ulp_report_stream_rows, rs, &streamed, &err),
+                     ULP_OK);
+    unsetenv("ULPPROF_DIFF_BATCH");
+    assert_true(streamed->streamed);
+    streamed->tp_join_a = &tp;
+    f = open_memstream(&got, &ng);
+    assert_non_null(f);
+    assert_int_equal(ulp_report_stream_write(rs, streamed, f, &err), ULP_OK);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(ng, nw);
+    assert_memory_equal(got, want, nw);
+
+    /* The header, then NCAPS rows, each ending in tp_ranks_a 4,
+     * tp_whole_disagree_a 3 and B's two cells empty. */
+    size_t lines = 0;
+    for (char *line = want, *end; (end = strchr(line, '\n')) != NULL; line = end + 1, lines++) {
+        *end = '\0';
+        if (lines > 0) {
+            size_t len = strlen(line);
+            assert_true(len > 6 && strcmp(line + len - 6, ",4,3,,") == 0);
+        }
+    }
+    assert_int_equal(lines, NCAPS + 1);
+    free(want);
+    free(got);
+    ulp_report_stream_free(rs);
     ulp_diff_result_free(whole);
     ulp_diff_result_free(streamed);
     ulp_snapshot_close(a);
@@ -456,6 +518,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diff_stream__rows_and_result),
+        cmocka_unit_test(test_diff_stream__csv_with_joined_sides),
         cmocka_unit_test(test_diff_stream__callback_error_stops),
         cmocka_unit_test(test_diff_stream__many_batches_on_threads),
         cmocka_unit_test(test_diff_stream__callback_error_midway),

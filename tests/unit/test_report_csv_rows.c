@@ -343,7 +343,7 @@ static char *text_of(const ulp_diff_row *rows, size_t n, int ref, size_t *len)
     if (ref)
         ref_rows(rows, n, f);
     else
-        ulp__csv_rows(rows, n, f);
+        ulp__csv_rows(rows, n, NULL, NULL, f);
     assert_int_equal(fclose(f), 0);
     return b;
 }
@@ -372,7 +372,7 @@ static void test_report_csv_rows__random_rows(void **state)
         assert_non_null(f);
         for (size_t i = 0, k; i < n; i += k) {
             k = 1 + pick(8);
-            ulp__csv_rows(rows + i, i + k > n ? n - i : k, f);
+            ulp__csv_rows(rows + i, i + k > n ? n - i : k, NULL, NULL, f);
         }
         assert_int_equal(fclose(f), 0);
         assert_same_text(what, "fprintf", pieces_text, np, want, nw);
