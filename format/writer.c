@@ -86,8 +86,7 @@ static void writer_free(ulp__writer *w)
     for (int g = 0; g < ULP__WRITER_NGROUPS; g++)
         close_id(&w->groups[g], H5Gclose);
     close_id(&w->captures, H5Gclose);
-    close_id(&w->digests, H5Gclose);
-    ulp__strmap_release(&w->digest_occ);
+    ulp__writer_digests_release(w);
     close_id(&w->lcpl, H5Pclose);
     close_id(&w->dcpl, H5Pclose);
     close_id(&w->gcpl, H5Pclose);
@@ -317,6 +316,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     }
     w->digests = H5I_INVALID_HID;
     ulp__strmap_init(&w->digest_occ);
+    ulp__strmap_init(&w->digest_groups);
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
     w->fd = -1;
     w->link_batch = 1;

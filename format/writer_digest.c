@@ -43,7 +43,7 @@ static int write_meta(hid_t ds, const ulp__desc *d)
     return rc ? -1 : 0;
 }
 
-static hid_t open_group(ulp__writer *w, const char *name, ulp_error *err, ulp_status *st)
+static hid_t open_group(ulp__writer *w, const char *name, int *kept, ulp_error *err, ulp_status *st)
 {
     if (w->digests < 0) {
         w->digests = H5Gcreate2(w->file, "digests", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -65,13 +65,40 @@ static hid_t open_group(ulp__writer *w, const char *name, ulp_error *err, ulp_st
             return H5I_INVALID_HID;
         }
     }
+    /* A name's group stays open after its first digest (up to
+     * ULP__WRITER_GROUPS_OPEN names): looking it up and opening it again
+     * for every digest was a tenth of the writer's time per digest. */
+    int64_t *id = ulp__strmap_find(&w->digest_groups, name);
+    if (id != NULL) {
+        *kept = 1;
+        return (hid_t)*id;
+    }
+    *kept = 0;
     htri_t has = H5Lexists(w->digests, name, H5P_DEFAULT);
     hid_t g = has > 0
                   ? H5Gopen2(w->digests, name, H5P_DEFAULT)
                   : H5Gcreate2(w->digests, name, digest_lcpl(w, name), H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0)
+    if (g < 0) {
         *st = ulp__writer_h5_fail(err, w, "create a digest group");
+        return g;
+    }
+    int inserted = 0;
+    if (w->digest_groups.count < ULP__WRITER_GROUPS_OPEN &&
+        ulp__strmap_upsert(&w->digest_groups, name, (int64_t)g, &inserted) != NULL && inserted)
+        *kept = 1;
     return g;
+}
+
+void ulp__writer_digests_release(ulp__writer *w)
+{
+    for (size_t i = 0; i < w->digest_groups.cap; i++)
+        if (w->digest_groups.keys[i] != NULL)
+            H5Gclose((hid_t)w->digest_groups.values[i]);
+    ulp__strmap_release(&w->digest_groups);
+    ulp__strmap_release(&w->digest_occ);
+    if (w->digests >= 0)
+        H5Gclose(w->digests);
+    w->digests = H5I_INVALID_HID;
 }
 
 ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
@@ -86,7 +113,8 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
     ulp_status st = ULP_OK;
     ulp__h5_quiet q;
     ulp__h5_quiet_begin(&q);
-    hid_t g = open_group(w, d->name, err, &st), sp = H5I_INVALID_HID, ds = H5I_INVALID_HID;
+    int kept = 0;
+    hid_t g = open_group(w, d->name, &kept, err, &st), sp = H5I_INVALID_HID, ds = H5I_INVALID_HID;
     if (g >= 0) {
         char dsname[32];
         snprintf(dsname, sizeof(dsname), "%" PRId64, *occ);
@@ -111,7 +139,7 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
         H5Dclose(ds);
     if (sp >= 0)
         H5Sclose(sp);
-    if (g >= 0)
+    if (g >= 0 && !kept)
         H5Gclose(g);
     if (st == ULP_OK) {
         (*occ)++;

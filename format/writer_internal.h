@@ -37,7 +37,8 @@ struct ulp__writer {
 
     /* /digests (writer_digest.c), created at the first digest. */
     hid_t digests;
-    ulp__strmap digest_occ; /* capture name -> next digest occurrence */
+    ulp__strmap digest_occ;    /* capture name -> next digest occurrence */
+    ulp__strmap digest_groups; /* capture name -> its open /digests group */
     int64_t digest_seq;
 
     /* Captures written that wait for their batch's flush, journal
@@ -196,5 +197,10 @@ void ulp__writer_link_release(ulp__writer *w);
 
 /* Closes the /trace objects and frees the name map. */
 void ulp__writer_trace_release(ulp__writer *w);
+
+/* --- digests (writer_digest.c) ----------------------------------------------------------- */
+
+/* Closes /digests and its open groups, and frees their maps. */
+void ulp__writer_digests_release(ulp__writer *w);
 
 #endif /* ULPPROF_FORMAT_WRITER_INTERNAL_H */

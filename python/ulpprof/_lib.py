@@ -465,6 +465,66 @@ class Session:
         raised."""
         if self._h is None:
             return -14  # ULP_ECLOSED
+        if positions is None and gemms is None:
+            # The common case (a hook's capture): a descriptor made once per
+            # (name, dtype, shape, layer, role, rows, inputs) and thread,
+            # whose call sets only what changes from call to call.
+            key = (name, dtype, tuple(shape), layer, role,
+                   row_rank if positions_ptr is not None else -1, requests_ptr is not None,
+                   tuple(inputs) if inputs else None)
+            descs = getattr(self._local, "descs", None)
+            if descs is None:
+                descs = self._local.descs = {}
+            got = descs.get(key)
+            if got is None:
+                got = self._made_desc(name, dtype, shape, layer, role, row_rank,
+                                      positions_ptr is not None, inputs)
+                if got is None:
+                    return self._capture(name, ptr, dtype, shape, layer, role, step, None,
+                                         None, row_rank, inputs, positions_ptr, requests_ptr,
+                                         None)
+                if len(descs) < _CACHE_MAX:
+                    descs[key] = got
+            ref, d = got[0], got[1]
+            d.data = ptr
+            d.step = step
+            if positions_ptr is not None:
+                d.positions = positions_ptr
+                d.requests = requests_ptr
+            return self._lib.ulp_session_capture(self._h, ref)
+        return self._capture(name, ptr, dtype, shape, layer, role, step, positions, requests,
+                             row_rank, inputs, positions_ptr, requests_ptr, gemms)
+
+    def _made_desc(self, name, dtype, shape, layer, role, row_rank, has_positions, inputs):
+        """(byref, descriptor, its shape, what it points to) with every field
+        of one capture but its data, step, positions and requests; None for a
+        rank the library refuses (the general path says why)."""
+        n = len(shape)
+        if n > _MAX_RANK:
+            return None
+        d = _Desc()
+        st = self._lib.ulp_capture_desc_init_sized(ctypes.byref(d), ctypes.sizeof(d))
+        if st != 0:
+            raise CaptureError("cannot fill a capture descriptor: %s" % status_str(st))
+        c_shape = (ctypes.c_int64 * _MAX_RANK)()
+        c_shape[:n] = shape
+        d.name = self._encoded(name)
+        d.dtype = DTYPE_CODES[dtype]
+        d.ndim = n
+        d.shape = c_shape
+        d.layer = int(layer)
+        d.role = ROLE_CODES[role]
+        d.positions = d.requests = None
+        d.row_rank = int(row_rank) if has_positions else 0
+        arr = None
+        if inputs:
+            arr = self._inputs(inputs)
+            d.n_inputs = len(arr)
+            d.inputs = arr
+        return (ctypes.byref(d), d, c_shape, arr)
+
+    def _capture(self, name, ptr, dtype, shape, layer, role, step, positions, requests,
+                 row_rank, inputs, positions_ptr, requests_ptr, gemms):
         buf, d, c_shape = self._desc()
         d.name = self._encoded(name)
         d.data = ptr
