@@ -1,7 +1,8 @@
 /*
  * `ulpprof diff A B` when a side holds row digests only (FORMAT.md,
  * "Digests"): which (capture, request, position) rows differ, the first
- * in the order A wrote its captures, and the selection to capture in full.
+ * in the order A wrote its captures, the selection to capture in full, and
+ * where the token streams part: all from ulp_digest_compare(), printed here.
  */
 #include <stdint.h>
 #include <stdio.h>
