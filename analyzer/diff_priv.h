@@ -232,8 +232,14 @@ ulp_status ulp__streams_find(const ulp_snapshot *a, const ulp_snapshot *b, ulp_d
 ulp_status ulp__requests_pair(const ulp_snapshot *a, const size_t *ia, size_t na,
                               const ulp_snapshot *b, const size_t *ib, size_t nb,
                               ulp_diff_result *r, ulp_error *err);
+/* As ulp__requests_pair, into *out[0..*nout) (NULL, 0 when nothing is renumbered). */
+ulp_status ulp__requests_pairs(const ulp_snapshot *a, const size_t *ia, size_t na,
+                               const ulp_snapshot *b, const size_t *ib, size_t nb,
+                               ulp_diff_request_pair **out, size_t *nout, ulp_error *err);
 /* The number B's `request` is compared under (itself unless renumbered). */
 int64_t ulp__requests_b(const ulp_diff_result *r, int64_t request);
+/* The same, through the pairs v[0..n) (sorted by b). */
+int64_t ulp__requests_map(const ulp_diff_request_pair *v, size_t n, int64_t request);
 /* The first position of `request` that follows a parted stream, or -1. */
 int64_t ulp__streams_parted_at(const ulp_diff_result *r, int64_t request);
 

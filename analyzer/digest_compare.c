@@ -11,13 +11,17 @@
 #include "common/digest.h"
 #include "common/error.h"
 #include "common/strmap.h"
+#include "diff_priv.h"
 #include "digest_compare.h"
+#include "digest_parts.h"
 #include "format/snapshot_digests.h"
 #include "ulpprof/digest.h"
 #include "ulpprof/snapshot.h"
 
 typedef struct key_row {
-    int64_t name, request, position;
+    int32_t name;
+    int32_t positional; /* 1: (request, position) is a token's, else (occurrence, row) */
+    int64_t request, position;
     uint64_t digest;
 } key_row;
 
@@ -27,8 +31,6 @@ typedef struct side {
     int digest_only;
     int only; /* 1: only the rows with positions of request `want`, keyed as `as` */
     int64_t want, as;
-    const ulp__digest_cuts *cuts; /* rows at or after a request's cut are left out */
-    uint64_t after;               /* how many                                      */
 } side;
 
 typedef struct names {
@@ -46,6 +48,8 @@ static int64_t name_id(names *nm, const char *name, int64_t seq, int32_t layer, 
     if (slot == NULL)
         return -1;
     int64_t id = *slot;
+    if (inserted && nm->n >= INT32_MAX)
+        return -1; /* the rows' name index is 32 bits */
     if (inserted) {
         if (nm->n == nm->cap) {
             size_t cap = nm->cap ? 2 * nm->cap : 64;
@@ -75,28 +79,43 @@ static int64_t name_id(names *nm, const char *name, int64_t seq, int32_t layer, 
     return id;
 }
 
-/* Whether (request, position) lies at or after its request's cut (cuts sorted by request). */
-static int past_cut(const ulp__digest_cuts *c, int64_t request, int64_t position)
+/* Whether (request, position) lies at or after its request's part (parts by request). */
+static int past_part(const ulp_digest_part *v, size_t n, int64_t request, int64_t position)
 {
-    size_t lo = 0, hi = c ? c->n : 0;
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (c->request[mid] < request)
+        if (v[mid].request < request)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return c && lo < c->n && c->request[lo] == request && position >= c->position[lo];
+    return lo < n && v[lo].request == request && position >= v[lo].position;
 }
 
-static int push(side *s, key_row r, int positional)
+/* B's token rows under A's request numbers; with cut, the rows at or after their request's
+ * part left out, counted in *after. */
+static void settle(side *s, const ulp_digest_result *res, int cut, uint64_t *after)
 {
-    if (s->only && (!positional || r.request != s->want))
-        return 0;
-    if (positional && past_cut(s->cuts, r.request, r.position)) {
-        s->after++;
-        return 0;
+    size_t m = 0;
+    for (size_t k = 0; k < s->n; k++) {
+        key_row r = s->rows[k];
+        if (r.positional && res->n_request_pairs > 0)
+            r.request = ulp__requests_map(res->request_pairs, res->n_request_pairs, r.request);
+        if (cut && r.positional && past_part(res->parts, res->nparts, r.request, r.position)) {
+            if (after)
+                (*after)++;
+            continue;
+        }
+        s->rows[m++] = r;
     }
+    s->n = m;
+}
+
+static int push(side *s, key_row r)
+{
+    if (s->only && (!r.positional || r.request != s->want))
+        return 0;
     if (s->only)
         r.request = s->as;
     if (s->n == s->cap) {
@@ -128,9 +147,10 @@ static ulp_status data_rows(const ulp_snapshot *snap, size_t i, int64_t id, side
     if (st == ULP_OK) {
         ulp__digest_rows(&d, buf, elem, dg);
         for (uint64_t r = 0; r < rows && st == ULP_OK; r++) {
-            key_row k = {id, d.positions ? (c->requests ? c->requests[r] : 0) : c->occurrence,
+            key_row k = {(int32_t)id, d.positions != NULL,
+                         d.positions ? (c->requests ? c->requests[r] : 0) : c->occurrence,
                          d.positions ? d.positions[r] : (int64_t)r, dg[r]};
-            if (push(s, k, d.positions != NULL) != 0)
+            if (push(s, k) != 0)
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
         }
     }
@@ -170,10 +190,10 @@ static ulp_status load(const char *path, names *nm, side *s, int in_a, ulp_error
         if (id < 0)
             st = ulp__error(err, ULP_ENOMEM, "out of memory");
         for (uint64_t r = 0; st == ULP_OK && r < e[i].rows; r++) {
-            key_row k = {id,
+            key_row k = {(int32_t)id, e[i].positions != NULL,
                          e[i].positions ? (e[i].requests ? e[i].requests[r] : 0) : e[i].occurrence,
                          e[i].positions ? e[i].positions[r] : (int64_t)r, e[i].digests[r]};
-            if (push(s, k, e[i].positions != NULL) != 0)
+            if (push(s, k) != 0)
                 st = ulp__error(err, ULP_ENOMEM, "out of memory");
         }
     }
@@ -244,26 +264,56 @@ static int range_add(ulp_digest_range **v, size_t *n, size_t *cap, int64_t r, in
     return 0;
 }
 
-static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
-                          const int64_t *req_b, const ulp__digest_cuts *cuts, uint64_t *after,
-                          ulp_digest_result **out, ulp_error *err)
+/* The requests paired and the parts of pa against pb (sa, sb when open already) into res. */
+static ulp_status find_parts(const char *pa, const char *pb, const ulp_snapshot *sa,
+                             const ulp_snapshot *sb, ulp_digest_result *res, ulp_error *err)
+{
+    ulp_snapshot *oa = NULL, *ob = NULL;
+    ulp_status st = ULP_OK;
+    if (sa == NULL && (st = ulp_snapshot_open(pa, &oa, err)) == ULP_OK)
+        sa = oa;
+    if (st == ULP_OK && sb == NULL && (st = ulp_snapshot_open(pb, &ob, err)) == ULP_OK)
+        sb = ob;
+    if (st == ULP_OK)
+        st = ulp__digest_requests(sa, sb, &res->request_pairs, &res->n_request_pairs, err);
+    if (st == ULP_OK)
+        st = ulp__digest_parts_find(sa, sb, res->request_pairs, res->n_request_pairs, &res->parts,
+                                    &res->nparts, err);
+    ulp_snapshot_close(oa);
+    ulp_snapshot_close(ob);
+    return st;
+}
+
+/* how: 0 no parts (one request, req_a/req_b), 1 parts found, 2 and the rows after them cut. */
+static ulp_status compare(const char *pa, const char *pb, const ulp_snapshot *sa,
+                          const ulp_snapshot *sb, const int64_t *req_a, const int64_t *req_b,
+                          int how, uint64_t *after, ulp_digest_result **out, ulp_error *err)
 {
     *out = NULL;
     names nm = {0};
     ulp__strmap_init(&nm.ids);
     side a = {0}, b = {0};
     if (req_a != NULL) {
-        a = (side){NULL, 0, 0, 0, 1, *req_a, *req_a, NULL, 0};
-        b = (side){NULL, 0, 0, 0, 1, *req_b, *req_a, NULL, 0};
+        a = (side){NULL, 0, 0, 0, 1, *req_a, *req_a};
+        b = (side){NULL, 0, 0, 0, 1, *req_b, *req_a};
     }
-    a.cuts = b.cuts = cuts;
     ulp_digest_result *res = calloc(1, sizeof(*res));
     ulp_digest_name *v = NULL;
+    uint64_t cut_a = 0;
     ulp_status st = res ? ULP_OK : ULP_ENOMEM;
     if (st == ULP_OK)
         st = load(pa, &nm, &a, 1, err);
     if (st == ULP_OK)
         st = load(pb, &nm, &b, 0, err);
+    if (st == ULP_OK && how > 0)
+        st = find_parts(pa, pb, sa, sb, res, err);
+    if (st == ULP_OK && how > 0) {
+        ulp_digest_result none = {0}; /* A's numbers are A's own */
+        none.parts = res->parts;
+        none.nparts = res->nparts;
+        settle(&a, &none, how == 2, &cut_a);
+        settle(&b, res, how == 2, NULL);
+    }
     if (st == ULP_OK) {
         qsort(a.rows, a.n, sizeof(key_row), key_cmp);
         qsort(b.rows, b.n, sizeof(key_row), key_cmp);
@@ -334,7 +384,7 @@ static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
         res = NULL;
         v = NULL;
         if (after)
-            *after = a.after;
+            *after = cut_a;
         free(nm.text); /* the strings are the result's names now, the array is not */
         nm.text = NULL;
     }
@@ -354,26 +404,27 @@ static ulp_status compare(const char *pa, const char *pb, const int64_t *req_a,
     ulp__strmap_release(&nm.ids);
     free(a.rows);
     free(b.rows);
-    free(res);
+    ulp_digest_result_free(res);
     return st;
 }
 
 ulp_status ulp_digest_compare(const char *pa, const char *pb, ulp_digest_result **out,
                               ulp_error *err)
 {
-    return compare(pa, pb, NULL, NULL, NULL, NULL, out, err);
+    return compare(pa, pb, NULL, NULL, NULL, NULL, 1, NULL, out, err);
 }
 
-ulp_status ulp__digest_compare_cut(const char *pa, const char *pb, const ulp__digest_cuts *cuts,
-                                   uint64_t *after, ulp_digest_result **out, ulp_error *err)
+ulp_status ulp__digest_compare_cut(const char *pa, const char *pb, const ulp_snapshot *sa,
+                                   const ulp_snapshot *sb, uint64_t *after, ulp_digest_result **out,
+                                   ulp_error *err)
 {
-    return compare(pa, pb, NULL, NULL, cuts, after, out, err);
+    return compare(pa, pb, sa, sb, NULL, NULL, 2, after, out, err);
 }
 
 ulp_status ulp_digest_compare_request(const char *pa, int64_t request_a, const char *pb,
                                       int64_t request_b, ulp_digest_result **out, ulp_error *err)
 {
-    return compare(pa, pb, &request_a, &request_b, NULL, NULL, out, err);
+    return compare(pa, pb, NULL, NULL, &request_a, &request_b, 0, NULL, out, err);
 }
 
 void ulp_digest_result_free(ulp_digest_result *r)
@@ -385,5 +436,7 @@ void ulp_digest_result_free(ulp_digest_result *r)
         free(r->names[k].name);
     }
     free(r->names);
+    free(r->request_pairs);
+    ulp__digest_parts_free(r->parts, r->nparts);
     free(r);
 }

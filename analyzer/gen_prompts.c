@@ -26,20 +26,27 @@ static int ids_capture(const ulp_capture_info *c)
     return 1;
 }
 
+int ulp__prompts_named(const ulp_snapshot *s, const char *name)
+{
+    size_t n = ulp_snapshot_capture_count(s), seen = 0;
+    for (size_t j = 0; j < n; j++) {
+        const ulp_capture_info *d = ulp_snapshot_capture(s, j);
+        if (strcmp(d->name, name) != 0)
+            continue;
+        if (!ids_capture(d))
+            return 0;
+        seen++;
+    }
+    return seen > 0;
+}
+
 /* The first-written name whose every capture holds fed token ids, or NULL. */
-static const char *ids_name(const ulp_snapshot *s)
+const char *ulp__prompts_name(const ulp_snapshot *s)
 {
     size_t n = ulp_snapshot_capture_count(s);
     for (size_t i = 0; i < n; i++) {
         const ulp_capture_info *c = ulp_snapshot_capture(s, i);
-        if (!ids_capture(c))
-            continue;
-        int all = 1;
-        for (size_t j = 0; j < n && all; j++) {
-            const ulp_capture_info *d = ulp_snapshot_capture(s, j);
-            all = strcmp(d->name, c->name) != 0 || ids_capture(d);
-        }
-        if (all)
+        if (ids_capture(c) && ulp__prompts_named(s, c->name))
             return c->name;
     }
     return NULL;
@@ -59,10 +66,25 @@ static int fed_cmp(const void *pa, const void *pb)
 
 ulp_status ulp__prompts_read(const ulp_snapshot *s, ulp__prompts *p, ulp_error *err)
 {
-    memset(p, 0, sizeof *p);
-    const char *name = ids_name(s);
-    if (name == NULL)
+    const char *name = ulp__prompts_name(s);
+    if (name == NULL) {
+        memset(p, 0, sizeof *p);
         return ULP_OK;
+    }
+    return ulp__prompts_read_named(s, name, p, err);
+}
+
+ulp_status ulp__prompts_read_named(const ulp_snapshot *s, const char *name, ulp__prompts *p,
+                                   ulp_error *err)
+{
+    memset(p, 0, sizeof *p);
+    if (name == NULL || !ulp__prompts_named(s, name))
+        return ULP_OK;
+    for (size_t i = 0; i < ulp_snapshot_capture_count(s); i++)
+        if (strcmp(ulp_snapshot_capture(s, i)->name, name) == 0) {
+            name = ulp_snapshot_capture(s, i)->name; /* the snapshot's own string */
+            break;
+        }
     size_t total = 0, k = 0, n = ulp_snapshot_capture_count(s);
     for (size_t i = 0; i < n; i++)
         if (strcmp(ulp_snapshot_capture(s, i)->name, name) == 0)
@@ -92,6 +114,7 @@ ulp_status ulp__prompts_read(const ulp_snapshot *s, ulp__prompts *p, ulp_error *
             f->position = c->positions[r];
             f->seq = c->seq;
             f->row = r;
+            f->step = c->has_step ? c->step : -1;
             f->token =
                 (int64_t)ulp_dtype_to_double(c->dtype, ulp_dtype_load_bits(c->dtype, buf + r * sz));
         }

@@ -16,6 +16,7 @@
 typedef struct ulp__fed {
     int64_t request, position, token, seq;
     uint64_t row;
+    int64_t step; /* that capture's `step`, -1 when it has none */
 } ulp__fed;
 
 typedef struct ulp__prompts {
@@ -32,8 +33,16 @@ typedef struct ulp__prompt {
     uint64_t row;
 } ulp__prompt;
 
+/* The name of the run's fed token ids (into the snapshot), NULL when it records none. */
+const char *ulp__prompts_name(const ulp_snapshot *s);
+/* Whether every capture of `name`, at least one, holds fed token ids. */
+int ulp__prompts_named(const ulp_snapshot *s, const char *name);
+
 /* Reads the run's fed token ids; p->name NULL when it records none. */
 ulp_status ulp__prompts_read(const ulp_snapshot *s, ulp__prompts *p, ulp_error *err);
+/* As ulp__prompts_read, of the ids named `name`; p->name NULL when !ulp__prompts_named(). */
+ulp_status ulp__prompts_read_named(const ulp_snapshot *s, const char *name, ulp__prompts *p,
+                                   ulp_error *err);
 void ulp__prompts_free(ulp__prompts *p);
 
 /* The prompt of `request` up to position `upto` (n 0 when none is fed there). */

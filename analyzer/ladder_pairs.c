@@ -11,7 +11,6 @@
 #include "diff_priv.h"
 #include "digest_compare.h"
 #include "ladder_priv.h"
-#include "ladder_streams.h"
 #include "ulpprof/digest.h"
 #include "ulpprof/verdict.h"
 
@@ -146,9 +145,10 @@ static void missing_ranks_differ(ulp_ladder_pair *p)
  * compared by digest, rows being capture names and the first divergence
  * the digest diff's (the first differing name in A's write order, its
  * first differing (request, position)); the /run keys as the diff finds
- * them.  Where the fed token ids part (ladder_streams.h), the rows of that
- * request from the parting position on were fed other tokens: they are
- * left out of the compare, and the pair says where the streams part.
+ * them.  B's requests are taken under A's numbers by their fed token ids,
+ * and where those part (digest_parts.h), the rows of that request from the
+ * parting position on were fed other tokens: they are left out of the
+ * compare, and the pair says where the streams part (the lowest request's).
  */
 static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *sa,
                               const ulp_snapshot *sb, const char *pa, const char *pb,
@@ -156,35 +156,41 @@ static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *
 {
     ulp_diff_ladder keys;
     ulp_digest_result *g = NULL;
-    ulp__ladder_parts parts;
     uint64_t after = 0;
     ulp_status st = ulp__ladder_run(sa, sb, &keys, err);
     if (st != ULP_OK)
         return st;
-    st = ulp__ladder_streams_find(sa, sb, rank, &parts, err);
-    if (st == ULP_OK) {
-        ulp__digest_cuts cuts = {parts.n, parts.request, parts.position};
-        st = ulp__digest_compare_cut(pa, pb, &cuts, &after, &g, err);
-    }
+    st = ulp__digest_compare_cut(pa, pb, sa, sb, &after, &g, err);
     if (st == ULP_OK && p->n_ranks == 0)
         st = ulp__ladder_keys_set(p, keys.keys, keys.n_keys, err);
     if (st == ULP_OK) {
         p->n_ranks++;
-        p->identical &= g->identical != 0 && parts.n == 0;
+        p->identical &= g->identical != 0 && g->nparts == 0;
         p->rows_after_part += after;
-        p->parted_requests += parts.n;
+        p->parted_requests += g->nparts;
         for (size_t q = 0; q < g->nnames; q++) {
             const ulp_digest_name *nm = &g->names[q];
             p->rows++;
             p->differing_rows += nm->differing + nm->only_a + nm->only_b > 0;
             p->elements_compared += nm->compared;
         }
-        if ((!g->identical || parts.n > 0) && p->verdict == 0)
+        if ((!g->identical || g->nparts > 0) && p->verdict == 0)
             p->verdict = ULP_VERDICT_UNKNOWN;
-        if (parts.n > 0 && !p->streams_part) {
+        if (g->nparts > 0 && !p->streams_part) {
+            const ulp_digest_part *f = &g->parts[0];
             p->streams_part = 1;
-            p->part = parts.first;
-            parts.first.source = NULL; /* the pair's now */
+            p->part = (ulp_ladder_streams_part){.source = f->source,
+                                                .rank = rank,
+                                                .request = f->request,
+                                                .position = f->position,
+                                                .token_a = f->token_a,
+                                                .token_b = f->token_b,
+                                                .step_a = f->step_a,
+                                                .step_b = f->step_b,
+                                                .produced_step = f->produced_step,
+                                                .margin_a = f->margin_a,
+                                                .margin_b = f->margin_b};
+            g->parts[0].source = NULL; /* the pair's now */
         }
     }
     if (st == ULP_OK && g->first >= 0 && !p->has_first) {
@@ -205,7 +211,6 @@ static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *
                                                .position = nm->has_first ? nm->first_position : -1};
         p->has_first = name != NULL;
     }
-    ulp__ladder_parts_free(&parts);
     ulp_digest_result_free(g);
     ulp__ladder_free(&keys);
     return st;

@@ -159,7 +159,8 @@ static int pair_cmp(const void *pa, const void *pb)
     return a->b < b->b ? -1 : a->b > b->b;
 }
 
-static ulp_status renumber(const side *sa, const side *sb, ulp_diff_result *r, ulp_error *err)
+static ulp_status renumber(const side *sa, const side *sb, ulp_diff_request_pair **out,
+                           size_t *nout, ulp_error *err)
 {
     int moved = 0;
     int64_t top = INT64_MIN;
@@ -186,15 +187,17 @@ static ulp_status renumber(const side *sa, const side *sb, ulp_diff_result *r, u
         }
     }
     qsort(v, n, sizeof *v, pair_cmp);
-    r->request_pairs = v;
-    r->n_request_pairs = n;
+    *out = v;
+    *nout = n;
     return ULP_OK;
 }
 
-ulp_status ulp__requests_pair(const ulp_snapshot *a, const size_t *ia, size_t na,
-                              const ulp_snapshot *b, const size_t *ib, size_t nb,
-                              ulp_diff_result *r, ulp_error *err)
+ulp_status ulp__requests_pairs(const ulp_snapshot *a, const size_t *ia, size_t na,
+                               const ulp_snapshot *b, const size_t *ib, size_t nb,
+                               ulp_diff_request_pair **out, size_t *nout, ulp_error *err)
 {
+    *out = NULL;
+    *nout = 0;
     side sa, sb;
     ulp_status st = side_build(a, ia, na, &sa, err);
     if (st == ULP_OK)
@@ -204,19 +207,30 @@ ulp_status ulp__requests_pair(const ulp_snapshot *a, const size_t *ia, size_t na
     if (st == ULP_OK) {
         pair_pass(&sa, &sb, 2);
         pair_pass(&sa, &sb, 1);
-        st = renumber(&sa, &sb, r, err);
+        st = renumber(&sa, &sb, out, nout, err);
     }
     side_free(&sa);
     side_free(&sb);
     return st;
 }
 
-int64_t ulp__requests_b(const ulp_diff_result *r, int64_t request)
+ulp_status ulp__requests_pair(const ulp_snapshot *a, const size_t *ia, size_t na,
+                              const ulp_snapshot *b, const size_t *ib, size_t nb,
+                              ulp_diff_result *r, ulp_error *err)
 {
-    if (r == NULL || r->n_request_pairs == 0)
+    return ulp__requests_pairs(a, ia, na, b, ib, nb, &r->request_pairs, &r->n_request_pairs, err);
+}
+
+int64_t ulp__requests_map(const ulp_diff_request_pair *v, size_t n, int64_t request)
+{
+    if (n == 0)
         return request;
     ulp_diff_request_pair want = {request, 0, 0};
-    const ulp_diff_request_pair *p =
-        bsearch(&want, r->request_pairs, r->n_request_pairs, sizeof want, pair_cmp);
+    const ulp_diff_request_pair *p = bsearch(&want, v, n, sizeof want, pair_cmp);
     return p != NULL ? p->a : request;
+}
+
+int64_t ulp__requests_b(const ulp_diff_result *r, int64_t request)
+{
+    return r == NULL ? request : ulp__requests_map(r->request_pairs, r->n_request_pairs, request);
 }

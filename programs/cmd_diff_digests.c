@@ -1,7 +1,8 @@
 /*
  * `ulpprof diff A B` when a side holds row digests only (FORMAT.md,
  * "Digests"): which (capture, request, position) rows differ, the first
- * in the order A wrote its captures, and the selection to capture in full.
+ * in the order A wrote its captures, the selection to capture in full, and
+ * where the token streams part: all from ulp_digest_compare(), printed here.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -10,158 +11,6 @@
 
 #include "cli.h"
 #include "ulpprof/digest.h"
-#include "ulpprof/dtype.h"
-#include "ulpprof/snapshot.h"
-
-/* One fed token: the capture's name index, its key, the token and its capture's step. */
-typedef struct fed {
-    size_t name;
-    int64_t request, position, token, step;
-    int has_step;
-} fed;
-
-typedef struct fed_side {
-    fed *v;
-    size_t n, cap;
-    const char **names;
-    size_t nnames, names_cap;
-} fed_side;
-
-/* The index of `name` in the names both sides share (A's and B's names in one list). */
-static size_t name_index(const char ***names, size_t *n, size_t *cap, const char *name)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*names)[i], name) == 0)
-            return i;
-    if (*n == *cap) {
-        size_t c = *cap ? 2 * *cap : 4;
-        const char **q = realloc(*names, c * sizeof(*q));
-        if (q == NULL)
-            return SIZE_MAX;
-        *names = q;
-        *cap = c;
-    }
-    (*names)[*n] = name;
-    return (*n)++;
-}
-
-static int fed_cmp(const void *x, const void *y)
-{
-    const fed *a = x, *b = y;
-    if (a->name != b->name)
-        return a->name < b->name ? -1 : 1;
-    if (a->request != b->request)
-        return a->request < b->request ? -1 : 1;
-    if (a->position != b->position)
-        return a->position < b->position ? -1 : 1;
-    return 0;
-}
-
-static int64_t read_int(const unsigned char *p, const ulp_dtype_info *t, int is_unsigned)
-{
-    if (t->size == 8) {
-        int64_t v;
-        memcpy(&v, p, 8);
-        return v;
-    }
-    if (t->size == 4) {
-        int32_t v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    if (t->size == 2) {
-        int16_t v;
-        memcpy(&v, p, 2);
-        return v;
-    }
-    return is_unsigned ? (int64_t)p[0] : (int64_t)(int8_t)p[0];
-}
-
-/* The fed token ids of `path` (role input, an integer dtype, positions, one element per row). */
-static int fed_load(const char *path, fed_side *f, const char ***names, size_t *nn, size_t *ncap,
-                    ulp_snapshot **snap)
-{
-    ulp_error err;
-    if (ulp_snapshot_open(path, snap, &err) != ULP_OK) {
-        cli_error("%s", err.msg);
-        return -1;
-    }
-    for (size_t i = 0; i < ulp_snapshot_capture_count(*snap); i++) {
-        const ulp_capture_info *c = ulp_snapshot_capture(*snap, i);
-        const ulp_dtype_info *t = ulp_dtype_get(c->dtype);
-        if (strcmp(c->role, "input") != 0 || t == NULL || t->is_float || c->positions == NULL ||
-            c->rows != c->elements || c->elements == 0)
-            continue;
-        size_t id = name_index(names, nn, ncap, c->name);
-        unsigned char *buf = malloc((size_t)c->elements * t->size);
-        if (id == SIZE_MAX || buf == NULL) {
-            free(buf);
-            cli_error("out of memory");
-            return -1;
-        }
-        if (ulp_snapshot_read(*snap, i, 0, c->elements, buf, &err) != ULP_OK) {
-            free(buf);
-            cli_error("%s", err.msg);
-            return -1;
-        }
-        for (uint64_t r = 0; r < c->rows; r++) {
-            if (f->n == f->cap) {
-                size_t cap = f->cap ? 2 * f->cap : 64;
-                fed *q = realloc(f->v, cap * sizeof(*q));
-                if (q == NULL) {
-                    free(buf);
-                    cli_error("out of memory");
-                    return -1;
-                }
-                f->v = q;
-                f->cap = cap;
-            }
-            f->v[f->n++] = (fed){id,
-                                 c->requests ? c->requests[r] : 0,
-                                 c->positions[r],
-                                 read_int(buf + r * t->size, t, c->dtype == ULP_DTYPE_U8),
-                                 c->step,
-                                 c->has_step};
-        }
-        free(buf);
-    }
-    if (f->n > 1) /* f->v is NULL when no capture fed token ids */
-        qsort(f->v, f->n, sizeof(fed), fed_cmp);
-    return 0;
-}
-
-/* Per (name, request), the first position both sides fed with different tokens: A's row. */
-typedef struct part {
-    const fed *a, *b;
-} part;
-
-static size_t find_parts(const fed_side *a, const fed_side *b, part **out)
-{
-    size_t i = 0, j = 0, n = 0;
-    *out = NULL;
-    while (i < a->n && j < b->n) {
-        int c = fed_cmp(&a->v[i], &b->v[j]);
-        if (c < 0) {
-            i++;
-            continue;
-        }
-        if (c > 0) {
-            j++;
-            continue;
-        }
-        const fed *x = &a->v[i], *y = &b->v[j];
-        if (x->token != y->token && (n == 0 || (*out)[n - 1].a->name != x->name ||
-                                     (*out)[n - 1].a->request != x->request)) {
-            part *q = realloc(*out, (n + 1) * sizeof(*q));
-            if (q == NULL)
-                return n;
-            *out = q;
-            (*out)[n++] = (part){x, y};
-        }
-        i++, j++;
-    }
-    return n;
-}
 
 static void selection(FILE *out, const ulp_digest_name *n)
 {
@@ -184,8 +33,32 @@ static void json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void print_json(FILE *out, const char *a, const char *b, const ulp_digest_result *r,
-                       const part *parts, size_t nparts, const char **names)
+/* B's requests renumbered onto A's (JSON keys only when some are, as the output was before). */
+static void json_requests(FILE *out, const ulp_digest_result *r)
+{
+    if (r->n_request_pairs == 0)
+        return;
+    fprintf(out, ", \"requests_paired\": [");
+    for (size_t k = 0, m = 0; k < r->n_request_pairs; k++)
+        if (r->request_pairs[k].paired)
+            fprintf(out, "%s{\"b\": %lld, \"a\": %lld}", m++ ? ", " : "",
+                    (long long)r->request_pairs[k].b, (long long)r->request_pairs[k].a);
+    fprintf(out, "], \"requests_apart_b\": [");
+    for (size_t k = 0, m = 0; k < r->n_request_pairs; k++)
+        if (!r->request_pairs[k].paired)
+            fprintf(out, "%s%lld", m++ ? ", " : "", (long long)r->request_pairs[k].b);
+    fprintf(out, "]");
+}
+
+static void json_step(FILE *out, int64_t step)
+{
+    if (step >= 0)
+        fprintf(out, "%lld", (long long)step);
+    else
+        fprintf(out, "null");
+}
+
+static void print_json(FILE *out, const char *a, const char *b, const ulp_digest_result *r)
 {
     fprintf(out, "{\"format\": \"ulpprof-digest-diff\", \"format_version\": 1, \"a\": ");
     json_str(out, a);
@@ -216,26 +89,23 @@ static void print_json(FILE *out, const char *a, const char *b, const ulp_digest
         fprintf(out, "]}");
     }
     fprintf(out, "], \"streams_part\": [");
-    for (size_t k = 0; k < nparts; k++) {
-        const fed *x = parts[k].a, *y = parts[k].b;
+    for (size_t k = 0; k < r->nparts; k++) {
+        const ulp_digest_part *x = &r->parts[k];
         fprintf(out, "%s{\"source\": ", k ? ", " : "");
-        json_str(out, names[x->name]);
+        json_str(out, x->source);
         fprintf(out,
                 ", \"request\": %lld, \"position\": %lld, \"token_a\": %lld, "
                 "\"token_b\": %lld, \"step_a\": ",
-                (long long)x->request, (long long)x->position, (long long)x->token,
-                (long long)y->token);
-        if (x->has_step)
-            fprintf(out, "%lld", (long long)x->step);
-        else
-            fprintf(out, "null");
+                (long long)x->request, (long long)x->position, (long long)x->token_a,
+                (long long)x->token_b);
+        json_step(out, x->step_a);
         fprintf(out, ", \"step_b\": ");
-        if (y->has_step)
-            fprintf(out, "%lld}", (long long)y->step);
-        else
-            fprintf(out, "null}");
+        json_step(out, x->step_b);
+        fprintf(out, "}");
     }
-    fprintf(out, "], \"first_divergence\": ");
+    fprintf(out, "]");
+    json_requests(out, r);
+    fprintf(out, ", \"first_divergence\": ");
     if (r->first >= 0) {
         const ulp_digest_name *n = &r->names[r->first];
         fprintf(out, "{\"capture\": ");
@@ -249,21 +119,38 @@ static void print_json(FILE *out, const char *a, const char *b, const ulp_digest
     }
 }
 
-static void print_parts(FILE *out, const part *parts, size_t nparts, const char **names)
+static void print_parts(FILE *out, const ulp_digest_result *r)
 {
-    for (size_t k = 0; k < nparts; k++) {
-        const fed *x = parts[k].a, *y = parts[k].b;
+    size_t paired = 0;
+    for (size_t k = 0; k < r->n_request_pairs; k++)
+        paired += r->request_pairs[k].paired != 0;
+    if (paired > 0) {
+        fprintf(out, "requests paired by tokens:");
+        for (size_t k = 0, m = 0; k < r->n_request_pairs; k++)
+            if (r->request_pairs[k].paired)
+                fprintf(out, "%s B's %lld is A's %lld", m++ ? "," : "",
+                        (long long)r->request_pairs[k].b, (long long)r->request_pairs[k].a);
+        fputc('\n', out);
+    }
+    if (paired < r->n_request_pairs) {
+        fprintf(out, "requests of B with no request of A's tokens, kept apart:");
+        for (size_t k = 0, m = 0; k < r->n_request_pairs; k++)
+            if (!r->request_pairs[k].paired)
+                fprintf(out, "%s %lld", m++ ? "," : "", (long long)r->request_pairs[k].b);
+        fputc('\n', out);
+    }
+    for (size_t k = 0; k < r->nparts; k++) {
+        const ulp_digest_part *x = &r->parts[k];
         fprintf(out, "token streams part at request %lld, position %lld", (long long)x->request,
                 (long long)x->position);
-        if (x->has_step)
-            fprintf(out, " (step %lld in A)", (long long)x->step);
-        fprintf(out, ": A fed token %lld, B fed token %lld (recorded in %s)\n", (long long)x->token,
-                (long long)y->token, names[x->name]);
+        if (x->step_a >= 0)
+            fprintf(out, " (step %lld in A)", (long long)x->step_a);
+        fprintf(out, ": A fed token %lld, B fed token %lld (recorded in %s)\n",
+                (long long)x->token_a, (long long)x->token_b, x->source);
     }
 }
 
-static void print_table(FILE *out, const char *a, const char *b, const ulp_digest_result *r,
-                        const part *parts, size_t nparts, const char **names)
+static void print_table(FILE *out, const char *a, const char *b, const ulp_digest_result *r)
 {
     fprintf(out, "digest comparison: A %s (%s) vs B %s (%s)\n", a,
             r->digests_a ? "digests" : "data", b, r->digests_b ? "digests" : "data");
@@ -280,7 +167,7 @@ static void print_table(FILE *out, const char *a, const char *b, const ulp_diges
         else
             fprintf(out, "-\n");
     }
-    print_parts(out, parts, nparts, names);
+    print_parts(out, r);
     if (r->first < 0) {
         fprintf(out, r->identical ? "identical: every row's digest is equal\n"
                                   : "no compared row differs; some rows are on one side only\n");
@@ -305,29 +192,11 @@ int cli_diff_digests(const char *a, const char *b, int json, FILE *out)
         cli_error("%s", err.msg);
         return CLI_EXIT_ERROR;
     }
-    /* The fed token ids, kept in full in digest mode: where the two token streams part. */
-    fed_side fa = {0}, fb = {0};
-    const char **names = NULL;
-    size_t nn = 0, ncap = 0;
-    ulp_snapshot *sa = NULL, *sb = NULL;
-    part *parts = NULL;
-    size_t nparts = 0;
-    int rc = CLI_EXIT_ERROR;
-    if (fed_load(a, &fa, &names, &nn, &ncap, &sa) == 0 &&
-        fed_load(b, &fb, &names, &nn, &ncap, &sb) == 0) {
-        nparts = find_parts(&fa, &fb, &parts);
-        if (json)
-            print_json(out, a, b, r, parts, nparts, names);
-        else
-            print_table(out, a, b, r, parts, nparts, names);
-        rc = r->identical && nparts == 0 ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
-    }
-    free(parts);
-    free(fa.v);
-    free(fb.v);
-    free(names);
-    ulp_snapshot_close(sa);
-    ulp_snapshot_close(sb);
+    if (json)
+        print_json(out, a, b, r);
+    else
+        print_table(out, a, b, r);
+    int rc = r->identical && r->nparts == 0 ? CLI_EXIT_OK : CLI_EXIT_DIFFER;
     ulp_digest_result_free(r);
     return rc;
 }
