@@ -4,13 +4,14 @@
  * Each run's files are opened once, in run order: a run's label and /run
  * are kept, its files hashed and the run put into its class of bitwise-
  * identical runs, compared through one member (ladder_classes.c), which
- * alone stays open; a bad file stops the whole ladder (and names itself).  Worker threads then take the compares from one
- * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
- * the parallelism is across pairs -- and only a summary is kept: memory is
- * the classes' open snapshots, one diff's chunk buffers per worker, a run's
- * path, label and /run, and a few hundred bytes per compare (one per run
- * and one per pair of classes), whatever the tensor sizes and however many
- * pairs of runs: a pair is read from its classes' compare (ladder_view.c).  Groups and verdicts are
+ * alone stays open; a bad file stops the whole ladder (and names itself).
+ * Worker threads then take the compares from one counter; each is done
+ * rank by rank with ulp_diff_run() -- single-threaded, the parallelism is
+ * across pairs -- and only a summary is kept: memory is the classes' open
+ * snapshots, one diff's chunk buffers per worker, a run's path, label and
+ * /run, and a few hundred bytes per compare (one per run and one per pair
+ * of classes), whatever the tensor sizes and however many pairs of runs: a
+ * pair is read from its classes' compare (ladder_view.c).  Groups and verdicts are
  * decided afterwards (ladder_verdict.c).
  */
 #include <pthread.h>
