@@ -239,7 +239,8 @@ int ulp_digest_only(const char *path)
     ulp__digest_entry *e = NULL;
     size_t n = 0;
     int has_data = 0;
-    if (ulp__digests_read(path, &e, &n, &has_data, NULL) != ULP_OK)
+    /* No /digests: not digest-only, without walking every capture for data. */
+    if (!ulp__digests_present(path) || ulp__digests_read(path, &e, &n, &has_data, NULL) != ULP_OK)
         return 0;
     ulp__digests_free(e, n);
     return n > 0 && !has_data;

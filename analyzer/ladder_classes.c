@@ -73,45 +73,55 @@ static ulp_status run_hash(const ulp__ladder_ctx *c, size_t run, unsigned char *
     return ULP_OK;
 }
 
-/* Sorts the classes out: hashes, then a verifying compare per candidate. */
-static ulp_status find_classes(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err)
+ulp_status ulp__ladder_plan_init(ulp__ladder_plan *plan, size_t n, ulp_error *err)
 {
-    ulp_ladder_result *r = c->r;
-    uint64_t *hash = malloc(r->n_runs * sizeof *hash);
-    unsigned char *buf = malloc(HASH_CHUNK);
-    ulp_status st = hash && buf ? ULP_OK : ulp__error(err, ULP_ENOMEM, "out of memory");
-    /* One run open at a time beside the classes' first runs, which stay open. */
-    for (size_t i = 0; st == ULP_OK && i < r->n_runs; i++) {
-        if ((st = ulp__ladder_open_run(c, i, err)) != ULP_OK ||
-            (st = run_hash(c, i, buf, &hash[i], err)) != ULP_OK)
+    memset(plan, 0, sizeof *plan);
+    plan->n_runs = n;
+    plan->cls = malloc(n * sizeof *plan->cls);
+    plan->rep = malloc(n * sizeof *plan->rep);
+    plan->join = calloc(n, sizeof *plan->join);
+    plan->hash = malloc(n * sizeof *plan->hash);
+    plan->buf = malloc(HASH_CHUNK);
+    if (!plan->cls || !plan->rep || !plan->join || !plan->hash || !plan->buf)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    return ULP_OK;
+}
+
+/*
+ * Run i, open, into its class: hashed, then a verifying compare with each
+ * class's first run of the same hash.  Runs come in order, so a class's
+ * first run is its lowest; it stays open for the compares between classes,
+ * every other run is closed here.
+ */
+ulp_status ulp__ladder_plan_add(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, size_t i,
+                                ulp_error *err)
+{
+    uint64_t *hash = plan->hash;
+    ulp_status st = run_hash(c, i, plan->buf, &hash[i], err);
+    plan->cls[i] = SIZE_MAX;
+    for (size_t x = 0; st == ULP_OK && x < plan->n_classes; x++) {
+        size_t rep = plan->rep[x];
+        if (hash[rep] != hash[i])
+            continue;
+        /* Kept as run i's join when it finds them identical; else the
+         * task between the classes compares them again. */
+        ulp_ladder_pair *p = &plan->join[i];
+        ulp__ladder_pair_release(p);
+        *p = (ulp_ladder_pair){.a = rep, .b = i, .rung = ULP_DIFF_LADDER_NONE};
+        if ((st = ulp__ladder_compare_pair(c, p, err)) != ULP_OK)
             break;
-        plan->cls[i] = SIZE_MAX;
-        for (size_t x = 0; st == ULP_OK && x < plan->n_classes; x++) {
-            size_t rep = plan->rep[x];
-            if (hash[rep] != hash[i])
-                continue;
-            /* Kept as run i's join when it finds them identical; else the
-             * task between the classes compares them again. */
-            ulp_ladder_pair *p = &plan->join[i];
-            ulp__ladder_pair_release(p);
-            *p = (ulp_ladder_pair){.a = rep, .b = i, .rung = ULP_DIFF_LADDER_NONE};
-            if ((st = ulp__ladder_compare_pair(c, p, err)) != ULP_OK)
-                break;
-            if (p->identical && p->ranks_only_a == 0 && p->ranks_only_b == 0) {
-                plan->cls[i] = x;
-                break;
-            }
-        }
-        if (st == ULP_OK && plan->cls[i] == SIZE_MAX) {
-            ulp__ladder_pair_release(&plan->join[i]);
-            plan->rep[plan->n_classes] = i;
-            plan->cls[i] = plan->n_classes++;
-        } else {
-            ulp__ladder_close_run(c, i);
+        if (p->identical && p->ranks_only_a == 0 && p->ranks_only_b == 0) {
+            plan->cls[i] = x;
+            break;
         }
     }
-    free(buf);
-    free(hash);
+    if (st == ULP_OK && plan->cls[i] == SIZE_MAX) {
+        ulp__ladder_pair_release(&plan->join[i]);
+        plan->rep[plan->n_classes] = i;
+        plan->cls[i] = plan->n_classes++;
+    } else {
+        ulp__ladder_close_run(c, i);
+    }
     return st;
 }
 
@@ -119,19 +129,15 @@ ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *pl
 {
     ulp_ladder_result *r = c->r;
     size_t n = r->n_runs, max_run = 0;
-    memset(plan, 0, sizeof *plan);
-    plan->n_runs = n;
+    free(plan->hash);
+    free(plan->buf);
+    plan->hash = NULL;
+    plan->buf = NULL;
     for (size_t i = 0; i < n; i++)
         max_run = r->runs[i].n_run > max_run ? r->runs[i].n_run : max_run;
-    plan->cls = malloc(n * sizeof *plan->cls);
-    plan->rep = malloc(n * sizeof *plan->rep);
-    plan->join = calloc(n, sizeof *plan->join);
     plan->keys = calloc(2 * max_run + 1, sizeof *plan->keys);
-    if (!plan->cls || !plan->rep || !plan->join || !plan->keys)
+    if (!plan->keys)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
-    ulp_status st = find_classes(c, plan, err);
-    if (st != ULP_OK)
-        return st;
     size_t nc = plan->n_classes;
     if ((plan->task_of = malloc(nc * nc * sizeof *plan->task_of)) == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
@@ -172,5 +178,7 @@ void ulp__ladder_plan_release(ulp__ladder_plan *plan)
     free(plan->rep);
     free(plan->join);
     free(plan->keys);
+    free(plan->hash);
+    free(plan->buf);
     memset(plan, 0, sizeof *plan);
 }

@@ -1,17 +1,17 @@
 /*
  * ulp_ladder_compare(): every pair of N runs compared (ladder.h), in parallel.
  *
- * The runs' files are opened once, up front, so that a bad file stops the
- * whole ladder before any work (and names itself), and closed again: only
- * a run's label and /run are kept.  Runs that are bitwise identical are
- * found first and compared through one member (ladder_classes.c), which
- * alone stays open.  Worker threads then take the compares from one
- * counter; each is done rank by rank with ulp_diff_run() -- single-threaded,
- * the parallelism is across pairs -- and only a summary is kept: memory is
- * the classes' open snapshots, one diff's chunk buffers per worker, a run's
- * path, label and /run, and a few hundred bytes per compare (one per run
- * and one per pair of classes), whatever the tensor sizes and however many
- * pairs of runs: a pair is read from its classes' compare (ladder_view.c).  Groups and verdicts are
+ * Each run's files are opened once, in run order: a run's label and /run
+ * are kept, its files hashed and the run put into its class of bitwise-
+ * identical runs, compared through one member (ladder_classes.c), which
+ * alone stays open; a bad file stops the whole ladder (and names itself).
+ * Worker threads then take the compares from one counter; each is done
+ * rank by rank with ulp_diff_run() -- single-threaded, the parallelism is
+ * across pairs -- and only a summary is kept: memory is the classes' open
+ * snapshots, one diff's chunk buffers per worker, a run's path, label and
+ * /run, and a few hundred bytes per compare (one per run and one per pair
+ * of classes), whatever the tensor sizes and however many pairs of runs: a
+ * pair is read from its classes' compare (ladder_view.c).  Groups and verdicts are
  * decided afterwards (ladder_verdict.c).
  */
 #include <pthread.h>
@@ -26,6 +26,7 @@
 #include "common/sized.h"
 #include "diff_priv.h"
 #include "ladder_priv.h"
+#include "ulpprof/digest.h"
 
 #define MAX_JOBS 16
 
@@ -85,9 +86,15 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths,
-                            const ulp__ladder_ctx *w, ulp_error *err)
+/*
+ * Each run's files are opened once: its label and /run kept, which files
+ * hold digests only asked, and the run put into its class
+ * (ulp__ladder_plan_add(), which closes it unless it is its class's first).
+ */
+static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, work *wk,
+                            ulp_error *err)
 {
+    const ulp__ladder_ctx *w = &wk->c;
     for (size_t i = 0; i < r->n_runs; i++) {
         ulp_ladder_run *run = &r->runs[i];
         ulp_status st;
@@ -110,7 +117,12 @@ static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths,
             if (!run->run[k].key || !run->run[k].value)
                 return ulp__error(err, ULP_ENOMEM, "out of memory");
         }
-        ulp__ladder_close_run(w, i);
+        if ((w->digest[i] = malloc(run->n_files + 1)) == NULL)
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        for (size_t f = 0; f < run->n_files; f++)
+            w->digest[i][f] = (unsigned char)(ulp_digest_only(run->files[f].path) != 0);
+        if ((st = ulp__ladder_plan_add(w, &wk->plan, i, err)) != ULP_OK)
+            return st;
     }
     return ULP_OK;
 }
@@ -177,9 +189,11 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     r->n_pairs = n * (n - 1) / 2;
     r->runs = calloc(n, sizeof *r->runs);
     w.c.snaps = calloc(n, sizeof *w.c.snaps);
+    w.c.digest = calloc(n, sizeof *w.c.digest);
     ulp_status st = ULP_OK;
-    if (!r->runs || !w.c.snaps || pthread_mutex_init(&w.lock, NULL) != 0) {
+    if (!r->runs || !w.c.snaps || !w.c.digest || pthread_mutex_init(&w.lock, NULL) != 0) {
         free(w.c.snaps);
+        free(w.c.digest);
         ulp_ladder_result_free(r);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
@@ -187,7 +201,9 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
         if ((r->ignore[r->n_ignore++] = strdup(opts.ignore[i])) == NULL)
             st = ulp__error(err, ULP_ENOMEM, "out of memory");
     if (st == ULP_OK)
-        st = open_runs(r, paths, &w.c, err);
+        st = ulp__ladder_plan_init(&w.plan, n, err);
+    if (st == ULP_OK)
+        st = open_runs(r, paths, &w, err);
     if (st == ULP_OK)
         st = ulp__ladder_plan_build(&w.c, &w.plan, err);
     if (st == ULP_OK) {
@@ -206,9 +222,12 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     }
     ulp__ladder_plan_release(&w.plan);
 
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         ulp__ladder_close_run(&w.c, i);
+        free(w.c.digest[i]);
+    }
     free(w.c.snaps);
+    free(w.c.digest);
     pthread_mutex_destroy(&w.lock);
     if (st != ULP_OK) {
         ulp_ladder_result_free(r);

@@ -236,7 +236,7 @@ ulp_status ulp__ladder_compare_pair(const ulp__ladder_ctx *w, ulp_ladder_pair *p
             continue;
         }
         const ulp_snapshot *sa = w->snaps[p->a][i], *sb = w->snaps[p->b][k];
-        if (ulp_digest_only(ra->files[i].path) || ulp_digest_only(rb->files[k].path)) {
+        if (w->digest[p->a][i] || w->digest[p->b][k]) {
             st = digest_pair(p, xa, sa, sb, ra->files[i].path, rb->files[k].path, err);
             i++;
             k++;

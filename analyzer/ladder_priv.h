@@ -15,6 +15,9 @@
 typedef struct ulp__ladder_ctx {
     ulp_ladder_result *r;
     ulp_snapshot ***snaps;
+    /* digest[run][file]: 1 when that file holds row digests only
+     * (ulp_digest_only()), asked once per file when the run is opened */
+    unsigned char **digest;
     const ulp_ladder_options *opts;
     const ulp_diff_options *diff; /* opts->diff read by its size, or the default */
 } ulp__ladder_ctx;
@@ -43,9 +46,20 @@ typedef struct ulp__ladder_store {
     size_t *task_of;        /* [n_classes^2] X*n+Y -> task index, or SIZE_MAX */
     ulp_ladder_pair view;   /* the pair ulp_ladder_result_pair() last built  */
     ulp_diff_run_key *keys; /* the view's keys: room for any two runs' /run  */
+    uint64_t *hash;         /* [n_runs] while the classes are sorted out      */
+    unsigned char *buf;     /* the hash's read buffer, as long               */
 } ulp__ladder_store;
 typedef ulp__ladder_store ulp__ladder_plan;
 
+/*
+ * The plan is made in three steps, so that each run is opened once: init
+ * for n runs, then each run in order while it is open (its files in
+ * c->snaps, which add closes unless the run is its class's first), then
+ * build, once every run's /run is known: the compares between classes.
+ */
+ulp_status ulp__ladder_plan_init(ulp__ladder_plan *plan, size_t n, ulp_error *err);
+ulp_status ulp__ladder_plan_add(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, size_t run,
+                                ulp_error *err);
 ulp_status ulp__ladder_plan_build(const ulp__ladder_ctx *c, ulp__ladder_plan *plan, ulp_error *err);
 void ulp__ladder_plan_release(ulp__ladder_plan *plan);
 

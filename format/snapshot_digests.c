@@ -239,6 +239,22 @@ ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *
     return ULP_OK;
 }
 
+int ulp__digests_present(const char *path)
+{
+    hid_t file;
+    htri_t has = 0;
+    H5E_BEGIN_TRY
+    {
+        file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        if (file >= 0)
+            has = H5Lexists(file, "digests", H5P_DEFAULT);
+    }
+    H5E_END_TRY;
+    if (file >= 0)
+        H5Fclose(file);
+    return has > 0;
+}
+
 void ulp__digests_free(ulp__digest_entry *e, size_t n)
 {
     for (size_t i = 0; i < n; i++)

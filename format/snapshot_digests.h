@@ -27,6 +27,12 @@ typedef struct ulp__digest_entry {
 ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *n, int *has_data,
                              ulp_error *err);
 
+/*
+ * 1 when `path` opens as HDF5 and has a /digests link, else 0: a cheap
+ * test that answers before ulp__digests_read() walks the file's captures.
+ */
+int ulp__digests_present(const char *path);
+
 void ulp__digests_free(ulp__digest_entry *e, size_t n);
 
 #endif /* ULPPROF_FORMAT_SNAPSHOT_DIGESTS_H */
