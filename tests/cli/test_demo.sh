@@ -8,6 +8,8 @@ set -u
 ULPPROF=${ULPPROF:?path of the ulpprof binary}
 BUILD=${ULPPROF_BUILD_DIR:?build directory}
 REFMODEL="$BUILD/workload/ulpprof-refmodel"
+# A cross build runs its programs under the emulator (tests/CMakeLists.txt).
+EMU=${ULPPROF_EMULATOR:-}
 PY=${ULP_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ulpprof-demo-test.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -117,20 +119,20 @@ expect_rc 2 $? "demo --dir FILE"
 [ "$(wc -l <"$tmp/err")" -eq 1 ] || fail "demo --dir FILE: $(cat "$tmp/err")"
 
 # --- the standalone workload ---------------------------------------------------------
-"$REFMODEL" --help >"$tmp/out" 2>&1
+$EMU "$REFMODEL" --help >"$tmp/out" 2>&1
 expect_rc 0 $? "refmodel --help"
-"$REFMODEL" --mode batch=3 --out "$tmp/b3.h5"
+$EMU "$REFMODEL" --mode batch=3 --out "$tmp/b3.h5"
 expect_rc 0 $? "refmodel batch=3"
 "$ULPPROF" ls "$tmp/b3.h5" >"$tmp/out" 2>&1
 contains "$tmp/out" "batch_size" "refmodel batch=3"
 grep -q "batch_size *= *3" "$tmp/out" || fail "refmodel batch=3: batch_size not recorded"
-"$REFMODEL" --probe --gemm tiled >"$tmp/out" 2>&1
+$EMU "$REFMODEL" --probe --gemm tiled >"$tmp/out" 2>&1
 expect_rc 0 $? "refmodel --probe"
 contains "$tmp/out" "q_proj" "refmodel --probe"
 for args in "--mode hot --out $tmp/x.h5" "--gemm cublas --out $tmp/x.h5" "--mode miss" \
     "--cached 7 --out $tmp/x.h5" "--out /nonexistent-dir/x.h5"; do
     # shellcheck disable=SC2086
-    "$REFMODEL" $args >"$tmp/out" 2>"$tmp/err"
+    $EMU "$REFMODEL" $args >"$tmp/out" 2>"$tmp/err"
     expect_rc 2 $? "refmodel $args"
     grep -q "^ulpprof" "$tmp/err" || fail "refmodel $args: no error line"
 done
