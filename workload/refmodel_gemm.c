@@ -158,15 +158,18 @@ static void gemm_exact(int m, int n, int k, const float *a, int lda, const float
 static struct {
     pthread_once_t once;
     void *handle;
+#ifdef ULP_REFMODEL_HAVE_OPENBLAS /* cblas.h's types; without them, no sgemm to call */
     void (*sgemm)(enum CBLAS_ORDER, enum CBLAS_TRANSPOSE, enum CBLAS_TRANSPOSE, blasint, blasint,
                   blasint, float, const float *, blasint, const float *, blasint, float, float *,
                   blasint);
+#endif
     void (*set_num_threads)(int);
     char *(*get_config)(void);
     char *(*get_corename)(void);
     const char *other; /* ULPPROF_BLAS, when set */
 } blas = {.once = PTHREAD_ONCE_INIT};
 
+#ifdef ULP_REFMODEL_HAVE_OPENBLAS
 static void blas_load(void)
 {
     static const char *const names[] = {"libopenblas.so.0", "libopenblas.so"};
@@ -192,6 +195,7 @@ static void blas_load(void)
         blas.handle = NULL;
     }
 }
+#endif
 
 ulp_status ulp__rm_blas_load(ulp_error *err)
 {

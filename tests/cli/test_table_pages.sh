@@ -11,6 +11,8 @@ set -u
 : "${ULPPROF:?path of the ulpprof binary}"
 : "${ULPPROF_BUILD_DIR:?build tree}"
 LOOP=$ULPPROF_BUILD_DIR/tests/reliability/capture_loop
+# A cross build runs its programs under the emulator (tests/CMakeLists.txt).
+EMU=${ULPPROF_EMULATOR:-}
 TMP=$(mktemp -d "${ULPPROF_BUILD_DIR}/test_table_pages.XXXXXX") || exit 2
 trap 'rm -rf "$TMP"' EXIT
 fails=0
@@ -31,11 +33,11 @@ same() {
 }
 
 "$ULPPROF" demo --dir "$TMP/demo" --no-plots >/dev/null 2>&1 || fail "ulpprof demo"
-"$LOOP" --out "$TMP/a.h5" --count 300 --elements 33 --names 13 --kernels 2 --dtype f16 >/dev/null || fail "capture_loop a"
-"$LOOP" --out "$TMP/b.h5" --count 300 --elements 33 --names 13 --kernels 2 --dtype f16 --flip-from 150 >/dev/null || fail "capture_loop b"
-"$LOOP" --out "$TMP/c.h5" --count 200 --elements 5 --names 1 --dtype f64 >/dev/null || fail "capture_loop c"
-"$LOOP" --out "$TMP/d.h5" --count 200 --elements 5 --names 1 --dtype f64 --flip-from 0 >/dev/null || fail "capture_loop d"
-"$LOOP" --out "$TMP/one.h5" --count 1 --elements 4 >/dev/null || fail "capture_loop one"
+$EMU "$LOOP" --out "$TMP/a.h5" --count 300 --elements 33 --names 13 --kernels 2 --dtype f16 >/dev/null || fail "capture_loop a"
+$EMU "$LOOP" --out "$TMP/b.h5" --count 300 --elements 33 --names 13 --kernels 2 --dtype f16 --flip-from 150 >/dev/null || fail "capture_loop b"
+$EMU "$LOOP" --out "$TMP/c.h5" --count 200 --elements 5 --names 1 --dtype f64 >/dev/null || fail "capture_loop c"
+$EMU "$LOOP" --out "$TMP/d.h5" --count 200 --elements 5 --names 1 --dtype f64 --flip-from 0 >/dev/null || fail "capture_loop d"
+$EMU "$LOOP" --out "$TMP/one.h5" --count 1 --elements 4 >/dev/null || fail "capture_loop one"
 "$ULPPROF" repair "$TMP/a.h5" "$TMP/a_copy.h5" >/dev/null 2>&1 || fail "repair"
 # A copy made from a table in pages is the copy made from the table read whole.
 ULPPROF_TABLE=lazy ULPPROF_TABLE_PAGE=3 "$ULPPROF" repair "$TMP/a.h5" "$TMP/a_copy2.h5" >/dev/null 2>&1 ||
