@@ -16,7 +16,6 @@
 #include "common/grow.h"
 #include "diff_layouts.h"
 #include "diff_priv.h"
-#include "produced_tokens.h"
 #include "ulpprof/format.h"
 
 static char *xstrdup(const char *s)
@@ -338,15 +337,6 @@ static ptrdiff_t find_b(const pair_ctx *pc, const name_info *e, const ulp_captur
     return ulp_snapshot_find(pc->b, ca->name, occ);
 }
 
-/* Capture i of s, checked where it holds produced tokens (produced_tokens.h). */
-static ulp_status tokens_check(const ulp_snapshot *s, size_t i, ulp_error *err)
-{
-    const ulp_capture_info *c = ulp_snapshot_capture(s, i);
-    if (c == NULL)
-        return lost(s, err);
-    return ulp__tokens_check(c, ulp_snapshot_path(s), err);
-}
-
 /* Pairs capture i of A through the whole tables: alone by occurrence, or
  * (aligned: *done) with every capture of its name. */
 static ulp_status pair_whole(pair_ctx *pc, size_t i, const ulp_capture_info *ca, ptrdiff_t *k,
@@ -363,17 +353,10 @@ static ulp_status pair_whole(pair_ctx *pc, size_t i, const ulp_capture_info *ca,
     *done = *pa == 1 && *pb == 1;
     if (!*done)
         return ULP_OK;
-    ulp_status st = ULP_OK;
-    for (size_t q = 0; q < na && st == ULP_OK; q++) {
+    for (size_t q = 0; q < na; q++)
         pc->a_done[ia[q]] = 1;
-        st = tokens_check(pc->a, ia[q], err);
-    }
-    for (size_t q = 0; q < nb && st == ULP_OK; q++) {
+    for (size_t q = 0; q < nb; q++)
         pc->b_used[ib[q]] = 1;
-        st = tokens_check(pc->b, ib[q], err);
-    }
-    if (st != ULP_OK)
-        return st;
     return selected(pc->opts, ca) ? pair_aligned(pc, ca, ia, na, ib, nb, err) : ULP_OK;
 }
 
@@ -493,9 +476,6 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     ptrdiff_t k = -1;
     if (ca == NULL)
         return lost(pc->a, err);
-    ulp_status tst = ulp__tokens_check(ca, ulp_snapshot_path(pc->a), err);
-    if (tst != ULP_OK)
-        return tst;
     int pa = 0, pb = 0, done = 0;
     if (pc->lean != NULL) {
         int rc = ulp__lean_partner(pc->lean, ca, &k, &pa, &pb);
@@ -538,8 +518,6 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     }
     if (cb == NULL)
         return lost(pc->b, err);
-    if ((tst = ulp__tokens_check(cb, ulp_snapshot_path(pc->b), err)) != ULP_OK)
-        return tst;
     fill_side(row, cb, 1);
     r->n_shared++;
     if (copy_kernels(pc->a, ca, &row->has_kernels_a, &row->n_kernels_a, &row->kernels_a) ||
@@ -609,9 +587,7 @@ static ulp_status only_b_row(pair_ctx *pc, const ulp_capture_info *cb, size_t k,
     if (cb == NULL)
         return lost(pc->b, err);
     int made = 0;
-    ulp_status st = ulp__tokens_check(cb, ulp_snapshot_path(pc->b), err);
-    if (st != ULP_OK)
-        return st;
+    ulp_status st;
     if (pc->sk != NULL && (st = layout_row(pc, 1, k, cb, &made, err)) != ULP_OK)
         return st;
     if (made || !selected(pc->opts, cb))
