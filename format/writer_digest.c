@@ -11,8 +11,8 @@
  * object-header work most of it), a tenth of a small model's decode step.
  * Digests are not journaled and durable only once the file is flushed or
  * closed, so each name's rows wait in memory (up to ULP__DIGEST_NAME_BYTES
- * a name, ULP__DIGEST_ALL_BYTES in all) and are appended at each sync and
- * at close.
+ * a name, ULP__DIGEST_ALL_BYTES in all) and are appended at each flush
+ * (ulp__writer_flush), when a bound is passed and at close.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +24,10 @@
 
 #define ULP__DIGEST_NAME_BYTES ((size_t)1 << 20) /* a name's rows waiting in memory */
 #define ULP__DIGEST_ALL_BYTES  ((size_t)8 << 20) /* all names' rows waiting          */
-#define ROW_CHUNK              4096              /* rows per chunk of the row sets, at most */
-#define ROW_CHUNK_MIN          64
-#define OCC_CHUNK              256 /* occurrences per chunk            */
+#define ROW_CHUNK              8192 /* rows per chunk of the row sets, at most (64 KiB) */
+#define ROW_CHUNK_MIN          256  /* and at least (2 KiB) */
+#define OCC_CHUNK              1024 /* occurrences per chunk, at most (about 240 KiB) */
+#define OCC_CHUNK_MIN          32   /* and at least */
 
 /* One name: its datasets (open once created) and what waits for them. */
 struct ulp__digest_buf {
@@ -178,8 +179,8 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
         hid_t mt = ulp__digest_occ_type();
         hid_t ft = mt >= 0 ? H5Tcopy(mt) : -1;
         if (ft >= 0 && H5Tpack(ft) >= 0)
-            b->occ_ds = extendable(w, b->g, "occurrences", ft, chunk_for(b->nocc, 8, OCC_CHUNK),
-                                   fixed, b->nocc);
+            b->occ_ds = extendable(w, b->g, "occurrences", ft,
+                                   chunk_for(b->nocc, OCC_CHUNK_MIN, OCC_CHUNK), fixed, b->nocc);
         if (ft >= 0)
             H5Tclose(ft);
         if (mt >= 0)
@@ -189,9 +190,10 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
     }
     if (b->inputs_ds < 0 && b->ninputs > 0) {
         hid_t t = ulp__digest_str_type(0, 1);
-        b->inputs_ds = t < 0 ? -1
-                             : extendable(w, b->g, "inputs", t, chunk_for(b->ninputs, 8, OCC_CHUNK),
-                                          fixed, b->ninputs);
+        b->inputs_ds =
+            t < 0 ? -1
+                  : extendable(w, b->g, "inputs", t,
+                               chunk_for(b->ninputs, OCC_CHUNK_MIN, OCC_CHUNK), fixed, b->ninputs);
         if (t >= 0)
             H5Tclose(t);
         if (b->inputs_ds < 0)

@@ -212,9 +212,6 @@ typedef struct ulp__digest_buf ulp__digest_buf;
  */
 ulp_status ulp__writer_digests_write(ulp__writer *w, int closing, ulp_error *err);
 
-/* Occurrences of digests waiting in memory. */
-size_t ulp__writer_digests_pending(const ulp__writer *w);
-
 /* Closes /digests and its open datasets, and frees the buffers (what waits is lost). */
 void ulp__writer_digests_release(ulp__writer *w);
 

@@ -94,23 +94,27 @@ static int by_name(const void *a, const void *b)
     return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
+ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err)
 {
     /* The digests waiting in memory, appended; flushed with the batch, or
      * alone when no capture waits. */
     if (ulp__writer_digests_pending(w) > 0) {
-        ulp_status dst = ulp__writer_digests_write(w, 0, err);
-        if (dst != ULP_OK)
-            return dst;
-        if (w->nunlinked == 0) {
+        ulp_status st = ulp__writer_digests_write(w, 0, err);
+        if (st == ULP_OK && w->nunlinked == 0) {
             ulp__h5_quiet q;
             ulp__h5_quiet_begin(&q);
             if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
-                dst = ulp__writer_h5_fail(err, w, "flush");
+                st = ulp__writer_h5_fail(err, w, "flush");
             ulp__h5_quiet_end(&q);
-            return dst;
         }
+        if (st != ULP_OK)
+            return st;
     }
+    return ulp__writer_sync(w, err);
+}
+
+ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
+{
     if (w->nunlinked == 0)
         return ULP_OK;
     ulp__h5_quiet q;
@@ -177,7 +181,7 @@ int ulp__writer_link_due(const ulp__writer *w)
 
 size_t ulp__writer_unlinked_count(const ulp__writer *w)
 {
-    return w->nunlinked + ulp__writer_digests_pending(w);
+    return w->nunlinked;
 }
 
 void ulp__writer_set_link_batch(ulp__writer *w, size_t n)

@@ -111,6 +111,56 @@ def doc_of(a, b, rename):
     return p.returncode, text
 
 
+PEEK = """
+import sys
+sys.path.insert(0, %r)
+import digests_h5
+d = digests_h5.read(sys.argv[1])
+print(" ".join("%%s:%%d:%%d" %% (k, len(v), sum(o[()].size for o in v)) for k, v in sorted(d.items())))
+""" % os.path.dirname(os.path.abspath(__file__))
+
+
+def flushed(tmp):
+    """Digests are durable at a flush: read (with h5py, in another process,
+    the session still open) after each one, appended to by the next; a name
+    past the writer's bound (1 MiB in memory) written out before any flush."""
+    path = os.path.join(tmp, "flushed.h5")
+    s = _lib.Session(path, label="flush")
+    s.set_capture_mode("digest")
+    small = np.arange(6, dtype=np.float32).reshape(2, 3)
+    big = np.arange(30000, dtype=np.float32).reshape(30000, 1)
+    env = dict(os.environ, HDF5_USE_FILE_LOCKING="FALSE")
+
+    def peek():
+        p = subprocess.run([sys.executable, "-c", PEEK, path], capture_output=True, text=True,
+                           env=env, timeout=120)
+        return p.stdout.strip() if p.returncode == 0 else "exit %d: %s" % (p.returncode, p.stderr)
+
+    def cap(name, x):
+        assert s.capture(name, x.ctypes.data, "f32", list(x.shape)) == 0
+
+    cap("a", small)
+    cap("a", small + 1)
+    s.flush()
+    check(peek() == "a:2:4", "after the first flush: %s" % peek())
+    cap("a", small + 2)
+    for i in range(3):
+        cap("big", big + i)
+    s.flush()
+    check(peek() == "a:3:6 big:3:90000", "after the second flush: %s" % peek())
+    check(s.close() == 0, "close")
+    got = digests_h5.read(path)
+    for name, xs in (("a", [small, small + 1, small + 2]), ("big", [big + i for i in range(3)])):
+        for i, x in enumerate(xs):
+            want = [xxh64(x[r].tobytes(), r) for r in range(x.shape[0])]
+            check(got[name][i][()].ravel().tolist() == want, "%s/%d digests" % (name, i))
+    p = run("diff", "-f", "json", path, path)
+    doc = json.loads(p.stdout) if p.returncode == 0 else {}
+    rows = {n["name"]: n["rows_compared"] for n in doc.get("captures", [])}
+    check(rows == {"a": 6, "big": 90000}, "diff of the flushed file: exit %d, %r %s"
+          % (p.returncode, rows, p.stderr))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ulpprof-layout-")
     data, dig, bumped = (os.path.join(tmp, n) for n in ("data.h5", "digest.h5", "bumped.h5"))
@@ -175,6 +225,8 @@ def main():
           "first divergence %r" % doc.get("first_divergence"))
     rc_d, _ = doc_of(dig, data, [])
     check(rc_d == 0, "digest file and data file of the same tensors: exit %d" % rc_d)
+
+    flushed(tmp)
 
     # Bad packed files: one stderr line naming the file, exit 2.
     def bad(label, edit, what):
