@@ -314,9 +314,17 @@ static ulp__digest_buf *buf_of(ulp__writer *w, const char *name)
 ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
                                    uint64_t rows, ulp_error *err)
 {
-    if (w == NULL || d == NULL || d->name == NULL || (rows > 0 && digests == NULL) ||
-        (d->positions != NULL && d->ndim > 0 && rows == 0))
+    if (w == NULL || d == NULL || d->name == NULL || (rows > 0 && digests == NULL))
         return ulp__error(err, ULP_EINVAL, "writer: invalid digests");
+    /* One digest per row: the row axes' product (positions and requests
+     * are read for each). */
+    uint64_t want = 1;
+    int rr = d->positions != NULL ? d->row_rank : (d->ndim > 0 ? 1 : 0);
+    for (int i = 0; i < rr && i < d->ndim; i++)
+        want *= (uint64_t)d->shape[i];
+    if (rows != want)
+        return ulp__error(err, ULP_EINVAL, "digests of '%s': %llu rows, the capture has %llu",
+                          d->name, (unsigned long long)rows, (unsigned long long)want);
     int64_t *found = ulp__strmap_find(&w->digest_occ, d->name);
     ulp__digest_buf *b =
         found != NULL && *found >= 0 ? &w->digest_bufs[*found] : buf_of(w, d->name);
