@@ -93,9 +93,10 @@ static void note_error(ulp_session *s, ulp_status st, int fatal, const ulp_error
 
 /*
  * Links the captures that wait for their groups (ulp__writer_sync) and
- * wakes the flushers.  s->mu held; released during the write.
+ * wakes the flushers; for a flush (ulp__writer_flush) also writes out the
+ * digests that wait in memory.  s->mu held; released during the write.
  */
-static void sync_links(ulp_session *s)
+static void sync_links(ulp_session *s, int flush)
 {
     uint64_t upto = s->completed;
     int failed = s->failed;
@@ -105,13 +106,14 @@ static void sync_links(ulp_session *s)
     ulp_status st = ULP_OK;
     if (!failed) {
         ulp__session_h5_lock();
-        st = ulp__writer_sync(s->writer, &err);
+        st = flush ? ulp__writer_flush(s->writer, &err) : ulp__writer_sync(s->writer, &err);
         ulp__session_h5_unlock();
     }
     pthread_mutex_lock(&s->mu);
     if (st != ULP_OK)
         note_error(s, st, 1, &err);
-    if (s->synced < upto)
+    /* An idle link leaves the digests waiting in memory: not synced yet. */
+    if (s->synced < upto && (flush || failed || ulp__writer_digests_pending(s->writer) == 0))
         s->synced = upto;
     pthread_cond_broadcast(&s->done);
 }
@@ -137,9 +139,10 @@ static ulp__item *next_item(ulp_session *s, int64_t *link_by)
         int idle = s->head == NULL;
         if (idle && s->closing && s->pending == 0)
             return NULL; /* the close links the rest */
-        if (*link_by != 0 && ((s->sync_want > s->synced && s->completed >= s->sync_want) ||
-                              (idle && monotonic_ns() >= *link_by))) {
-            sync_links(s);
+        /* A flush asks whether or not captures wait: digests may wait alone. */
+        int flush = s->sync_want > s->synced && s->completed >= s->sync_want;
+        if (flush || (*link_by != 0 && idle && monotonic_ns() >= *link_by)) {
+            sync_links(s, flush);
             *link_by = 0;
             continue;
         }
@@ -204,10 +207,11 @@ static void drain(ulp_session *s)
         s->completed++;
         /* Nothing waits for a link (or nothing more will be written): the
          * groups name every capture written so far. */
-        if (s->failed || ulp__writer_unlinked_count(s->writer) == 0) {
+        if (s->failed || (ulp__writer_unlinked_count(s->writer) == 0 &&
+                          ulp__writer_digests_pending(s->writer) == 0)) {
             s->synced = s->completed;
             link_by = 0;
-        } else if (link_by == 0) {
+        } else if (link_by == 0 && ulp__writer_unlinked_count(s->writer) > 0) {
             link_by = monotonic_ns() + ULP__SESSION_LINK_WAIT_NS;
         }
         int kept = ulp__staging_give(s, it);

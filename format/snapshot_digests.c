@@ -1,14 +1,19 @@
 /*
- * The reader of /digests: each /digests/<name>/<occurrence> dataset read
- * with its `seq`, `positions` and `requests` attributes.
+ * The reader of /digests, in both layouts (FORMAT.md, "Digests"): without
+ * a `layout` attribute, each /digests/<name>/<occurrence> dataset read
+ * with its `seq`, `positions` and `requests` attributes; with `layout` =
+ * `packed-1`, each name's occurrence table and its row-aligned `digest`,
+ * `position` and `request` datasets, every range checked against them.
  */
 #include "snapshot_digests.h"
 
 #include <hdf5.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "digest_table.h"
 #include "snapshot_priv.h"
 
 typedef struct walk {
@@ -132,6 +137,145 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
     return rc < 0 ? -1 : 0;
 }
 
+/* The length of 1-D dataset `name` of `g`, opened into *ds; -1 when not one. */
+static int64_t open_1d(hid_t g, const char *name, hid_t *ds)
+{
+    *ds = H5Lexists(g, name, H5P_DEFAULT) > 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
+    hid_t sp = *ds >= 0 ? H5Dget_space(*ds) : -1;
+    hsize_t n = 0;
+    int64_t len = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
+                          H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n <= INT64_MAX
+                      ? (int64_t)n
+                      : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    return len;
+}
+
+/* Elements [first, first + n) of 1-D `ds` as memory type `mt` into `out`. */
+static int read_range(hid_t ds, hid_t mt, uint64_t first, uint64_t n, void *out)
+{
+    if (n == 0)
+        return 0;
+    hsize_t start = first, count = n;
+    hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(1, &count, NULL);
+    int bad = fs < 0 || ms < 0 ||
+              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
+              H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out) < 0;
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (ms >= 0)
+        H5Sclose(ms);
+    return bad ? -1 : 0;
+}
+
+/* 1 when the file's compound of `ds` has every field the reader reads. */
+static int table_fields(hid_t ds)
+{
+    static const char *const need[] = {"occurrence", "seq",       "first",         "rows",
+                                       "layer",      "has_layer", "has_positions", "has_requests"};
+    hid_t t = H5Dget_type(ds);
+    int ok = t >= 0 && H5Tget_class(t) == H5T_COMPOUND;
+    for (size_t i = 0; ok && i < sizeof(need) / sizeof(need[0]); i++)
+        ok = H5Tget_member_index(t, need[i]) >= 0;
+    if (t >= 0)
+        H5Tclose(t);
+    return ok;
+}
+
+/* One name of a packed /digests: every occurrence of its table, as entries of `w`. */
+static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    walk *w = arg;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    hid_t ds[4] = {-1, -1, -1, -1}; /* occurrences, digest, position, request */
+    static const char *const names[4] = {"occurrences", "digest", "position", "request"};
+    int64_t len[4] = {-1, -1, -1, -1};
+    for (int i = 0; sub >= 0 && i < 4; i++)
+        len[i] = open_1d(sub, names[i], &ds[i]);
+    hid_t mt = ulp__digest_occ_type();
+    ulp__digest_occ *occ = NULL;
+    const char *why = NULL;
+    int64_t bad_occ = -1; /* the occurrence `why` is about, if one */
+    if (sub < 0)
+        why = "is not a group";
+    else if (len[0] < 0 || len[1] < 0 || len[2] < 0 || len[3] < 0)
+        why = "lacks its 1-D datasets occurrences, digest, position and request";
+    else if (len[1] != len[2] || len[1] != len[3])
+        why = "has digest, position and request datasets of different lengths";
+    else if (!table_fields(ds[0]) || mt < 0)
+        why = "has an occurrences table without the fields of layout packed-1";
+    else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof(*occ))) == NULL)
+        why = "is too large to read";
+    else if (read_range(ds[0], mt, 0, (uint64_t)len[0], occ) < 0)
+        why = "has an occurrences table that cannot be read";
+    uint64_t nrows = why == NULL ? (uint64_t)len[1] : 0;
+    for (int64_t i = 0; why == NULL && i < len[0]; i++) {
+        const ulp__digest_occ *o = &occ[i];
+        if (o->occurrence != i) {
+            why = "has an occurrence out of order (occurrence must equal its index)";
+            bad_occ = i;
+        } else if (o->first > nrows || o->rows > nrows - o->first) {
+            why = "has an occurrence whose rows lie past its digest datasets";
+            bad_occ = i;
+        }
+    }
+    for (int64_t i = 0; why == NULL && i < len[0]; i++) {
+        const ulp__digest_occ *o = &occ[i];
+        if (w->n == w->cap) {
+            size_t cap = w->cap ? 2 * w->cap : 64;
+            ulp__digest_entry *p = realloc(w->v, cap * sizeof(*p));
+            if (p == NULL) {
+                why = "is too large to read";
+                break;
+            }
+            w->v = p, w->cap = cap;
+        }
+        ulp__digest_entry e = {0};
+        e.occurrence = o->occurrence;
+        e.seq = o->seq;
+        e.layer = o->has_layer ? o->layer : -1;
+        e.rows = o->rows;
+        size_t nb = (size_t)(o->rows > 0 ? o->rows : 1);
+        e.name = strdup(name);
+        e.digests = malloc(nb * sizeof(uint64_t));
+        if (o->has_positions)
+            e.positions = malloc(nb * sizeof(int64_t));
+        if (o->has_requests)
+            e.requests = malloc(nb * sizeof(int64_t));
+        if (e.name == NULL || e.digests == NULL || (o->has_positions && e.positions == NULL) ||
+            (o->has_requests && e.requests == NULL) ||
+            read_range(ds[1], H5T_NATIVE_UINT64, o->first, o->rows, e.digests) < 0 ||
+            (e.positions != NULL &&
+             read_range(ds[2], H5T_NATIVE_INT64, o->first, o->rows, e.positions) < 0) ||
+            (e.requests != NULL &&
+             read_range(ds[3], H5T_NATIVE_INT64, o->first, o->rows, e.requests) < 0)) {
+            entry_release(&e);
+            why = "has rows that cannot be read";
+            bad_occ = i;
+            break;
+        }
+        w->v[w->n++] = e;
+    }
+    if (why != NULL) {
+        if (bad_occ >= 0)
+            w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s %s (occurrence %" PRId64 ")",
+                               w->path, name, why, bad_occ);
+        else
+            w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s %s", w->path, name, why);
+    }
+    free(occ);
+    if (mt >= 0)
+        H5Tclose(mt);
+    for (int i = 0; i < 4; i++)
+        if (ds[i] >= 0)
+            H5Dclose(ds[i]);
+    if (sub >= 0)
+        H5Gclose(sub);
+    return why != NULL ? -1 : 0;
+}
+
 /* 1 if the string attribute `name` of `obj` is one of the `n` strings of `any`. */
 static int str_attr_in(hid_t obj, const char *name, const char *const *any, size_t n)
 {
@@ -219,8 +363,22 @@ ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *
         }
         if (H5Lexists(file, "digests", H5P_DEFAULT) > 0) {
             w.group = H5Gopen2(file, "digests", H5P_DEFAULT);
-            if (w.group < 0 ||
-                H5Literate(w.group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_name, &w) < 0) {
+            /* `layout` absent: a dataset per occurrence (files written before the
+             * packed layout); `packed-1`: the occurrence tables. */
+            char *layout = NULL;
+            const char *why = NULL;
+            /* ulp__attr_read_str: 0 read, 1 absent, -1 not a string. */
+            int has = w.group >= 0 ? ulp__attr_read_str(w.group, "layout", &layout, &why) : 1;
+            int packed = has == 0 && strcmp(layout, ULP__DIGEST_LAYOUT) == 0;
+            if (has < 0 || (has == 0 && !packed))
+                w.st = ulp__error(err, ULP_EFORMAT,
+                                  "%s: /digests has layout '%s' (this ulpprof reads '%s' or none)",
+                                  path, has == 0 ? layout : "?", ULP__DIGEST_LAYOUT);
+            free(layout);
+            if (w.st != ULP_OK)
+                ;
+            else if (w.group < 0 || H5Literate(w.group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL,
+                                               packed ? one_packed_name : one_name, &w) < 0) {
                 if (w.st == ULP_OK)
                     w.st = ulp__error(err, ULP_EFORMAT, "%s: /digests cannot be read", path);
             }

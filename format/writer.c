@@ -316,7 +316,6 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
     }
     w->digests = H5I_INVALID_HID;
     ulp__strmap_init(&w->digest_occ);
-    ulp__strmap_init(&w->digest_groups);
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
     w->fd = -1;
     w->link_batch = 1;
@@ -366,7 +365,13 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     /* The captures still waiting for their links: linked before the index
      * is finished and the file closed.  A file whose links failed gets no
      * closed mark, so that it is read through the journal. */
-    ulp_status st = w->file >= 0 ? ulp__writer_sync(w, err) : ULP_OK;
+    ulp_status st = w->file >= 0 ? ulp__writer_digests_write(w, 1, err) : ULP_OK;
+    if (w->file >= 0) {
+        ulp_error lerr;
+        ulp_status lst = ulp__writer_sync(w, st == ULP_OK ? err : &lerr);
+        if (st == ULP_OK)
+            st = lst;
+    }
     if (w->link_failed && st == ULP_OK)
         st = ulp__error(err, ULP_EIO, "cannot link captures in '%s'", w->path);
     uint64_t jfirst = w->jbytes > 0 ? w->jfirst : 0;

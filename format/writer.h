@@ -77,13 +77,15 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp__desc *d, const void *data,
                            int64_t *seq, ulp_error *err);
 
 /*
- * Stores the row digests of one capture (FORMAT.md, "Digests") as
- * /digests/<d->name>/<occurrence>: `rows` uint64 values, with the
- * capture's attributes (dtype, seq -- a counter of the digests' own --
- * role, layer, step, positions, requests, inputs) and its `shape`.  The
- * tensor's bytes are not written.  Not journaled nor indexed: a file is
- * read through its groups; digests are durable once the file is closed or
- * flushed.
+ * Stores the row digests of one capture (FORMAT.md, "Digests", the packed
+ * layout): `rows` uint64 values and each row's position and request,
+ * appended to /digests/<d->name>/{digest,position,request}, and one
+ * element of /digests/<d->name>/occurrences with the capture's metadata
+ * (dtype, seq -- a counter of the digests' own -- role, layer, step,
+ * shape, inputs...).  The tensor's bytes are not written.  Buffered in
+ * memory (about 1 MiB a name at most) until ulp__writer_flush or close;
+ * not journaled nor indexed: digests are durable once the file is closed
+ * or flushed.
  */
 ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
                                    uint64_t rows, ulp_error *err);
@@ -125,6 +127,18 @@ ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err);
 
 /* Captures written that wait for their batch. */
 size_t ulp__writer_unlinked_count(const ulp__writer *w);
+
+/*
+ * ulp__writer_sync, after the digests that wait in memory are appended to
+ * their datasets (and flushed when no capture waits): what a flush of the
+ * session asks.  The writer's own syncs (a batch due, a new name) leave the
+ * digests waiting: appending them at every sync cost more than a dataset
+ * per digest did.
+ */
+ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err);
+
+/* Digest occurrences that wait in memory for a flush or the close. */
+size_t ulp__writer_digests_pending(const ulp__writer *w);
 
 /* Lets up to `n` captures wait for their batch (1, the default: none waits). */
 void ulp__writer_set_link_batch(ulp__writer *w, size_t n);

@@ -1,15 +1,49 @@
 /*
- * The digests of captures written instead of (or beside) their bytes:
- * /digests/<name>/<occurrence>, a uint64 per row (FORMAT.md, "Digests").
- * A group of its own, so that a reader that knows only /captures never
- * takes a digest for a tensor.
+ * The digests of captures written instead of (or beside) their bytes, in
+ * the packed layout (FORMAT.md, "Digests", layout `packed-1`): per capture
+ * name, the rows of all its occurrences in three row-aligned extendable
+ * datasets (`digest`, `position`, `request`) and one element per
+ * occurrence in the compound `occurrences`.  A group of its own, so that a
+ * reader that knows only /captures never takes a digest for a tensor.
+ *
+ * Why packed: a dataset per occurrence with its dozen attributes cost
+ * about 280k instructions per digest in the writer thread (the attributes'
+ * object-header work most of it), a tenth of a small model's decode step.
+ * Digests are not journaled and durable only once the file is flushed or
+ * closed, so each name's rows wait in memory (up to ULP__DIGEST_NAME_BYTES
+ * a name, ULP__DIGEST_ALL_BYTES in all) and are appended at each flush
+ * (ulp__writer_flush), when a bound is passed and at close.
  */
-#include <inttypes.h>
-#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/digest.h"
+#include "common/grow.h"
+#include "digest_table.h"
 #include "writer_internal.h"
+
+#define ULP__DIGEST_NAME_BYTES ((size_t)1 << 20) /* a name's rows waiting in memory */
+#define ULP__DIGEST_ALL_BYTES  ((size_t)8 << 20) /* all names' rows waiting          */
+#define ROW_CHUNK              8192 /* rows per chunk of the row sets, at most (64 KiB) */
+#define ROW_CHUNK_MIN          256  /* and at least (2 KiB) */
+#define OCC_CHUNK              1024 /* occurrences per chunk, at most (about 240 KiB) */
+#define OCC_CHUNK_MIN          32   /* and at least */
+
+/* One name: its datasets (open once created) and what waits for them. */
+struct ulp__digest_buf {
+    char *name;
+    int64_t next_occ;
+    hid_t g, ds[3], occ_ds, inputs_ds;         /* ds: digest, position, request */
+    uint64_t rows_done, occ_done, inputs_done; /* elements in the file      */
+    uint64_t *dig;
+    int64_t *pos, *req;
+    size_t nrows, dig_cap, pos_cap, req_cap;
+    ulp__digest_occ *occ;
+    size_t nocc, occ_cap;
+    char **inputs;
+    size_t ninputs, inputs_cap;
+    size_t bytes; /* what waits, in bytes */
+};
 
 static hid_t digest_lcpl(const ulp__writer *w, const char *name)
 {
@@ -19,86 +53,262 @@ static hid_t digest_lcpl(const ulp__writer *w, const char *name)
     return H5P_DEFAULT;
 }
 
-static int write_meta(hid_t ds, const ulp__desc *d)
+static int str_attr(hid_t obj, const char *name, const char *v)
 {
-    hsize_t n = (hsize_t)d->ndim;
-    int64_t zero = 0;
-    hid_t sp = d->ndim > 0 ? H5Screate_simple(1, &n, NULL) : H5Screate(H5S_SCALAR);
-    if (sp < 0)
-        return -1;
-    /* Rank 0: `shape` is the scalar 0 and `ndim` says there is no axis. */
-    hid_t a = H5Acreate2(ds, "shape", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int rc =
-        a < 0 || H5Awrite(a, H5T_NATIVE_INT64, d->ndim > 0 ? (const void *)d->shape : &zero) < 0;
+    hid_t t = ulp__digest_str_type(strlen(v) + 1, 0), one = H5Screate(H5S_SCALAR);
+    hid_t a = t < 0 || one < 0 ? -1 : H5Acreate2(obj, name, t, one, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = a < 0 || H5Awrite(a, t, v) < 0;
     if (a >= 0)
         H5Aclose(a);
-    H5Sclose(sp);
-    int32_t ndim = d->ndim;
-    hid_t one = H5Screate(H5S_SCALAR);
-    a = rc ? -1 : H5Acreate2(ds, "ndim", H5T_STD_I32LE, one, H5P_DEFAULT, H5P_DEFAULT);
-    rc = rc || a < 0 || H5Awrite(a, H5T_NATIVE_INT32, &ndim) < 0;
-    if (a >= 0)
-        H5Aclose(a);
-    H5Sclose(one);
-    return rc ? -1 : 0;
+    if (t >= 0)
+        H5Tclose(t);
+    if (one >= 0)
+        H5Sclose(one);
+    return bad ? -1 : 0;
 }
 
-static hid_t open_group(ulp__writer *w, const char *name, int *kept, ulp_error *err, ulp_status *st)
+static int open_root(ulp__writer *w)
 {
-    if (w->digests < 0) {
-        w->digests = H5Gcreate2(w->file, "digests", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        if (w->digests < 0) {
-            *st = ulp__writer_h5_fail(err, w, "create /digests");
-            return H5I_INVALID_HID;
-        }
-        hid_t t = H5Tcopy(H5T_C_S1), one = H5Screate(H5S_SCALAR);
-        static const char algo[] = ULP__DIGEST_ALGORITHM;
-        H5Tset_size(t, sizeof(algo) - 1);
-        hid_t a = H5Acreate2(w->digests, "algorithm", t, one, H5P_DEFAULT, H5P_DEFAULT);
-        int bad = a < 0 || H5Awrite(a, t, algo) < 0;
-        if (a >= 0)
-            H5Aclose(a);
-        H5Tclose(t);
-        H5Sclose(one);
-        if (bad) {
-            *st = ulp__writer_h5_fail(err, w, "write /digests");
-            return H5I_INVALID_HID;
-        }
+    if (w->digests >= 0)
+        return 0;
+    /* New-style groups (w->gcpl), their few links kept in the header: an
+     * old-style group's B-tree and heap took 7 KiB a name. */
+    w->digests = H5Gcreate2(w->file, "digests", H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
+    if (w->digests < 0)
+        return -1;
+    return str_attr(w->digests, "algorithm", ULP__DIGEST_ALGORITHM) < 0 ||
+                   str_attr(w->digests, "layout", ULP__DIGEST_LAYOUT) < 0
+               ? -1
+               : 0;
+}
+
+/*
+ * A 1-D chunked dataset of `type` that grows without bound; or, when `fixed`
+ * (the name's rows all known: the file is closing), a contiguous one of
+ * `fixed_n` elements, without the chunk index (2 KiB a dataset in the
+ * file's format).  Variable-length strings (`inputs`) keep HDF5's fill
+ * time: it refuses "never" for them.
+ */
+static hid_t extendable(const ulp__writer *w, hid_t g, const char *name, hid_t type, hsize_t chunk,
+                        int fixed, hsize_t fixed_n)
+{
+    int vlen = H5Tis_variable_str(type) > 0;
+    if (fixed) {
+        hid_t sp = H5Screate_simple(1, &fixed_n, NULL);
+        hid_t ds = sp < 0 ? H5I_INVALID_HID
+                          : H5Dcreate2(g, name, type, sp, H5P_DEFAULT, vlen ? H5P_DEFAULT : w->dcpl,
+                                       H5P_DEFAULT);
+        if (sp >= 0)
+            H5Sclose(sp);
+        return ds;
     }
-    /* A name's group stays open after its first digest (up to
-     * ULP__WRITER_GROUPS_OPEN names): looking it up and opening it again
-     * for every digest was a tenth of the writer's time per digest. */
-    int64_t *id = ulp__strmap_find(&w->digest_groups, name);
-    if (id != NULL) {
-        *kept = 1;
-        return (hid_t)*id;
+    hsize_t zero = 0, max = H5S_UNLIMITED;
+    hid_t sp = H5Screate_simple(1, &zero, &max), pl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t ds = H5I_INVALID_HID;
+    if (sp >= 0 && pl >= 0 && H5Pset_chunk(pl, 1, &chunk) >= 0 &&
+        (vlen || H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) >= 0) &&
+        H5Pset_obj_track_times(pl, 0) >= 0)
+        ds = H5Dcreate2(g, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    if (pl >= 0)
+        H5Pclose(pl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds;
+}
+
+/* Appends `n` elements of memory type `mt` at `buf` to `ds`, holding *done. */
+static int append(hid_t ds, hid_t mt, const void *buf, uint64_t n, uint64_t *done)
+{
+    if (n == 0)
+        return 0;
+    hsize_t start = *done, count = n, size = *done + n, cur = 0;
+    hid_t fs = H5Dget_space(ds);
+    if (fs < 0 || H5Sget_simple_extent_dims(fs, &cur, NULL) != 1) {
+        if (fs >= 0)
+            H5Sclose(fs);
+        return -1;
     }
-    *kept = 0;
-    htri_t has = H5Lexists(w->digests, name, H5P_DEFAULT);
-    hid_t g = has > 0
-                  ? H5Gopen2(w->digests, name, H5P_DEFAULT)
-                  : H5Gcreate2(w->digests, name, digest_lcpl(w, name), H5P_DEFAULT, H5P_DEFAULT);
-    if (g < 0) {
-        *st = ulp__writer_h5_fail(err, w, "create a digest group");
-        return g;
+    if (cur < size) {
+        H5Sclose(fs);
+        if (H5Dset_extent(ds, &size) < 0)
+            return -1;
+        fs = H5Dget_space(ds);
     }
-    int inserted = 0;
-    if (w->digest_groups.count < ULP__WRITER_GROUPS_OPEN &&
-        ulp__strmap_upsert(&w->digest_groups, name, (int64_t)g, &inserted) != NULL && inserted)
-        *kept = 1;
-    return g;
+    hid_t ms = H5Screate_simple(1, &count, NULL);
+    int bad = fs < 0 || ms < 0 ||
+              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
+              H5Dwrite(ds, mt, ms, fs, H5P_DEFAULT, buf) < 0;
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (!bad)
+        *done = size;
+    return bad ? -1 : 0;
+}
+
+/* `n` rounded up to a power of two in [lo, hi]. */
+static hsize_t chunk_for(size_t n, hsize_t lo, hsize_t hi)
+{
+    hsize_t c = lo;
+    while (c < n && c < hi)
+        c *= 2;
+    return c;
+}
+
+static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
+{
+    if (open_root(w) < 0)
+        return -1;
+    if (b->g < 0) {
+        b->g = H5Gcreate2(w->digests, b->name, digest_lcpl(w, b->name), w->gcpl, H5P_DEFAULT);
+        if (b->g < 0)
+            return -1;
+    }
+    /* Chunks as large as the first rows written, within bounds: a short
+     * run's file stays small (a chunk is allocated whole), a long one's
+     * appends touch few chunks. */
+    static const char *const names[3] = {"digest", "position", "request"};
+    hsize_t rchunk = chunk_for(b->nrows, ROW_CHUNK_MIN, ROW_CHUNK);
+    for (int i = 0; i < 3; i++)
+        if (b->ds[i] < 0 &&
+            (b->ds[i] = extendable(w, b->g, names[i], i == 0 ? H5T_STD_U64LE : H5T_STD_I64LE,
+                                   rchunk, fixed, b->nrows)) < 0)
+            return -1;
+    if (b->occ_ds < 0) {
+        hid_t mt = ulp__digest_occ_type();
+        hid_t ft = mt >= 0 ? H5Tcopy(mt) : -1;
+        if (ft >= 0 && H5Tpack(ft) >= 0)
+            b->occ_ds = extendable(w, b->g, "occurrences", ft,
+                                   chunk_for(b->nocc, OCC_CHUNK_MIN, OCC_CHUNK), fixed, b->nocc);
+        if (ft >= 0)
+            H5Tclose(ft);
+        if (mt >= 0)
+            H5Tclose(mt);
+        if (b->occ_ds < 0)
+            return -1;
+    }
+    if (b->inputs_ds < 0 && b->ninputs > 0) {
+        hid_t t = ulp__digest_str_type(0, 1);
+        b->inputs_ds =
+            t < 0 ? -1
+                  : extendable(w, b->g, "inputs", t,
+                               chunk_for(b->ninputs, OCC_CHUNK_MIN, OCC_CHUNK), fixed, b->ninputs);
+        if (t >= 0)
+            H5Tclose(t);
+        if (b->inputs_ds < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void buf_clear(ulp__digest_buf *b)
+{
+    for (size_t i = 0; i < b->ninputs; i++)
+        free(b->inputs[i]);
+    b->nrows = b->nocc = b->ninputs = 0;
+}
+
+/* Appends what waits of `b` to its datasets (created at its first rows). */
+static int buf_write(ulp__writer *w, ulp__digest_buf *b, int fixed)
+{
+    if (b->nocc == 0)
+        return 0;
+    int bad = buf_create(w, b, fixed) < 0;
+    uint64_t r0 = b->rows_done, r1 = b->rows_done, r2 = b->rows_done;
+    bad = bad || append(b->ds[0], H5T_NATIVE_UINT64, b->dig, b->nrows, &r0) < 0 ||
+          append(b->ds[1], H5T_NATIVE_INT64, b->pos, b->nrows, &r1) < 0 ||
+          append(b->ds[2], H5T_NATIVE_INT64, b->req, b->nrows, &r2) < 0;
+    if (!bad)
+        b->rows_done = r0;
+    if (!bad && b->ninputs > 0) {
+        hid_t t = ulp__digest_str_type(0, 1);
+        bad = t < 0 || append(b->inputs_ds, t, b->inputs, b->ninputs, &b->inputs_done) < 0;
+        if (t >= 0)
+            H5Tclose(t);
+    }
+    if (!bad) {
+        hid_t mt = ulp__digest_occ_type();
+        bad = mt < 0 || append(b->occ_ds, mt, b->occ, b->nocc, &b->occ_done) < 0;
+        if (mt >= 0)
+            H5Tclose(mt);
+    }
+    w->digest_bytes -= b->bytes;
+    w->digest_pending -= b->nocc;
+    b->bytes = 0;
+    buf_clear(b);
+    return bad ? -1 : 0;
+}
+
+ulp_status ulp__writer_digests_write(ulp__writer *w, int closing, ulp_error *err)
+{
+    if (w->digest_bytes == 0 && w->digest_pending == 0)
+        return ULP_OK;
+    ulp_status st = ULP_OK;
+    ulp__h5_quiet q;
+    ulp__h5_quiet_begin(&q);
+    for (size_t i = 0; i < w->ndigest_bufs; i++)
+        if (buf_write(w, &w->digest_bufs[i], closing) < 0 && st == ULP_OK)
+            st = ulp__writer_h5_fail(err, w, "write digests");
+    ulp__h5_quiet_end(&q);
+    return st;
+}
+
+size_t ulp__writer_digests_pending(const ulp__writer *w)
+{
+    return w->digest_pending;
 }
 
 void ulp__writer_digests_release(ulp__writer *w)
 {
-    for (size_t i = 0; i < w->digest_groups.cap; i++)
-        if (w->digest_groups.keys[i] != NULL)
-            H5Gclose((hid_t)w->digest_groups.values[i]);
-    ulp__strmap_release(&w->digest_groups);
+    for (size_t i = 0; i < w->ndigest_bufs; i++) {
+        ulp__digest_buf *b = &w->digest_bufs[i];
+        buf_clear(b);
+        for (int k = 0; k < 3; k++)
+            if (b->ds[k] >= 0)
+                H5Dclose(b->ds[k]);
+        if (b->occ_ds >= 0)
+            H5Dclose(b->occ_ds);
+        if (b->inputs_ds >= 0)
+            H5Dclose(b->inputs_ds);
+        if (b->g >= 0)
+            H5Gclose(b->g);
+        free(b->name);
+        free(b->dig);
+        free(b->pos);
+        free(b->req);
+        free(b->occ);
+        free(b->inputs);
+    }
+    free(w->digest_bufs);
+    w->digest_bufs = NULL;
+    w->ndigest_bufs = w->digest_bufs_cap = 0;
     ulp__strmap_release(&w->digest_occ);
     if (w->digests >= 0)
         H5Gclose(w->digests);
     w->digests = H5I_INVALID_HID;
+}
+
+static ulp__digest_buf *buf_of(ulp__writer *w, const char *name)
+{
+    int inserted = 0;
+    int64_t *slot = ulp__strmap_upsert(&w->digest_occ, name, (int64_t)w->ndigest_bufs, &inserted);
+    if (slot == NULL)
+        return NULL;
+    if (!inserted)
+        return &w->digest_bufs[*slot];
+    ulp__digest_buf b = {.g = H5I_INVALID_HID,
+                         .ds = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID},
+                         .occ_ds = H5I_INVALID_HID,
+                         .inputs_ds = H5I_INVALID_HID};
+    b.name = strdup(name);
+    if (b.name == NULL || ULP__GROW(w->digest_bufs, w->digest_bufs_cap, w->ndigest_bufs + 1) != 0) {
+        free(b.name);
+        *slot = -1; /* never looked up again: the caller fails */
+        return NULL;
+    }
+    w->digest_bufs[w->ndigest_bufs++] = b;
+    return &w->digest_bufs[*slot];
 }
 
 ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
@@ -106,45 +316,89 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
 {
     if (w == NULL || d == NULL || d->name == NULL || (rows > 0 && digests == NULL))
         return ulp__error(err, ULP_EINVAL, "writer: invalid digests");
-    int inserted = 0;
-    int64_t *occ = ulp__strmap_upsert(&w->digest_occ, d->name, 0, &inserted);
-    if (occ == NULL)
+    /* One digest per row: the row axes' product (positions and requests
+     * are read for each). */
+    uint64_t want = 1;
+    int rr = d->positions != NULL ? d->row_rank : (d->ndim > 0 ? 1 : 0);
+    for (int i = 0; i < rr && i < d->ndim; i++)
+        want *= (uint64_t)d->shape[i];
+    if (rows != want)
+        return ulp__error(err, ULP_EINVAL, "digests of '%s': %llu rows, the capture has %llu",
+                          d->name, (unsigned long long)rows, (unsigned long long)want);
+    int64_t *found = ulp__strmap_find(&w->digest_occ, d->name);
+    ulp__digest_buf *b =
+        found != NULL && *found >= 0 ? &w->digest_bufs[*found] : buf_of(w, d->name);
+    size_t need = b == NULL ? 0 : b->nrows + (size_t)rows;
+    if (b == NULL || ULP__GROW(b->dig, b->dig_cap, need) != 0 ||
+        ULP__GROW(b->pos, b->pos_cap, need) != 0 || ULP__GROW(b->req, b->req_cap, need) != 0 ||
+        ULP__GROW(b->occ, b->occ_cap, b->nocc + 1) != 0 ||
+        ULP__GROW(b->inputs, b->inputs_cap,
+                  b->ninputs + (size_t)(d->n_inputs > 0 ? d->n_inputs : 0)) != 0)
         return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
+    ulp__digest_occ o;
+    memset(&o, 0, sizeof(o));
+    o.occurrence = b->next_occ;
+    o.seq = w->digest_seq;
+    o.first = b->rows_done + b->nrows;
+    o.rows = rows;
+    o.time_ns = d->time_ns;
+    o.has_step = d->step != ULP_STEP_NONE;
+    o.step = o.has_step ? d->step : 0;
+    o.has_layer = d->layer != ULP_LAYER_NONE;
+    o.layer = o.has_layer ? d->layer : -1;
+    o.ndim = d->ndim;
+    o.row_rank = d->positions != NULL ? d->row_rank : (d->ndim > 0 ? 1 : 0);
+    o.has_positions = d->positions != NULL;
+    o.has_requests = d->requests != NULL;
+    ulp_role role = ulp_role_name(d->role) != NULL ? d->role : ULP_ROLE_ACTIVATION;
+    strncpy(o.dtype, ulp_dtype_name(d->dtype), ULP__DIGEST_STR - 1);
+    strncpy(o.role, ulp_role_name(role), ULP__DIGEST_STR - 1);
+    for (int i = 0; i < d->ndim && i < ULP_MAX_RANK; i++)
+        o.shape[i] = d->shape[i];
+    o.inputs_first = b->inputs_done + b->ninputs;
+    o.has_kernels = d->has_kernels != 0;
+    o.has_gemms = d->has_gemms != 0;
+    o.has_graph_replay = d->has_graph_replay != 0;
+    memcpy(o.kernels, d->kernels, sizeof(o.kernels));
+    memcpy(o.gemms, d->gemms, sizeof(o.gemms));
+    memcpy(o.graph_replay, d->graph_replay, sizeof(o.graph_replay));
+    o.device_ptr = d->device_ptr;
+    o.stream = d->stream;
+    /* The inputs as ulp__capture_rows_write writes them: the name's own passed over. */
+    for (int32_t i = 0; i < d->n_inputs; i++) {
+        if (strcmp(d->inputs[i], d->name) == 0)
+            continue;
+        char *s = strdup(d->inputs[i]);
+        if (s == NULL)
+            return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
+        b->inputs[b->ninputs++] = s;
+        o.inputs_count++;
+        b->bytes += strlen(s) + 1;
+        w->digest_bytes += strlen(s) + 1;
+    }
+    if (rows > 0)
+        memcpy(b->dig + b->nrows, digests, (size_t)rows * sizeof(uint64_t));
+    for (uint64_t i = 0; i < rows; i++) {
+        b->pos[b->nrows + i] = d->positions != NULL ? d->positions[i] : (int64_t)i;
+        b->req[b->nrows + i] = d->requests != NULL ? d->requests[i] : 0;
+    }
+    b->nrows += (size_t)rows;
+    b->occ[b->nocc++] = o;
+    size_t add = (size_t)rows * 24 + sizeof(o);
+    b->bytes += add;
+    w->digest_bytes += add;
+    w->digest_pending++;
+    b->next_occ++;
+    w->digest_seq++;
     ulp_status st = ULP_OK;
-    ulp__h5_quiet q;
-    ulp__h5_quiet_begin(&q);
-    int kept = 0;
-    hid_t g = open_group(w, d->name, &kept, err, &st), sp = H5I_INVALID_HID, ds = H5I_INVALID_HID;
-    if (g >= 0) {
-        char dsname[32];
-        snprintf(dsname, sizeof(dsname), "%" PRId64, *occ);
-        /* Shaped as the capture's row axes, like its `positions`. */
-        hsize_t dims[ULP_MAX_RANK] = {(hsize_t)rows};
-        int rr = d->positions != NULL ? d->row_rank : 1;
-        for (int i = 0; d->ndim > 0 && i < rr; i++)
-            dims[i] = (hsize_t)d->shape[i];
-        sp = H5Screate_simple(d->ndim > 0 ? rr : 1, dims, NULL);
-        ds = sp < 0
-                 ? H5I_INVALID_HID
-                 : H5Dcreate2(g, dsname, H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        int64_t time_ns = d->time_ns;
-        if (ds < 0 ||
-            (rows > 0 &&
-             H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, digests) < 0) ||
-            ulp__writer_capture_attrs(w, ds, d, w->digest_seq, time_ns) != 0 ||
-            write_meta(ds, d) != 0)
+    if (b->bytes >= ULP__DIGEST_NAME_BYTES || w->digest_bytes >= ULP__DIGEST_ALL_BYTES) {
+        ulp__h5_quiet q;
+        ulp__h5_quiet_begin(&q);
+        if (w->digest_bytes >= ULP__DIGEST_ALL_BYTES)
+            st = ulp__writer_digests_write(w, 0, err);
+        else if (buf_write(w, b, 0) < 0)
             st = ulp__writer_h5_fail(err, w, "write digests");
+        ulp__h5_quiet_end(&q);
     }
-    if (ds >= 0)
-        H5Dclose(ds);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (g >= 0 && !kept)
-        H5Gclose(g);
-    if (st == ULP_OK) {
-        (*occ)++;
-        w->digest_seq++;
-    }
-    ulp__h5_quiet_end(&q);
     return st;
 }

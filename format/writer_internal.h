@@ -35,10 +35,13 @@ struct ulp__writer {
     ulp__strmap occurrences; /* capture name -> next occurrence    */
     ulp__strmap groups_open; /* capture name -> its open group id  */
 
-    /* /digests (writer_digest.c), created at the first digest. */
+    /* /digests (writer_digest.c), created at the first digests written out. */
     hid_t digests;
-    ulp__strmap digest_occ;    /* capture name -> next digest occurrence */
-    ulp__strmap digest_groups; /* capture name -> its open /digests group */
+    ulp__strmap digest_occ; /* capture name -> its index in digest_bufs */
+    struct ulp__digest_buf *digest_bufs;
+    size_t ndigest_bufs, digest_bufs_cap;
+    size_t digest_bytes;   /* rows and metadata waiting in memory */
+    size_t digest_pending; /* occurrences waiting */
     int64_t digest_seq;
 
     /* Captures written that wait for their batch's flush, journal
@@ -200,7 +203,16 @@ void ulp__writer_trace_release(ulp__writer *w);
 
 /* --- digests (writer_digest.c) ----------------------------------------------------------- */
 
-/* Closes /digests and its open groups, and frees their maps. */
+typedef struct ulp__digest_buf ulp__digest_buf;
+
+/*
+ * Appends the digests waiting in memory to their datasets (no flush).
+ * `closing`: no more come, so a name without datasets yet gets contiguous
+ * ones of its rows' size.
+ */
+ulp_status ulp__writer_digests_write(ulp__writer *w, int closing, ulp_error *err);
+
+/* Closes /digests and its open datasets, and frees the buffers (what waits is lost). */
 void ulp__writer_digests_release(ulp__writer *w);
 
 #endif /* ULPPROF_FORMAT_WRITER_INTERNAL_H */

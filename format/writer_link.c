@@ -94,6 +94,25 @@ static int by_name(const void *a, const void *b)
     return c != 0 ? c : (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+ulp_status ulp__writer_flush(ulp__writer *w, ulp_error *err)
+{
+    /* The digests waiting in memory, appended; flushed with the batch, or
+     * alone when no capture waits. */
+    if (ulp__writer_digests_pending(w) > 0) {
+        ulp_status st = ulp__writer_digests_write(w, 0, err);
+        if (st == ULP_OK && w->nunlinked == 0) {
+            ulp__h5_quiet q;
+            ulp__h5_quiet_begin(&q);
+            if (H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0)
+                st = ulp__writer_h5_fail(err, w, "flush");
+            ulp__h5_quiet_end(&q);
+        }
+        if (st != ULP_OK)
+            return st;
+    }
+    return ulp__writer_sync(w, err);
+}
+
 ulp_status ulp__writer_sync(ulp__writer *w, ulp_error *err)
 {
     if (w->nunlinked == 0)

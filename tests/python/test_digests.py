@@ -24,6 +24,8 @@ os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulppr
 sys.path.insert(0, os.path.join(SRC, "python"))
 from ulpprof import _lib  # noqa: E402
 
+import digests_h5  # noqa: E402  (h5py alone, both layouts)
+
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 M = (1 << 64) - 1
 P1, P2, P3, P4, P5 = (0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9,
@@ -132,7 +134,7 @@ def main():
         with h5py.File(da) as f:
             check("captures" not in f or len(f["captures"]) == 0, "digest file holds no data")
             for n, x in zip(names, xs):
-                dg = f["digests"][n]["0"]
+                dg = digests_h5.read(f)[n][0]
                 check(dg.shape == (B, T), "digest shape %s" % (dg.shape,))
                 check(list(dg.attrs["shape"]) == [B, T, H], "shape attribute")
                 check(dg.attrs["dtype"] == b"f32", "dtype attribute")

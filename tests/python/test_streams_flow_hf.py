@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pyenv_reexec  # noqa: E402
 
 pyenv_reexec.unless("transformers")
+import digests_h5  # noqa: E402  (h5py alone, both layouts)
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -142,17 +143,15 @@ def expected_groups(gens):
 def digest_rows(path):
     """{capture name: (seq, layer, {(request, position): digest})} from /digests."""
     out = {}
-    with h5py.File(path, "r") as f:
-        for name in f["digests"]:
-            for occ in f["digests"][name]:
-                ds = f["digests"][name][occ]
-                seq = int(np.atleast_1d(ds.attrs["seq"])[0])
-                layer = int(np.atleast_1d(ds.attrs.get("layer", -1))[0])
-                req, pos = ds.attrs["requests"], ds.attrs["positions"]
-                s0, l0, rows = out.get(name, (seq, layer, {}))
-                for r, p, d in zip(np.ravel(req), np.ravel(pos), np.ravel(ds[()])):
-                    rows[(int(r), int(p))] = int(d)
-                out[name] = (min(s0, seq), l0, rows)
+    for name, occs in digests_h5.read(path).items():
+        for ds in occs:
+            seq = int(np.atleast_1d(ds.attrs["seq"])[0])
+            layer = int(np.atleast_1d(ds.attrs.get("layer", -1))[0])
+            req, pos = ds.attrs["requests"], ds.attrs["positions"]
+            s0, l0, rows = out.get(name, (seq, layer, {}))
+            for r, p, d in zip(np.ravel(req), np.ravel(pos), np.ravel(ds[()])):
+                rows[(int(r), int(p))] = int(d)
+            out[name] = (min(s0, seq), l0, rows)
     return out
 
 

@@ -1,0 +1,125 @@
+"""/digests read with h5py alone, in both layouts (format/FORMAT.md,
+"Digests"), independently of ulpprof's C reader: the tests' one way to
+see what a digest-mode file holds.
+
+    read(f) -> {capture name: [Occurrence, ...]}   (in occurrence order)
+
+An Occurrence looks like the old layout's dataset /digests/<name>/<occ>:
+`occ[()]`, `occ[i, j]`, `occ.shape` (the capture's row axes) and
+`occ.attrs` (dtype, seq, role, time_ns, shape, ndim, and layer, step,
+positions, requests, inputs, kernels, gemms, graph_replay, device_ptr,
+stream where the capture had them), whichever layout the file has.
+
+write_old(path_or_file, name, occurrence, digests, **attrs) writes an
+occurrence in the layout of files made before `packed-1` (a dataset per
+occurrence, no /digests `layout`), for tests that check old files still
+read as before.
+"""
+import h5py
+import numpy as np
+
+ALGORITHM = "xxh64, seed = row position"
+
+
+class Occurrence:
+    def __init__(self, digests, attrs):
+        self.digests = digests
+        self.attrs = attrs
+        self.shape = digests.shape
+        self.dtype = digests.dtype
+
+    def __getitem__(self, key):
+        return self.digests[key]
+
+
+def _old(g):
+    occs = []
+    for k in sorted(g, key=int):
+        ds = g[k]
+        occs.append(Occurrence(ds[()], dict(ds.attrs)))
+    return occs
+
+
+def _str(v):
+    return v if isinstance(v, bytes) else bytes(v)
+
+
+def _packed(g):
+    table = g["occurrences"][()]
+    dig, pos, req = g["digest"][()], g["position"][()], g["request"][()]
+    if not (len(dig) == len(pos) == len(req)):
+        raise ValueError("%s: digest, position, request differ in length" % g.name)
+    inputs = g["inputs"][()] if "inputs" in g else np.zeros(0, dtype=object)
+    occs = []
+    for i, o in enumerate(table):
+        if int(o["occurrence"]) != i:
+            raise ValueError("%s: occurrence %d at index %d" % (g.name, o["occurrence"], i))
+        a, n = int(o["first"]), int(o["rows"])
+        if a + n > len(dig):
+            raise ValueError("%s: occurrence %d rows past the datasets" % (g.name, i))
+        ndim, rr = int(o["ndim"]), int(o["row_rank"])
+        shape = [int(x) for x in o["shape"][:ndim]]
+        axes = tuple(shape[:rr]) if ndim > 0 else (1,)
+        if int(np.prod(axes)) != n:
+            axes = (n,)
+        at = {"dtype": _str(o["dtype"]), "seq": np.int64(o["seq"]), "role": _str(o["role"]),
+              "time_ns": np.int64(o["time_ns"]),
+              "shape": np.array(shape, dtype=np.int64) if ndim > 0 else np.int64(0),
+              "ndim": np.int32(ndim)}
+        if o["has_layer"]:
+            at["layer"] = np.int32(o["layer"])
+        if o["has_step"]:
+            at["step"] = np.int64(o["step"])
+        if o["has_positions"]:
+            at["positions"] = pos[a:a + n].reshape(axes)
+        if o["has_requests"]:
+            at["requests"] = req[a:a + n].reshape(axes)
+        k, c = int(o["inputs_first"]), int(o["inputs_count"])
+        if c > 0:
+            at["inputs"] = np.array([s if isinstance(s, bytes) else s.encode()
+                                     for s in inputs[k:k + c]])
+        for f in ("kernels", "gemms", "graph_replay"):
+            if o["has_" + f]:
+                at[f] = np.array(o[f], dtype=np.int64)
+        for f in ("device_ptr", "stream"):
+            if int(o[f]) != 0:
+                at[f] = np.uint64(o[f])
+        occs.append(Occurrence(dig[a:a + n].reshape(axes), at))
+    return occs
+
+
+def layout(f):
+    """The /digests `layout` ("packed-1"), None for the old layout or no /digests."""
+    if "digests" not in f:
+        return None
+    v = f["digests"].attrs.get("layout")
+    return None if v is None else (v.decode() if isinstance(v, bytes) else str(v))
+
+
+def read(f):
+    """{name: [Occurrence]} of an open h5py.File (or a path)."""
+    if not isinstance(f, h5py.File):
+        with h5py.File(f, "r") as h:
+            return read(h)
+    if "digests" not in f:
+        return {}
+    lay = layout(f)
+    if lay not in (None, "packed-1"):
+        raise ValueError("unknown /digests layout %r" % lay)
+    out = {}
+    for name in f["digests"]:
+        g = f["digests"][name]
+        out[name] = _packed(g) if lay == "packed-1" else _old(g)
+    return out
+
+
+def write_old(f, name, occurrence, digests, **attrs):
+    """One occurrence in the old layout: /digests/<name>/<occurrence> with `attrs`."""
+    if "digests" not in f:
+        g = f.create_group("digests")
+        g.attrs["algorithm"] = np.bytes_(ALGORITHM)
+    ds = f["digests"].require_group(name).create_dataset(
+        str(occurrence), data=np.asarray(digests, dtype="<u8"))
+    for k, v in attrs.items():
+        ds.attrs[k] = v
+    return ds
