@@ -90,20 +90,33 @@ static void *worker(void *arg)
  * Each run's files are opened once: its label and /run kept, which files
  * hold digests only asked, and the run put into its class
  * (ulp__ladder_plan_add(), which closes it unless it is its class's first).
+ * A run that cannot be opened fails the ladder, or with opts->left_out is
+ * told to it and skipped: the runs kept are renumbered in order.
  */
-static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, work *wk,
-                            ulp_error *err)
+static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, size_t n_given,
+                            work *wk, ulp_error *err)
 {
     const ulp__ladder_ctx *w = &wk->c;
-    for (size_t i = 0; i < r->n_runs; i++) {
+    const ulp_ladder_options *opts = w->opts;
+    const ulp__ladder_opener o = {opts->open, opts->user};
+    size_t i = 0;
+    for (size_t g = 0; g < n_given; g++) {
         ulp_ladder_run *run = &r->runs[i];
-        ulp_status st;
-        if ((run->path = strdup(paths[i])) == NULL)
+        ulp_error e;
+        ulp_error_clear(&e);
+        ulp_status st =
+            ulp__ladder_run_open(paths[g], &o, &run->files, &w->snaps[i], &run->n_files, &e);
+        if (st != ULP_OK && (opts->left_out == NULL || st == ULP_ENOMEM)) {
+            if (err)
+                *err = e;
+            return st;
+        }
+        if (st != ULP_OK) {
+            opts->left_out(opts->user, paths[g], &e);
+            continue;
+        }
+        if ((run->path = strdup(paths[g])) == NULL)
             return ulp__error(err, ULP_ENOMEM, "out of memory");
-        if ((st = ulp_ladder_run_files(paths[i], &run->files, &run->n_files, err)) != ULP_OK)
-            return st;
-        if ((st = ulp__ladder_open_run(w, i, err)) != ULP_OK)
-            return st;
         const ulp_snapshot *s = w->snaps[i][0];
         run->label = strdup(ulp_snapshot_label(s));
         run->n_run = ulp_snapshot_run_count(s);
@@ -123,7 +136,13 @@ static ulp_status open_runs(ulp_ladder_result *r, const char *const *paths, work
             w->digest[i][f] = (unsigned char)(ulp_digest_only(run->files[f].path) != 0);
         if ((st = ulp__ladder_plan_add(w, &wk->plan, i, err)) != ULP_OK)
             return st;
+        i++;
     }
+    r->n_runs = wk->plan.n_runs = i;
+    r->n_pairs = i * (i - 1) / 2;
+    if (i < 2)
+        return ulp__error(err, ULP_EINVAL,
+                          "%zu of %zu runs can be read, and a ladder needs at least 2", i, n_given);
     return ULP_OK;
 }
 
@@ -203,7 +222,7 @@ ulp_status ulp_ladder_compare(const char *const *paths, size_t n, const ulp_ladd
     if (st == ULP_OK)
         st = ulp__ladder_plan_init(&w.plan, n, err);
     if (st == ULP_OK)
-        st = open_runs(r, paths, &w, err);
+        st = open_runs(r, paths, n, &w, err);
     if (st == ULP_OK)
         st = ulp__ladder_plan_build(&w.c, &w.plan, err);
     if (st == ULP_OK) {

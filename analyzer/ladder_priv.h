@@ -78,8 +78,20 @@ void ulp__ladder_pair_runs(size_t n, size_t j, size_t *a, size_t *b);
  */
 ulp_status ulp__ladder_keys_set(ulp_ladder_pair *p, const ulp_diff_run_key *src, size_t n,
                                 ulp_error *err);
-/* Opens run `run`'s files into snaps[run] / closes them (ladder_open.c). */
-ulp_status ulp__ladder_open_run(const ulp__ladder_ctx *c, size_t run, ulp_error *err);
+/* How a ladder opens a file: `open` (the options'), else ulp_snapshot_open(). */
+typedef struct ulp__ladder_opener {
+    ulp_status (*open)(void *user, const char *path, ulp_snapshot **s, ulp_error *err);
+    void *user;
+} ulp__ladder_opener;
+/*
+ * ulp_ladder_run_files(path) (ladder_runs.c); with `snaps`, every file is
+ * also opened once through `o` and *snaps[0..n) holds them in the files'
+ * (rank) order, the caller's to close.  Nothing is left open on error.
+ */
+ulp_status ulp__ladder_run_open(const char *path, const ulp__ladder_opener *o,
+                                ulp_ladder_file **files, ulp_snapshot ***snaps, size_t *n,
+                                ulp_error *err);
+/* Closes run `run`'s files and sets snaps[run] to NULL (ladder_open.c). */
 void ulp__ladder_close_run(const ulp__ladder_ctx *c, size_t run);
 /* Frees what a pair owns: keys, first divergence name, contract word (ladder_keys.c). */
 void ulp__ladder_pair_release(ulp_ladder_pair *p);

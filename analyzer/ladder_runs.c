@@ -15,6 +15,8 @@
 #include "ulpprof/ladder.h"
 #include "ulpprof/snapshot.h"
 
+#include "ladder_priv.h"
+
 static int has_h5_suffix(const char *name)
 {
     size_t n = strlen(name);
@@ -129,10 +131,15 @@ void ulp_ladder_files_free(ulp_ladder_file *files, size_t n)
     free(files);
 }
 
+typedef struct ranked {
+    ulp_ladder_file f;
+    ulp_snapshot *s;
+} ranked;
+
 static int cmp_rank(const void *x, const void *y)
 {
-    const ulp_ladder_file *a = x, *b = y;
-    return (a->rank > b->rank) - (a->rank < b->rank);
+    const ranked *a = x, *b = y;
+    return (a->f.rank > b->f.rank) - (a->f.rank < b->f.rank);
 }
 
 /* The rank a file's /env records, or -1. */
@@ -149,65 +156,107 @@ static int env_rank(const ulp_snapshot *s)
     return -1;
 }
 
-ulp_status ulp_ladder_run_files(const char *path, ulp_ladder_file **files, size_t *n,
+static ulp_status open_file(const ulp__ladder_opener *o, const char *path, ulp_snapshot **s,
+                            ulp_error *err)
+{
+    return o && o->open ? o->open(o->user, path, s, err) : ulp_snapshot_open(path, s, err);
+}
+
+static void free_ranked(ranked *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++) {
+        free(v[i].f.path);
+        ulp_snapshot_close(v[i].s);
+    }
+    free(v);
+}
+
+ulp_status ulp__ladder_run_open(const char *path, const ulp__ladder_opener *o,
+                                ulp_ladder_file **files, ulp_snapshot ***snaps, size_t *n,
                                 ulp_error *err)
 {
     *files = NULL;
     *n = 0;
+    if (snaps)
+        *snaps = NULL;
+    ranked *v = NULL;
+    size_t k = 0;
+    ulp_status st = ULP_OK;
     if (!is_dir(path)) {
-        ulp_ladder_file *f = calloc(1, sizeof *f);
-        if (f == NULL || (f->path = strdup(path)) == NULL) {
-            free(f);
+        if ((v = calloc(1, sizeof *v)) == NULL || (v->f.path = strdup(path)) == NULL) {
+            free(v);
             return ulp__error(err, ULP_ENOMEM, "out of memory");
         }
-        *files = f;
-        *n = 1;
-        return ULP_OK;
-    }
-    char **v = NULL;
-    size_t k = 0;
-    ulp_status st = list(path, keep_h5_file, &v, &k, err);
-    if (st != ULP_OK)
-        return st;
-    if (k == 0) {
-        free(v);
-        return ulp__error(err, ULP_ENOENT, "run directory '%s' holds no *.h5 file", path);
+        k = 1;
+        if (snaps && (st = open_file(o, path, &v->s, err)) != ULP_OK) {
+            free_ranked(v, k);
+            return st;
+        }
+    } else {
+        char **names = NULL;
+        if ((st = list(path, keep_h5_file, &names, &k, err)) != ULP_OK)
+            return st;
+        if (k == 0) {
+            free(names);
+            return ulp__error(err, ULP_ENOENT, "run directory '%s' holds no *.h5 file", path);
+        }
+        if ((v = calloc(k, sizeof *v)) == NULL) {
+            free_list(names, k);
+            return ulp__error(err, ULP_ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < k; i++)
+            v[i].f.path = names[i];
+        free(names);
+        /* Ranks from /env when every file has one; else the order by name. */
+        int all_ranked = 1;
+        for (size_t i = 0; i < k; i++) {
+            if ((st = open_file(o, v[i].f.path, &v[i].s, err)) != ULP_OK) {
+                free_ranked(v, k);
+                return st;
+            }
+            v[i].f.rank = env_rank(v[i].s);
+            all_ranked &= v[i].f.rank >= 0;
+            if (snaps == NULL) {
+                ulp_snapshot_close(v[i].s);
+                v[i].s = NULL;
+            }
+        }
+        for (size_t i = 0; i < k; i++)
+            v[i].f.rank = all_ranked ? v[i].f.rank : (int)i;
+        qsort(v, k, sizeof *v, cmp_rank);
+        for (size_t i = 1; i < k; i++)
+            if (v[i].f.rank == v[i - 1].f.rank) {
+                st = ulp__error(err, ULP_EINVAL,
+                                "run directory '%s': '%s' and '%s' are both rank %d (their /env "
+                                "rank; a process without RANK records 0): not one multi-rank run",
+                                path, v[i - 1].f.path, v[i].f.path, v[i].f.rank);
+                free_ranked(v, k);
+                return st;
+            }
     }
     ulp_ladder_file *f = calloc(k, sizeof *f);
-    if (f == NULL) {
-        free_list(v, k);
+    ulp_snapshot **s = snaps ? calloc(k, sizeof *s) : NULL;
+    if (f == NULL || (snaps && s == NULL)) {
+        free(f);
+        free(s);
+        free_ranked(v, k);
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     }
-    /* Ranks from /env when every file has one; else the order by name. */
-    int all_ranked = 1;
     for (size_t i = 0; i < k; i++) {
-        f[i].path = v[i];
-        ulp_snapshot *s = NULL;
-        if ((st = ulp_snapshot_open(v[i], &s, err)) != ULP_OK) {
-            for (size_t j = i + 1; j < k; j++)
-                free(v[j]);
-            free(v);
-            ulp_ladder_files_free(f, i + 1);
-            return st;
-        }
-        f[i].rank = env_rank(s);
-        all_ranked &= f[i].rank >= 0;
-        ulp_snapshot_close(s);
+        f[i] = v[i].f;
+        if (s)
+            s[i] = v[i].s;
     }
     free(v);
-    for (size_t i = 0; i < k; i++)
-        f[i].rank = all_ranked ? f[i].rank : (int)i;
-    qsort(f, k, sizeof *f, cmp_rank);
-    for (size_t i = 1; i < k; i++)
-        if (f[i].rank == f[i - 1].rank) {
-            st = ulp__error(err, ULP_EINVAL,
-                            "run directory '%s': '%s' and '%s' are both rank %d (their /env "
-                            "rank; a process without RANK records 0): not one multi-rank run",
-                            path, f[i - 1].path, f[i].path, f[i].rank);
-            ulp_ladder_files_free(f, k);
-            return st;
-        }
     *files = f;
     *n = k;
+    if (snaps)
+        *snaps = s;
     return ULP_OK;
+}
+
+ulp_status ulp_ladder_run_files(const char *path, ulp_ladder_file **files, size_t *n,
+                                ulp_error *err)
+{
+    return ulp__ladder_run_open(path, NULL, files, NULL, n, err);
 }

@@ -267,15 +267,23 @@ static void opened(const char *path, ulp_snapshot *s)
     reading_add(path);
 }
 
+ulp_status cli_open_snapshot_err(const char *path, ulp_snapshot **s, ulp_error *err)
+{
+    *s = NULL;
+    ulp_status st = guarded(path, OPEN_SURE, s, err);
+    if (st == ULP_OK)
+        opened(path, *s);
+    return st;
+}
+
 ulp_snapshot *cli_open_snapshot(const char *path)
 {
     ulp_snapshot *s = NULL;
     ulp_error err;
-    if (guarded(path, OPEN_SURE, &s, &err) != ULP_OK) {
+    if (cli_open_snapshot_err(path, &s, &err) != ULP_OK) {
         cli_error("%s", err.msg);
         return NULL;
     }
-    opened(path, s);
     return s;
 }
 

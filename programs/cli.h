@@ -91,6 +91,11 @@ int cli_bad_option(const char *cmd, const char *usage, char **argv, int c);
  */
 ulp_snapshot *cli_open_snapshot(const char *path);
 /*
+ * cli_open_snapshot() that hands its error back in `err` instead of saying
+ * it (the warning of a snapshot read around damage is still said).
+ */
+ulp_status cli_open_snapshot_err(const char *path, ulp_snapshot **s, ulp_error *err);
+/*
  * Opens two snapshots, the second while the first one's capture index is
  * still checked (ulp_snapshot_open_deferred), and confirms both: what
  * cli_open_snapshot() on each in turn would give and say.  With `stream`,

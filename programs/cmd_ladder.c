@@ -175,21 +175,18 @@ static int parse(int argc, char **argv, ladder_args *a)
     return -1;
 }
 
-/* 0 when run `path` can be read (its files open, its ranks are distinct); else -1, said. */
-static int run_readable(const char *path)
+/* The ladder opens each file through the guarded open, once, and names a run it cannot read. */
+static ulp_status open_guarded(void *user, const char *path, ulp_snapshot **s, ulp_error *err)
 {
-    if (cli_check_run(path) != 0)
-        return -1;
-    ulp_ladder_file *files = NULL;
-    size_t n = 0;
-    ulp_error err;
-    ulp_error_clear(&err);
-    if (ulp_ladder_run_files(path, &files, &n, &err) != ULP_OK) {
-        cli_error("%s", err.msg);
-        return -1;
-    }
-    ulp_ladder_files_free(files, n);
-    return 0;
+    (void)user;
+    return cli_open_snapshot_err(path, s, err);
+}
+
+static void left_out(void *user, const char *path, const ulp_error *err)
+{
+    (void)path;
+    ++*(size_t *)user;
+    cli_error("%s", err->msg);
 }
 
 int cmd_ladder(int argc, char **argv)
@@ -225,22 +222,16 @@ int cmd_ladder(int argc, char **argv)
     ulp_ladder_result *r = NULL;
     FILE *out = stdout;
     rc = CLI_EXIT_ERROR;
-    /* The runs that can be read, in order; each one that cannot is named. */
-    const char **good = malloc((n ? n : 1) * sizeof *good);
-    size_t n_good = 0;
-    if (good == NULL) {
-        cli_error("out of memory");
-        goto cleanup;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (run_readable(paths[i]) == 0)
-            good[n_good++] = paths[i];
-    if (n_good < n && n_good < 2) {
-        cli_error("ladder: %zu of %zu runs can be read, and a ladder needs 2", n_good, n);
-        goto cleanup;
-    }
-    if (ulp_ladder_compare(good, n_good, &a.opts, &r, &err) != ULP_OK) {
-        cli_error("%s", err.msg);
+    /* A run that cannot be read is named (left_out) and the others compared. */
+    size_t n_bad = 0;
+    a.opts.open = open_guarded;
+    a.opts.left_out = left_out;
+    a.opts.user = &n_bad;
+    if (ulp_ladder_compare(paths, n, &a.opts, &r, &err) != ULP_OK) {
+        if (n_bad > 0 && n - n_bad < 2)
+            cli_error("ladder: %zu of %zu runs can be read, and a ladder needs 2", n - n_bad, n);
+        else
+            cli_error("%s", err.msg);
         goto cleanup;
     }
     if (a.contract) {
@@ -269,7 +260,7 @@ int cmd_ladder(int argc, char **argv)
         if (r->rungs[g].verdict == ULP_LADDER_BREAKS)
             rc = CLI_EXIT_DIFFER;
     /* A run was left out (named above): the ladder is not the whole one asked for. */
-    if (n_good < n)
+    if (n_bad > 0)
         rc = CLI_EXIT_ERROR;
 
 cleanup:
@@ -280,7 +271,6 @@ cleanup:
     for (size_t i = 0; listed && i < n; i++)
         free(listed[i]);
     free(listed);
-    free(good);
     ulp_ladder_result_free(r);
     return rc;
 }

@@ -66,6 +66,17 @@ typedef struct ulp_ladder_options {
     int n_ignore;
     int jobs;     /* pairs compared at once; 0: online CPUs, at most 16 */
     int progress; /* 1: progress on stderr                               */
+    /* Added in the second version.  `open`, when set, opens every file of
+     * every run in place of ulp_snapshot_open(), each file once and in run
+     * order, on the calling thread (a program's guard against a damaged
+     * file, its warnings).  `left_out`, when set, is told each run that
+     * cannot be read (a file that does not open, a directory without
+     * snapshots, two files of one rank: `err` names it) and the ladder goes
+     * on without it; the result's runs are the others, in order, and fewer
+     * than 2 of them is an error.  NULL: such a run fails the ladder. */
+    ulp_status (*open)(void *user, const char *path, ulp_snapshot **s, ulp_error *err);
+    void (*left_out)(void *user, const char *path, const ulp_error *err);
+    void *user; /* passed to open and left_out                         */
 } ulp_ladder_options;
 
 /*

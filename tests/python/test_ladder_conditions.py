@@ -123,6 +123,20 @@ def unreadable_run(tmp):
     rc, rep, err = ladder([runs[0], bad])
     check(rc == 2 and rep is None and len(err.strip().splitlines()) == 2 and bad in err,
           "one readable run of two: exit %d, %r" % (rc, err))
+    # A run directory with a bad rank file, and one with no snapshot, among
+    # the runs: each named once, the others' ladder printed in their order.
+    rdir, empty = os.path.join(tmp, "ranks"), os.path.join(tmp, "empty")
+    os.makedirs(rdir)
+    os.makedirs(empty)
+    shutil.copy(runs[0], os.path.join(rdir, "0.h5"))
+    rbad = os.path.join(rdir, "1.h5")
+    shutil.copy(bad, rbad)
+    rc, rep, err = ladder([runs[0], rdir, runs[1], empty, runs[2]])
+    lines = err.strip().splitlines()
+    check(rc == 2 and len(lines) == 2 and rbad in lines[0] and empty in lines[1],
+          "bad run directories: exit %d, %r" % (rc, lines))
+    check(rep is not None and [r["path"] for r in rep["runs"]] == runs,
+          "bad run directories: the other runs' ladder, in order")
 
 
 def attrs(path, group):

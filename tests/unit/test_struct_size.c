@@ -288,6 +288,84 @@ static void test_struct_size__old_caller_diff_and_ladder(void **state)
     assert_int_equal(ulp_ladder_compare(runs, 2, &lo, &lr, &err), ULP_OK);
     assert_false(ulp_ladder_result_pair(lr, 0)->identical);
     ulp_ladder_result_free(lr);
+    /* The version before the open hook (through `progress`): open, left_out
+     * and user are junk, never followed. */
+    memset(&lo, JUNK, sizeof lo);
+    lo.struct_size = offsetof(ulp_ladder_options, open);
+    lo.diff = NULL;
+    lo.n_ignore = 0;
+    lo.jobs = 1;
+    lo.progress = 0;
+    assert_int_equal(ulp_ladder_compare(runs, 2, &lo, &lr, &err), ULP_OK);
+    assert_int_equal(lr->n_runs, 2);
+    ulp_ladder_result_free(lr);
+    tu_done();
+}
+
+typedef struct ladder_hooks {
+    int opens, left;
+    char left_path[1200], left_msg[512];
+} ladder_hooks;
+
+static ulp_status counting_open(void *user, const char *path, ulp_snapshot **s, ulp_error *err)
+{
+    ((ladder_hooks *)user)->opens++;
+    return ulp_snapshot_open(path, s, err);
+}
+
+static void note_left_out(void *user, const char *path, const ulp_error *err)
+{
+    ladder_hooks *h = user;
+    h->left++;
+    snprintf(h->left_path, sizeof h->left_path, "%s", path);
+    snprintf(h->left_msg, sizeof h->left_msg, "%s", err->msg);
+}
+
+/* The open hook opens each file once; a run left_out is told of is skipped,
+ * the others keep their order; without left_out it fails the ladder. */
+static void test_struct_size__ladder_open_hook_and_left_out(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir("size-left");
+    char pa[1200], pb[1200], missing[1200];
+    snprintf(pa, sizeof pa, "%s/a.h5", dir);
+    snprintf(pb, sizeof pb, "%s/b.h5", dir);
+    snprintf(missing, sizeof missing, "%s/missing.h5", dir);
+    float va[4] = {1, 2, 3, 4};
+    write_side(pa, va, 0);
+    write_side(pb, va, 0);
+    ladder_hooks h;
+    memset(&h, 0, sizeof h);
+    ulp_ladder_options lo;
+    ulp_ladder_options_init(&lo);
+    lo.open = counting_open;
+    lo.left_out = note_left_out;
+    lo.user = &h;
+    const char *runs[3] = {pa, missing, pb};
+    ulp_ladder_result *lr = NULL;
+    ulp_error err;
+    assert_int_equal(ulp_ladder_compare(runs, 3, &lo, &lr, &err), ULP_OK);
+    assert_int_equal(h.opens, 3); /* a, the missing one, b: each once */
+    assert_int_equal(h.left, 1);
+    assert_string_equal(h.left_path, missing);
+    assert_non_null(strstr(h.left_msg, missing));
+    assert_int_equal(lr->n_runs, 2);
+    assert_int_equal(lr->n_pairs, 1);
+    assert_string_equal(lr->runs[0].path, pa);
+    assert_string_equal(lr->runs[1].path, pb);
+    assert_true(ulp_ladder_result_pair(lr, 0)->identical);
+    ulp_ladder_result_free(lr);
+    /* One readable run of two: an error, the bad one still told. */
+    memset(&h, 0, sizeof h);
+    const char *one[2] = {missing, pa};
+    assert_int_not_equal(ulp_ladder_compare(one, 2, &lo, &lr, &err), ULP_OK);
+    assert_null(lr);
+    assert_int_equal(h.left, 1);
+    /* Without left_out the missing run fails the ladder, naming it. */
+    lo.left_out = NULL;
+    assert_int_not_equal(ulp_ladder_compare(runs, 3, &lo, &lr, &err), ULP_OK);
+    assert_null(lr);
+    assert_non_null(strstr(err.msg, missing));
     tu_done();
 }
 
@@ -381,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_struct_size__old_caller_capture_gets_defaults),
         cmocka_unit_test(test_struct_size__bad_sizes_are_refused),
         cmocka_unit_test(test_struct_size__old_caller_diff_and_ladder),
+        cmocka_unit_test(test_struct_size__ladder_open_hook_and_left_out),
         cmocka_unit_test(test_struct_size__device_ext_lands_in_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
