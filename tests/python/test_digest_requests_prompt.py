@@ -30,6 +30,9 @@ os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulppr
 sys.path.insert(0, os.path.join(SRC, "python"))
 from ulpprof import _lib  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import digests_h5  # noqa: E402
+
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 FAILS = []
 PROMPTS = {0: [5, 6, 7, 8], 1: [9, 10, 11, 12]}
@@ -106,13 +109,12 @@ def write(path, run):
 def digests(path):
     """{name: {(request, position): digest}} from /digests, read with h5py."""
     out = {}
-    with h5py.File(path, "r") as f:
-        for name in f["digests"]:
-            d = out.setdefault(name, {})
-            for ds in f["digests"][name].values():
-                for r, p, g in zip(np.ravel(ds.attrs["requests"]), np.ravel(ds.attrs["positions"]),
-                                   np.ravel(ds[()])):
-                    d[(int(r), int(p))] = int(g)
+    for name, occs in digests_h5.read(path).items():
+        d = out.setdefault(name, {})
+        for ds in occs:
+            for r, p, g in zip(np.ravel(ds.attrs["requests"]), np.ravel(ds.attrs["positions"]),
+                               np.ravel(ds[()])):
+                d[(int(r), int(p))] = int(g)
     return out
 
 
