@@ -494,12 +494,19 @@ static int read_tokens(hdr *h, const found *fd, ulp_capture_info *c, void **bloc
         tx[n] = '\0';
         tx += n + 1;
     }
-    /* every position non-negative, no (request, position) twice */
+    /* every position non-negative, no (request, position) twice: pairs in
+     * increasing order (a prompt's 0, 1, 2, ...) cannot repeat, so the
+     * table of keys is built only for the others */
     int64_t rq = 0, ps = 0;
-    int rep = 0;
-    for (uint64_t i = 0; i < rows && rep == 0; i++)
+    int rep = 0, ordered = 1;
+    for (uint64_t i = 0; i < rows && rep == 0; i++) {
         rep = pos[i] < 0;
-    if (rep == 0 && rows > 1)
+        if (i > 0 && ordered) {
+            int64_t r0 = req != NULL ? req[i - 1] : 0, r1 = req != NULL ? req[i] : 0;
+            ordered = r0 < r1 || (r0 == r1 && pos[i - 1] < pos[i]);
+        }
+    }
+    if (rep == 0 && !ordered)
         rep = ulp__row_key_repeat(req, pos, rows, &rq, &ps);
     if (rep != 0) {
         free(b);
