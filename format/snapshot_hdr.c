@@ -45,6 +45,7 @@
  */
 #include "snapshot_hdr.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -610,9 +611,12 @@ static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *off
     const unsigned char *p = bytes_at(h, addr, FIRST_READ, &got);
     if (p == NULL || got < 16 || p[0] != 1)
         return h->oom ? -2 : 0;
-    found *fd = calloc(1, sizeof *fd);
+    /* only the fields before the attributes need zeros: they are filled in order */
+    found *fd = malloc(sizeof *fd);
     if (fd == NULL)
         return -2;
+    memset(fd, 0, offsetof(found, attrs));
+    fd->nattrs = 0;
     uint64_t chunks[MAX_CHUNKS][2];
     size_t nchunks = 1;
     chunks[0][0] = addr + 16;
