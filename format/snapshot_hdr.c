@@ -246,18 +246,29 @@ static const struct attr *attr_find(const found *fd, const char *name)
  * `n` integers of attribute `name` as HDF5 reads them into int64 (or
  * uint64 when !want_signed): 1 absent, 0 read, -1 not read here.
  */
+/* The size of a's elements when they are little-endian integers of 1..8
+ * bytes without padding bits, holding a->points of them; else 0. */
+static unsigned int_size(const struct attr *a)
+{
+    const unsigned char *t = a->type;
+    unsigned size = (unsigned)le(t + 4, 4);
+    if (a->type_len < 12 || (t[0] & 0x0f) != 0 || (t[1] & 0x01) != 0 || size < 1 || size > 8 ||
+        a->value_len / size < a->points)
+        return 0;
+    /* properties: bit offset 0, precision the whole size (no padding bits) */
+    if (le(t + 8, 2) != 0 || le(t + 10, 2) != 8u * size)
+        return 0;
+    return size;
+}
+
 static int attr_ints(const found *fd, const char *name, int64_t *out, uint64_t n, int want_signed)
 {
     const struct attr *a = attr_find(fd, name);
     if (a == NULL)
         return 1;
     const unsigned char *t = a->type;
-    unsigned size = (unsigned)le(t + 4, 4);
-    if (a->type_len < 12 || (t[0] & 0x0f) != 0 || (t[1] & 0x01) != 0 || size < 1 || size > 8 ||
-        a->points != n || a->value_len < n * size)
-        return -1;
-    /* properties: bit offset 0, precision the whole size (no padding bits) */
-    if (le(t + 8, 2) != 0 || le(t + 10, 2) != 8u * size)
+    unsigned size = int_size(a);
+    if (size == 0 || a->points != n)
         return -1;
     int file_signed = (t[1] & 0x08) != 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -452,8 +463,9 @@ static int read_tokens(hdr *h, const found *fd, ulp_capture_info *c, void **bloc
         rows = 1;
         for (int i = 0; i < prank; i++)
             rows *= (uint64_t)c->shape[i];
-        /* the attribute holds `rows` values (walk() checked): no more rows than bytes */
-        if (rows != pa->points || (ra != NULL && rows != ra->points))
+        /* integers, `rows` of them in the message: no more rows than its bytes */
+        if (rows != pa->points || int_size(pa) == 0 ||
+            (ra != NULL && (rows != ra->points || int_size(ra) == 0)))
             return 0;
     }
     /* the inputs' strings: their count and bytes, to size the block */
@@ -482,13 +494,16 @@ static int read_tokens(hdr *h, const found *fd, ulp_capture_info *c, void **bloc
         free(b);
         return 0;
     }
-    for (uint64_t i = 0; i < nin; i++) {
+    for (uint64_t i = 0, left = text; i < nin; i++) {
         const unsigned char *v;
         uint64_t n;
-        if (attr_string_at(h, ia, i, &v, &n) != 0) { /* read above: the same answer */
+        /* read above, perhaps from another collection's copy: the same
+         * bytes, unless the file changed meanwhile */
+        if (attr_string_at(h, ia, i, &v, &n) != 0 || n + 1 > left) {
             free(b);
             return 0;
         }
+        left -= n + 1;
         in[i] = tx;
         if (n > 0)
             memcpy(tx, v, (size_t)n);

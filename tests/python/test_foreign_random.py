@@ -388,6 +388,40 @@ def repack_pair(tmp, k, paths, caps, libver):
     return described
 
 
+def zero_width_positions(tmp):
+    """A `positions` whose integer type declares 0 bytes, on a tensor of
+    2^40 rows never allocated: the header reader must leave it to HDF5 (not
+    size a table by its rows and report a lack of memory)."""
+    path = os.path.join(tmp, "zero_width.h5")
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.attrs["format"] = "ulpprof-snapshot"
+        f.attrs["format_version"] = np.int32(1)
+        f.attrs["label"] = "z"
+        f.attrs["writer"] = "test_foreign_random.py"
+        f.attrs["created_unix_ns"] = np.int64(0)
+        f.create_group("run")
+        f.create_group("env")
+        d = f.create_group("captures").create_group("m").create_dataset(
+            "0", shape=(2**40,), dtype=np.uint8)
+        d.attrs["dtype"] = "u8"
+        d.attrs["seq"] = np.int64(0)
+        # a 1-element positions whose dataspace is then patched to 2^40 rows
+        d.attrs["positions"] = np.array([7], dtype=np.int64)
+    raw = bytearray(open(path, "rb").read())
+    at = raw.find(b"positions\0")
+    check(at > 0, "zero width: no 'positions' in the file")
+    t = at + 16  # the name padded to 8 bytes: the datatype
+    check(raw[t] & 0x0f == 0 and raw[t + 4:t + 8] == b"\x08\0\0\0",
+          "zero width: not the int64 type at %d" % t)
+    raw[t + 4:t + 8] = b"\0\0\0\0"
+    sp = raw.find(b"\x01\x00\x00\x00\x00\x00\x00\x00", t + 8)  # dims [1]
+    raw[sp:sp + 8] = (2**40).to_bytes(8, "little")
+    open(path, "wb").write(raw)
+    rc, _, err = same_both_ways(["ls", "--json", path], "zero-width positions")
+    check(rc == 2 and b"out of memory" not in err,
+          "zero-width positions: exit %d %r" % (rc, err[:300]))
+
+
 def unallocated(tmp):
     """Storage never allocated, after a user block: reads as its fill value.
 
@@ -422,6 +456,7 @@ def main():
     read = total = bad = repacked = 0
     with tempfile.TemporaryDirectory() as tmp:
         unallocated(tmp)
+        zero_width_positions(tmp)
         for k in range(PAIRS):
             libver = "latest" if k % 4 == 3 else "earliest"
             userblock = [0, 0, 512, 4096][int(rng.integers(4))]
