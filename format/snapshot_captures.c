@@ -480,16 +480,24 @@ static int from_header(ulp_snapshot *s, ulp__hdr_file *hf, const char *occ, hadd
     if (parse_occurrence(occ, &e->info.occurrence) < 0)
         return 0;
     char *role = NULL;
+    void *tokens = NULL;
     ulp_capture_info *c = &e->info;
-    int rc = ulp__hdr_parse(hf, (uint64_t)addr, c, &e->src.offset, &role);
+    int rc = ulp__hdr_parse(hf, (uint64_t)addr, c, &e->src.offset, &role, &tokens);
     if (rc != 1)
         return rc;
     /* a declared size no layout could bring from this file: HDF5 says so */
     if (ulp__snapshot_absurd_bytes(s, c->elements * ulp_dtype_size(c->dtype))) {
         free(role);
+        free(tokens);
+        memset(e, 0, sizeof *e);
+        e->src.offset = ULP__NO_OFFSET;
         return 0;
     }
     c->role = ulp_role_name(ULP_ROLE_ACTIVATION);
+    if (tokens != NULL && ulp__snap_keep(s, tokens) == NULL) {
+        free(role);
+        return -2;
+    }
     if (role != NULL && (c->role = ulp__snap_keep(s, role)) == NULL)
         return -2;
     atomic_fetch_add_explicit(&open_progress, 1, memory_order_relaxed);

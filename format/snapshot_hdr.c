@@ -10,7 +10,11 @@
  * and holds all of it.  This reads it in one pass for the common case and
  * answers 0 for anything else, which HDF5 then reads as before: so a file
  * this accepts gives what HDF5 would give, and one it does not is read (and
- * refused, with the same message) exactly as before.
+ * refused, with the same message) exactly as before.  The token
+ * attributes (`positions`, `requests`, `inputs`: on nearly every capture of
+ * an engine's or a user's file) are read here too when they are integers
+ * and strings of the kinds above, with snapshot_rows.c's checks; a
+ * refused value goes to HDF5, which names it.
  *
  * Layouts (HDF5 file format, "Data Object Headers", as snapshot_ohdr.c):
  *   version 1 header: u8 1, u8 0, u16 messages, u32 refcount, u32 size of
@@ -26,8 +30,13 @@
  *     precision;
  *   layout (0x08), version 3 or 4: u8 version, u8 class (1 contiguous),
  *     address (`sa`), size (`sl`);
- *   attribute (0x0C): as snapshot_ohdr.c; a variable-length string value
- *     is u32 length, global heap collection address, u32 object index;
+ *   attribute (0x0C): as snapshot_ohdr.c; its value always follows in the
+ *     message (an attribute has no other storage), its elements in row
+ *     order: an integer array (h5py's numpy int64, int32, ... `positions`,
+ *     kept so by h5repack) is `points` values of the type's size, a
+ *     variable-length string (h5py's str, and each element of an array of
+ *     them: `inputs`) is u32 length, global heap collection address, u32
+ *     object index;
  *   global heap collection: "GCOL", u8 1, 3 reserved, size (`sl`); objects
  *     of u16 index, u16 refcount, 4 reserved, size (`sl`), data padded to 8
  *     bytes; index 0 is the free space that ends it;
@@ -36,9 +45,11 @@
  */
 #include "snapshot_hdr.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "row_key.h"
 #include "ulpprof/dtype.h"
 
 #define MSG_DATASPACE    0x01
@@ -108,8 +119,8 @@ typedef struct found {
     /* the attributes: value (in the header), type, count of elements */
     struct attr {
         const char *name;
-        const unsigned char *type, *value;
-        uint64_t type_len, value_len, points;
+        const unsigned char *type, *value, *space;
+        uint64_t type_len, value_len, space_len, points;
     } attrs[24];
     size_t nattrs;
 } found;
@@ -200,6 +211,8 @@ static int walk(hdr *h, found *fd, const unsigned char *c, uint64_t len, uint64_
             a->value = d + value_at;
             a->type_len = tsz;
             a->value_len = size - value_at;
+            a->space = d + space_at;
+            a->space_len = ssz;
             if (!read_space(f, d + space_at, ssz, &a->points, NULL, NULL))
                 return 0;
             /* every attribute holds the value it declares (snapshot_ohdr.c refuses it) */
@@ -233,18 +246,29 @@ static const struct attr *attr_find(const found *fd, const char *name)
  * `n` integers of attribute `name` as HDF5 reads them into int64 (or
  * uint64 when !want_signed): 1 absent, 0 read, -1 not read here.
  */
+/* The size of a's elements when they are little-endian integers of 1..8
+ * bytes without padding bits, holding a->points of them; else 0. */
+static unsigned int_size(const struct attr *a)
+{
+    const unsigned char *t = a->type;
+    unsigned size = (unsigned)le(t + 4, 4);
+    if (a->type_len < 12 || (t[0] & 0x0f) != 0 || (t[1] & 0x01) != 0 || size < 1 || size > 8 ||
+        a->value_len / size < a->points)
+        return 0;
+    /* properties: bit offset 0, precision the whole size (no padding bits) */
+    if (le(t + 8, 2) != 0 || le(t + 10, 2) != 8u * size)
+        return 0;
+    return size;
+}
+
 static int attr_ints(const found *fd, const char *name, int64_t *out, uint64_t n, int want_signed)
 {
     const struct attr *a = attr_find(fd, name);
     if (a == NULL)
         return 1;
     const unsigned char *t = a->type;
-    unsigned size = (unsigned)le(t + 4, 4);
-    if (a->type_len < 12 || (t[0] & 0x0f) != 0 || (t[1] & 0x01) != 0 || size < 1 || size > 8 ||
-        a->points != n || a->value_len < n * size)
-        return -1;
-    /* properties: bit offset 0, precision the whole size (no padding bits) */
-    if (le(t + 8, 2) != 0 || le(t + 10, 2) != 8u * size)
+    unsigned size = int_size(a);
+    if (size == 0 || a->points != n)
         return -1;
     int file_signed = (t[1] & 0x08) != 0;
     for (uint64_t i = 0; i < n; i++) {
@@ -326,6 +350,55 @@ static const unsigned char *heap_object(hdr *h, uint64_t addr, uint64_t index, u
     return f->heap_bytes + p + 8 + f->sl;
 }
 
+/*
+ * String `i` of attribute `a` as HDF5 hands it to ulp__attr_read_str() and
+ * ulp__attr_read_str_array() before they copy it: *v, *n its bytes up to
+ * the first NUL (a fixed-length string space-padded: trailing spaces
+ * trimmed).  0, -1 (not read here), -2 out of memory.
+ */
+static int attr_string_at(hdr *h, const struct attr *a, uint64_t i, const unsigned char **v,
+                          uint64_t *n)
+{
+    const unsigned char *t = a->type;
+    unsigned cls = t[0] & 0x0f, size = (unsigned)le(t + 4, 4);
+    *v = NULL;
+    *n = 0;
+    if (cls == 3) { /* fixed length: up to the first NUL, spaces trimmed when space-padded */
+        if (size == 0 || size > MAX_STRING || a->value_len / size <= i)
+            return -1;
+        *v = a->value + i * size;
+        uint64_t len = size;
+        const unsigned char *z = memchr(*v, '\0', len);
+        len = z != NULL ? (uint64_t)(z - *v) : len;
+        if ((t[1] & 0x0f) == 2)
+            while (len > 0 && (*v)[len - 1] == ' ')
+                len--;
+        *n = len;
+        return 0;
+    }
+    if (cls == 9 && (t[1] & 0x0f) == 1) { /* variable-length string */
+        unsigned sa = h->f->sa;
+        uint64_t esz = 4u + sa + 4u;
+        if (a->value_len / esz <= i)
+            return -1;
+        const unsigned char *e = a->value + i * esz;
+        uint64_t len = le(e, 4), addr = le(e + 4, sa), idx = le(e + 4 + sa, 4), olen = 0;
+        if (len > MAX_STRING)
+            return -1;
+        if (len > 0) {
+            int oom = 0;
+            const unsigned char *o = heap_object(h, addr, idx, &olen, &oom);
+            if (o == NULL || olen < len)
+                return oom ? -2 : -1;
+            const unsigned char *z = memchr(o, '\0', len);
+            *v = o;
+            *n = z != NULL ? (uint64_t)(z - o) : len;
+        }
+        return 0;
+    }
+    return -1;
+}
+
 /* A single string attribute as ulp__attr_read_str() reads it, malloc'd: 1 absent, 0, -1, -2. */
 static int attr_str(hdr *h, const found *fd, const char *name, char **out)
 {
@@ -333,41 +406,13 @@ static int attr_str(hdr *h, const found *fd, const char *name, char **out)
     *out = NULL;
     if (a == NULL)
         return 1;
-    const unsigned char *t = a->type;
-    unsigned cls = t[0] & 0x0f, size = (unsigned)le(t + 4, 4);
     if (a->points != 1)
         return -1;
     const unsigned char *v = NULL;
     uint64_t n = 0;
-    if (cls == 3) { /* fixed length: up to the first NUL, spaces trimmed when space-padded */
-        if (size == 0 || size > MAX_STRING || a->value_len < size)
-            return -1;
-        v = a->value;
-        n = size;
-        const unsigned char *z = memchr(v, '\0', n);
-        n = z != NULL ? (uint64_t)(z - v) : n;
-        if ((t[1] & 0x0f) == 2)
-            while (n > 0 && v[n - 1] == ' ')
-                n--;
-    } else if (cls == 9 && (t[1] & 0x0f) == 1) { /* variable-length string */
-        unsigned sa = h->f->sa;
-        if (a->value_len < 4u + sa + 4u)
-            return -1;
-        uint64_t len = le(a->value, 4), addr = le(a->value + 4, sa);
-        uint64_t idx = le(a->value + 4 + sa, 4), olen = 0;
-        if (len > MAX_STRING)
-            return -1;
-        if (len > 0) {
-            int oom = 0;
-            if ((v = heap_object(h, addr, idx, &olen, &oom)) == NULL || olen < len)
-                return oom ? -2 : -1;
-            n = len;
-            const unsigned char *z = memchr(v, '\0', n);
-            n = z != NULL ? (uint64_t)(z - v) : n;
-        }
-    } else {
-        return -1;
-    }
+    int rc = attr_string_at(h, a, 0, &v, &n);
+    if (rc != 0)
+        return rc;
     if ((*out = malloc((size_t)n + 1)) == NULL)
         return -2;
     if (n > 0)
@@ -376,13 +421,128 @@ static int attr_str(hdr *h, const found *fd, const char *name, char **out)
     return 0;
 }
 
-/* Every value the capture needs, checked as ulp__capture_read() checks it: 1, 0, -2. */
-static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offset, char **role)
+/*
+ * The rank of token attribute `a` when its extents are the leading extents
+ * of capture c's shape (snapshot_rows.c, leading_rank): 1..ndim, else -1.
+ */
+static int leading_rank(const ulp__hdr_file *f, const struct attr *a, const ulp_capture_info *c)
 {
-    /* the token attributes have checks of their own: HDF5's way reads them */
-    if (fd->space == NULL || fd->type == NULL || fd->layout == NULL ||
-        attr_find(fd, "positions") != NULL || attr_find(fd, "requests") != NULL ||
-        attr_find(fd, "inputs") != NULL)
+    uint64_t dims[ULP_SNAPSHOT_MAX_RANK], points = 0;
+    int rank = 0;
+    if (!read_space(f, a->space, a->space_len, &points, dims, &rank) || rank < 1 || rank > c->ndim)
+        return -1;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] != (uint64_t)c->shape[i])
+            return -1;
+    return rank;
+}
+
+/*
+ * The token attributes (FORMAT.md, "Rows and tokens") as
+ * ulp__snapshot_read_rows() reads and checks them, in one malloc'd block
+ * (*block, the caller's; NULL when the capture has none) that c->positions,
+ * c->requests and c->inputs point into: 1, 0 (not read here, or refused:
+ * HDF5 reads it and says why), -2 out of memory.
+ */
+static int read_tokens(hdr *h, const found *fd, ulp_capture_info *c, void **block)
+{
+    const struct attr *pa = attr_find(fd, "positions"), *ra = attr_find(fd, "requests");
+    const struct attr *ia = attr_find(fd, "inputs");
+    *block = NULL;
+    if (pa == NULL && ra == NULL && ia == NULL)
+        return 1;
+    int prank = 0, rrank = 0;
+    uint64_t rows = 0;
+    if (ra != NULL && pa == NULL)
+        return 0; /* requests without positions */
+    if (pa != NULL) {
+        if ((prank = leading_rank(h->f, pa, c)) < 0)
+            return 0;
+        if (ra != NULL && (rrank = leading_rank(h->f, ra, c)) != prank)
+            return 0;
+        rows = 1;
+        for (int i = 0; i < prank; i++)
+            rows *= (uint64_t)c->shape[i];
+        /* integers, `rows` of them in the message: no more rows than its bytes */
+        if (rows != pa->points || int_size(pa) == 0 ||
+            (ra != NULL && (rows != ra->points || int_size(ra) == 0)))
+            return 0;
+    }
+    /* the inputs' strings: their count and bytes, to size the block */
+    uint64_t nin = ia != NULL ? ia->points : 0, text = 0;
+    if (ia != NULL) {
+        if (nin > MAX_CHUNK_BYTES)
+            return 0;
+        for (uint64_t i = 0; i < nin; i++) {
+            const unsigned char *v;
+            uint64_t n;
+            int rc = attr_string_at(h, ia, i, &v, &n);
+            if (rc != 0)
+                return rc == -2 ? -2 : 0;
+            text += n + 1;
+        }
+    }
+    uint64_t keys = rows * (ra != NULL ? 2 : 1) * sizeof(int64_t);
+    size_t total = (size_t)(keys + nin * sizeof(char *) + text);
+    unsigned char *b = malloc(total > 0 ? total : 1);
+    if (b == NULL)
+        return -2;
+    int64_t *pos = (int64_t *)b, *req = ra != NULL ? pos + rows : NULL;
+    char **in = (char **)(b + keys), *tx = (char *)(in + nin);
+    if ((pa != NULL && attr_ints(fd, "positions", pos, rows, 1) != 0) ||
+        (ra != NULL && attr_ints(fd, "requests", req, rows, 1) != 0)) {
+        free(b);
+        return 0;
+    }
+    for (uint64_t i = 0, left = text; i < nin; i++) {
+        const unsigned char *v;
+        uint64_t n;
+        /* read above, perhaps from another collection's copy: the same
+         * bytes, unless the file changed meanwhile */
+        if (attr_string_at(h, ia, i, &v, &n) != 0 || n + 1 > left) {
+            free(b);
+            return 0;
+        }
+        left -= n + 1;
+        in[i] = tx;
+        if (n > 0)
+            memcpy(tx, v, (size_t)n);
+        tx[n] = '\0';
+        tx += n + 1;
+    }
+    /* every position non-negative, no (request, position) twice: pairs in
+     * increasing order (a prompt's 0, 1, 2, ...) cannot repeat, so the
+     * table of keys is built only for the others */
+    int64_t rq = 0, ps = 0;
+    int rep = 0, ordered = 1;
+    for (uint64_t i = 0; i < rows && rep == 0; i++) {
+        rep = pos[i] < 0;
+        if (i > 0 && ordered) {
+            int64_t r0 = req != NULL ? req[i - 1] : 0, r1 = req != NULL ? req[i] : 0;
+            ordered = r0 < r1 || (r0 == r1 && pos[i - 1] < pos[i]);
+        }
+    }
+    if (rep == 0 && !ordered)
+        rep = ulp__row_key_repeat(req, pos, rows, &rq, &ps);
+    if (rep != 0) {
+        free(b);
+        return rep < 0 ? -2 : 0;
+    }
+    c->row_rank = prank;
+    c->rows = rows;
+    c->positions = pa != NULL ? pos : NULL;
+    c->requests = req;
+    c->inputs = ia != NULL ? (const char *const *)in : NULL;
+    c->n_inputs = (size_t)nin;
+    *block = b;
+    return 1;
+}
+
+/* Every value the capture needs, checked as ulp__capture_read() checks it: 1, 0, -2. */
+static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offset, char **role,
+                    void **tokens)
+{
+    if (fd->space == NULL || fd->type == NULL || fd->layout == NULL)
         return 0;
     char *str = NULL;
     if (attr_str(h, fd, "dtype", &str) != 0)
@@ -448,24 +608,30 @@ static int describe(hdr *h, const found *fd, ulp_capture_info *c, uint64_t *offs
             return 0;
         *offset = off;
     }
-    /* the role last: the only value the caller keeps */
+    /* the role and the token attributes last: the values the caller keeps */
     if ((rc = attr_str(h, fd, "role", role)) == -2)
         return -2;
-    return rc < 0 ? 0 : 1;
+    if (rc < 0)
+        return 0;
+    return read_tokens(h, fd, c, tokens);
 }
 
 /* Bytes read at a header's address at once: its prefix and, mostly, all its messages. */
 #define FIRST_READ 1024
 
-static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *offset, char **role)
+static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *offset, char **role,
+                       void **tokens)
 {
     uint64_t got = 0;
     const unsigned char *p = bytes_at(h, addr, FIRST_READ, &got);
     if (p == NULL || got < 16 || p[0] != 1)
         return h->oom ? -2 : 0;
-    found *fd = calloc(1, sizeof *fd);
+    /* only the fields before the attributes need zeros: they are filled in order */
+    found *fd = malloc(sizeof *fd);
     if (fd == NULL)
         return -2;
+    memset(fd, 0, offsetof(found, attrs));
+    fd->nattrs = 0;
     uint64_t chunks[MAX_CHUNKS][2];
     size_t nchunks = 1;
     chunks[0][0] = addr + 16;
@@ -478,24 +644,29 @@ static int read_header(hdr *h, uint64_t addr, ulp_capture_info *c, uint64_t *off
         rc = b != NULL && walk(h, fd, b, chunks[i][1], chunks, &nchunks);
     }
     if (rc == 1)
-        rc = describe(h, fd, c, offset, role);
+        rc = describe(h, fd, c, offset, role, tokens);
     free(fd);
     return h->oom ? -2 : rc;
 }
 
 int ulp__hdr_parse(ulp__hdr_file *f, uint64_t addr, ulp_capture_info *c, uint64_t *offset,
-                   char **role)
+                   char **role, void **tokens)
 {
     *role = NULL;
+    *tokens = NULL;
     if ((f->sa != 4 && f->sa != 8) || (f->sl != 4 && f->sl != 8) || f->src.read == NULL)
         return 0;
     hdr h = {.f = f};
-    int rc = read_header(&h, addr, c, offset, role);
+    int rc = read_header(&h, addr, c, offset, role, tokens);
     for (size_t i = 0; i < h.nbuf; i++)
         free(h.buf[i]);
     if (rc != 1) {
         free(*role);
+        free(*tokens);
         *role = NULL;
+        *tokens = NULL;
+        c->positions = c->requests = NULL;
+        c->inputs = NULL;
     }
     return rc;
 }

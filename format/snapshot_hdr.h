@@ -40,16 +40,20 @@ typedef struct ulp__hdr_file {
  * (ULP__NO_OFFSET when it has none), as ulp__capture_read() would, when the
  * header is one this reads whole: a version 1 header, a contiguous
  * unfiltered layout, no shared message, attributes in the header and each
- * of a type HDF5 would accept, no token attributes (`positions`,
- * `requests`, `inputs`), and every value valid.  The role attribute, when
- * present, comes back in *role (malloc'd, the caller's; NULL when absent,
- * and whenever this does not answer 1); c->role, c->occurrence and c->name
- * are the caller's, and so is weighing the declared size against the
- * file's.  1 described, 0 not (nothing kept: HDF5 reads it, and says what
- * is wrong), -2 out of memory.  Reads nothing but f's source: no HDF5.
+ * of a type HDF5 would accept, and every value valid.  The role attribute,
+ * when present, comes back in *role (malloc'd, the caller's; NULL when
+ * absent, and whenever this does not answer 1).  The token attributes
+ * (`positions`, `requests` of a little-endian integer type, `inputs` of
+ * strings) are read and checked as ulp__snapshot_read_rows() does, into
+ * one block *tokens (malloc'd, the caller's, that c->positions,
+ * c->requests and c->inputs point into; NULL when none, and whenever this
+ * does not answer 1).  c->role, c->occurrence and c->name are the
+ * caller's, and so is weighing the declared size against the file's.
+ * 1 described, 0 not (nothing kept: HDF5 reads it, and says what is
+ * wrong), -2 out of memory.  Reads nothing but f's source: no HDF5.
  */
 int ulp__hdr_parse(ulp__hdr_file *f, uint64_t addr, ulp_capture_info *c, uint64_t *offset,
-                   char **role);
+                   char **role, void **tokens);
 
 /* Frees what f holds. */
 void ulp__hdr_release(ulp__hdr_file *f);

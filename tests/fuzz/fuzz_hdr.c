@@ -11,13 +11,18 @@
  * h5py-written files with the address of one of their captures.
  *
  * Checks beyond the sanitizers, on every input:
- * - an answer is 1, 0 or -2; anything but 1 gives no role (nothing kept);
+ * - an answer is 1, 0 or -2; anything but 1 gives no role and no token
+ *   block (nothing kept);
  * - an accepted header: a known dtype; rank 0..8, extents >= 0, `elements`
  *   their product and at most 2^48; seq >= 0; kernels and gemms ranges
  *   ordered; the data's offset either absent or at or past the user block
  *   with elements x size bytes inside the file (and none for 0 elements);
  *   a role, when given, at most 4096 bytes and found in the file image (a
  *   fixed-length value, or a global heap object: both are file bytes);
+ *   token attributes: row_rank 1..ndim and rows the product of the leading
+ *   extents, positions >= 0, no (request, position) twice, the inputs
+ *   strings each found in the file image, all inside the token block (and
+ *   no block without them);
  * - the global heap collection f keeps between calls is whole: its index
  *   points inside its bytes;
  * - the same header read again (the collection now cached) and read with a
@@ -81,12 +86,47 @@ typedef struct answer {
     ulp_capture_info c;
     uint64_t offset;
     char *role;
+    void *tokens;
 } answer;
+
+/* The token attributes of an accepted header (see the top). */
+static void check_tokens(const image *im, const answer *a)
+{
+    const ulp_capture_info *c = &a->c;
+    if (c->positions == NULL && c->inputs == NULL) {
+        CHECK(a->tokens == NULL && c->requests == NULL && c->rows == 0 && c->row_rank == 0 &&
+              c->n_inputs == 0);
+        return;
+    }
+    CHECK(a->tokens != NULL);
+    CHECK(c->positions != NULL || (c->requests == NULL && c->rows == 0 && c->row_rank == 0));
+    if (c->positions != NULL) {
+        CHECK((void *)c->positions == a->tokens);
+        CHECK(c->row_rank >= 1 && c->row_rank <= c->ndim);
+        uint64_t rows = 1;
+        for (int k = 0; k < c->row_rank; k++)
+            rows *= (uint64_t)c->shape[k];
+        CHECK(c->rows == rows);
+        for (uint64_t i = 0; i < rows; i++) {
+            CHECK(c->positions[i] >= 0);
+            for (uint64_t j = i + 1; j < rows && j < i + 64; j++) /* nearby pairs: cheap */
+                CHECK(c->positions[i] != c->positions[j] ||
+                      (c->requests != NULL && c->requests[i] != c->requests[j]));
+        }
+        CHECK(c->requests == NULL || c->requests == c->positions + rows);
+    }
+    CHECK((c->inputs == NULL) == (c->n_inputs == 0 && c->inputs == NULL));
+    for (size_t i = 0; c->inputs != NULL && i < c->n_inputs; i++) {
+        size_t len = strlen(c->inputs[i]);
+        CHECK(len <= 4096);
+        CHECK(len == 0 || memmem(im->p, im->n, c->inputs[i], len) != NULL);
+    }
+}
 
 static void parse(ulp__hdr_file *f, uint64_t addr, answer *a)
 {
     memset(a, 0, sizeof *a);
-    a->rc = ulp__hdr_parse(f, addr, &a->c, &a->offset, &a->role);
+    a->rc = ulp__hdr_parse(f, addr, &a->c, &a->offset, &a->role, &a->tokens);
     CHECK(a->rc == 1 || a->rc == 0 || a->rc == -2);
     check_heap(f);
     if (getenv("FUZZ_HDR_PRINT") != NULL) /* which seeds the reader accepts */
@@ -96,7 +136,7 @@ static void parse(ulp__hdr_file *f, uint64_t addr, answer *a)
                 addr, a->rc, (int)a->c.dtype, a->c.ndim, a->c.elements, a->c.seq, a->offset,
                 a->role != NULL ? a->role : "(none)");
     if (a->rc != 1) {
-        CHECK(a->role == NULL);
+        CHECK(a->role == NULL && a->tokens == NULL);
         return;
     }
     const image *im = f->src.ctx;
@@ -114,7 +154,7 @@ static void parse(ulp__hdr_file *f, uint64_t addr, answer *a)
     CHECK(c->seq >= 0);
     CHECK(!c->has_kernels || (c->kernels[0] >= 0 && c->kernels[0] <= c->kernels[1]));
     CHECK(!c->has_gemms || (c->gemms[0] >= 0 && c->gemms[0] <= c->gemms[1]));
-    CHECK(c->row_rank == 0 && c->positions == NULL && c->requests == NULL && c->inputs == NULL);
+    check_tokens(im, a);
     if (a->offset != ULP__NO_OFFSET) {
         CHECK(n > 0 && a->offset >= f->base && a->offset <= im->n);
         CHECK(n * esz <= im->n - a->offset);
@@ -131,7 +171,21 @@ static void same(const answer *x, const answer *y)
     CHECK(x->rc == y->rc);
     if (x->rc != 1)
         return;
-    CHECK(memcmp(&x->c, &y->c, sizeof x->c) == 0 && x->offset == y->offset);
+    ulp_capture_info cx = x->c, cy = y->c; /* the token pointers differ: their values may not */
+    CHECK(cx.rows == cy.rows && cx.row_rank == cy.row_rank && cx.n_inputs == cy.n_inputs);
+    CHECK((cx.positions == NULL) == (cy.positions == NULL));
+    CHECK((cx.requests == NULL) == (cy.requests == NULL));
+    CHECK((cx.inputs == NULL) == (cy.inputs == NULL));
+    CHECK(cx.positions == NULL ||
+          memcmp(cx.positions, cy.positions, cx.rows * sizeof *cx.positions) == 0);
+    CHECK(cx.requests == NULL ||
+          memcmp(cx.requests, cy.requests, cx.rows * sizeof *cx.requests) == 0);
+    for (size_t i = 0; cx.inputs != NULL && i < cx.n_inputs; i++)
+        CHECK(strcmp(cx.inputs[i], cy.inputs[i]) == 0);
+    cx.positions = cy.positions = NULL;
+    cx.requests = cy.requests = NULL;
+    cx.inputs = cy.inputs = NULL;
+    CHECK(memcmp(&cx, &cy, sizeof cx) == 0 && x->offset == y->offset);
     CHECK((x->role == NULL) == (y->role == NULL));
     CHECK(x->role == NULL || strcmp(x->role, y->role) == 0);
 }
@@ -166,9 +220,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         same(&a[1], &cold);
     ulp__hdr_release(&f);
     ulp__hdr_release(&fresh);
-    free(a[0].role);
-    free(a[1].role);
-    free(again.role);
-    free(cold.role);
+    answer *all[] = {&a[0], &a[1], &again, &cold};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        free(all[i]->role);
+        free(all[i]->tokens);
+    }
     return 0;
 }

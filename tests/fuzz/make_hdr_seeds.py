@@ -8,7 +8,10 @@ and then a small h5py-written file whose captures carry every attribute
 kind the header reader reads: variable-length strings (in a global heap
 collection), fixed-length strings, integers of several widths and
 signedness, two-element ranges, unknown attributes; scalar, empty and
-rank-4 shapes; a chunked one (which the reader leaves to HDF5).
+rank-4 shapes; a chunked one (which the reader leaves to HDF5).  The
+tokens_* seeds add captures with token attributes: `positions` and
+`requests` (int64 2-D and int32, uint8 1-D), `inputs` as variable- and
+fixed-length string arrays, an empty one.
 
 Usage: make_hdr_seeds.py FUZZ_DIR   (writes FUZZ_DIR/corpus/...)
 """
@@ -43,7 +46,7 @@ def bf16():
     return t
 
 
-def write(path, userblock=0, libver=None):
+def write(path, userblock=0, libver=None, tokens=False):
     kw = {"userblock_size": userblock} if userblock else {}
     if libver:
         kw["libver"] = libver
@@ -69,6 +72,20 @@ def write(path, userblock=0, libver=None):
         ]
         capture(caps.create_group("m.x"), "0", np.arange(8, dtype=np.float16),
                 chunks=(4,), dtype="f16", seq=np.int64(3))
+        if tokens:
+            t = caps.create_group("m.tok")
+            ds += [
+                capture(t, "0", np.arange(12, dtype=np.float32).reshape(2, 3, 2), dtype="f32",
+                        seq=np.int64(4), positions=np.array([[0, 1, 2], [0, 1, 5]], np.int64),
+                        requests=np.array([[0, 0, 0], [1, 1, 1]], np.int32),
+                        inputs=np.array(["m.layers.0.out", "m.x"], dtype=h5py.string_dtype())),
+                capture(t, "1", np.arange(4, dtype=np.int32), dtype="i32", seq=np.int64(5),
+                        positions=np.array([3, 1, 2, 0], np.uint8),
+                        inputs=np.array([b"m.tok", b"m.x"])),
+                capture(t, "2", np.zeros((0, 4), dtype=np.int32), dtype="i32", seq=np.int64(6),
+                        positions=np.zeros(0, np.int64),
+                        inputs=np.array([], dtype=h5py.string_dtype())),
+            ]
         for d in ds:
             addrs.append(h5py.h5o.get_info(d.id).addr)
         sa, sl = f.id.get_create_plist().get_sizes()
@@ -91,6 +108,11 @@ def main():
                                        ("latest", 0, "latest", (0, 2))):
             p = os.path.join(tmp, name + ".h5")
             addrs, sa, sl = write(p, ub, libver)
+            seed(p, os.path.join(here, "corpus", "hdr", name), addrs[pick[0]], addrs[pick[1]],
+                 sa, sl, ub)
+        for name, ub, pick in (("tokens_2d_vlen", 0, (3, 4)), ("tokens_empty", 512, (5, 3))):
+            p = os.path.join(tmp, name + ".h5")
+            addrs, sa, sl = write(p, ub, None, tokens=True)
             seed(p, os.path.join(here, "corpus", "hdr", name), addrs[pick[0]], addrs[pick[1]],
                  sa, sl, ub)
         # fuzz_snapshot: the same file, with no index, reaches snapshot_hdr.c

@@ -9,8 +9,11 @@
 # and the CPU model.  Checks the diff's exit code and that both pairs give
 # the same JSON rows.  Nothing passes or fails on timing.
 #
+# BENCH_TOKENS=T (e.g. 32) writes captures shaped [T, 16384 / T] that carry
+# `positions`, as an engine's or a user's captures do (make_h5py_many.py).
+#
 #   tests/perf/bench_foreign.sh [N]   (ULPPROF_BUILD_DIR, ULP_PYTHON, BENCH_ROUNDS,
-#                                      BENCH_DIR as bench_diff.sh)
+#                                      BENCH_DIR as bench_diff.sh; BENCH_TOKENS)
 set -euo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 build=${ULPPROF_BUILD_DIR:-$src/build}
@@ -18,6 +21,7 @@ ulpprof=$build/programs/ulpprof
 py=${ULP_PYTHON:-/usr/bin/python3}
 rounds=${BENCH_ROUNDS:-5}
 n=${1:-10000}
+tokens=${BENCH_TOKENS:-0}
 [ -x "$ulpprof" ] || { echo "bench_foreign: $ulpprof is missing (build first)" >&2; exit 2; }
 dir=${BENCH_DIR:-}
 if [ -z "$dir" ]; then
@@ -25,7 +29,7 @@ if [ -z "$dir" ]; then
     trap 'rm -rf "$dir"' EXIT
 fi
 mkdir -p "$dir/h5py" "$dir/repaired"
-[ -s "$dir/h5py/b.h5" ] || "$py" "$src/tests/perf/make_h5py_many.py" "$dir/h5py" "$n"
+[ -s "$dir/h5py/b.h5" ] || "$py" "$src/tests/perf/make_h5py_many.py" "$dir/h5py" "$n" 16384 100 10 "$tokens"
 for x in a b; do
     [ -s "$dir/repaired/$x.h5" ] || "$ulpprof" repair "$dir/h5py/$x.h5" "$dir/repaired/$x.h5" >/dev/null
 done
@@ -50,7 +54,7 @@ for ((r = 0; r < rounds; r++)); do
 done
 "$ulpprof" diff -f json -o "$dir/h5py.json" "$dir/h5py/a.h5" "$dir/h5py/b.h5" || [ $? = 1 ]
 "$ulpprof" diff -f json -o "$dir/rep.json" "$dir/repaired/a.h5" "$dir/repaired/b.h5" || [ $? = 1 ]
-"$py" - "$times" "$cpu_model" "$n" "$dir/h5py.json" "$dir/rep.json" "$(uptime)" <<'PY'
+"$py" - "$times" "$cpu_model" "$n" "$dir/h5py.json" "$dir/rep.json" "$(uptime)" "$tokens" <<'PY'
 import json, statistics, sys
 t = {}
 for line in open(sys.argv[1]):
@@ -58,8 +62,10 @@ for line in open(sys.argv[1]):
     t.setdefault((pair, tool), []).append((float(wall), float(user) + float(sys_), int(rss) / 1024))
 rows = [json.load(open(p))["rows"] for p in sys.argv[4:6]]
 assert rows[0] == rows[1], "the h5py pair and its repaired copy give different rows"
-print("bench_foreign: %s captures of bf16[16384], on %s (%s)" % (sys.argv[3], sys.argv[2],
-                                                                 sys.argv[6].strip()))
+tok = int(sys.argv[7])
+shape = "[%d, %d] with positions" % (tok, 16384 // tok) if tok else "[16384]"
+print("bench_foreign: %s captures of bf16%s, on %s (%s)" % (sys.argv[3], shape, sys.argv[2],
+                                                           sys.argv[6].strip()))
 for pair in ("h5py", "repaired"):
     cat, ulp = t[(pair, "cat")], t[(pair, "ulpprof")]
     med = lambda v, k: statistics.median(x[k] for x in v)

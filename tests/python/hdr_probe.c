@@ -5,7 +5,9 @@
  * are SA and SL and whose user block is BASE bytes.  Prints one line per
  * address: "ADDR RC" and, when the reader describes it (RC 1), "dtype
  * SHAPE OFFSET ROLE" with SHAPE comma-separated ("-" for a scalar), OFFSET
- * the file offset of element 0 ("-" when none) and ROLE "-" when absent.
+ * the file offset of element 0 ("-" when none) and ROLE "-" when absent,
+ * then "ROW_RANK POSITIONS REQUESTS INPUTS": the integers comma-separated,
+ * the inputs '|'-separated, "-" for an absent attribute, "=" an empty one.
  * For tests/python/test_foreign_random.py, which checks that the headers
  * it writes for the reader are read by it, and read right.
  */
@@ -45,7 +47,8 @@ int main(int argc, char **argv)
         uint64_t addr = strtoull(argv[i], NULL, 10), offset = 0;
         ulp_capture_info c = {0};
         char *role = NULL;
-        int rc = ulp__hdr_parse(&f, addr, &c, &offset, &role);
+        void *tokens = NULL;
+        int rc = ulp__hdr_parse(&f, addr, &c, &offset, &role, &tokens);
         printf("%" PRIu64 " %d", addr, rc);
         if (rc == 1) {
             printf(" %s ", ulp_dtype_name(c.dtype));
@@ -58,9 +61,23 @@ int main(int argc, char **argv)
             else
                 printf(" %" PRIu64, offset);
             printf(" %s", role != NULL ? role : "-");
+            /* the token attributes: row rank, positions, requests, inputs ("-": none) */
+            printf(" %d ", (int)c.row_rank);
+            for (uint64_t j = 0; c.positions != NULL && j < c.rows; j++)
+                printf("%s%" PRId64, j ? "," : "", c.positions[j]);
+            fputs(c.positions == NULL ? "-" : c.rows == 0 ? "=" : "", stdout);
+            printf(" ");
+            for (uint64_t j = 0; c.requests != NULL && j < c.rows; j++)
+                printf("%s%" PRId64, j ? "," : "", c.requests[j]);
+            fputs(c.requests == NULL ? "-" : c.rows == 0 ? "=" : "", stdout);
+            printf(" ");
+            for (size_t j = 0; c.inputs != NULL && j < c.n_inputs; j++)
+                printf("%s%s", j ? "|" : "", c.inputs[j]);
+            fputs(c.inputs == NULL ? "-" : c.n_inputs == 0 ? "=" : "", stdout);
         }
         printf("\n");
         free(role);
+        free(tokens);
     }
     ulp__hdr_release(&f);
     close(fd);

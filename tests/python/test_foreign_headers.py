@@ -13,9 +13,14 @@ falls back to HDF5 for anything it does not read itself.  Checked here:
   numpy on the bits h5py reads;
 - captures the header reader leaves to HDF5 -- fixed-length and
   variable-length strings, narrow and unsigned integer attributes, kernels,
-  step, an unknown attribute, positions, a chunked and deflated dataset --
+  step, an unknown attribute, positions (now read from the header), a
+  chunked and deflated dataset --
   read the same both ways (`ls --json`);
 - h5repack'd copies (as stored, and deflated) read to the same rows;
+- a pair whose captures carry `positions` (make_h5py_many.py TOKENS, as
+  engines' and users' files do), which the header reader reads too: the
+  same output both ways, as plain and h5repack'd, the positions in
+  `ls --json` what was written and the rows' numbers numpy's;
 - nothing is written next to or into the user's files.
 """
 import json
@@ -109,6 +114,52 @@ def mixed_file(path):
         g["mix.2"]["1"].attrs["dtype"] = np.bytes_(b"f32")  # fixed-length
 
 
+def token_pair(tmp):
+    """Captures shaped [TOKENS, ELEMENTS / TOKENS] with `positions`."""
+    n, tokens = 600, 4
+    src = os.path.join(tmp, "tok")
+    os.mkdir(src)
+    subprocess.run([sys.executable, MAKE, src, str(n), str(ELEMENTS), str(NAMES), str(DIFFER),
+                    str(tokens)], check=True, stdout=subprocess.DEVNULL)
+    a, b = os.path.join(src, "a.h5"), os.path.join(src, "b.h5")
+    pairs = [("h5py", a, b)]
+    if subprocess.run(["sh", "-c", "command -v h5repack"], capture_output=True).returncode == 0:
+        ra, rb = os.path.join(tmp, "tokrepa.h5"), os.path.join(tmp, "tokrepb.h5")
+        for x, y in ((a, ra), (b, rb)):
+            subprocess.run(["h5repack", x, y], check=True)
+        pairs.append(("h5repack", ra, rb))
+    want = numpy_rows(a, b)
+    for how, x, y in pairs:
+        out = run(["diff", "-f", "json", x, y])
+        check(out == run(["diff", "-f", "json", x, y], {"ULPPROF_HEADERS": "0"}),
+              "tokens (%s): diff -f json differs with ULPPROF_HEADERS=0" % how)
+        ls = run(["ls", "--json", x], want=(0,))
+        check(ls == run(["ls", "--json", x], {"ULPPROF_HEADERS": "0"}, want=(0,)),
+              "tokens (%s): ls --json differs with ULPPROF_HEADERS=0" % how)
+        caps = json.loads(ls)[0]["captures"]
+        check(len(caps) == n, "tokens (%s): %d captures" % (how, len(caps)))
+        bad = [c for c in caps if c.get("row_rank") != 1 or c.get("positions") != list(
+            range(c["occurrence"] * tokens, (c["occurrence"] + 1) * tokens)) or
+            c.get("requests") != [0] * tokens or c["shape"] != [tokens, ELEMENTS // tokens]]
+        check(not bad, "tokens (%s): %d captures with other tokens: %s" % (how, len(bad), bad[:1]))
+        # a name's occurrences are one row, its positions in turn (its decode steps)
+        rows = {r["name"]: r for r in json.loads(out)["rows"]}
+        per_name = {}
+        for (name, _), (nd, mx, _, _) in want.items():
+            d, m, k = per_name.get(name, (0, 0, 0))
+            per_name[name] = (d + nd, max(m, mx), k + 1)
+        check(len(rows) == len(per_name), "tokens (%s): %d rows, %d names" % (
+            how, len(rows), len(per_name)))
+        for name, (nd, mx, occs) in per_name.items():
+            r = rows.get(name, {})
+            check((r.get("differing"), r.get("max_ulp"), r.get("positions_compared"),
+                   r.get("shape")) == (nd, mx, occs * tokens, [occs * tokens, ELEMENTS // tokens]),
+                  "tokens (%s): %s: %s, numpy %d differing, max %d ULP, %d positions" % (
+                      how, name, {k: r.get(k) for k in ("differing", "max_ulp", "shape",
+                                                         "positions_compared")},
+                      nd, mx, occs * tokens))
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "src")
@@ -164,6 +215,8 @@ def main():
                 for x, y in ((a, pa), (b, pb)):
                     subprocess.run(["h5repack"] + flags + [x, y], check=True)
                 check(rows_of(pa, pb) == fast, "h5repack %s: rows differ" % how)
+
+        token_pair(tmp)
 
         # attributes of every kind, both ways
         mix = os.path.join(tmp, "mix.h5")

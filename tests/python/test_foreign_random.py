@@ -10,15 +10,21 @@ or latest (version 2, left to HDF5), attributes of every type FORMAT.md
 allows (integers of each width and signedness, scalar or of one element,
 variable-length and fixed-length strings null-terminated, null- or
 space-padded, two-element ranges), unknown attributes, creation-order
-tracking, many attributes, token attributes -- it checks:
+tracking, many attributes, token attributes (`positions` and `requests`
+of 1 or 2 leading axes as int64, int32, int16, uint64 or uint8,
+`inputs` as variable- or fixed-length string arrays; big-endian or
+float ones, which HDF5 reads, and refused ones: a repeated pair, a
+negative position, a shape that is not the tensor's leading axes), and
+h5repack'd copies of some pairs -- it checks:
 - `ulpprof ls --json` of each file and `ulpprof diff -f json` of each pair
   give byte-identical output, the same exit status and the same message with
   ULPPROF_HEADERS=0 (every capture through HDF5);
 - the header reader itself (tests/python/hdr_probe.c) describes every
   capture this writes in the form it reads (version 1 header, contiguous,
-  at most 20 attributes, no token or creation-order attribute), and gives
-  the dtype, shape, data offset and role h5py reads: so that the first
-  check does not pass because every capture went to HDF5;
+  at most 20 attributes, no creation-order attribute, token attributes of
+  a little-endian integer type or strings), and gives the dtype, shape,
+  data offset, role, row rank, positions, requests and inputs written: so
+  that the first check does not pass because every capture went to HDF5;
 - each capture's dtype, shape and seq in `ls --json` are what was written;
 - a dataset whose storage was never allocated, after a user block, reads
   as zeros (its fill value, as h5py reads it) both ways.
@@ -141,9 +147,67 @@ def write_capture(rng, g, occ, seq, cap, data, plan):
         d.attrs["ints"] = np.arange(3, dtype=np.int16)
     for i in range(plan["many"]):
         d.attrs["extra_%02d" % i] = np.int32(i)
-    if plan["positions"] and len(shape) >= 1 and shape[0] > 0:
-        d.attrs["positions"] = np.arange(shape[0], dtype=np.int64)
+    tok = plan["tokens"]
+    if tok is not None:
+        for key in ("positions", "requests"):
+            if tok.get(key) is not None:
+                d.attrs[key] = np.array(tok[key], dtype=tok["itype"])
+        if tok.get("inputs") is not None:
+            names = tok["inputs"]
+            if tok["vlen"]:  # variable-length strings, in the global heap
+                d.attrs["inputs"] = np.array(names, dtype=h5py.string_dtype())
+            else:
+                d.attrs["inputs"] = np.array([n.encode() for n in names],
+                                             dtype="S%d" % max([len(n) for n in names] + [1]))
     return d
+
+
+TOKEN_ITYPES = [np.int64, np.int64, np.int32, np.int16, np.uint64, np.uint8]
+
+
+def plan_tokens(rng, shape):
+    """Token attributes for a capture of `shape` (None: none).  "kind": "ok"
+    (the header reader reads them), "hdf5" (a type it leaves to HDF5:
+    big-endian, float) or "bad" (refused both ways, with the same message)."""
+    if rng.random() >= 0.35:
+        return None
+    tok = {"kind": "ok", "itype": TOKEN_ITYPES[rng.integers(len(TOKEN_ITYPES))]}
+    if shape and rng.random() < 0.85:
+        rank = 1 if len(shape) == 1 or rng.random() < 0.6 else 2
+        lead = shape[:rank]
+        rows = int(np.prod(lead))
+        hi = min(int(np.iinfo(tok["itype"]).max) + 1, 100000)
+        pos = rng.choice(hi, size=rows, replace=False) if rows else np.zeros(0, np.int64)
+        tok["positions"] = pos.astype(np.int64).reshape(lead)
+        if rng.random() < 0.4:
+            tok["requests"] = rng.integers(0, 4, rows).reshape(lead)
+        r = rng.random()
+        if r < 0.06:
+            tok["itype"] = ">i8"
+            tok["kind"] = "hdf5"
+        elif r < 0.09:
+            tok["itype"] = np.float64
+            tok["kind"] = "bad"  # not an integer
+        elif r < 0.12 and rows >= 2:
+            tok["positions"].flat[1] = tok["positions"].flat[0]  # a pair twice (requests 0)
+            tok["requests"] = None
+            tok["kind"] = "bad"
+        elif r < 0.14 and rows >= 1 and tok["itype"] != np.uint8 and tok["itype"] != np.uint64:
+            tok["positions"].flat[0] = -3
+            tok["kind"] = "bad"
+        elif r < 0.17:
+            tok["positions"] = np.arange(shape[0] + 1)  # not the leading extent
+            tok["requests"] = None
+            tok["kind"] = "bad"
+    if rng.random() < 0.5:
+        tok["inputs"] = ["m.layers.%d.in" % int(rng.integers(0, 99))
+                         for _ in range(int(rng.integers(0, 4)))]
+        tok["vlen"] = rng.random() < 0.6
+        if not tok["inputs"] and not tok["vlen"]:
+            tok["inputs"] = ["x"]
+    if tok.get("positions") is None and tok.get("inputs") is None:
+        return None
+    return tok
 
 
 def plan_file(rng):
@@ -161,7 +225,7 @@ def plan_file(rng):
             "plan": {"layout": layout[rng.integers(len(layout))] if shape else "contiguous",
                      "track_order": rng.random() < 0.08, "unknown": rng.random() < 0.25,
                      "many": 24 if rng.random() < 0.06 else 0,
-                     "positions": rng.random() < 0.06}})
+                     "tokens": plan_tokens(rng, shape)}})
         if caps[-1]["plan"]["layout"] == "compact" and np.prod(shape or (1,)) * 8 > 4000:
             caps[-1]["plan"]["layout"] = "contiguous"
     return caps
@@ -222,7 +286,27 @@ def readable(cap, libver):
     p = cap["plan"]
     return (libver == "earliest" and p["layout"] in ("contiguous", "unallocated") and
             not p["track_order"] and not p["many"] and
-            not (p["positions"] and cap["shape"] and cap["shape"][0] > 0))
+            (p["tokens"] is None or p["tokens"]["kind"] == "ok"))
+
+
+def bad_tokens(caps):
+    return any(c["plan"]["tokens"] is not None and c["plan"]["tokens"]["kind"] == "bad"
+               for c in caps)
+
+
+def token_fields(tok):
+    """hdr_probe's ROW_RANK POSITIONS REQUESTS INPUTS for token plan `tok`."""
+    def ints(v):
+        if v is None:
+            return "-"
+        flat = [str(int(x)) for x in np.asarray(v).ravel()]
+        return ",".join(flat) if flat else "="
+    if tok is None:
+        return ["0", "-", "-", "-"]
+    pos = tok.get("positions")
+    ins = tok.get("inputs")
+    return [str(np.ndim(pos)) if pos is not None else "0", ints(pos), ints(tok.get("requests")),
+            "-" if ins is None else ("|".join(ins) if ins else "=")]
 
 
 def probe(path, caps, libver, userblock, addrs, offsets, sa, sl):
@@ -245,9 +329,97 @@ def probe(path, caps, libver, userblock, addrs, offsets, sa, sl):
         # (HDF5 1.10 gives a user block's size - 1 for storage never allocated)
         unalloc = cap["plan"]["layout"] == "unallocated"
         want = "-" if off is None or n == 0 or unalloc else str(off)
-        check(f[4] == want, "%s: %s: offset %s, h5py %s" % (path, cap, f[4], want))
+        check(off == "any" or f[4] == want, "%s: %s: offset %s, h5py %s" % (path, cap, f[4], want))
         check(f[5] == (cap["role"] or "-"), "%s: %s: role %s" % (path, cap, f[5]))
+        check(f[6:10] == token_fields(cap["plan"]["tokens"]),
+              "%s: %s: tokens %s, written %s" % (path, cap, f[6:10],
+                                                 token_fields(cap["plan"]["tokens"])))
     return read
+
+
+HAVE_REPACK = subprocess.run(["sh", "-c", "command -v h5repack"],
+                             capture_output=True).returncode == 0
+
+
+def check_ls_tokens(path, got, seqs, caps):
+    """ls --json's row_rank, positions, requests and inputs against what was written."""
+    by_seq = {c["seq"]: c for c in got}
+    for s, cap in zip(seqs, caps):
+        tok = cap["plan"]["tokens"]
+        c = by_seq.get(int(s), {})
+        pos = None if tok is None else tok.get("positions")
+        if pos is None:
+            check("positions" not in c, "%s: seq %d: positions %s, none written" % (
+                path, s, c.get("positions")))
+        else:
+            req = tok.get("requests")
+            want = (np.ndim(pos), [int(x) for x in np.ravel(pos)],
+                    [int(x) for x in np.ravel(req)] if req is not None else [0] * np.size(pos))
+            check((c.get("row_rank"), c.get("positions"), c.get("requests")) == want,
+                  "%s: seq %d: tokens %s, written %s" % (path, s, c, want))
+        ins = None if tok is None else tok.get("inputs")
+        check(c.get("inputs") == (ins or None), "%s: seq %d: inputs %s, written %s" % (
+            path, s, c.get("inputs"), ins))
+
+
+def repack_pair(tmp, k, paths, caps, libver):
+    """h5repack'd copies of a pair: the same output both ways; their token
+    captures described by the header reader as written."""
+    out = [os.path.join(tmp, "%drep%s.h5" % (k, s)) for s in "ab"]
+    for x, y in zip(paths, out):
+        subprocess.run(["h5repack", x, y], check=True)
+    described = 0
+    for path in out:
+        rc, _, err = same_both_ways(["ls", "--json", path], "ls --json %s" % path)
+        with h5py.File(path, "r") as f:
+            sa, sl = f.id.get_create_plist().get_sizes()
+            ub = f.id.get_create_plist().get_userblock()
+            by_seq = {}
+            for name in f["captures"]:
+                for occ in f["captures"][name]:
+                    d = f["captures"][name][occ]
+                    by_seq[int(d.attrs["seq"])] = h5py.h5o.get_info(d.id).addr
+        # seqs grow in the order the captures were written
+        addrs = [by_seq[s] for s in sorted(by_seq)]
+        probe(path, caps, libver, ub, addrs, ["any"] * len(caps), sa, sl)
+        described += sum(1 for c in caps if c["plan"]["tokens"] is not None and readable(c, libver))
+    rc, _, err = same_both_ways(["diff", "-f", "json"] + out, "diff %s" % out)
+    check(rc in ((2,) if bad_tokens(caps) else (0, 1)), "diff %s: exit %d %r" % (out, rc, err[:300]))
+    return described
+
+
+def zero_width_positions(tmp):
+    """A `positions` whose integer type declares 0 bytes, on a tensor of
+    2^40 rows never allocated: the header reader must leave it to HDF5 (not
+    size a table by its rows and report a lack of memory)."""
+    path = os.path.join(tmp, "zero_width.h5")
+    with h5py.File(path, "w", libver="earliest") as f:
+        f.attrs["format"] = "ulpprof-snapshot"
+        f.attrs["format_version"] = np.int32(1)
+        f.attrs["label"] = "z"
+        f.attrs["writer"] = "test_foreign_random.py"
+        f.attrs["created_unix_ns"] = np.int64(0)
+        f.create_group("run")
+        f.create_group("env")
+        d = f.create_group("captures").create_group("m").create_dataset(
+            "0", shape=(2**40,), dtype=np.uint8)
+        d.attrs["dtype"] = "u8"
+        d.attrs["seq"] = np.int64(0)
+        # a 1-element positions whose dataspace is then patched to 2^40 rows
+        d.attrs["positions"] = np.array([7], dtype=np.int64)
+    raw = bytearray(open(path, "rb").read())
+    at = raw.find(b"positions\0")
+    check(at > 0, "zero width: no 'positions' in the file")
+    t = at + 16  # the name padded to 8 bytes: the datatype
+    check(raw[t] & 0x0f == 0 and raw[t + 4:t + 8] == b"\x08\0\0\0",
+          "zero width: not the int64 type at %d" % t)
+    raw[t + 4:t + 8] = b"\0\0\0\0"
+    sp = raw.find(b"\x01\x00\x00\x00\x00\x00\x00\x00", t + 8)  # dims [1]
+    raw[sp:sp + 8] = (2**40).to_bytes(8, "little")
+    open(path, "wb").write(raw)
+    rc, _, err = same_both_ways(["ls", "--json", path], "zero-width positions")
+    check(rc == 2 and b"out of memory" not in err,
+          "zero-width positions: exit %d %r" % (rc, err[:300]))
 
 
 def unallocated(tmp):
@@ -281,9 +453,10 @@ def unallocated(tmp):
 
 def main():
     rng = np.random.default_rng(20261202)
-    read = total = 0
+    read = total = bad = repacked = 0
     with tempfile.TemporaryDirectory() as tmp:
         unallocated(tmp)
+        zero_width_positions(tmp)
         for k in range(PAIRS):
             libver = "latest" if k % 4 == 3 else "earliest"
             userblock = [0, 0, 512, 4096][int(rng.integers(4))]
@@ -294,6 +467,11 @@ def main():
                 read += probe(path, caps, libver, userblock, a, offs, sa, sl)
                 total += len(caps)
                 rc, out, err = same_both_ways(["ls", "--json", path], "ls --json %s" % path)
+                if bad_tokens(caps):
+                    check(rc == 2 and err.count(b"\n") == 1 and path.encode() in err,
+                          "ls %s (a refused token attribute): exit %d %r" % (path, rc, err[:300]))
+                    bad += 1
+                    continue
                 check(rc == 0, "ls %s: exit %d %r" % (path, rc, err[:300]))
                 if rc != 0:
                     continue
@@ -302,10 +480,16 @@ def main():
                               for s, n, c in zip(seqs, names, caps))
                 check(sorted((c["seq"], c["name"], c["dtype"], c["shape"]) for c in got) == want,
                       "ls %s: captures %s, written %s" % (path, got, want))
+                check_ls_tokens(path, got, seqs, caps)
             rc, _, err = same_both_ways(["diff", "-f", "json"] + paths, "diff %s" % paths)
-            check(rc in (0, 1), "diff %s: exit %d %r" % (paths, rc, err[:300]))
-    print("foreign random: %d pairs, %d captures, %d described from their headers" % (
-        PAIRS, total, read))
+            check(rc in ((2,) if bad_tokens(caps) else (0, 1)),
+                  "diff %s: exit %d %r" % (paths, rc, err[:300]))
+            if k % 3 == 1 and HAVE_REPACK:
+                repacked += repack_pair(tmp, k, paths, caps, libver)
+    print("foreign random: %d pairs, %d captures, %d described from their headers, %d files "
+          "refused, %d h5repack'd token captures described" % (PAIRS, total, read, bad, repacked))
+    check(bad >= 1, "no file with a refused token attribute was drawn")
+    check(not HAVE_REPACK or repacked >= 3, "only %d h5repack'd token captures" % repacked)
     check(read >= total // 3, "only %d of %d captures were described from their headers" % (
         read, total))
     if failures:
