@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "copy_target.h"
 #include "h5types.h"
 #include "snapshot_file.h"
 #include "snapshot_priv.h"
@@ -89,14 +90,6 @@ cleanup:
     return st;
 }
 
-/* Removes `path` if it is still the file this copy created. */
-static void remove_made(const char *path, const struct stat *made)
-{
-    struct stat now;
-    if (stat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
-        unlink(path);
-}
-
 ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err)
 {
     ulp_error_clear(err);
@@ -107,25 +100,16 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
      * ours to remove if HDF5 then fails (it left an empty one behind when
      * out of memory). */
     struct stat made;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST)
-        return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
-    if (fd < 0 || fstat(fd, &made) != 0) {
-        int e = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(path);
-        }
-        return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, strerror(e));
-    }
-    close(fd);
+    ulp_status made_st = ulp__copy_target_create(path, &made, err);
+    if (made_st != ULP_OK)
+        return made_st;
     /* A snapshot opened from its open map has its HDF5 file opened now,
      * under the lock that ulp_snapshot_read()'s own lazy open holds. */
     pthread_mutex_lock(&s->h5->lock);
     hid_t file = ulp__snap_file(s);
     pthread_mutex_unlock(&s->h5->lock);
     if (file < 0) {
-        remove_made(path, &made);
+        ulp__copy_target_remove(path, &made);
         return ulp__error(err, ULP_EHDF5, "cannot copy '%s': HDF5 cannot open it", s->path);
     }
     /* Same layout rules as the writer's: the earliest file format. */
@@ -133,7 +117,7 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     if (out < 0) {
         ulp__h5_err_info info;
         ulp__h5_last_error(&info);
-        remove_made(path, &made);
+        ulp__copy_target_remove(path, &made);
         return ulp__error(err, info.nomem ? ULP_ENOMEM : ULP_EIO, "cannot create '%s': %s", path,
                           info.nomem ? "out of memory" : info.desc);
     }
@@ -164,6 +148,6 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     else if (indexed)
         (void)ulp__copy_index_seal(path, &seal); /* unsealed: read through the groups */
     if (st != ULP_OK)
-        remove_made(path, &made);
+        ulp__copy_target_remove(path, &made);
     return st;
 }

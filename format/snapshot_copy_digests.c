@@ -21,6 +21,7 @@
 
 #include "common/digest.h"
 #include "common/error.h"
+#include "copy_target.h"
 #include "snapshot_digests.h"
 #include "snapshot_priv.h"
 #include "writer.h"
@@ -106,14 +107,6 @@ static ulp_status render_one(const ulp_snapshot *s, size_t i, ulp__writer *w, ul
     return st;
 }
 
-/* Removes `path` if it is still the file this rendition created. */
-static void remove_made(const char *path, const struct stat *made)
-{
-    struct stat now;
-    if (stat(path, &now) == 0 && now.st_dev == made->st_dev && now.st_ino == made->st_ino)
-        unlink(path);
-}
-
 /* /run, /env and /observed of `s`, key by key. */
 static ulp_status copy_groups(const ulp_snapshot *s, ulp__writer *w, ulp_error *err)
 {
@@ -165,18 +158,9 @@ ulp_status ulp_snapshot_copy_digests(const ulp_snapshot *s, const char *path, ul
     /* Created here, never over a file that exists, so that it is ours to
      * remove when the rendition fails. */
     struct stat made;
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST)
-        return ulp__error(err, ULP_EINVAL, "cannot write '%s': it exists (not overwritten)", path);
-    if (fd < 0 || fstat(fd, &made) != 0) {
-        int e = errno;
-        if (fd >= 0) {
-            close(fd);
-            unlink(path);
-        }
-        return ulp__error(err, ULP_EIO, "cannot create '%s': %s", path, strerror(e));
-    }
-    close(fd);
+    st = ulp__copy_target_create(path, &made, err);
+    if (st != ULP_OK)
+        return st;
     ulp__writer *w = NULL;
     st = ulp__writer_create(path, s->label, s->writer, s->created_unix_ns, &w, err);
     if (st == ULP_OK)
@@ -193,6 +177,6 @@ ulp_status ulp_snapshot_copy_digests(const ulp_snapshot *s, const char *path, ul
         }
     }
     if (st != ULP_OK)
-        remove_made(path, &made);
+        ulp__copy_target_remove(path, &made);
     return st;
 }
