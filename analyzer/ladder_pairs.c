@@ -179,17 +179,8 @@ static ulp_status digest_pair(ulp_ladder_pair *p, int rank, const ulp_snapshot *
         if (g->nparts > 0 && !p->streams_part) {
             const ulp_digest_part *f = &g->parts[0];
             p->streams_part = 1;
-            p->part = (ulp_ladder_streams_part){.source = f->source,
-                                                .rank = rank,
-                                                .request = f->request,
-                                                .position = f->position,
-                                                .token_a = f->token_a,
-                                                .token_b = f->token_b,
-                                                .step_a = f->step_a,
-                                                .step_b = f->step_b,
-                                                .produced_step = f->produced_step,
-                                                .margin_a = f->margin_a,
-                                                .margin_b = f->margin_b};
+            p->part = *f;
+            p->part_rank = rank;
             g->parts[0].source = NULL; /* the pair's now */
         }
     }

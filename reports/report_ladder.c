@@ -130,13 +130,13 @@ static void print_missing_ranks(const out *o, const ulp_ladder_result *r, const 
  * 0.0123 in A, 0.0456 in B at produced token 6); before it: " */
 static void print_part(const out *o, const ulp_ladder_pair *p)
 {
-    const ulp_ladder_streams_part *s = &p->part;
+    const ulp_digest_part *s = &p->part;
     fprintf(o->f, "token streams part at request %" PRId64 ", position %" PRId64, s->request,
             s->position);
     if (s->step_a >= 0)
         fprintf(o->f, " (step %" PRId64 " in A)", s->step_a);
-    if (p->n_ranks > 1 || s->rank > 0)
-        fprintf(o->f, ", rank %d", s->rank);
+    if (p->n_ranks > 1 || p->part_rank > 0)
+        fprintf(o->f, ", rank %d", p->part_rank);
     fprintf(o->f, ": A fed %" PRId64 ", B fed %" PRId64, s->token_a, s->token_b);
     if (s->produced_step >= 0)
         fprintf(o->f, " (produced token %" PRId64 ", margin %.6g in A, %.6g in B)",

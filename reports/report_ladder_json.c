@@ -136,10 +136,10 @@ static void part_json(ulp__jw *w, const ulp_ladder_pair *p)
         ulp__jw_null(w);
         return;
     }
-    const ulp_ladder_streams_part *s = &p->part;
+    const ulp_digest_part *s = &p->part;
     ulp__jw_open(w, '{');
     key_str_or_null(w, "source", s->source);
-    ulp__jw_kint(w, "rank", s->rank);
+    ulp__jw_kint(w, "rank", p->part_rank);
     ulp__jw_kint(w, "request", s->request);
     ulp__jw_kint(w, "position", s->position);
     ulp__jw_kint(w, "token_a", s->token_a);

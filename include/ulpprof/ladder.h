@@ -32,6 +32,7 @@
 #include <stdio.h>
 
 #include "ulpprof/diff.h"
+#include "ulpprof/digest.h"
 #include "ulpprof/export.h"
 #include "ulpprof/status.h"
 
@@ -124,27 +125,6 @@ typedef struct ulp_ladder_divergence {
     int64_t position; /* `row` in A when A records them; -1 when unknown      */
 } ulp_ladder_divergence;
 
-/*
- * Where the token streams of a pair first part (FORMAT.md "Parted token
- * streams"): found on the fed token ids (a capture of role input, an
- * integer dtype, positions, one element per row), which digest mode keeps
- * in full, and the produced `tokens`.  Of the requests that part, the
- * lowest-numbered one.
- */
-typedef struct ulp_ladder_streams_part {
-    char *source;              /* the fed token ids' capture name                    */
-    int rank;                  /* the rank pair it was found in                      */
-    int64_t request;           /* A's request number                                 */
-    int64_t position;          /* the first position both fed with different tokens  */
-    int64_t token_a, token_b;  /* the tokens fed there                               */
-    int64_t step_a, step_b;    /* the `step` of the fed ids' captures there; -1 none */
-    int64_t produced_step;     /* the index, among the request's produced tokens in A,
-                                  of the one fed at `position` (A's `tokens` row at the
-                                  greatest position below it); -1 when A has none    */
-    double margin_a, margin_b; /* top-1 minus top-2 of that `tokens` row in A and in
-                                  B (NaN when absent)                                */
-} ulp_ladder_streams_part;
-
 typedef struct ulp_ladder_pair {
     size_t a, b; /* run indices, a < b                              */
     int identical;
@@ -174,10 +154,13 @@ typedef struct ulp_ladder_pair {
      * rows of a request at and after its parting position were fed other tokens, so
      * they are not compared (not in `rows`/`differing_rows`, nor the first divergence,
      * which is then the first activation difference before the parting). */
-    int streams_part;             /* 1: some request's fed tokens differ                 */
-    size_t parted_requests;       /* requests whose streams part (over the rank pairs)   */
-    ulp_ladder_streams_part part; /* the first of them; valid when streams_part          */
-    uint64_t rows_after_part;     /* A's digest rows at or after a parting: not compared */
+    int streams_part;         /* 1: some request's fed tokens differ                 */
+    size_t parted_requests;   /* requests whose streams part (over the rank pairs)   */
+    ulp_digest_part part;     /* the first of them (the lowest-numbered request of the
+                                 first rank pair where one parts); valid when
+                                 streams_part                                        */
+    int part_rank;            /* the rank pair `part` was found in                   */
+    uint64_t rows_after_part; /* A's digest rows at or after a parting: not compared */
 } ulp_ladder_pair;
 
 typedef struct ulp_ladder_rung {

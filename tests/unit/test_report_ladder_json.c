@@ -86,10 +86,10 @@ static json_t *ref_part_json(const ulp_ladder_pair *p)
 {
     if (!p->streams_part)
         return json_null();
-    const ulp_ladder_streams_part *s = &p->part;
+    const ulp_digest_part *s = &p->part;
     json_t *o = json_object();
     json_object_set_new(o, "source", s->source ? json_string(s->source) : json_null());
-    json_object_set_new(o, "rank", json_integer(s->rank));
+    json_object_set_new(o, "rank", json_integer(p->part_rank));
     json_object_set_new(o, "request", json_integer(s->request));
     json_object_set_new(o, "position", json_integer(s->position));
     json_object_set_new(o, "token_a", json_integer(s->token_a));
@@ -352,17 +352,17 @@ static void any_pair(ulp_ladder_pair *p, size_t n_runs, arena *a, ulp_diff_run_k
     p->streams_part = (int)pick(2);
     p->parted_requests = pick(4);
     p->rows_after_part = any_u64();
-    p->part = (ulp_ladder_streams_part){any_str(a, 3),
-                                        (int)pick(8),
-                                        any_i64(),
-                                        any_i64(),
-                                        any_i64(),
-                                        any_i64(),
-                                        any_i64(),
-                                        any_i64(),
-                                        any_i64(),
-                                        pick(3) ? (double)any_i64() / 7.0 : (double)NAN,
-                                        pick(3) ? (double)any_i64() / 3.0 : (double)NAN};
+    p->part_rank = (int)pick(8);
+    p->part = (ulp_digest_part){any_str(a, 3),
+                                any_i64(),
+                                any_i64(),
+                                any_i64(),
+                                any_i64(),
+                                any_i64(),
+                                any_i64(),
+                                any_i64(),
+                                pick(3) ? (double)any_i64() / 7.0 : (double)NAN,
+                                pick(3) ? (double)any_i64() / 3.0 : (double)NAN};
 }
 
 enum { RUNS = 6, PAIRS = 12, KEYS = 4, FILES = 3 };
