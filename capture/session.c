@@ -222,6 +222,7 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
         goto cleanup;
     }
     s->bound = bound;
+    s->nap_ns = ULP__SESSION_NAP_NS;
     s->fd = -1;
     /* The writer's timed wait (the links' idle deadline) runs on the
      * monotonic clock: a wall clock stepped back would stretch it. */
@@ -384,6 +385,8 @@ ulp_status ulp_session_flush(ulp_session *s)
     /* Everything appended so far, named by the groups: the writer flushes
      * after each item, and links captures that wait when asked. */
     uint64_t target = s->appended;
+    if (s->completed < target)
+        pthread_cond_signal(&s->work); /* it may be napping */
     while (s->completed < target)
         pthread_cond_wait(&s->done, &s->mu);
     if (s->synced < target) {

@@ -100,6 +100,11 @@ struct ulp_session {
     uint64_t sync_want, synced;   /* groups name every capture of the first
                                      `synced` items; a flush wants sync_want */
     unsigned pending;             /* admitted, not yet appended        */
+    int napping;                  /* the writer looks again within nap_ns:
+                                     an append need not wake it          */
+    int sleeping;                 /* the writer waits, not napping      */
+    int64_t nap_ns;               /* ULP__SESSION_NAP_NS (tests set it) */
+    uint64_t wakes;               /* appends that woke a sleeping writer */
     int closing;
     int failed;             /* a write error: refuse requests    */
     ulp_status fail_status; /* ... with this status (EIO, ENOSPC) */
@@ -138,6 +143,23 @@ struct ulp_session {
  */
 #define ULP__SESSION_LINK_BATCH   512
 #define ULP__SESSION_LINK_WAIT_NS 100000000 /* 0.1 s */
+
+/*
+ * Wakeups are coalesced.  A writer that wrote something naps (a timed
+ * wait of ULP__SESSION_NAP_NS) before it sleeps for good, and an append
+ * during its nap does not wake it: waking a thread that waits on another
+ * CPU costs the producer a futex call and an interprocessor interrupt
+ * (tens of microseconds on a virtual machine), per capture, on the
+ * host's own thread.  A decode step's dozen small captures now cost the
+ * writer one timed wakeup instead of a dozen.  An append still wakes it
+ * at once when it would sleep for good, for an item of
+ * ULP__SESSION_WAKE_BYTES or more (whose copy is worth starting now),
+ * for a deferred item (its producer waits for its buffer back), or when
+ * the queue holds a quarter of the bound; a flush, a close and a producer
+ * that waits for room wake it too.
+ */
+#define ULP__SESSION_NAP_NS     10000000 /* 10 ms */
+#define ULP__SESSION_WAKE_BYTES (256u << 10)
 
 static inline int64_t ulp__now_unix_ns(void)
 {

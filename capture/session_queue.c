@@ -36,6 +36,8 @@ static ulp_status admit(ulp_session *s, size_t charge, size_t size, ulp__item **
             return ULP_ECLOSED;
         if (s->failed)
             return s->fail_status;
+        /* Room comes from the writer: it must not nap while this waits. */
+        pthread_cond_signal(&s->work);
         pthread_cond_wait(&s->room, &s->mu);
     }
     s->ticket_serving++;
@@ -65,7 +67,12 @@ static void append(ulp_session *s, ulp__item *it)
     s->tail = it;
     s->appended++;
     s->pending--;
-    pthread_cond_signal(&s->work);
+    /* A napping writer finds it within ULP__SESSION_NAP_NS (session_internal.h). */
+    if (!s->napping || s->closing || it->charge >= ULP__SESSION_WAKE_BYTES ||
+        it->kind == ITEM_DEFERRED || s->held >= s->bound / 4) {
+        s->wakes += s->sleeping;
+        pthread_cond_signal(&s->work);
+    }
 }
 
 /*

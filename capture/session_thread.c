@@ -127,12 +127,42 @@ static int64_t monotonic_ns(void)
 }
 
 /*
+ * Waits (s->mu held) for s->work: until `link_by` (monotonic_ns; 0: no
+ * limit), and while *nap, which says that an item was written since the
+ * last nap ran out, at most s->nap_ns (ULP__SESSION_NAP_NS), during which
+ * appends do not wake it (session_internal.h).  A nap that runs out with the queue
+ * still empty clears *nap: the next wait is for good.
+ */
+static void wait_work(ulp_session *s, int64_t link_by, int *nap)
+{
+    int64_t until = link_by, nap_end = 0;
+    if (*nap) {
+        nap_end = monotonic_ns() + s->nap_ns;
+        if (until == 0 || nap_end < until)
+            until = nap_end;
+    }
+    if (until == 0) {
+        s->sleeping = 1;
+        pthread_cond_wait(&s->work, &s->mu);
+        s->sleeping = 0;
+        return;
+    }
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+    s->napping = *nap;
+    s->sleeping = !*nap;
+    pthread_cond_timedwait(&s->work, &s->mu, &ts);
+    s->napping = s->sleeping = 0;
+    if (*nap && s->head == NULL && monotonic_ns() >= nap_end)
+        *nap = 0;
+}
+
+/*
  * Waits for an item, for the end, or for the links that wait to be due:
  * when a flush asks for them, or, with the queue empty, link_by
- * (monotonic_ns; 0 when none wait).  Returns the item to write, or NULL at the end; s->mu
- * held either way.
+ * (monotonic_ns; 0 when none wait).  *nap as wait_work's.  Returns the
+ * item to write, or NULL at the end; s->mu held either way.
  */
-static ulp__item *next_item(ulp_session *s, int64_t *link_by)
+static ulp__item *next_item(ulp_session *s, int64_t *link_by, int *nap)
 {
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -148,12 +178,7 @@ static ulp__item *next_item(ulp_session *s, int64_t *link_by)
         }
         if (!idle)
             break;
-        if (*link_by == 0) {
-            pthread_cond_wait(&s->work, &s->mu);
-        } else {
-            struct timespec ts = {(time_t)(*link_by / 1000000000), (long)(*link_by % 1000000000)};
-            pthread_cond_timedwait(&s->work, &s->mu, &ts);
-        }
+        wait_work(s, *link_by, nap);
     }
     ulp__item *it = s->head;
     s->head = it->next;
@@ -166,8 +191,9 @@ static ulp__item *next_item(ulp_session *s, int64_t *link_by)
 static void drain(ulp_session *s)
 {
     int64_t link_by = 0;
+    int nap = 0;
     for (;;) {
-        ulp__item *it = next_item(s, &link_by);
+        ulp__item *it = next_item(s, &link_by, &nap);
         if (it == NULL) {
             pthread_mutex_unlock(&s->mu);
             break;
@@ -205,6 +231,7 @@ static void drain(ulp_session *s)
             note_error(s, st, fatal, &err);
         s->held -= it->charge;
         s->completed++;
+        nap = 1;
         /* Nothing waits for a link (or nothing more will be written): the
          * groups name every capture written so far. */
         if (s->failed || (ulp__writer_unlinked_count(s->writer) == 0 &&
