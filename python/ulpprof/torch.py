@@ -108,6 +108,7 @@ _written = set()  # realpaths of the files this process's closed captures wrote
 _REPEAT = 1000000  # request offset of a token's k-th recomputation: request + k * _REPEAT
 _MARK_MAX = 8192  # bytes of one NVTX mark (PROTOCOL.md)
 _EINVAL = -1  # ULP_EINVAL
+_SMALL_ROWS = 64  # rows a call's token bookkeeping handles in Python lists, not tensor ops
 
 
 def _esc(s):
@@ -199,27 +200,36 @@ def _token_context(args, kwargs, requests):
     pos = kwargs.get("position_ids")
     if pos is None and kwargs.get("cache_position") is not None:
         pos = kwargs["cache_position"].view(1, -1)
+    if isinstance(requests, int):
+        rows = range(requests, requests + b)
+    else:
+        rows = list(requests) if requests is not None and len(requests) == b else range(b)
     if pos is None:
         pkv = kwargs.get("past_key_values")
         past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
+        if b * s <= _SMALL_ROWS:  # a decode step: two tensors made from lists
+            at = list(range(past, past + s))
+            pos = _torch.tensor([at] * b, dtype=_torch.int64)
+            req = _torch.tensor([[r] * s for r in rows], dtype=_torch.int64)
+            return pos, req, _keep(kwargs.get("attention_mask"), b, s), False
         pos = _torch.arange(past, past + s).view(1, -1)
     pos = pos.detach().to("cpu", _torch.int64)
     if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
         return None
     # Contiguous once per call, so that each capture passes them as they are.
     pos = pos.expand(b, s).contiguous()
-    if isinstance(requests, int):
-        rows = range(requests, requests + b)
-    else:
-        rows = list(requests) if requests is not None and len(requests) == b else range(b)
     req = _torch.tensor(rows, dtype=_torch.int64).view(b, 1).expand(b, s).contiguous()
-    keep = None
-    mask = kwargs.get("attention_mask")
+    return pos, req, _keep(kwargs.get("attention_mask"), b, s), False
+
+
+def _keep(mask, b, s):
+    """The rows of real tokens (bool [b, s]) under an attention mask that
+    pads some, or None."""
     if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
         m = mask[:, -s:].detach().to("cpu") != 0
         if not bool(m.all()):
-            keep = m
-    return pos, req, keep, False
+            return m
+    return None
 
 
 def _tensors(output, outputs):
@@ -275,6 +285,23 @@ class _Runs:
         i = bisect.bisect_right(self.lo, b - 1)
         return i > 0 and self.hi[i - 1] > a
 
+    def take(self, a, b):
+        """Adds [a, b) and returns True when it overlaps none of them; else
+        False, nothing added.  A range after the last one (the next decode
+        step) is the quick case."""
+        hi = self.hi
+        if not hi or a >= hi[-1]:
+            if hi and hi[-1] == a:
+                hi[-1] = b
+            else:
+                self.lo.append(a)
+                hi.append(b)
+            return True
+        if self.overlaps(a, b):
+            return False
+        self.add(a, b)
+        return True
+
     def gaps(self, a, b):
         """The free [lo, hi) ranges within [a, b), in order."""
         out = []
@@ -309,10 +336,20 @@ class _Runs:
 def _segments(pos, req):
     """[(first row, end row, request, first position)]: the runs of
     consecutive rows of one request at consecutive positions."""
-    p, q = pos.reshape(-1), req.reshape(-1)
-    n = p.numel()
+    n = pos.numel()
     if n == 0:
         return []
+    if n <= _SMALL_ROWS:
+        # A decode step's few rows: Python lists beat five tensor ops.
+        ps, qs = pos.reshape(-1).tolist(), req.reshape(-1).tolist()
+        out, s0 = [], 0
+        for i in range(1, n):
+            if qs[i] != qs[i - 1] or ps[i] != ps[i - 1] + 1:
+                out.append((s0, i, qs[s0], ps[s0]))
+                s0 = i
+        out.append((s0, n, qs[s0], ps[s0]))
+        return out
+    p, q = pos.reshape(-1), req.reshape(-1)
     cut = _torch.ones(n, dtype=_torch.bool)
     if n > 1:
         cut[1:] = (q[1:] != q[:-1]) | (p[1:] != p[:-1] + 1)
@@ -359,10 +396,7 @@ class _Keys:
                 runs = runs_of.get((name, r))
                 if runs is None:
                     runs = runs_of[(name, r)] = _Runs()
-                    runs.add(a, b)
-                    continue
-                if not runs.overlaps(a, b):
-                    runs.add(a, b)
+                if runs.take(a, b):
                     continue
                 if moved is None:
                     moved = []
@@ -654,13 +688,12 @@ class Capture:
             _warn(msg)
 
     # --- rows and tokens ------------------------------------------------------
-    def _token_rows(self, t, role):
-        """(tensor, rows) for t in the current call: rows is None, or
-        (positions, requests, row_rank, segments) with positions and requests
-        contiguous int64 CPU tensors of the rows (any shape) and segments
-        their _segments(), shared by every capture of the call that has the
-        same rows (made once per call, not per capture)."""
-        call = self._call()
+    def _token_rows(self, t, role, call):
+        """(tensor, rows) for t in `call`, the current call (or None): rows
+        is None, or (positions, requests, row_rank, segments) with positions
+        and requests contiguous int64 CPU tensors of the rows (any shape) and
+        segments their _segments(), shared by every capture of the call that
+        has the same rows (made once per call, not per capture)."""
         ctx = call.tokens if call is not None else None
         if ctx is None:
             return t, None
@@ -775,25 +808,27 @@ class Capture:
             self._warn_once(("dtype", t.dtype), "%s: dtype %s is not in the snapshot format: "
                             "not captured" % (name, t.dtype))
             return
-        t = t.detach()
+        if t.requires_grad:
+            t = t.detach()
         pos = req = None
         rank = 0
+        call = self._call()
         if tokens:
-            t, got = self._token_rows(t, role)
+            t, got = self._token_rows(t, role, call)
             if got is not None:
+                # Contiguous (_rows_of; file() returns them so).
                 pos, req, rank, segments = got
-                req = self._keys.file(name, pos, req, segments, self._call().rows)
+                req = self._keys.file(name, pos, req, segments, call.rows)
         elif self._rows is not None and t.dim() >= 1:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
-        call = self._call()
         step = call.step if call is not None else _lib_step_none
         if self.mode == "nvtx":
             if pos is not None:
                 pos, req = pos.reshape(-1).tolist(), req.reshape(-1).tolist()
             self._mark(name, t.contiguous(), dtype, layer, role, pos, req, rank, inputs, step)
             return
-        if t.device.type != "cpu":
+        if not t.is_cpu:
             if t.is_cuda:
                 self._warn_once("cuda", "not under `ulpprof record`: CUDA tensors are copied "
                                 "to the host (this synchronizes)")
@@ -803,9 +838,8 @@ class Capture:
         pp = rp = None
         if pos is not None:
             # The library copies them during the call, from these addresses.
-            pos, req = pos.contiguous(), req.contiguous()
             pp, rp = pos.data_ptr(), req.data_ptr()
-        st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
+        st = self._session.capture(name, t.data_ptr(), dtype, t.shape, layer=layer,
                                    role=role, step=step, positions_ptr=pp, requests_ptr=rp,
                                    row_rank=rank, inputs=inputs)
         if st == _EINVAL and pos is not None:
@@ -813,7 +847,7 @@ class Capture:
             # repeated (request, position): keep the tensor, drop its rows.
             self._warn_once(("rows", name), "%s: token rows refused (see above): captured "
                             "without them" % name)
-            st = self._session.capture(name, t.data_ptr(), dtype, list(t.shape), layer=layer,
+            st = self._session.capture(name, t.data_ptr(), dtype, t.shape, layer=layer,
                                        role=role, step=step, inputs=inputs)
         if st != 0:
             self._warn_once(("status", st), "capture of %s failed (ulp_status %d); see the "

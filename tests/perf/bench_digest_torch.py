@@ -4,7 +4,7 @@ capture and mode="data" (the full tensors).
 
     tests/perf/bench_digest_torch.py [BUILD_DIR] [--passes N] [--tokens T]
         [--hidden H] [--layers L] [--vocab V] [--threads K] [--sublayers]
-        [--dir DIR]
+        [--decode] [--dir DIR]
 
 A random Llama (HF transformers from .ci/pyenv, which this script
 re-executes under when this interpreter lacks it; float32) is built once
@@ -14,6 +14,9 @@ and copied four times, bitwise alike:
   digest       under capture(model, FILE, mode="digest"): a 64-bit digest
                per (request, position) row of every capture, no tensor;
   data         under capture(model, FILE) (mode="data", the default).
+Each pass is a forward of the TOKENS prompt, or with --decode one decode
+step on the way's own KV cache (positions TOKENS, TOKENS + 1, ...), fed
+the token its previous step emitted, as generate() runs it.
 The captures stay open for the whole run, as in a real one, and the N
 passes of T tokens are interleaved pass by pass (the order rotates every
 pass, so a neighbour's load falls on every way alike).  Each pass is timed
@@ -53,13 +56,15 @@ ap.add_argument("--vocab", type=int, default=8192)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--sublayers", action="store_true", help="also capture attention and MLP")
 ap.add_argument("--dir", default=None)
+ap.add_argument("--decode", action="store_true",
+                help="each pass is one decode step on the KV cache of a TOKENS prefill")
 args = ap.parse_args()
 torch, transformers = torchbench.setup(args.build, args.threads)
 import h5py  # noqa: E402
 import ulpprof.torch  # noqa: E402
 
 base = torchbench.llama(args.vocab, args.hidden, 3 * args.hidden, args.layers, 8, 2,
-                        max(64, args.tokens))
+                        max(64, args.tokens + (args.passes + 2 if args.decode else 0)))
 ids = torchbench.token_ids(args.vocab, args.tokens)
 tmp = tempfile.mkdtemp(prefix="bench_digest.", dir=args.dir)
 atexit.register(shutil.rmtree, tmp, True)
@@ -103,9 +108,28 @@ names = list(ways)
 wall = {w: [] for w in names}
 cpu = {w: [] for w in names}
 logits = {}
+cache = {}  # --decode: way -> (its KV cache, the token it feeds next)
+fed = {w: [] for w in names}
+
+
+def one_pass(w):
+    """One forward of way w: the prompt again, or (--decode) the next
+    decode step on its own KV cache, fed the token its last step emitted."""
+    if not args.decode:
+        return ways[w](ids)
+    pkv, nxt = cache[w]
+    out = ways[w](nxt, past_key_values=pkv, use_cache=True)
+    cache[w] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
+    fed[w].append(int(nxt))
+    return out
+
+
 with torch.no_grad():
     for w in names:  # warm up, and the logits every way must give
-        logits[w] = ways[w](ids).logits.clone()
+        out = ways[w](ids, use_cache=args.decode)
+        logits[w] = out.logits.clone()
+        if args.decode:
+            cache[w] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
     for c in caps.values():
         c.flush()  # the first pass's file setup in the writer, apart
     writer0 = {m: sum(task_cpu(t) for t in writers[m]) for m in caps}
@@ -114,9 +138,12 @@ with torch.no_grad():
         k = p % len(names)
         for w in names[k:] + names[:k]:
             w0, c0 = time.perf_counter(), time.thread_time()
-            ways[w](ids)
+            out = one_pass(w)
             cpu[w].append(time.thread_time() - c0)
             wall[w].append(time.perf_counter() - w0)
+    if args.decode:  # the last step's logits: every way must give bare's
+        for w in names:
+            logits[w] = ways[w](cache[w][1], past_key_values=cache[w][0]).logits.clone()
 for c in caps.values():
     c.flush()
 writer_cpu = {m: sum(task_cpu(t) for t in writers[m]) - writer0[m] for m in caps}
@@ -143,6 +170,8 @@ fails, nnames = check_digest(os.path.join(tmp, "digest.h5"))
 for w in names:
     if not torch.equal(logits[w], logits["bare"]):
         fails.append("%s: its logits are not bitwise bare's" % w)
+    if fed[w] != fed["bare"]:
+        fails.append("%s: its decode fed other tokens than bare's" % w)
 sizes = {m: os.path.getsize(os.path.join(tmp, m + ".h5")) for m in caps}
 
 
@@ -150,9 +179,11 @@ def ms(xs):
     return "%7.2f ms median, %7.2f min" % (1e3 * statistics.median(xs), 1e3 * min(xs))
 
 
-print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %d tokens, %d passes a way "
+print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %s, %d passes a way "
       "(interleaved), %d thread(s), %s; %d captured names; load %s" % (
-          args.hidden, args.layers, args.vocab, args.tokens, args.passes, args.threads,
+          args.hidden, args.layers, args.vocab,
+          "1-token decode steps after a %d-token prefill" % args.tokens if args.decode
+          else "%d tokens" % args.tokens, args.passes, args.threads,
           "sublayers" if args.sublayers else "layer outputs", nnames,
           " ".join(open("/proc/loadavg").read().split()[:3])))
 for w in names:
