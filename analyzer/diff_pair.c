@@ -9,6 +9,8 @@
  * axis differs, a hint.
  */
 #include <fnmatch.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -468,6 +470,20 @@ static ulp_status same_layout(const pair_ctx *pc, size_t i, size_t k, const ulp_
                       cb->name ? cb->name : "", site, (int)pc->sk->layer[0][i]);
 }
 
+/* Why a name with positions was paired by occurrence (name_summary.h, ulp__row_form). */
+static ulp_status forms_hint(ulp_diff_row *row, const char *side, ulp_error *err)
+{
+    char buf[300];
+    snprintf(buf, sizeof buf,
+             "%s's captures of this name hold rows of several dtypes or row shapes: paired "
+             "occurrence by occurrence, not by (request, position)",
+             side);
+    free((char *)(uintptr_t)row->hint);
+    if ((row->hint = strdup(buf)) == NULL)
+        return ulp__error(err, ULP_ENOMEM, "out of memory");
+    return ULP_OK;
+}
+
 /* Pairs capture i of A: alone by occurrence, or with every capture of its name. */
 static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
 {
@@ -507,9 +523,9 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
     if (new_row(pc, ca, &row) != ULP_OK || site_fields(pc, row, 0, i, cb) != ULP_OK)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     fill_side(row, ca, 0);
-    if (pa == 1 && pb != 1)
+    if (pa == 1 && (pb == 0 || pb == -1))
         row->positions_in = "a";
-    else if (pb == 1 && pa != 1)
+    else if (pb == 1 && (pa == 0 || pa == -1))
         row->positions_in = "b";
     if (k < 0) {
         row->status = ULP_DIFF_ONLY_IN_A;
@@ -527,13 +543,13 @@ static ulp_status pair_a(pair_ctx *pc, size_t i, ulp_error *err)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
     ulp_dtype coarse = ca->dtype;
     int side = 0;
-    if (ca->dtype != cb->dtype && !ulp__cross_coarser(ca->dtype, cb->dtype, &coarse, &side)) {
+    ulp_status st = ULP_OK;
+    if (ca->dtype != cb->dtype && !ulp__cross_coarser(ca->dtype, cb->dtype, &coarse, &side))
         row->status = ULP_DIFF_DTYPE_MISMATCH;
-        return ULP_OK;
-    }
-    ulp_status st = pair_elements(pc, row, ca, i, cb, (size_t)k, err);
-    if (st == ULP_OK)
+    else if ((st = pair_elements(pc, row, ca, i, cb, (size_t)k, err)) == ULP_OK)
         cross_dtypes(row, ca->dtype, cb->dtype);
+    if (st == ULP_OK && (pa == -2 || pb == -2) && row->status != ULP_DIFF_IDENTICAL)
+        return forms_hint(row, pa == -2 ? "A" : "B", err);
     return st;
 }
 

@@ -202,7 +202,8 @@ ulp_status ulp__names_build_keys(const ulp_snapshot *s, const char *const *keys,
 void ulp__names_free(ulp__names *n);
 const size_t *ulp__names_find(const ulp__names *n, const char *name, size_t *count);
 /* Of the captures ulp__names_find gave (idx[0..count) of n): 1 every one has
- * positions (count > 0); 0 none has; -1 some have. */
+ * positions (count > 0), all in one row form (ulp__row_form); -2 every one
+ * has, in several forms (paired by occurrence); 0 none has; -1 some have. */
 int ulp__names_positions(const ulp__names *n, const size_t *idx, size_t count);
 
 /*

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "diff_priv.h"
+#include "format/name_summary.h"
 #include "format/snapshot_read_priv.h"
 
 typedef struct name_ent {
@@ -39,13 +40,19 @@ static void names_states(ulp__names *n)
     for (size_t lo = 0, hi; lo < n->n; lo = hi) {
         const char *name = key_of(n, n->idx[lo]);
         size_t with = 0;
+        int forms = 1;
+        uint64_t form = 0;
         for (hi = lo; hi < n->n; hi++) {
             const ulp_capture_info *c = ulp_snapshot_capture(n->s, n->idx[hi]);
             if (hi > lo && strcmp(key_of(n, n->idx[hi]), name) != 0)
                 break;
-            with += c->row_rank > 0;
+            if (c->row_rank > 0) {
+                uint64_t f = ulp__row_form(c);
+                forms += with > 0 && f != form;
+                form = with++ == 0 ? f : form;
+            }
         }
-        signed char st = with == hi - lo ? 1 : with == 0 ? 0 : -1;
+        signed char st = with == hi - lo ? (forms == 1 ? 1 : -2) : with == 0 ? 0 : -1;
         memset(n->state + lo, st, hi - lo);
     }
 }

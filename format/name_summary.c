@@ -15,12 +15,36 @@ static int name_cmp(const void *pa, const void *pb)
     return strcmp(a->name, b->name);
 }
 
+uint64_t ulp__row_form(const ulp_capture_info *c)
+{
+    /* FNV-1a over the dtype, the count of row axes and their extents. */
+    uint64_t h = 1469598103934665603ull;
+    int from = c->row_rank > 0 && c->row_rank <= c->ndim ? c->row_rank : 0;
+    uint64_t words[2] = {(uint64_t)c->dtype, (uint64_t)(c->ndim - from)};
+    for (int k = 0; k < 2 + c->ndim - from; k++) {
+        uint64_t w = k < 2 ? words[k] : (uint64_t)c->shape[from + k - 2];
+        for (int b = 0; b < 8; b++) {
+            h ^= (w >> (8 * b)) & 0xff;
+            h *= 1099511628211ull;
+        }
+    }
+    return h;
+}
+
 void ulp__summary_add(ulp__snapshot_summary *sum, ulp__name_summary *ns, const ulp_capture_info *c,
                       size_t i, uint64_t bytes, int mapped)
 {
     int has = c->row_rank > 0;
+    uint64_t form = has ? ulp__row_form(c) : 0;
     ns->contiguous = (ns->count == 0 || ns->contiguous) && c->occurrence == (int64_t)ns->count;
-    ns->positions = ns->count == 0 || ns->positions == has ? has : -1;
+    if (ns->count == 0) {
+        ns->positions = has;
+        ns->form = form;
+    } else if (ns->positions == 0 || ns->positions == -1 || !has) {
+        ns->positions = ns->positions == 0 && !has ? 0 : -1;
+    } else if (form != ns->form) {
+        ns->positions = -2; /* every one has positions so far, in several forms */
+    }
     ns->count++;
     sum->any_rows |= has;
     sum->data_bytes += bytes;
@@ -49,6 +73,6 @@ ulp__snapshot_summary *ulp__snapshot_summary_new(const ulp__snapshot_summary *su
 const ulp__name_summary *ulp__snapshot_summary_find(const ulp__snapshot_summary *sum,
                                                     const char *name)
 {
-    ulp__name_summary key = {name, 0, 0, 0};
+    ulp__name_summary key = {name, 0, 0, 0, 0};
     return bsearch(&key, sum->names, sum->nnames, sizeof key, name_cmp);
 }

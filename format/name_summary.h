@@ -16,8 +16,23 @@ typedef struct ulp__name_summary {
     const char *name; /* the snapshot's copy: the `name` of each of its captures */
     uint64_t count;   /* its captures                                            */
     int contiguous;   /* its k-th capture in seq order has occurrence k, every k   */
-    int positions;    /* 1 every capture of it has positions, 0 none, -1 some     */
+    int positions;    /* 1 every capture of it has positions, in one row form
+                         (ulp__row_form); -2 every one has, in several forms;
+                         0 none has; -1 some have                               */
+    uint64_t form;    /* ulp__row_form of its first capture                      */
 } ulp__name_summary;
+
+/*
+ * A capture's row form: its dtype, and its axes after the row axes (the
+ * shape of one (request, position) row), hashed.  A name's captures are
+ * paired on (request, position) keys as one tensor only when all of them
+ * have one form: the rows of captures of two forms cannot stand in one
+ * compared view (an engine's decode-step scores, a row as wide as the
+ * context so far, or a name captured in f32 and in bf16).  Equal forms
+ * hash equal; a collision only lets the aligned pairing refuse the name
+ * (a dtype or shape mismatch) as it did before.
+ */
+uint64_t ulp__row_form(const ulp_capture_info *c);
 
 typedef struct ulp__snapshot_summary {
     const ulp__name_summary *names; /* [nnames], sorted by strcmp(3) of the name */

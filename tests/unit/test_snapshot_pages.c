@@ -38,7 +38,8 @@ static char g_path[1200];
 /*
  * `n` captures of every kind: names "t.<i mod 7>" (and "first", once, at
  * seq 0), dtypes of 1 to 8 bytes, positions on some names only (one name
- * has them on some captures), requests, inputs, kernel and gemm ranges,
+ * has them on some captures, one in rows of several forms), requests,
+ * inputs, kernel and gemm ranges,
  * empty and scalar shapes.
  */
 static void write_mixed(const char *tag, int n)
@@ -58,17 +59,18 @@ static void write_mixed(const char *tag, int n)
     for (int i = 1; i < n; i++) {
         int k = i % 7;
         snprintf(name, sizeof name, "t.%d", k);
-        int64_t shape[] = {3, 1 + i % 5}, empty[] = {0, 4};
+        int64_t shape[] = {3, k == 1 ? 4 : 1 + i % 5}, empty[] = {0, 4};
         int64_t pos[3] = {i, i + 1, i + 2}, req[3] = {7, 7, 8};
         ulp__desc d = {.name = name,
-                       .dtype = dt[(size_t)i % 6],
+                       .dtype = k == 1 ? ULP_DTYPE_F32 : dt[(size_t)i % 6],
                        .ndim = k == 5 ? 0 : 2,
                        .shape = k == 6 ? empty : shape,
                        .layer = k == 4 ? ULP_LAYER_NONE : k,
                        .role = k == 3 ? ULP_ROLE_LOGITS : ULP_ROLE_ACTIVATION,
                        .step = i % 3 ? ULP_STEP_NONE : i};
-        /* t.1 always has positions (with requests), t.2 on every other capture. */
-        if (k == 1 || (k == 2 && i % 2 == 0)) {
+        /* t.1 always has positions (with requests) and rows of one form, t.0 has them in
+         * several forms (dtypes and row widths), t.2 on every other capture. */
+        if (k <= 1 || (k == 2 && i % 2 == 0)) {
             d.positions = pos;
             d.requests = k == 1 ? req : NULL;
             d.row_rank = 1;
@@ -134,6 +136,17 @@ static void same_capture(const ulp_capture_info *a, const ulp_capture_info *b)
         assert_string_equal(a->inputs[k], b->inputs[k]);
 }
 
+/* One dtype and the same axes after the row axes. */
+static int same_row_form(const ulp_capture_info *a, const ulp_capture_info *b)
+{
+    if (a->dtype != b->dtype || a->ndim - a->row_rank != b->ndim - b->row_rank)
+        return 0;
+    for (int k = 0; k < a->ndim - a->row_rank; k++)
+        if (a->shape[a->row_rank + k] != b->shape[b->row_rank + k])
+            return 0;
+    return 1;
+}
+
 /* The summary of `s` computed here from a walk of every capture (as probe() walks). */
 static void check_summary(const ulp_snapshot *lazy, const ulp_snapshot *eager)
 {
@@ -163,14 +176,23 @@ static void check_summary(const ulp_snapshot *lazy, const ulp_snapshot *eager)
             assert_true(strcmp(sum->names[r - 1].name, ns->name) < 0);
         assert_ptr_equal(ulp__snapshot_summary_find(sum, ns->name), ns);
         uint64_t count = 0;
-        int contiguous = 1, pos = -2;
+        int contiguous = 1, pos = 0;
+        const ulp_capture_info *first = NULL;
         for (size_t i = 0; i < n; i++) {
             const ulp_capture_info *c = ulp_snapshot_capture(eager, i);
             if (strcmp(c->name, ns->name) != 0)
                 continue;
             contiguous &= c->occurrence == (int64_t)count;
             int has = c->row_rank > 0;
-            pos = pos == -2 || pos == has ? has : -1;
+            /* 1 all with positions in one row form, -2 in several, 0 none, -1 some. */
+            if (first == NULL)
+                pos = has;
+            else if (pos == 0 || pos == -1 || !has)
+                pos = pos == 0 && !has ? 0 : -1;
+            else if (!same_row_form(first, c))
+                pos = -2;
+            if (first == NULL)
+                first = c;
             count++;
         }
         assert_int_equal(ns->count, count);
@@ -347,6 +369,7 @@ static void test_snapshot_pages__damaged(void **state)
     const ulp__snapshot_summary *sum = ulp__snapshot_summary_lazy(s);
     assert_int_equal(ulp__snapshot_summary_find(sum, "first")->contiguous, 0);
     assert_int_equal(ulp__snapshot_summary_find(sum, "t.1")->contiguous, 1);
+    assert_int_equal(ulp__snapshot_summary_find(sum, "t.0")->positions, -2);
     assert_int_equal(ulp__snapshot_summary_find(sum, "t.1")->positions, 1);
     assert_int_equal(ulp__snapshot_summary_find(sum, "t.2")->positions, -1);
     assert_int_equal(ulp__snapshot_summary_find(sum, "t.3")->positions, 0);
