@@ -67,7 +67,9 @@ static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, v
     walk *w = arg;
     char *end;
     long long o = strtoll(occ, &end, 10);
-    if (*end != '\0' || o < 0) {
+    /* The writer's decimal only: "00", "+0" or " 0" would be a second occurrence 0. */
+    int canonical = occ[0] >= '0' && occ[0] <= '9' && (occ[0] != '0' || occ[1] == '\0');
+    if (*end != '\0' || o < 0 || !canonical) {
         w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s/%s is not an occurrence", w->path,
                            w->name, occ);
         return -1;

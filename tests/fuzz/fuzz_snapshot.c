@@ -12,6 +12,10 @@
  * fail only with ULP_EIO, ULP_ETRUNC or ULP_EHDF5.  A file that opens both
  * with its captures described from their object headers and, with
  * ULPPROF_HEADERS=0, through HDF5 gives the same captures both ways.
+ * The file's /digests (either layout, FORMAT.md "Digests") are read too,
+ * whether or not the snapshot opened: refused with a one-line message
+ * naming the file, or entries with a name and `rows` digests (requests
+ * and positions, when present), and a (name, occurrence) at most once.
  * Broken promises abort.
  *
  * HDF5 itself is not instrumented: a crash inside libhdf5 shows up as a
@@ -24,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "snapshot_digests.h"
 #include "ulpprof/snapshot.h"
 
 #define CHECK(c)                                                                                   \
@@ -110,10 +115,43 @@ static void same_through_hdf5(ulp_snapshot *s)
     ulp_snapshot_close(h);
 }
 
+/* The digest reader's promises (format/snapshot_digests.h), on any file. */
+static void digests_hold(void)
+{
+    ulp__digest_entry *e = NULL;
+    size_t n = 0;
+    int has_data = -1;
+    ulp_error err;
+    ulp_status st = ulp__digests_read(path, &e, &n, &has_data, &err);
+    if (st != ULP_OK) {
+        CHECK(e == NULL && n == 0 && st < 0 && err.status == st);
+        CHECK(strnlen(err.msg, sizeof err.msg) < sizeof err.msg);
+        CHECK(strchr(err.msg, '\n') == NULL);
+        CHECK(strstr(err.msg, path) != NULL);
+        return;
+    }
+    CHECK(has_data == 0 || has_data == 1);
+    CHECK(n == 0 || e != NULL);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        CHECK(e[i].name != NULL && e[i].occurrence >= 0);
+        CHECK(e[i].rows == 0 || e[i].digests != NULL);
+        for (size_t j = 0; j < i; j++)
+            CHECK(strcmp(e[i].name, e[j].name) != 0 || e[i].occurrence != e[j].occurrence);
+        /* Every row is there to read: a sanitizer sees a short buffer. */
+        for (uint64_t r = 0; r < e[i].rows; r++)
+            sum += e[i].digests[r] ^ (e[i].requests != NULL ? (uint64_t)e[i].requests[r] : 0) ^
+                   (e[i].positions != NULL ? (uint64_t)e[i].positions[r] : r);
+    }
+    CHECK(sum != 1 || n > 0);
+    ulp__digests_free(e, n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (write_input(data, size) != 0)
         return 0;
+    digests_hold();
     ulp_snapshot *s = NULL;
     ulp_error err;
     ulp_status st = ulp_snapshot_open(path, &s, &err);

@@ -269,6 +269,19 @@ def main():
     bad("missing", drop, "lacks")
     bad("layout", layout, "layout 'packed-9'")
 
+    # The old layout names an occurrence by the writer's decimal only: "01"
+    # (or "+1") would be a second occurrence 1 of the name.
+    for label, alias in (("zero", "01"), ("plus", "+1")):
+        path = os.path.join(tmp, "bad-old-%s.h5" % label)
+        shutil.copy(old, path)
+        with h5py.File(path, "r+") as f:
+            f["digests/layers.0"].move("1", alias)
+        p = run("diff", path, old_b)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and path in p.stderr and
+              "/digests/layers.0/%s is not an occurrence" % alias in p.stderr,
+              "old layout occurrence %r: exit %d, stderr %r" % (alias, p.returncode, p.stderr))
+
     if fails:
         sys.exit(1)
     shutil.rmtree(tmp)

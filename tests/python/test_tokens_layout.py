@@ -67,10 +67,11 @@ def main():
         ds.write_snapshot(path, caps)
         copy = os.path.join(tmp, tag + ".copy.h5")
         shutil.copyfile(path, copy)
-        # nopos holds the good bytes (positions are the pairing's, not the data);
-        # second_f32 mixes dtypes within one name, whose occurrences pair as one
-        # aligned capture: a dtype mismatch even against its own copy.
-        same = 0 if tag != "second_f32" else 1
+        # nopos holds the good bytes (positions are the pairing's, not the data).
+        # second_f32 mixes dtypes within one name: paired occurrence by
+        # occurrence (FORMAT.md "Aligned diff"), identical to its own copy
+        # (it was a dtype mismatch while its occurrences were gathered as one).
+        same = 0
         other = 1 if tag != "nopos" else 0
         for pair, rc in (((path, copy), same), ((good, path), other), ((path, good), other)):
             p = run("diff", *pair)
