@@ -88,10 +88,12 @@ for pair in ("h5py", "repaired", "h5repack"):
         continue
     cat, ulp = t[(pair, "cat")], t[(pair, "ulpprof")]
     med = lambda v, k: statistics.median(x[k] for x in v)
-    per = [u[0] / c[0] for u, c in zip(ulp, cat)]
+    # /usr/bin/time gives 10 ms steps: a pair that small is timed at that floor.
+    per = [max(u[0], 0.01) / max(c[0], 0.01) for u, c in zip(ulp, cat)]
     print("  %-9s cat %.3f s  ulpprof diff %.3f s  ulpprof / cat %.2f (per round %.2f-%.2f; "
           "goal <= 3)  CPU %.3f s vs cat %.3f s  peak RSS %.1f MiB (goal <= 32)" % (
-              pair, med(cat, 0), med(ulp, 0), med(ulp, 0) / med(cat, 0), min(per), max(per),
+              pair, med(cat, 0), med(ulp, 0), max(med(ulp, 0), 0.01) / max(med(cat, 0), 0.01),
+              min(per), max(per),
               med(ulp, 1), med(cat, 1), max(x[2] for x in ulp)))
 print("check: all %d pairs give the same %d rows" % (len(rows), len(rows[0])))
 PY
