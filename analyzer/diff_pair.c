@@ -473,14 +473,16 @@ static ulp_status same_layout(const pair_ctx *pc, size_t i, size_t k, const ulp_
 /* Why a name with positions was paired by occurrence (name_summary.h, ulp__row_form). */
 static ulp_status forms_hint(ulp_diff_row *row, const char *side, ulp_error *err)
 {
-    char buf[300];
+    char buf[700];
     snprintf(buf, sizeof buf,
              "%s's captures of this name hold rows of several dtypes or row shapes: paired "
-             "occurrence by occurrence, not by (request, position)",
-             side);
-    free((char *)(uintptr_t)row->hint);
-    if ((row->hint = strdup(buf)) == NULL)
+             "occurrence by occurrence, not by (request, position)%s%.400s",
+             side, row->hint != NULL ? "; " : "", row->hint != NULL ? row->hint : "");
+    char *hint = strdup(buf);
+    if (hint == NULL)
         return ulp__error(err, ULP_ENOMEM, "out of memory");
+    free((char *)(uintptr_t)row->hint);
+    row->hint = hint;
     return ULP_OK;
 }
 

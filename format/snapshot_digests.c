@@ -65,11 +65,12 @@ static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, v
 {
     (void)info;
     walk *w = arg;
-    char *end;
+    char *end, back[24];
     long long o = strtoll(occ, &end, 10);
-    /* The writer's decimal only: "00", "+0" or " 0" would be a second occurrence 0. */
-    int canonical = occ[0] >= '0' && occ[0] <= '9' && (occ[0] != '0' || occ[1] == '\0');
-    if (*end != '\0' || o < 0 || !canonical) {
+    /* The writer's decimal only: "00", "+0", " 0" or a number past INT64_MAX
+     * (strtoll clamps it) would be a second occurrence of one number. */
+    snprintf(back, sizeof back, "%lld", o);
+    if (*end != '\0' || o < 0 || strcmp(back, occ) != 0) {
         w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s/%s is not an occurrence", w->path,
                            w->name, occ);
         return -1;

@@ -209,8 +209,8 @@ def _token_context(args, kwargs, requests):
         past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
         if b * s <= _SMALL_ROWS:  # a decode step: two tensors made from lists
             at = list(range(past, past + s))
-            pos = _torch.tensor([at] * b, dtype=_torch.int64)
-            req = _torch.tensor([[r] * s for r in rows], dtype=_torch.int64)
+            pos = _torch.tensor([at] * b, dtype=_torch.int64).view(b, s)  # b = 0 too
+            req = _torch.tensor([[r] * s for r in rows], dtype=_torch.int64).view(b, s)
             return pos, req, _keep(kwargs.get("attention_mask"), b, s), False
         pos = _torch.arange(past, past + s).view(1, -1)
     pos = pos.detach().to("cpu", _torch.int64)

@@ -270,8 +270,9 @@ def main():
     bad("layout", layout, "layout 'packed-9'")
 
     # The old layout names an occurrence by the writer's decimal only: "01"
-    # (or "+1") would be a second occurrence 1 of the name.
-    for label, alias in (("zero", "01"), ("plus", "+1")):
+    # (or "+1") would be a second occurrence 1 of the name, and a number past
+    # INT64_MAX one more INT64_MAX.
+    for label, alias in (("zero", "01"), ("plus", "+1"), ("huge", "99999999999999999999")):
         path = os.path.join(tmp, "bad-old-%s.h5" % label)
         shutil.copy(old, path)
         with h5py.File(path, "r+") as f:

@@ -76,12 +76,12 @@ class RowsTest(unittest.TestCase):
     def test_token_context_both_ways(self):
         for seed in range(300):
             rng = random.Random(seed)
-            b, s = rng.randint(1, 4), rng.choice([1, 1, 2, rng.randint(1, 40)])
+            b, s = rng.randint(0, 4), rng.choice([1, 1, 2, rng.randint(1, 40)])
             past = rng.choice([0, rng.randint(1, 3000)])
             kwargs = {"input_ids": torch.zeros(b, s, dtype=torch.int64)}
             if past or rng.random() < 0.5:
                 kwargs["past_key_values"] = Cache(past)
-            if rng.random() < 0.3:
+            if b > 0 and rng.random() < 0.3:
                 mask = torch.ones(b, past + s, dtype=torch.int64)
                 mask[0, past:past + rng.randint(0, s - 1)] = 0
                 kwargs["attention_mask"] = mask
@@ -94,6 +94,8 @@ class RowsTest(unittest.TestCase):
             want_req = [[r] * s for r in rows]
             for got in (small, large):
                 pos, req, keep, flat = got
+                self.assertEqual(tuple(pos.shape), (b, s), "seed %d" % seed)
+                self.assertEqual(tuple(req.shape), (b, s), "seed %d" % seed)
                 self.assertEqual(pos.tolist(), want_pos, "seed %d" % seed)
                 self.assertEqual(req.tolist(), want_req, "seed %d" % seed)
                 self.assertEqual((pos.dtype, req.dtype), (torch.int64, torch.int64))
