@@ -377,6 +377,13 @@ static int attr_string_at(hdr *h, const struct attr *a, uint64_t i, const unsign
         return 0;
     }
     if (cls == 9 && (t[1] & 0x0f) == 1) { /* variable-length string */
+        /* Its base type as HDF5 writes it, 1-byte characters of 8 bits;
+         * another (a precision of 0 in a damaged file, which HDF5 converts
+         * to nothing) is left to HDF5. */
+        const unsigned char *b = t + 8;
+        if (a->type_len < 20 || (b[0] & 0x0f) != 0 || le(b + 4, 4) != 1 || le(b + 8, 2) != 0 ||
+            le(b + 10, 2) != 8)
+            return -1;
         unsigned sa = h->f->sa;
         uint64_t esz = 4u + sa + 4u;
         if (a->value_len / esz <= i)
