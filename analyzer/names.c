@@ -39,21 +39,15 @@ static void names_states(ulp__names *n)
 {
     for (size_t lo = 0, hi; lo < n->n; lo = hi) {
         const char *name = key_of(n, n->idx[lo]);
-        size_t with = 0;
-        int forms = 1;
+        int st = 0;
         uint64_t form = 0;
         for (hi = lo; hi < n->n; hi++) {
             const ulp_capture_info *c = ulp_snapshot_capture(n->s, n->idx[hi]);
             if (hi > lo && strcmp(key_of(n, n->idx[hi]), name) != 0)
                 break;
-            if (c->row_rank > 0) {
-                uint64_t f = ulp__row_form(c);
-                forms += with > 0 && f != form;
-                form = with++ == 0 ? f : form;
-            }
+            ulp__positions_add(&st, &form, hi == lo, c);
         }
-        signed char st = with == hi - lo ? (forms == 1 ? 1 : -2) : with == 0 ? 0 : -1;
-        memset(n->state + lo, st, hi - lo);
+        memset(n->state + lo, (signed char)st, hi - lo);
     }
 }
 

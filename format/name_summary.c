@@ -31,20 +31,26 @@ uint64_t ulp__row_form(const ulp_capture_info *c)
     return h;
 }
 
+void ulp__positions_add(int *state, uint64_t *form, int first, const ulp_capture_info *c)
+{
+    int has = c->row_rank > 0;
+    uint64_t f = has ? ulp__row_form(c) : 0;
+    if (first) {
+        *state = has;
+        *form = f;
+    } else if (*state == 0 || *state == -1 || !has) {
+        *state = *state == 0 && !has ? 0 : -1;
+    } else if (f != *form) {
+        *state = -2; /* every one has positions so far, in several forms */
+    }
+}
+
 void ulp__summary_add(ulp__snapshot_summary *sum, ulp__name_summary *ns, const ulp_capture_info *c,
                       size_t i, uint64_t bytes, int mapped)
 {
     int has = c->row_rank > 0;
-    uint64_t form = has ? ulp__row_form(c) : 0;
     ns->contiguous = (ns->count == 0 || ns->contiguous) && c->occurrence == (int64_t)ns->count;
-    if (ns->count == 0) {
-        ns->positions = has;
-        ns->form = form;
-    } else if (ns->positions == 0 || ns->positions == -1 || !has) {
-        ns->positions = ns->positions == 0 && !has ? 0 : -1;
-    } else if (form != ns->form) {
-        ns->positions = -2; /* every one has positions so far, in several forms */
-    }
+    ulp__positions_add(&ns->positions, &ns->form, ns->count == 0, c);
     ns->count++;
     sum->any_rows |= has;
     sum->data_bytes += bytes;

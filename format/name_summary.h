@@ -34,6 +34,14 @@ typedef struct ulp__name_summary {
  */
 uint64_t ulp__row_form(const ulp_capture_info *c);
 
+/*
+ * The positions state of a name (ulp__name_summary.positions) with capture
+ * c added: *state and *form as after the name's earlier captures, `first`
+ * when c is its first.  The one rule of the summaries and of the
+ * analyzer's name table (analyzer/names.c).
+ */
+void ulp__positions_add(int *state, uint64_t *form, int first, const ulp_capture_info *c);
+
 typedef struct ulp__snapshot_summary {
     const ulp__name_summary *names; /* [nnames], sorted by strcmp(3) of the name */
     size_t nnames;
