@@ -121,6 +121,20 @@ int ulp__attr_read_str(hid_t obj, const char *name, char **out, const char **why
     return rc;
 }
 
+/*
+ * 1 when integer type `t` holds its value inside its bytes.  A damaged file
+ * can declare a bit offset and precision past the type's size; HDF5 1.10
+ * then converts bits from past the value's buffer (a different number on
+ * each read), so such a type is refused, not read.
+ */
+static int int_type_sound(hid_t t)
+{
+    size_t size = H5Tget_size(t), prec = H5Tget_precision(t);
+    int off = H5Tget_offset(t);
+    return size > 0 && prec > 0 && off >= 0 && (size_t)off <= 8 * size &&
+           prec <= 8 * size - (size_t)off;
+}
+
 /* Reads n integers; `want_signed` decides the memory type and the range check. */
 static int read_ints(hid_t obj, const char *name, void *out, size_t n, int want_signed,
                      const char **why)
@@ -136,6 +150,8 @@ static int read_ints(hid_t obj, const char *name, void *out, size_t n, int want_
         *why = "is not an integer";
     } else if ((size_t)np != n) {
         *why = n == 1 ? "is not a single integer" : "has the wrong number of elements";
+    } else if (!int_type_sound(type)) {
+        *why = "has a damaged integer type (its bits lie past its bytes)";
     } else {
         /* Read in the file's signedness, then check the range ourselves:
          * HDF5 would silently clamp an out-of-range value. */

@@ -340,6 +340,37 @@ static herr_t count_data(hid_t g, const char *name, const H5L_info_t *info, void
     return 0;
 }
 
+static int by_key(const void *x, const void *y)
+{
+    const ulp__digest_entry *a = *(const ulp__digest_entry *const *)x;
+    const ulp__digest_entry *b = *(const ulp__digest_entry *const *)y;
+    int c = strcmp(a->name, b->name);
+    return c != 0 ? c : (a->occurrence > b->occurrence) - (a->occurrence < b->occurrence);
+}
+
+/*
+ * A damaged link table can list one link twice: a (name, occurrence) read
+ * twice would be one capture compared as two.  ULP_EFORMAT naming it.
+ */
+static ulp_status twice(walk *w)
+{
+    if (w->n < 2)
+        return ULP_OK;
+    const ulp__digest_entry **p = malloc(w->n * sizeof *p);
+    if (p == NULL)
+        return ulp__error(w->err, ULP_ENOMEM, "%s: out of memory reading /digests", w->path);
+    for (size_t i = 0; i < w->n; i++)
+        p[i] = &w->v[i];
+    qsort(p, w->n, sizeof *p, by_key);
+    ulp_status st = ULP_OK;
+    for (size_t i = 1; i < w->n && st == ULP_OK; i++)
+        if (by_key(&p[i - 1], &p[i]) == 0)
+            st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests lists %s occurrence %" PRId64
+                            " twice", w->path, p[i]->name, p[i]->occurrence);
+    free(p);
+    return st;
+}
+
 ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *n, int *has_data,
                              ulp_error *err)
 {
@@ -391,6 +422,8 @@ ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *
     }
     H5E_END_TRY;
     H5Fclose(file);
+    if (w.st == ULP_OK)
+        w.st = twice(&w);
     if (w.st != ULP_OK) {
         ulp__digests_free(w.v, w.n);
         return w.st;

@@ -46,6 +46,18 @@ reg=$ULPPROF_SOURCE_DIR/tests/fuzz/corpus/snapshot/regress-trace-names-huge
 rc=$?
 [ "$rc" -eq 2 ] || fail "ls regress-trace-names-huge: exit $rc, expected 2"
 grep -q "'/trace/names' declares .* absurd" "$good/err" || fail "regress-trace-names-huge: $(cat "$good/err")"
+# Found by fuzz_snapshot: an integer type whose bits lie past its bytes
+# (offset 16, precision 64, 8 bytes), which HDF5 reads as a different
+# number each time: refused, naming the capture and the attribute.
+reg=$ULPPROF_SOURCE_DIR/tests/fuzz/corpus/snapshot/regress-int-bits-past-bytes.h5
+for headers in 1 0; do
+    ULPPROF_HEADERS=$headers "$ULPPROF" ls "$reg" >/dev/null 2>"$good/err"
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "ls regress-int-bits-past-bytes (headers $headers): exit $rc, expected 2"
+    grep -q "capture 't.1/0': attribute 'time_ns' has a damaged integer type" "$good/err" ||
+        fail "regress-int-bits-past-bytes: $(cat "$good/err")"
+    [ "$(wc -l <"$good/err")" -eq 1 ] || fail "regress-int-bits-past-bytes: not one line"
+done
 
 # The guard is gone after the open: the good file still lists normally.
 "$ULPPROF" ls "$good/good.h5" >/dev/null || fail "ls of a good file"
