@@ -365,8 +365,9 @@ static ulp_status twice(walk *w)
     ulp_status st = ULP_OK;
     for (size_t i = 1; i < w->n && st == ULP_OK; i++)
         if (by_key(&p[i - 1], &p[i]) == 0)
-            st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests lists %s occurrence %" PRId64
-                            " twice", w->path, p[i]->name, p[i]->occurrence);
+            st = ulp__error(w->err, ULP_EFORMAT,
+                            "%s: /digests lists %s occurrence %" PRId64 " twice", w->path,
+                            p[i]->name, p[i]->occurrence);
     free(p);
     return st;
 }
