@@ -66,6 +66,27 @@ int ulp__h5_type_fits(hid_t type, ulp_dtype dtype)
     return 1;
 }
 
+int ulp__h5_ints_sound(hid_t type)
+{
+    H5T_class_t cls = H5Tget_class(type);
+    if (cls == H5T_COMPOUND) {
+        int n = H5Tget_nmembers(type), ok = n >= 0;
+        for (int i = 0; ok && i < n; i++) {
+            hid_t m = H5Tget_member_type(type, (unsigned)i);
+            ok = m >= 0 && ulp__h5_ints_sound(m);
+            if (m >= 0)
+                H5Tclose(m);
+        }
+        return ok;
+    }
+    if (cls != H5T_INTEGER)
+        return 1;
+    size_t size = H5Tget_size(type), prec = H5Tget_precision(type);
+    int off = H5Tget_offset(type);
+    return size > 0 && prec > 0 && off >= 0 && (size_t)off <= 8 * size &&
+           prec <= 8 * size - (size_t)off;
+}
+
 static int attr_write(hid_t obj, const char *name, hid_t type, hid_t space, const void *buf)
 {
     int rc = -1;

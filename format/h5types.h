@@ -29,6 +29,14 @@ hid_t ulp__h5_file_type(ulp_dtype dtype);
  */
 int ulp__h5_type_fits(hid_t type, ulp_dtype dtype);
 
+/*
+ * 0 when `type` is, or holds as a compound member, an integer whose bit
+ * offset and precision lie past its bytes (or a precision of 0): a damaged
+ * file's type, which HDF5 1.10 converts from bits past the value (a
+ * different number on each read); else 1.  Readers refuse such a type.
+ */
+int ulp__h5_ints_sound(hid_t type);
+
 /* Writes a scalar attribute on `obj`; 0 on success, negative on failure. */
 int ulp__h5_attr_write_str(hid_t obj, const char *name, const char *value);
 int ulp__h5_attr_write_i32(hid_t obj, const char *name, int32_t value);

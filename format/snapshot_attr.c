@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/grow.h"
+#include "h5types.h"
 #include "snapshot_priv.h"
 
 /* Opens attribute `name`: 1 absent, 0 opened (*a, *type, *npoints set), -1 error. */
@@ -121,20 +122,6 @@ int ulp__attr_read_str(hid_t obj, const char *name, char **out, const char **why
     return rc;
 }
 
-/*
- * 1 when integer type `t` holds its value inside its bytes.  A damaged file
- * can declare a bit offset and precision past the type's size; HDF5 1.10
- * then converts bits from past the value's buffer (a different number on
- * each read), so such a type is refused, not read.
- */
-static int int_type_sound(hid_t t)
-{
-    size_t size = H5Tget_size(t), prec = H5Tget_precision(t);
-    int off = H5Tget_offset(t);
-    return size > 0 && prec > 0 && off >= 0 && (size_t)off <= 8 * size &&
-           prec <= 8 * size - (size_t)off;
-}
-
 /* Reads n integers; `want_signed` decides the memory type and the range check. */
 static int read_ints(hid_t obj, const char *name, void *out, size_t n, int want_signed,
                      const char **why)
@@ -150,7 +137,7 @@ static int read_ints(hid_t obj, const char *name, void *out, size_t n, int want_
         *why = "is not an integer";
     } else if ((size_t)np != n) {
         *why = n == 1 ? "is not a single integer" : "has the wrong number of elements";
-    } else if (!int_type_sound(type)) {
+    } else if (!ulp__h5_ints_sound(type)) {
         *why = "has a damaged integer type (its bits lie past its bytes)";
     } else {
         /* Read in the file's signedness, then check the range ourselves:

@@ -14,6 +14,7 @@
 
 #include "common/error.h"
 #include "digest_table.h"
+#include "h5types.h"
 #include "snapshot_priv.h"
 
 typedef struct walk {
@@ -35,10 +36,10 @@ static int int_attr(hid_t ds, const char *name, uint64_t want, int64_t **out)
     hid_t a = H5Aopen(ds, name, H5P_DEFAULT);
     if (a < 0)
         return -1;
-    hid_t sp = H5Aget_space(a);
+    hid_t sp = H5Aget_space(a), t = H5Aget_type(a);
     hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     int rc = -1;
-    if (n >= 0 && (uint64_t)n == want) {
+    if (n >= 0 && (uint64_t)n == want && t >= 0 && ulp__h5_ints_sound(t)) {
         *out = malloc((size_t)(want > 0 ? want : 1) * sizeof(int64_t));
         if (*out != NULL && H5Aread(a, H5T_NATIVE_INT64, *out) >= 0)
             rc = 1;
@@ -49,8 +50,20 @@ static int int_attr(hid_t ds, const char *name, uint64_t want, int64_t **out)
     }
     if (sp >= 0)
         H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
     H5Aclose(a);
     return rc;
+}
+
+/* 1 when dataset `ds`'s integers read as they are stored (ulp__h5_ints_sound). */
+static int ds_sound(hid_t ds)
+{
+    hid_t t = H5Dget_type(ds);
+    int ok = t >= 0 && ulp__h5_ints_sound(t);
+    if (t >= 0)
+        H5Tclose(t);
+    return ok;
 }
 
 static void entry_release(ulp__digest_entry *e)
@@ -80,7 +93,7 @@ static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, v
     hssize_t rows = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     ulp__digest_entry e = {0};
     e.occurrence = o;
-    int ok = rows >= 0;
+    int ok = rows >= 0 && ds_sound(ds);
     if (ok) {
         e.rows = (uint64_t)rows;
         e.digests = malloc((size_t)(rows > 0 ? rows : 1) * sizeof(uint64_t));
@@ -207,6 +220,8 @@ static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info,
         why = "lacks its 1-D datasets occurrences, digest, position and request";
     else if (len[1] != len[2] || len[1] != len[3])
         why = "has digest, position and request datasets of different lengths";
+    else if (!ds_sound(ds[0]) || !ds_sound(ds[1]) || !ds_sound(ds[2]) || !ds_sound(ds[3]))
+        why = "has a damaged integer type (its bits lie past its bytes)";
     else if (!table_fields(ds[0]) || mt < 0)
         why = "has an occurrences table without the fields of layout packed-1";
     else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof(*occ))) == NULL)
