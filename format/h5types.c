@@ -79,6 +79,15 @@ int ulp__h5_ints_sound(hid_t type)
         }
         return ok;
     }
+    if (cls == H5T_ARRAY || cls == H5T_VLEN || cls == H5T_ENUM) {
+        /* Their elements are of the base type: a packed table's shape and
+         * pair members are int64 arrays. */
+        hid_t base = H5Tget_super(type);
+        int ok = base >= 0 && ulp__h5_ints_sound(base);
+        if (base >= 0)
+            H5Tclose(base);
+        return ok;
+    }
     if (cls != H5T_INTEGER)
         return 1;
     size_t size = H5Tget_size(type), prec = H5Tget_precision(type);

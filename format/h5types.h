@@ -30,7 +30,8 @@ hid_t ulp__h5_file_type(ulp_dtype dtype);
 int ulp__h5_type_fits(hid_t type, ulp_dtype dtype);
 
 /*
- * 0 when `type` is, or holds as a compound member, an integer whose bit
+ * 0 when `type` is, or holds (as a compound member, or as the base of an
+ * array, variable-length or enum type), an integer whose bit
  * offset and precision lie past its bytes (or a precision of 0): a damaged
  * file's type, which HDF5 1.10 converts from bits past the value (a
  * different number on each read); else 1.  Readers refuse such a type.
