@@ -495,6 +495,23 @@ class Session:
         return self._capture(name, ptr, dtype, shape, layer, role, step, positions, requests,
                              row_rank, inputs, positions_ptr, requests_ptr, gemms)
 
+    def bound(self, name, dtype, shape, layer=LAYER_NONE, role="activation", row_rank=0,
+              inputs=None):
+        """(fn, handle, ref, descriptor, kept) for captures of one (name,
+        dtype, shape, layer, role, rows, inputs) on the calling thread, or
+        None (closed, or a rank the library refuses: capture() says why).
+        Set the descriptor's data, step and, with row_rank > 0, positions
+        and requests (int64 addresses), then fn(handle, ref) is capture()
+        of those fields in one ctypes call: for a caller that makes the same
+        capture step after step (the PyTorch helper's hooks).  `kept` holds
+        what the descriptor points to; keep the tuple while using it."""
+        if self._h is None:
+            return None
+        got = self._made_desc(name, dtype, shape, layer, role, row_rank, row_rank > 0, inputs)
+        if got is None:
+            return None
+        return self._lib.ulp_session_capture, self._h, got[0], got[1], got
+
     def _made_desc(self, name, dtype, shape, layer, role, row_rank, has_positions, inputs):
         """(byref, descriptor, its shape, what it points to) with every field
         of one capture but its data, step, positions and requests; None for a

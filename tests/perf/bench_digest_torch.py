@@ -2,32 +2,45 @@
 ulpprof.torch.capture(mode="digest") adds to each forward pass, beside no
 capture and mode="data" (the full tensors).
 
-    tests/perf/bench_digest_torch.py [BUILD_DIR] [--passes N] [--tokens T]
-        [--hidden H] [--layers L] [--vocab V] [--threads K] [--sublayers]
-        [--decode] [--dir DIR]
+    tests/perf/bench_digest_torch.py [BUILD_DIR] [--passes N] [--block B]
+        [--tokens T] [--hidden H] [--layers L] [--vocab V] [--threads K]
+        [--sublayers] [--decode] [--dir DIR]
 
 A random Llama (HF transformers from .ci/pyenv, which this script
-re-executes under when this interpreter lacks it; float32) is built once
-and copied four times, bitwise alike:
-  bare, bare2  the model alone (bare2 is the A/A control: what a way
+re-executes under when this interpreter lacks it; float32) runs under two
+captures at once: capture(model, FILE, mode="digest") (a 64-bit digest
+per (request, position) row of every capture, no tensor) and
+capture(model, FILE2) (mode="data", the default: the full tensors).
+A way pauses the captures it does not use (Capture.paused(): no hooks,
+the model's own forward), so every way runs on the very same weights: a
+copy of the model sits at other addresses, and a pass right after some on
+another copy's weights ran up to 20% slower here for three or four
+passes, far more than the effect measured.  The ways:
+  bare, bare2  both captures paused (bare2 is the A/A control: what a way
                "adds" when it adds nothing, i.e. the noise floor);
-  digest       under capture(model, FILE, mode="digest"): a 64-bit digest
-               per (request, position) row of every capture, no tensor;
-  data         under capture(model, FILE) (mode="data", the default).
+  digest       the digest capture on, the data one paused;
+  data         the data capture on, the digest one paused.
 Each pass is a forward of the TOKENS prompt, or with --decode one decode
 step on the way's own KV cache (positions TOKENS, TOKENS + 1, ...), fed
 the token its previous step emitted, as generate() runs it.
 The captures stay open for the whole run, as in a real one, and the N
-passes of T tokens are interleaved pass by pass (the order rotates every
-pass, so a neighbour's load falls on every way alike).  Each pass is timed
-alone: wall clock and the calling thread's CPU time (the forward and the
-capture hooks; the writer thread's own CPU is read from /proc at the end
-and given per pass; the CPU time spent inside Capture.capture(), the
-hooks' work, is summed apart).  Printed per way: the median and minimum per pass;
-what it adds to bare as the median of the per-pass ratios (way / bare - 1,
-bare's pass of the same rotation) and as the ratio of the minima (noise
-only ever adds time, so the minima are the least disturbed figures); the
-opening and closing of each file, once per run, apart; the files' sizes.
+passes a way run in blocks: each way in turn runs B passes in a row, in
+an order drawn anew every round (a way that always ran after the same
+other one would inherit its leftovers: the A/A control read -1.2% when
+the order only rotated).  In a row, because a captured pass shares the machine with the
+writer thread's work on the pass before, as under a real capture; the
+writers are flushed before each block, outside the timing, so that no way
+pays for another's.  Each pass is timed alone: wall clock and the calling
+thread's CPU time (the forward and the capture hooks; the writer thread's
+own CPU is read from /proc at the end and given per pass).  Printed per
+way: the median and minimum per pass; what it adds to bare as the median
+of the per-pass ratios (way / bare - 1, bare's pass of the same round and
+place in the block), in ms, and as the ratio of the minima (noise only
+ever adds time, so the minima are the least disturbed figures).  Then,
+from N / 4 more passes of each way with the capture calls timed
+(perf_counter; apart, so that its clock reads are in no pass above): the
+time a pass spends in Capture.capture() and the hooks' quick lane.  The opening and closing of each
+file, once per run, apart; the files' sizes.
 Checked: the digest file holds /digests for every captured name and no
 tensor data, and every way's logits are bitwise bare's (a capture must not
 change what it measures); exit 1 if not.  A benchmark, not a test:
@@ -35,8 +48,9 @@ nothing passes or fails on time.
 """
 import argparse
 import atexit
-import copy
+import contextlib
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -49,6 +63,7 @@ import torchbench  # noqa: E402
 ap = torchbench.parser()
 ap.add_argument("--passes", type=int, default=60)
 ap.add_argument("--rounds", type=int, default=None, help=argparse.SUPPRESS)  # the old form
+ap.add_argument("--block", type=int, default=4, help="passes of one way in a row")
 ap.add_argument("--tokens", type=int, default=128)
 ap.add_argument("--hidden", type=int, default=512)
 ap.add_argument("--layers", type=int, default=8)
@@ -59,12 +74,16 @@ ap.add_argument("--dir", default=None)
 ap.add_argument("--decode", action="store_true",
                 help="each pass is one decode step on the KV cache of a TOKENS prefill")
 args = ap.parse_args()
+args.passes = args.rounds or args.passes
+args.passes = -(-args.passes // args.block) * args.block  # whole blocks
 torch, transformers = torchbench.setup(args.build, args.threads)
 import h5py  # noqa: E402
 import ulpprof.torch  # noqa: E402
 
-base = torchbench.llama(args.vocab, args.hidden, 3 * args.hidden, args.layers, 8, 2,
-                        max(64, args.tokens + (args.passes + 2 if args.decode else 0)))
+hook_passes = max(1, args.passes // 4)
+model = torchbench.llama(args.vocab, args.hidden, 3 * args.hidden, args.layers, 8, 2,
+                         max(64, args.tokens + (args.passes + hook_passes + 2
+                                                if args.decode else 0)))
 ids = torchbench.token_ids(args.vocab, args.tokens)
 tmp = tempfile.mkdtemp(prefix="bench_digest.", dir=args.dir)
 atexit.register(shutil.rmtree, tmp, True)
@@ -81,29 +100,29 @@ def task_cpu(tid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-in_capture = {}  # Capture instance -> CPU seconds its capture() calls took
-_capture = ulpprof.torch.Capture.capture
+in_capture = {}  # Capture instance -> seconds its capture() and _quick() calls took
+_capture, _quick = ulpprof.torch.Capture.capture, ulpprof.torch.Capture._quick
 
 
-def timed_capture(self, *a, **k):
-    c0 = time.thread_time()
-    try:
-        return _capture(self, *a, **k)
-    finally:
-        in_capture[id(self)] = in_capture.get(id(self), 0.0) + time.thread_time() - c0
+def timed(f):
+    def timed_f(self, *a, **k):
+        t0 = time.perf_counter()
+        try:
+            return f(self, *a, **k)
+        finally:
+            in_capture[id(self)] = in_capture.get(id(self), 0.0) + time.perf_counter() - t0
+    return timed_f
 
 
-ulpprof.torch.Capture.capture = timed_capture
-ways, caps, writers, setup = {}, {}, {}, {}
-for name in ("bare", "bare2", "digest", "data"):
-    ways[name] = copy.deepcopy(base)
+caps, writers, setup = {}, {}, {}
 for mode in ("digest", "data"):
     before = tids()
     w0 = time.perf_counter()
-    caps[mode] = ulpprof.torch.capture(ways[mode], os.path.join(tmp, mode + ".h5"),
-                                       label="bench", mode=mode, sublayers=args.sublayers)
+    caps[mode] = ulpprof.torch.capture(model, os.path.join(tmp, mode + ".h5"), label="bench",
+                                       mode=mode, sublayers=args.sublayers)
     setup[mode] = [time.perf_counter() - w0]
     writers[mode] = sorted(tids() - before)
+ways = {"bare": None, "bare2": None, "digest": "digest", "data": "data"}  # its capture
 names = list(ways)
 wall = {w: [] for w in names}
 cpu = {w: [] for w in names}
@@ -112,13 +131,24 @@ cache = {}  # --decode: way -> (its KV cache, the token it feeds next)
 fed = {w: [] for w in names}
 
 
+@contextlib.contextmanager
+def way(w):
+    """The model as way w runs it: the captures it does not use paused."""
+    with contextlib.ExitStack() as paused:
+        for mode, c in caps.items():
+            if mode != ways[w]:
+                paused.enter_context(c.paused())
+        yield
+
+
 def one_pass(w):
-    """One forward of way w: the prompt again, or (--decode) the next
-    decode step on its own KV cache, fed the token its last step emitted."""
+    """One forward of way w (inside way(w)): the prompt again, or
+    (--decode) the next decode step on the way's own KV cache, fed the
+    token its last step emitted."""
     if not args.decode:
-        return ways[w](ids)
+        return model(ids)
     pkv, nxt = cache[w]
-    out = ways[w](nxt, past_key_values=pkv, use_cache=True)
+    out = model(nxt, past_key_values=pkv, use_cache=True)
     cache[w] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
     fed[w].append(int(nxt))
     return out
@@ -126,28 +156,41 @@ def one_pass(w):
 
 with torch.no_grad():
     for w in names:  # warm up, and the logits every way must give
-        out = ways[w](ids, use_cache=args.decode)
+        with way(w):
+            out = model(ids, use_cache=args.decode)
         logits[w] = out.logits.clone()
         if args.decode:
             cache[w] = (out.past_key_values, out.logits[:, -1:].argmax(-1))
     for c in caps.values():
         c.flush()  # the first pass's file setup in the writer, apart
     writer0 = {m: sum(task_cpu(t) for t in writers[m]) for m in caps}
-    in_capture.clear()
-    for p in range(args.passes):
-        k = p % len(names)
-        for w in names[k:] + names[:k]:
-            w0, c0 = time.perf_counter(), time.thread_time()
-            out = one_pass(w)
-            cpu[w].append(time.thread_time() - c0)
-            wall[w].append(time.perf_counter() - w0)
+    order = random.Random(0)
+    for r in range(args.passes // args.block):
+        for w in order.sample(names, len(names)):
+            for c in caps.values():
+                c.flush()  # no writer work of another way's block in this one
+            with way(w):
+                for p in range(args.block):
+                    w0, c0 = time.perf_counter(), time.thread_time()
+                    one_pass(w)
+                    cpu[w].append(time.thread_time() - c0)
+                    wall[w].append(time.perf_counter() - w0)
+    for c in caps.values():
+        c.flush()
+    writer_cpu = {m: sum(task_cpu(t) for t in writers[m]) - writer0[m] for m in caps}
+    # capture() timed apart: the wrapper's clock reads are in no pass above.
+    ulpprof.torch.Capture.capture, ulpprof.torch.Capture._quick = timed(_capture), timed(_quick)
+    for w in names:
+        with way(w):
+            for p in range(hook_passes):
+                one_pass(w)
+    ulpprof.torch.Capture.capture, ulpprof.torch.Capture._quick = _capture, _quick
     if args.decode:  # the last step's logits: every way must give bare's
         for w in names:
-            logits[w] = ways[w](cache[w][1], past_key_values=cache[w][0]).logits.clone()
-for c in caps.values():
-    c.flush()
-writer_cpu = {m: sum(task_cpu(t) for t in writers[m]) - writer0[m] for m in caps}
+            with way(w):
+                logits[w] = model(cache[w][1], past_key_values=cache[w][0]).logits.clone()
 for mode, c in caps.items():
+    c.flush()
     w0 = time.perf_counter()
     c.close()
     setup[mode].append(time.perf_counter() - w0)
@@ -180,25 +223,28 @@ def ms(xs):
 
 
 print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %s, %d passes a way "
-      "(interleaved), %d thread(s), %s; %d captured names; load %s" % (
+      "(in blocks of %d), %d thread(s), %s; %d captured names; load %s" % (
           args.hidden, args.layers, args.vocab,
           "1-token decode steps after a %d-token prefill" % args.tokens if args.decode
-          else "%d tokens" % args.tokens, args.passes, args.threads,
+          else "%d tokens" % args.tokens, args.passes, args.block, args.threads,
           "sublayers" if args.sublayers else "layer outputs", nnames,
           " ".join(open("/proc/loadavg").read().split()[:3])))
 for w in names:
     print("  %-7s wall %s   cpu %s" % (w, ms(wall[w]), ms(cpu[w])))
-for w in ("bare2", "digest", "data"):
+b = "bare"
+for w in names[1:]:
     for clock, t in (("wall", wall), ("cpu", cpu)):
-        r = [100.0 * (a / b - 1.0) for a, b in zip(t[w], t["bare"])]
-        print("  %-6s adds %6.2f%% (median of per-pass ratios, quartiles %.2f..%.2f), "
-              "%6.2f%% (ratio of minima) to the forward (%s)" % (
+        r = [100.0 * (x / y - 1.0) for x, y in zip(t[w], t[b])]
+        d = [1e3 * (x - y) for x, y in zip(t[w], t[b])]
+        print("  %-6s adds %6.2f%% (median of per-pass ratios, quartiles %.2f..%.2f; %.3f ms), "
+              "%6.2f%% (ratio of minima) (%s)" % (
                   w, statistics.median(r), *statistics.quantiles(r, n=4)[::2],
-                  100.0 * (min(t[w]) / min(t["bare"]) - 1.0), clock))
+                  statistics.median(d), 100.0 * (min(t[w]) / min(t[b]) - 1.0), clock))
 for m in caps:
-    hooks = in_capture.get(id(caps[m]), 0.0) / args.passes
-    print("  %-6s capture() calls %.2f ms a pass (%.2f%% of bare's median cpu), on the "
-          "forward's thread" % (m, 1e3 * hooks, 100.0 * hooks / statistics.median(cpu["bare"])))
+    hooks = in_capture.get(id(caps[m]), 0.0) / hook_passes
+    print("  %-6s capture() calls %.3f ms a pass (%.2f%% of bare's median wall; %d timed "
+          "passes apart), on the forward's thread" % (
+              m, 1e3 * hooks, 100.0 * hooks / statistics.median(wall["bare"]), hook_passes))
     print("  %-6s writer thread %.2f ms a pass (%.2f%% of bare's median cpu); open %.1f ms, "
           "close %.1f ms once a run" % (
               m, 1e3 * writer_cpu[m] / args.passes,

@@ -1,0 +1,102 @@
+"""Capture.paused(): inside the `with` block the model runs as if it were not
+captured (no hooks on its modules, its own forward, nothing in the file,
+no step counted) and gives bitwise the logits it gives captured; after it,
+the capture goes on where it was.  Also: close() inside the block, a
+capture stacked on top of the paused one (its wrapper above ours: the
+paused one passes calls through), a pause inside a pause."""
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: test_torch_paused needs torch (apt-get install python3-torch)")
+    sys.exit(77)
+import h5py
+
+BUILD = os.environ["ULPPROF_BUILD_DIR"]
+SRC = os.environ["ULPPROF_SOURCE_DIR"]
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
+sys.path.insert(0, os.path.join(SRC, "python"))
+sys.path.insert(0, os.path.join(SRC, "samples", "pytorch"))
+import tiny_model  # noqa: E402
+import ulpprof.torch as ut  # noqa: E402
+
+
+def hooks(model):
+    return sum(len(m._forward_hooks) for m in model.modules())
+
+
+def steps(path, name="lm_head"):
+    """The steps of `name`'s captures, in capture order."""
+    with h5py.File(path, "r") as f:
+        g = f["captures"][name]
+        return [int(g[k].attrs["step"]) for k in sorted(g, key=int)]
+
+
+class PausedTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.model, self.ids = tiny_model.make(2, tokens=4, layers=2)
+        with torch.no_grad():
+            self.bare = self.model(self.ids)
+        self.assertNotIn("forward", self.model.__dict__)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def test_paused_is_bare(self):
+        model, ids = self.model, self.ids
+        with torch.no_grad(), ut.capture(model, self.path("a.h5")) as cap:
+            n = hooks(model)
+            self.assertGreater(n, 0)
+            self.assertTrue(torch.equal(model(ids), self.bare))
+            with cap.paused():
+                self.assertEqual(hooks(model), 0)
+                self.assertNotIn("forward", model.__dict__)  # the class's forward
+                self.assertTrue(torch.equal(model(ids), self.bare))
+                self.assertTrue(torch.equal(model(ids), self.bare))
+            self.assertEqual(hooks(model), n)
+            self.assertIs(model.__dict__["forward"], cap._wrapper)
+            self.assertTrue(torch.equal(model(ids), self.bare))
+        self.assertEqual(hooks(model), 0)
+        self.assertNotIn("forward", model.__dict__)
+        self.assertEqual(steps(self.path("a.h5")), [0, 1])  # the paused calls: no step
+
+    def test_close_inside(self):
+        model, ids = self.model, self.ids
+        with torch.no_grad():
+            cap = ut.capture(model, self.path("b.h5"))
+            model(ids)
+            with cap.paused():
+                cap.close()
+            self.assertEqual(hooks(model), 0)
+            self.assertNotIn("forward", model.__dict__)
+            self.assertTrue(torch.equal(model(ids), self.bare))
+        self.assertEqual(steps(self.path("b.h5")), [0])
+
+    def test_under_another(self):
+        model, ids = self.model, self.ids
+        with torch.no_grad(), ut.capture(model, self.path("low.h5")) as low, \
+                ut.capture(model, self.path("top.h5")) as top:
+            with low.paused():
+                self.assertIs(model.__dict__["forward"], top._wrapper)  # not ours to unwrap
+                self.assertTrue(torch.equal(model(ids), self.bare))
+                with low.paused():  # a pause inside a pause: nothing more
+                    self.assertTrue(torch.equal(model(ids), self.bare))
+            with top.paused():
+                self.assertIs(model.__dict__["forward"], low._wrapper)
+                self.assertTrue(torch.equal(model(ids), self.bare))
+            self.assertTrue(torch.equal(model(ids), self.bare))
+        self.assertNotIn("forward", model.__dict__)
+        self.assertEqual(steps(self.path("top.h5")), [0, 1, 2])
+        self.assertEqual(steps(self.path("low.h5")), [0, 1])
+
+
+if __name__ == "__main__":
+    unittest.main()

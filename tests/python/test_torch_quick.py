@@ -1,0 +1,122 @@
+"""The hooks' quick lane (Capture._quick: one ctypes call on a descriptor
+made once per thread, name, shape and dtype) writes what capture() writes:
+the same runs made twice, once as they come and once with the quick lane
+turned off (every capture through capture(), the general path), give
+files equal dataset by dataset and attribute by attribute, but for the
+times of day (and /index, whose records hold them).  Runs: data, digest and both modes; batch 1 and 3; passes
+repeated (the keys of recomputed tokens), prompts of other lengths, int32
+token ids, the user's own capture() between hooks, and select rows (where
+the quick lane does not apply).  The quick lane must have been taken, and
+must not have been taken where it does not apply."""
+import os
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: test_torch_quick needs torch (apt-get install python3-torch)")
+    sys.exit(77)
+import h5py
+import numpy as np
+
+BUILD = os.environ["ULPPROF_BUILD_DIR"]
+SRC = os.environ["ULPPROF_SOURCE_DIR"]
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
+sys.path.insert(0, os.path.join(SRC, "python"))
+sys.path.insert(0, os.path.join(SRC, "samples", "pytorch"))
+import tiny_model  # noqa: E402
+import ulpprof.torch as ut  # noqa: E402
+
+TIMES = ("time_ns", "created_unix_ns")  # what two runs of one process never share
+
+
+def run(path, mode, batch, quick, **options):
+    """The same calls, with the quick lane as it is or off; returns how many
+    captures it took."""
+    taken = [0]
+    real = ut.Capture._quick
+
+    def counted(self, *a):
+        if not quick:
+            return False
+        done = real(self, *a)
+        taken[0] += bool(done)
+        return done
+
+    ut.Capture._quick = counted
+    try:
+        model, ids = tiny_model.make(batch, tokens=5, layers=2)
+        with torch.no_grad(), ut.capture(model, path, label="q", mode=mode, **options) as cap:
+            model(ids)
+            model(ids)  # the same tokens again: moved keys
+            model(ids[:, :3])  # a prefix: all taken
+            model(ids.to(torch.int32))
+            cap.capture("mine", torch.arange(6.0).view(2, 3))
+            model(torch.cat([ids, ids[:, :2]], 1))  # longer: two new positions
+    finally:
+        ut.Capture._quick = real
+    return taken[0]
+
+
+def items(path):
+    """{object path: (value bytes or None, {attribute: value})} of a file,
+    times left out."""
+    out = {}
+
+    def attrs(obj):
+        return {k: np.asarray(v).tobytes() if not isinstance(v, (str, bytes)) else v
+                for k, v in obj.attrs.items() if k not in TIMES}
+
+    def visit(name, obj):
+        if name.startswith("index"):  # records of the captures, with their times
+            return
+        if isinstance(obj, h5py.Dataset):
+            v = obj[()]
+            if v.dtype.names:  # a compound (digest occurrences): times left out
+                v = np.array([tuple(r[n] for n in v.dtype.names if n not in TIMES)
+                              for r in np.atleast_1d(v)], dtype=object)
+                v = repr(v.tolist()).encode()
+            elif v.dtype == object or isinstance(v, bytes):  # strings
+                v = repr(np.asarray(v).tolist()).encode()
+            else:
+                v = np.asarray(v).tobytes()
+            out[name] = (v, attrs(obj))
+        else:
+            out[name] = (None, attrs(obj))
+
+    with h5py.File(path, "r") as f:
+        out["/"] = (None, attrs(f))
+        f.visititems(visit)
+    return out
+
+
+class QuickTest(unittest.TestCase):
+    def test_same_files(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for mode in ("data", "digest", "both"):
+                for batch in (1, 3):
+                    for options in ({}, {"select": [0]}):
+                        a, b = (os.path.join(tmp, "%s-%d-%d-%s.h5" % (mode, batch, len(options),
+                                                                      w)) for w in "ab")
+                        took = run(a, mode, batch, True, **options)
+                        self.assertEqual(run(b, mode, batch, False, **options), 0)
+                        if options:
+                            self.assertEqual(took, 0, "select rows: the quick lane applies not")
+                        else:  # embeddings, 2 x (attention, MLP, layer), norm, logits,
+                            # input_ids: 10 a call, 5 calls; ids[:, :3] of 3 rows is not
+                            # contiguous: its input_ids go the general way
+                            self.assertEqual(took, 50 - (batch > 1), "%s batch %d: quick lane %d times"
+                                             % (mode, batch, took))
+                        ia, ib = items(a), items(b)
+                        self.assertEqual(sorted(ia), sorted(ib), "%s batch %d" % (mode, batch))
+                        for k in ia:
+                            self.assertEqual(ia[k], ib[k], "%s batch %d %s: %s differs"
+                                             % (mode, batch, options, k))
+                        if mode != "data":
+                            self.assertIn("digests", h5py.File(a, "r"))
+
+
+if __name__ == "__main__":
+    unittest.main()
