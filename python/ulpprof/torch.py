@@ -81,6 +81,7 @@ fails is said once on stderr and never fails the model's forward.
 import bisect
 import contextlib
 import functools
+import itertools
 import os
 import re
 import socket
@@ -170,14 +171,18 @@ def _restarts(pos):
     return _torch.cumsum(step, 0)
 
 
-def _token_context(args, kwargs, requests):
-    """(positions[b, s], requests[b, s], keep[b, s] or None, flat) of a
-    forward call, int64 / bool on the CPU, or None when the call has no
-    tokens.  flat: False, or T for the engines' forward(input_ids[T],
+def _token_context(args, kwargs, requests, lease=None):
+    """(positions[b, s], requests[b, s], keep[b, s] or None, flat, segments)
+    of a forward call, int64 / bool on the CPU, or None when the call has
+    no tokens.  flat: False, or T for the engines' forward(input_ids[T],
     positions[T]), whose every [T, ...] tensor has one row per token (b is
-    1), T = 1 included.
+    1), T = 1 included.  segments: _segments(positions, requests) when
+    known as made (the rows of a decode step from the cache length), else
+    None.
     requests: None (row i is request i), an int n (row i is n + i) or one
-    id per batch row."""
+    id per batch row.  lease: None, or lease(b, s) -> (positions, requests,
+    their flat memoryviews), tensors to fill for a call of at most
+    _SMALL_ROWS tokens (Capture._lease)."""
     ids = kwargs.get("input_ids")
     if ids is None and args and _torch.is_tensor(args[0]):
         ids = args[0]
@@ -190,7 +195,7 @@ def _token_context(args, kwargs, requests):
         pos = flat.detach().to("cpu", _torch.int64).view(1, -1)
         req = _restarts(pos[0]).view(1, -1)
         req = req + requests if isinstance(requests, int) else req
-        return pos, req, None, ids.shape[0]
+        return pos, req, None, ids.shape[0], None
     if ids is not None and ids.dim() == 2:
         b, s = ids.shape
     elif emb is not None and emb.dim() == 3:
@@ -204,14 +209,13 @@ def _token_context(args, kwargs, requests):
         rows = range(requests, requests + b)
     else:
         rows = list(requests) if requests is not None and len(requests) == b else range(b)
+    if b * s <= _SMALL_ROWS:
+        got = _small_context(kwargs, pos, b, s, rows, lease)
+        if got is not None:
+            return got
     if pos is None:
         pkv = kwargs.get("past_key_values")
         past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
-        if b * s <= _SMALL_ROWS:  # a decode step: two tensors made from lists
-            at = list(range(past, past + s))
-            pos = _torch.tensor([at] * b, dtype=_torch.int64).view(b, s)  # b = 0 too
-            req = _torch.tensor([[r] * s for r in rows], dtype=_torch.int64).view(b, s)
-            return pos, req, _keep(kwargs.get("attention_mask"), b, s), False
         pos = _torch.arange(past, past + s).view(1, -1)
     pos = pos.detach().to("cpu", _torch.int64)
     if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
@@ -219,7 +223,53 @@ def _token_context(args, kwargs, requests):
     # Contiguous once per call, so that each capture passes them as they are.
     pos = pos.expand(b, s).contiguous()
     req = _torch.tensor(rows, dtype=_torch.int64).view(b, 1).expand(b, s).contiguous()
-    return pos, req, _keep(kwargs.get("attention_mask"), b, s), False
+    return pos, req, _keep(kwargs.get("attention_mask"), b, s), False, None
+
+
+def _small_context(kwargs, given, b, s, rows, lease):
+    """_token_context of a call of at most _SMALL_ROWS tokens (a decode
+    step) from Python lists, or None (given positions of another shape or
+    dtype: the tensor way says).  A tensor op from Python costs ~20 us here
+    with the caches cold (the wrapper runs right after the previous call's
+    logits): the positions are read with one tolist(), and the tensors come
+    from lease (filled through memoryviews) or from one torch.tensor each."""
+    if given is None:
+        pkv = kwargs.get("past_key_values")
+        past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
+        at = [range(past, past + s)] * b
+    else:
+        if given.dim() != 2 or given.shape[-1] != s or given.shape[0] not in (1, b) \
+                or given.dtype not in (_torch.int64, _torch.int32):
+            return None
+        at = given.tolist()
+        at = at * b if len(at) == 1 else at
+    keep = _small_keep(kwargs.get("attention_mask"), b, s)
+    if lease is None:
+        pos = _torch.tensor([list(a) for a in at], dtype=_torch.int64).view(b, s)  # b = 0 too
+        req = _torch.tensor([[r] * s for r in rows], dtype=_torch.int64).view(b, s)
+        return pos, req, keep, False, None
+    pos, req, pv, rv = lease(b, s)
+    k = 0
+    for r, a in zip(rows, at):
+        for p in a:
+            pv[k] = p
+            rv[k] = r
+            k += 1
+    # Known when made here: each batch row one run of consecutive positions.
+    segments = [(i * s, i * s + s, r, a[0]) for i, (r, a) in enumerate(zip(rows, at))] \
+        if given is None and s > 0 else None
+    return pos, req, keep, False, segments
+
+
+def _small_keep(mask, b, s):
+    """_keep for a call of at most _SMALL_ROWS tokens: the mask's last s
+    columns read with one tolist(), the bool tensor made only when a row is
+    padded."""
+    if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
+        tail = mask[:, mask.shape[1] - s:]
+        if not all(v for row in tail.tolist() for v in row):
+            return tail.detach().to("cpu") != 0
+    return None
 
 
 def _keep(mask, b, s):
@@ -492,9 +542,10 @@ class Capture:
         self._outputs = outputs
         self._handles = []
         self._local = threading.local()  # .calls: this thread's forward calls; .requests
-        self._lock = threading.Lock()
         self._keys = _nvtx_keys
         self._pass = -1
+        self._passes = itertools.count()  # next(): atomic under the GIL, no lock
+        self._step_due = None  # a forward call's step not yet told the session
         self._closed = False
         self._paused = False
         self._wrapper = None
@@ -572,16 +623,23 @@ class Capture:
             if cap._closed or cap._paused:  # another wrapper sits on top of this one
                 return orig(*args, **kwargs)
             calls = cap._calls()
-            with cap._lock:
-                cap._pass += 1
-                n = cap._pass
-            calls.append(_Call(n, cap._context(args, kwargs)))
-            cap.step(n)
-            cap._capture_ids(args, kwargs)
+            n = cap._pass = next(cap._passes)
+            mark = len(cap._leases()[1])
             try:
+                calls.append(_Call(n, cap._context(args, kwargs)))
+            except BaseException:
+                cap._give_back(mark)
+                raise
+            try:
+                if cap.mode == "nvtx":
+                    cap.step(n)
+                else:  # told when a capture without a call needs it (_capture)
+                    cap._step_due = n
+                cap._capture_ids(args, kwargs)
                 return orig(*args, **kwargs)
             finally:
                 calls.pop()
+                cap._give_back(mark)
 
         forward._ulpprof = (self, orig, "forward" in model.__dict__)  # closed-check, unwrap
         self._wrapper = forward
@@ -657,8 +715,43 @@ class Capture:
             got = self._flat_tokens(args, kwargs)
             if got is not None:
                 pos, req, width = got
-                return pos.view(1, -1), req.view(1, -1), None, width
-        return _token_context(args, kwargs, self._request_ids())
+                return pos.view(1, -1), req.view(1, -1), None, width, None
+        return _token_context(args, kwargs, self._request_ids(), self._lease)
+
+    def _leases(self):
+        """(free, taken) of this thread: free[(b, s)] the position and
+        request tensors ready for a call of b x s tokens; taken, those the
+        thread's forward calls hold now, innermost last."""
+        got = getattr(self._local, "leases", None)
+        if got is None:
+            got = self._local.leases = ({}, [])
+        return got
+
+    def _lease(self, b, s):
+        """Position and request tensors [b, s] (int64) for this thread's
+        forward call, with flat memoryviews to fill them: made once, and
+        given back when the call ends (_give_back), so that a decode step
+        makes no tensor for its rows.  Nothing keeps them past the call:
+        the library copies positions and requests during each capture, and
+        _Keys.file clones what it moves."""
+        free, taken = self._leases()
+        spare = free.get((b, s))
+        got = spare.pop() if spare else None
+        if got is None:
+            pos = _torch.empty((b, s), dtype=_torch.int64)
+            req = _torch.empty((b, s), dtype=_torch.int64)
+            got = (pos, req, memoryview(pos.view(-1).numpy()), memoryview(req.view(-1).numpy()))
+        taken.append(((b, s), got))
+        return got
+
+    def _give_back(self, mark):
+        """Gives the tensors leased since len(taken) was `mark` back."""
+        free, taken = self._leases()
+        while len(taken) > mark:
+            key, got = taken.pop()
+            spare = free.setdefault(key, [])
+            if len(spare) < 4:
+                spare.append(got)
 
     @contextlib.contextmanager
     def rows(self, positions, requests, produces=None):
@@ -674,7 +767,7 @@ class Capture:
         req = requests.detach().to("cpu", _torch.int64).reshape(1, -1)
         if produces is not None:
             produces = produces.detach().to("cpu", _torch.bool).reshape(-1)
-        calls.append(_Call(self._pass, (pos, req, None, pos.shape[1]), produces))
+        calls.append(_Call(self._pass, (pos, req, None, pos.shape[1], None), produces))
         try:
             yield self
         finally:
@@ -755,6 +848,7 @@ class Capture:
             bound = self._session.bound(name, dtype, tuple(shape), layer, role, 2, inputs)
             if bound is None:
                 return False
+            bound = list(bound) + [None, None]  # + the positions and requests last set
             if len(quick) < 4096:
                 quick[key] = bound
         pos, req, _, segments = call.rows.get(lead[1]) or self._rows_of(call, lead[1])
@@ -762,8 +856,11 @@ class Capture:
         d = bound[3]
         d.data = t.data_ptr()
         d.step = call.step
-        d.positions = pos.data_ptr()
-        d.requests = req.data_ptr()
+        pp, rp = pos.data_ptr(), req.data_ptr()
+        if pp != bound[5]:  # a leased tensor's address stays: set once
+            d.positions = bound[5] = pp
+        if rp != bound[6]:
+            d.requests = bound[6] = rp
         st = bound[0](bound[1], bound[2])
         if st != 0:
             self._refused(st, name, t, DTYPES[t.dtype], layer, role, call.step, inputs, True)
@@ -779,7 +876,7 @@ class Capture:
         ctx = call.tokens if call is not None else None
         if ctx is None:
             return t, None
-        pos, req, keep, flat = ctx
+        pos, req, keep, flat, _ = ctx
         b, s = pos.shape
         if flat and t.dim() >= 1 and (t.shape[0] == s or t.shape[0] == flat > s):
             # A tensor whose first axis is the call's tokens (decode steps of
@@ -819,7 +916,10 @@ class Capture:
         got = call.rows.get(n)
         if got is not None:
             return got
-        pos, req, keep, _ = call.tokens
+        pos, req, keep, _, segments = call.tokens
+        if segments is not None and keep is None and self._rows is None and n == pos.shape[1]:
+            got = call.rows[n] = (pos, req, 2, segments)  # contiguous as made
+            return got
         if n == 0:
             pos, req, rank = pos[0], req[0], 1
         else:
@@ -849,7 +949,7 @@ class Capture:
         if call is None or call.tokens is None or not _torch.is_tensor(logits) \
                 or not logits.is_floating_point() or logits.shape[-1] < 2:
             return
-        pos, req, _, flat = call.tokens
+        pos, req, _, flat, _ = call.tokens
         if flat and logits.dim() == 2 and logits.shape[0] == pos.shape[1]:
             last, p, r = logits.detach(), pos[0], req[0]
             if call.produces is not None and call.produces.shape[0] == p.shape[0]:
@@ -904,7 +1004,14 @@ class Capture:
         elif self._rows is not None and t.dim() >= 1:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
-        step = call.step if call is not None else _lib_step_none
+        if call is not None:
+            step = call.step
+        else:  # the session's step: the last forward call's
+            step = _lib_step_none
+            due = self._step_due
+            if due is not None and self._session is not None:
+                self._step_due = None
+                self._session.set_step(due)
         if self.mode == "nvtx":
             if pos is not None:
                 pos, req = pos.reshape(-1).tolist(), req.reshape(-1).tolist()
@@ -971,6 +1078,7 @@ class Capture:
     def step(self, n):
         """Sets the step (forward pass, decode step) of the captures that follow;
         each forward call of the model sets it to its call number."""
+        self._step_due = None
         if self.mode == "nvtx":
             _torch.cuda.nvtx.mark("ulp1|ev=step|step=%d" % int(n))
         elif self._session is not None:

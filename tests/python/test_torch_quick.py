@@ -5,7 +5,8 @@ turned off (every capture through capture(), the general path), give
 files equal dataset by dataset and attribute by attribute, but for the
 times of day (and /index, whose records hold them).  Runs: data, digest and both modes; batch 1 and 3; passes
 repeated (the keys of recomputed tokens), prompts of other lengths, int32
-token ids, the user's own capture() between hooks, and select rows (where
+token ids, the user's own capture() between calls (the step of the call
+before, which the session is told only then), and select rows (where
 the quick lane does not apply).  The quick lane must have been taken, and
 must not have been taken where it does not apply."""
 import os
@@ -114,8 +115,11 @@ class QuickTest(unittest.TestCase):
                         for k in ia:
                             self.assertEqual(ia[k], ib[k], "%s batch %d %s: %s differs"
                                              % (mode, batch, options, k))
-                        if mode != "data":
-                            self.assertIn("digests", h5py.File(a, "r"))
+                        with h5py.File(a, "r") as f:
+                            if mode != "data":
+                                self.assertIn("digests", f)
+                            else:  # made after the 4th call: that call's step
+                                self.assertEqual(int(f["captures/mine/0"].attrs["step"]), 3)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ with tensor ops.  Both ways are checked against a row-by-row reference
 written here from the rule alone, and against each other, on random calls:
 _segments (the runs of consecutive positions of one request) and
 _token_context (positions and requests of an HF-style call: a KV cache of
-any length, request ids None / an int / a list, an attention mask that pads
-some rows)."""
+any length, or position_ids / cache_position as generate() passes them,
+request ids None / an int / a list, an attention mask that pads some rows;
+the small way also into leased tensors filled in place)."""
 import os
 import random
 import sys
@@ -85,15 +86,42 @@ class RowsTest(unittest.TestCase):
                 mask = torch.ones(b, past + s, dtype=torch.int64)
                 mask[0, past:past + rng.randint(0, s - 1)] = 0
                 kwargs["attention_mask"] = mask
+            want_pos = [[past + j for j in range(s)] for _ in range(b)]
+            given = rng.random()
+            if given < 0.2:  # position_ids as generate() passes them: any values, 1 or b rows
+                one = rng.random() < 0.5
+                ids = torch.tensor([[rng.randint(0, 5000) for _ in range(s)]
+                                    for _ in range(1 if one else b)],
+                                   dtype=rng.choice([torch.int64, torch.int32])).view(-1, s)
+                kwargs["position_ids"] = ids
+                want_pos = ids.tolist() * b if one else ids.tolist()
+            elif given < 0.3:  # cache_position only: one row for every batch row
+                cp = torch.tensor([rng.randint(0, 5000) for _ in range(s)])
+                kwargs["cache_position"] = cp
+                want_pos = [cp.tolist()] * b
             requests = rng.choice([None, rng.randint(0, 9), [rng.randint(0, 99) for _ in range(b)]])
             small = with_small(10 ** 9, ut._token_context, (), kwargs, requests)
             large = with_small(0, ut._token_context, (), kwargs, requests)
+            made = []  # the leased way: tensors filled in place, made once per shape
+
+            def lease(b, s):
+                if not made:
+                    made.append((torch.full((b, s), -7, dtype=torch.int64),
+                                 torch.full((b, s), -7, dtype=torch.int64)))
+                pos, req = made[0]
+                return pos, req, memoryview(pos.view(-1).numpy()), memoryview(req.view(-1).numpy())
+
+            leased = with_small(10 ** 9, ut._token_context, (), kwargs, requests, lease)
+            self.assertTrue(b * s == 0 or leased[0] is made[0][0], "seed %d: not leased" % seed)
+            if b * s and "position_ids" not in kwargs and "cache_position" not in kwargs:
+                self.assertIsNotNone(leased[4], "seed %d: the runs as made" % seed)
             rows = (range(b) if requests is None else
                     range(requests, requests + b) if isinstance(requests, int) else requests)
-            want_pos = [[past + j for j in range(s)] for _ in range(b)]
             want_req = [[r] * s for r in rows]
-            for got in (small, large):
-                pos, req, keep, flat = got
+            for got in (small, large, leased):
+                pos, req, keep, flat, segments = got
+                if segments is not None:  # as _segments() makes them
+                    self.assertEqual(segments, ut._segments(pos, req), "seed %d" % seed)
                 self.assertEqual(tuple(pos.shape), (b, s), "seed %d" % seed)
                 self.assertEqual(tuple(req.shape), (b, s), "seed %d" % seed)
                 self.assertEqual(pos.tolist(), want_pos, "seed %d" % seed)
