@@ -502,12 +502,13 @@ class _Call:
     its tokens (_token_context), how often each shared module ran in it, and
     the token rows its captures share (Capture._rows_of), made once."""
 
-    __slots__ = ("step", "tokens", "runs", "produces", "rows")
+    __slots__ = ("step", "tokens", "runs", "produces", "rows", "lane")
 
     def __init__(self, step, tokens, produces=None):
         self.step, self.tokens, self.runs = step, tokens, {}
         self.produces = produces  # rows(): which rows' logits emit a token
         self.rows = {}
+        self.lane = None  # Capture._lane
 
 
 _nvtx_keys = _Keys()  # under `ulpprof record`: every capture goes to record's file
@@ -789,17 +790,28 @@ class Capture:
         return mine if mine is not None else self._requests
 
     def _hook(self, specs):
+        local, first = self._local, self._outputs == "first"
+        is_tensor = _torch.is_tensor
+
         def hook(module, inputs, output):
             # The model's run must not fail because of a capture: say it once.
             spec = specs[0]
             try:
-                call = self._call()
+                calls = getattr(local, "calls", None)
+                call = calls[-1] if calls else None
                 if len(specs) > 1 and call is not None:
                     k = call.runs.get(id(specs), 0)
                     call.runs[id(specs)] = k + 1
                     spec = specs[k % len(specs)]
-                for suffix, t in _tensors(output, self._outputs):
-                    name = spec.name + suffix
+                # _tensors(), its common cases first (a hook's every step costs)
+                if first and type(output) is tuple and output and is_tensor(output[0]):
+                    tensors = (("", output[0]),)
+                elif is_tensor(output):
+                    tensors = (("", output),)
+                else:
+                    tensors = _tensors(output, self._outputs)
+                for suffix, t in tensors:
+                    name = spec.name + suffix if suffix else spec.name
                     if not self._quick(call, name, t, spec.layer, spec.role, spec.inputs):
                         self.capture(name, t, layer=spec.layer, role=spec.role,
                                      inputs=spec.inputs, tokens=True)
@@ -827,18 +839,18 @@ class Capture:
         hook against 3 us hot): one lookup of a descriptor made once per
         (thread, name, shape, dtype), the call's rows, one ctypes call.
         False when it does not apply (capture() does it then)."""
-        ctx = call.tokens if call is not None else None
-        if ctx is None or ctx[2] is not None or ctx[3] or self._rows is not None \
-                or self._session is None:
+        if call is None:
             return False
+        lane = call.lane
+        if lane is None:
+            lane = call.lane = self._lane(call)
+        if lane is False:
+            return False
+        b, s, pos, req, segments, pp, rp, quick = lane
         shape = t.shape
-        lead = ctx[0].shape
-        if len(shape) < 2 or shape[0] != lead[0] or shape[1] != lead[1] or not t.is_cpu \
-                or t.requires_grad or not t.is_contiguous():
+        if len(shape) < 2 or shape[0] != b or shape[1] != s or not t.is_cpu \
+                or not t.is_contiguous():
             return False
-        quick = getattr(self._local, "quick", None)
-        if quick is None:
-            quick = self._local.quick = {}
         key = (name, shape, t.dtype)
         bound = quick.get(key)
         if bound is None:
@@ -851,12 +863,12 @@ class Capture:
             bound = list(bound) + [None, None]  # + the positions and requests last set
             if len(quick) < 4096:
                 quick[key] = bound
-        pos, req, _, segments = call.rows.get(lead[1]) or self._rows_of(call, lead[1])
-        req = self._keys.file(name, pos, req, segments, call.rows)
+        filed = self._keys.file(name, pos, req, segments, call.rows)
+        if filed is not req:  # a recomputation: its rows moved to free keys
+            rp = filed.data_ptr()
         d = bound[3]
         d.data = t.data_ptr()
         d.step = call.step
-        pp, rp = pos.data_ptr(), req.data_ptr()
         if pp != bound[5]:  # a leased tensor's address stays: set once
             d.positions = bound[5] = pp
         if rp != bound[6]:
@@ -865,6 +877,23 @@ class Capture:
         if st != 0:
             self._refused(st, name, t, DTYPES[t.dtype], layer, role, call.step, inputs, True)
         return True
+
+    def _lane(self, call):
+        """What _quick needs of a call, found at its first capture: (b, s,
+        positions, requests, their runs and addresses, this thread's
+        descriptors), or False when the quick lane does not apply to it
+        (no tokens, flattened tokens, padding left out, select rows, no
+        session)."""
+        ctx = call.tokens
+        if ctx is None or ctx[2] is not None or ctx[3] or self._rows is not None \
+                or self._session is None:
+            return False
+        b, s = ctx[0].shape
+        pos, req, _, segments = call.rows.get(s) or self._rows_of(call, s)
+        quick = getattr(self._local, "quick", None)
+        if quick is None:
+            quick = self._local.quick = {}
+        return b, s, pos, req, segments, pos.data_ptr(), req.data_ptr(), quick
 
     # --- rows and tokens ------------------------------------------------------
     def _token_rows(self, t, role, call):
