@@ -438,8 +438,20 @@ class _Keys:
         repeat from name to name: a pass run again moves every name alike)."""
         if segments is None:
             segments = _segments(pos, req)
-        moved = None
         runs_of = self._runs
+        if len(segments) == 1:  # one run after its name's last (a decode step): at once
+            s0, s1, r, a = segments[0]
+            with self._lock:
+                runs = runs_of.get((name, r))
+                hi = runs.hi if runs is not None else None
+                if hi and a >= hi[-1]:
+                    if hi[-1] == a:
+                        hi[-1] = a + s1 - s0
+                    else:
+                        runs.lo.append(a)
+                        hi.append(a + s1 - s0)
+                    return req
+        moved = None
         with self._lock:
             for s0, s1, r, a in segments:
                 b = a + s1 - s0
