@@ -308,6 +308,9 @@ static char *render_attr(hid_t a)
             sb_add(&b, "(unreadable)");
             goto done;
         }
+    } else if (cls == H5T_INTEGER && !ulp__h5_ints_sound(type)) {
+        sb_add(&b, "(a damaged integer type)"); /* a different number on each read */
+        goto done;
     } else if (cls == H5T_INTEGER || cls == H5T_FLOAT) {
         vals = calloc(n ? n : 1, 8);
         hid_t mt = cls == H5T_FLOAT                    ? H5T_NATIVE_DOUBLE

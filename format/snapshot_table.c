@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "common/error.h"
+#include "h5types.h"
 #include "snapshot_table.h"
 
 /* Opens dataset `path` if it exists: 1 absent, 0 opened, -1 not a dataset. */
@@ -92,9 +93,19 @@ ulp_status ulp__trace_read_table(ulp_snapshot *s, const ulp__trace_table *t, siz
         hid_t ft = H5Tget_member_type(type, (unsigned)idx);
         hid_t memt = -1;
         const char *want = "";
-        int ok = ft >= 0 && t->member(i, ft, &memt, &want);
+        /* HDF5 converts the members: a damaged integer type would give a
+         * different number on each read (ulp__h5_ints_sound). */
+        int sound = ft >= 0 && ulp__h5_ints_sound(ft);
+        int ok = sound && t->member(i, ft, &memt, &want);
         if (ft >= 0)
             H5Tclose(ft);
+        if (ft >= 0 && !sound) {
+            st = ulp__error(err, ULP_EFORMAT,
+                            "'%s': '%s' field '%s' has a damaged integer type (bits past its "
+                            "bytes)",
+                            s->path, t->path, name);
+            goto cleanup;
+        }
         if (!ok) {
             st = ulp__error(err, ULP_EFORMAT, "'%s': '%s' field '%s' is not %s", s->path, t->path,
                             name, want);

@@ -59,6 +59,24 @@ for headers in 1 0; do
     [ "$(wc -l <"$good/err")" -eq 1 ] || fail "regress-int-bits-past-bytes: not one line"
 done
 
+# The same type in a /trace/kernels field: refused by the trace reader, one
+# line naming the table and the field; in a /run attribute: shown as damaged.
+reg=$ULPPROF_SOURCE_DIR/tests/fuzz/corpus/snapshot/regress-trace-int-bits.h5
+mix=$ULPPROF_SOURCE_DIR/tests/fuzz/corpus/snapshot/valid_mix.h5
+for args in "ls $reg" "kernels $mix $reg" "kernels $reg $mix"; do
+    out=$("$ULPPROF" $args 2>"$good/err")
+    rc=$?
+    [ "$rc" -eq 2 ] || fail "$args: exit $rc, expected 2"
+    [ -z "$out" ] || fail "$args: printed on stdout"
+    grep -q "'/trace/kernels' field 'start_ns' has a damaged integer type" "$good/err" ||
+        fail "$args: $(cat "$good/err")"
+    [ "$(wc -l <"$good/err")" -eq 1 ] || fail "$args: not one line"
+done
+"$ULPPROF" kernels "$mix" "$mix" >/dev/null || fail "kernels of the seed it was made from"
+reg=$ULPPROF_SOURCE_DIR/tests/fuzz/corpus/snapshot/regress-run-int-bits.h5
+out=$("$ULPPROF" ls "$reg" 2>"$good/err") || fail "ls regress-run-int-bits: exit $?"
+echo "$out" | grep -q "zz_batch = (a damaged integer type)" || fail "regress-run-int-bits: $out"
+
 # The guard is gone after the open: the good file still lists normally.
 "$ULPPROF" ls "$good/good.h5" >/dev/null || fail "ls of a good file"
 [ "$fails" -eq 0 ] && echo "ok: damaged files that break HDF5 give exit 2 and one line"
