@@ -84,16 +84,18 @@ static int open_root(ulp__writer *w)
 
 /*
  * A 1-D chunked dataset of `type` that grows without bound; or, when `fixed`
- * (the name's rows all known: the file is closing), a contiguous one of
- * `fixed_n` elements, without the chunk index (2 KiB a dataset in the
- * file's format).  Variable-length strings (`inputs`) keep HDF5's fill
- * time: it refuses "never" for them.
+ * (the name's rows all known: the file is closing), one of `fixed_n`
+ * elements: contiguous, without the chunk index (2 KiB a dataset in the
+ * file's format), or, when `squeeze`, one chunk.  `squeeze`: shuffled and
+ * deflated (FORMAT.md "Digests": the occurrences, positions and requests,
+ * where HDF5 has the filters).  Variable-length strings (`inputs`) keep
+ * HDF5's fill time: it refuses "never" for them.
  */
 static hid_t extendable(const ulp__writer *w, hid_t g, const char *name, hid_t type, hsize_t chunk,
-                        int fixed, hsize_t fixed_n)
+                        int fixed, hsize_t fixed_n, int squeeze)
 {
     int vlen = H5Tis_variable_str(type) > 0;
-    if (fixed) {
+    if (fixed && !(squeeze && fixed_n > 0)) {
         hid_t sp = H5Screate_simple(1, &fixed_n, NULL);
         hid_t ds = sp < 0 ? H5I_INVALID_HID
                           : H5Dcreate2(g, name, type, sp, H5P_DEFAULT, vlen ? H5P_DEFAULT : w->dcpl,
@@ -103,11 +105,14 @@ static hid_t extendable(const ulp__writer *w, hid_t g, const char *name, hid_t t
         return ds;
     }
     hsize_t zero = 0, max = H5S_UNLIMITED;
+    if (fixed)
+        chunk = zero = max = fixed_n; /* one chunk, compressed */
     hid_t sp = H5Screate_simple(1, &zero, &max), pl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t ds = H5I_INVALID_HID;
     if (sp >= 0 && pl >= 0 && H5Pset_chunk(pl, 1, &chunk) >= 0 &&
         (vlen || H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) >= 0) &&
-        H5Pset_obj_track_times(pl, 0) >= 0)
+        H5Pset_obj_track_times(pl, 0) >= 0 &&
+        (!squeeze || (H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0)))
         ds = H5Dcreate2(g, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     if (pl >= 0)
         H5Pclose(pl);
@@ -173,14 +178,15 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
     for (int i = 0; i < 3; i++)
         if (b->ds[i] < 0 &&
             (b->ds[i] = extendable(w, b->g, names[i], i == 0 ? H5T_STD_U64LE : H5T_STD_I64LE,
-                                   rchunk, fixed, b->nrows)) < 0)
+                                   rchunk, fixed, b->nrows, i > 0 && w->squeeze)) < 0)
             return -1;
     if (b->occ_ds < 0) {
         hid_t mt = ulp__digest_occ_type();
         hid_t ft = mt >= 0 ? H5Tcopy(mt) : -1;
         if (ft >= 0 && H5Tpack(ft) >= 0)
-            b->occ_ds = extendable(w, b->g, "occurrences", ft,
-                                   chunk_for(b->nocc, OCC_CHUNK_MIN, OCC_CHUNK), fixed, b->nocc);
+            b->occ_ds =
+                extendable(w, b->g, "occurrences", ft, chunk_for(b->nocc, OCC_CHUNK_MIN, OCC_CHUNK),
+                           fixed, b->nocc, w->squeeze);
         if (ft >= 0)
             H5Tclose(ft);
         if (mt >= 0)
@@ -190,10 +196,10 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
     }
     if (b->inputs_ds < 0 && b->ninputs > 0) {
         hid_t t = ulp__digest_str_type(0, 1);
-        b->inputs_ds =
-            t < 0 ? -1
-                  : extendable(w, b->g, "inputs", t,
-                               chunk_for(b->ninputs, OCC_CHUNK_MIN, OCC_CHUNK), fixed, b->ninputs);
+        b->inputs_ds = t < 0 ? -1
+                             : extendable(w, b->g, "inputs", t,
+                                          chunk_for(b->ninputs, OCC_CHUNK_MIN, OCC_CHUNK), fixed,
+                                          b->ninputs, 0);
         if (t >= 0)
             H5Tclose(t);
         if (b->inputs_ds < 0)

@@ -42,6 +42,7 @@ struct ulp__writer {
     size_t ndigest_bufs, digest_bufs_cap;
     size_t digest_bytes;   /* rows and metadata waiting in memory */
     size_t digest_pending; /* occurrences waiting */
+    int squeeze;           /* deflate there: HDF5 has the filter (H5Zfilter_avail) */
     int64_t digest_seq;
 
     /* Captures written that wait for their batch's flush, journal
