@@ -303,6 +303,7 @@ class Session:
         self._names = {}
         self._input_arrays = {}
         self._gemm_rows = 0  # rows passed to trace_gemms(): /trace/gemms' length
+        self._due = self._told = None  # step_due(): the step set, the step told the library
         for k, v in (run or {}).items():
             self.set_run(k, v)
         for k, v in (observed or {}).items():
@@ -324,7 +325,22 @@ class Session:
             raise CaptureError("cannot set /observed %s: %s" % (key, status_str(st)))
 
     def set_step(self, step):
+        self._due = self._told = int(step)
         self._lib.ulp_session_set_step(self._h, int(step))
+
+    def step_due(self, step):
+        """Sets the step of the captures that follow, as set_step(), but
+        tells the library only when a capture without a step comes (a
+        forward call's step: its own captures give theirs; one ctypes call
+        less per call).  Two threads that set it at once: the session gets
+        the last set, as with set_step()."""
+        self._due = step
+
+    def _tell_due(self):
+        due = self._due
+        if due is not None and due != self._told and self._h is not None:
+            self._told = due
+            self._lib.ulp_session_set_step(self._h, int(due))
 
     def set_capture_mode(self, mode):
         """"data" (the default), "digest" (one 64-bit digest per row,
@@ -465,6 +481,8 @@ class Session:
         raised."""
         if self._h is None:
             return -14  # ULP_ECLOSED
+        if step == STEP_NONE and self._due is not None:
+            self._tell_due()  # the library gives the capture its session step
         if positions is None and gemms is None:
             # The common case (a hook's capture): a descriptor made once per
             # (name, dtype, shape, layer, role, rows, inputs) and thread,

@@ -82,6 +82,7 @@ import bisect
 import contextlib
 import functools
 import itertools
+import operator
 import os
 import re
 import socket
@@ -110,6 +111,7 @@ _REPEAT = 1000000  # request offset of a token's k-th recomputation: request + k
 _MARK_MAX = 8192  # bytes of one NVTX mark (PROTOCOL.md)
 _EINVAL = -1  # ULP_EINVAL
 _SMALL_ROWS = 64  # rows a call's token bookkeeping handles in Python lists, not tensor ops
+_ABSENT = object()  # no instance attribute
 
 
 def _esc(s):
@@ -551,14 +553,17 @@ class Capture:
         self._rows = select
         self._prefix = prefix
         self._match = re.compile(match) if match else None
-        self._requests = list(requests) if requests is not None else None
+        try:
+            self._requests = [operator.index(r) for r in requests] if requests is not None \
+                else None
+        except TypeError:
+            raise TypeError("requests: one int per batch row, not %r" % (requests,)) from None
         self._outputs = outputs
         self._handles = []
         self._local = threading.local()  # .calls: this thread's forward calls; .requests
         self._keys = _nvtx_keys
         self._pass = -1
         self._passes = itertools.count()  # next(): atomic under the GIL, no lock
-        self._step_due = None  # a forward call's step not yet told the session
         self._closed = False
         self._paused = False
         self._wrapper = None
@@ -623,6 +628,11 @@ class Capture:
 
     # --- hooks --------------------------------------------------------------
     def _install(self):
+        self._wrap()
+        self._add_hooks()
+
+    def _wrap(self):
+        """Wraps model.forward, as it is now, in this capture's wrapper."""
         model = self.model
         orig = model.forward
         self._orig_forward = orig
@@ -646,8 +656,8 @@ class Capture:
             try:
                 if cap.mode == "nvtx":
                     cap.step(n)
-                else:  # told when a capture without a call needs it (_capture)
-                    cap._step_due = n
+                elif cap._session is not None:  # told when a capture without one comes
+                    cap._session.step_due(n)
                 cap._capture_ids(args, kwargs)
                 return orig(*args, **kwargs)
             finally:
@@ -657,7 +667,6 @@ class Capture:
         forward._ulpprof = (self, orig, "forward" in model.__dict__)  # closed-check, unwrap
         self._wrapper = forward
         model.forward = forward
-        self._add_hooks()
 
     def _add_hooks(self):
         # One module listed at several paths (a layer list that repeats one
@@ -671,22 +680,24 @@ class Capture:
 
     @contextlib.contextmanager
     def paused(self):
-        """Runs the model inside the `with` block as if it were not captured:
-        the hooks are off and, unless another wrapper sits on top of ours,
-        model.forward is the one from before capture() (a warm-up pass kept
-        out of the file, or the bare side of a cost measurement on the same
-        model).  Forward calls inside it count no step."""
+        """Runs the model inside the `with` block as if it were not captured,
+        on every thread: the hooks are off and, unless another wrapper sits
+        on top of ours, model.forward is the one from before capture() (a
+        warm-up pass kept out of the file, or the bare side of a cost
+        measurement on the same model).  Forward calls inside it count no
+        step.  Leaving it puts the hooks back in their places among other
+        tools' hooks, and the wrapper back on top, or on top of a wrapper put
+        on the model inside the block."""
         if self._closed or self._paused:
             yield self
             return
         model = self.model
-        for h in self._handles:
-            h.remove()
-        self._handles = []
-        self._paused = True
+        own = self._wrapper._ulpprof[2]
         mine = model.__dict__.get("forward") is self._wrapper
+        saved = self._hooks_off()
+        self._paused = True
         if mine:
-            if self._wrapper._ulpprof[2]:
+            if own:
                 model.forward = self._orig_forward
             else:
                 del model.forward
@@ -696,8 +707,51 @@ class Capture:
             self._paused = False
             if not self._closed:  # close() inside the block: nothing to restore
                 if mine:
-                    model.forward = self._wrapper
-                self._add_hooks()
+                    left = self._orig_forward if own else _ABSENT
+                    if model.__dict__.get("forward", _ABSENT) is left:
+                        model.forward = self._wrapper
+                    else:  # wrapped inside the block: ours goes on top of that
+                        self._wrap()
+                self._hooks_on(saved)
+
+    def _hooks_off(self):
+        """Takes this capture's hooks out of their modules' hook dicts and
+        says where each stood: [(dict, key, hook, keys after it)]; the hooks
+        of a torch without RemovableHandle.hooks_dict_ref are removed
+        (None: _hooks_on registers them again, last)."""
+        saved = []
+        for h in self._handles:
+            ref = getattr(h, "hooks_dict_ref", None)
+            d = ref() if callable(ref) else None
+            if d is None or getattr(h, "id", None) not in d:
+                saved = None
+                break
+            keys = list(d)
+            at = keys.index(h.id)
+            saved.append((d, h.id, d.pop(h.id), keys[at + 1:]))
+        if saved is None:
+            for h in self._handles:
+                h.remove()
+            self._handles = []
+        return saved
+
+    def _hooks_on(self, saved):
+        """Puts the hooks _hooks_off took out back, each before the first of
+        the hooks that followed it that is still there (their order is the
+        order they run in, and a hook may replace the output)."""
+        if saved is None:
+            self._add_hooks()
+            return
+        for d, key, hook, after in reversed(saved):
+            nxt = next((k for k in after if k in d), None)
+            if nxt is None:
+                d[key] = hook
+                continue
+            items = list(d.items())
+            at = [k for k, _ in items].index(nxt)
+            items.insert(at, (key, hook))
+            d.clear()
+            d.update(items)
 
     def _capture_ids(self, args, kwargs):
         """The call's token ids as `input_ids` (role input, one element per
@@ -851,7 +905,8 @@ class Capture:
         hook against 3 us hot): one lookup of a descriptor made once per
         (thread, name, shape, dtype), the call's rows, one ctypes call.
         False when it does not apply (capture() does it then)."""
-        if call is None:
+        session = self._session
+        if call is None or session is None or session._h is None:  # closed: capture() says so
             return False
         lane = call.lane
         if lane is None:
@@ -1045,14 +1100,7 @@ class Capture:
         elif self._rows is not None and t.dim() >= 1:
             rows = [self._rows] if isinstance(self._rows, int) else self._rows
             t = t[rows]
-        if call is not None:
-            step = call.step
-        else:  # the session's step: the last forward call's
-            step = _lib_step_none
-            due = self._step_due
-            if due is not None and self._session is not None:
-                self._step_due = None
-                self._session.set_step(due)
+        step = call.step if call is not None else _lib_step_none  # none: the session's
         if self.mode == "nvtx":
             if pos is not None:
                 pos, req = pos.reshape(-1).tolist(), req.reshape(-1).tolist()
@@ -1119,7 +1167,6 @@ class Capture:
     def step(self, n):
         """Sets the step (forward pass, decode step) of the captures that follow;
         each forward call of the model sets it to its call number."""
-        self._step_due = None
         if self.mode == "nvtx":
             _torch.cuda.nvtx.mark("ulp1|ev=step|step=%d" % int(n))
         elif self._session is not None:

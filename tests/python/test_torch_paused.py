@@ -3,7 +3,9 @@ captured (no hooks on its modules, its own forward, nothing in the file,
 no step counted) and gives bitwise the logits it gives captured; after it,
 the capture goes on where it was.  Also: close() inside the block, a
 capture stacked on top of the paused one (its wrapper above ours: the
-paused one passes calls through), a pause inside a pause."""
+paused one passes calls through), a pause inside a pause, another tool's
+hook that replaces an output (ours keeps its place before it), and a
+capture made inside the block (its wrapper stays; ours goes on top)."""
 import os
 import sys
 import tempfile
@@ -96,6 +98,43 @@ class PausedTest(unittest.TestCase):
         self.assertNotIn("forward", model.__dict__)
         self.assertEqual(steps(self.path("top.h5")), [0, 1, 2])
         self.assertEqual(steps(self.path("low.h5")), [0, 1])
+
+    def test_hooks_keep_their_place(self):
+        # A hook registered after capture() that replaces the output runs after
+        # ours: we capture the module's own output before the pause and after.
+        model, ids = self.model, self.ids
+        with torch.no_grad(), ut.capture(model, self.path("o.h5")) as cap:
+            model.lm_head.register_forward_hook(lambda m, i, o: o * 0)
+            model(ids)
+            with cap.paused():
+                self.assertFalse(bool(model(ids).any()))  # the other tool's hook still runs
+            model(ids)
+        with h5py.File(self.path("o.h5"), "r") as f:
+            g = f["captures"]["lm_head"]
+            for k in g:
+                self.assertTrue(torch.equal(torch.from_numpy(g[k][()]), self.bare),
+                                "lm_head/%s: not the module's own output" % k)
+
+    def test_wrapped_inside(self):
+        # A capture made inside the block keeps its wrapper after it; ours goes
+        # on top and both capture every call with its rows.
+        model, ids = self.model, self.ids
+        with torch.no_grad(), ut.capture(model, self.path("out.h5")) as outer:
+            model(ids)
+            with outer.paused():
+                inner = ut.capture(model, self.path("in.h5"))
+                model(ids)
+            self.assertIs(model.__dict__["forward"], outer._wrapper)
+            self.assertTrue(torch.equal(model(ids), self.bare))
+            inner.close()
+            self.assertTrue(torch.equal(model(ids), self.bare))
+        self.assertNotIn("forward", model.__dict__)
+        self.assertEqual(steps(self.path("out.h5")), [0, 1, 2])
+        self.assertEqual(steps(self.path("in.h5")), [0, 1])
+        with h5py.File(self.path("in.h5"), "r") as f:
+            self.assertIn("input_ids", f["captures"])
+            for k in f["captures"]["lm_head"]:
+                self.assertIn("positions", f["captures"]["lm_head"][k].attrs)
 
 
 if __name__ == "__main__":
