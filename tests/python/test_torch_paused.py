@@ -7,22 +7,13 @@ paused one passes calls through), a pause inside a pause, another tool's
 hook that replaces an output (ours keeps its place before it), and a
 capture made inside the block (its wrapper stays; ours goes on top)."""
 import os
-import sys
 import tempfile
 import unittest
 
-try:
-    import torch
-except ImportError:
-    print("SKIPPED: test_torch_paused needs torch (apt-get install python3-torch)")
-    sys.exit(77)
-import h5py
+import torch_env
 
-BUILD = os.environ["ULPPROF_BUILD_DIR"]
-SRC = os.environ["ULPPROF_SOURCE_DIR"]
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
-sys.path.insert(0, os.path.join(SRC, "samples", "pytorch"))
+torch = torch_env.setup("test_torch_paused")
+import h5py  # noqa: E402
 import tiny_model  # noqa: E402
 import ulpprof.torch as ut  # noqa: E402
 

@@ -10,23 +10,14 @@ before, which the session is told only then), and select rows (where
 the quick lane does not apply).  The quick lane must have been taken, and
 must not have been taken where it does not apply."""
 import os
-import sys
 import tempfile
 import unittest
 
-try:
-    import torch
-except ImportError:
-    print("SKIPPED: test_torch_quick needs torch (apt-get install python3-torch)")
-    sys.exit(77)
-import h5py
-import numpy as np
+import torch_env
 
-BUILD = os.environ["ULPPROF_BUILD_DIR"]
-SRC = os.environ["ULPPROF_SOURCE_DIR"]
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
-sys.path.insert(0, os.path.join(SRC, "samples", "pytorch"))
+torch = torch_env.setup("test_torch_quick")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 import tiny_model  # noqa: E402
 import ulpprof.torch as ut  # noqa: E402
 

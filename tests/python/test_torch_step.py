@@ -9,23 +9,14 @@ refused by capture(), not by the forward."""
 import contextlib
 import io
 import os
-import sys
 import tempfile
 import unittest
 
-try:
-    import torch
-except ImportError:
-    print("SKIPPED: test_torch_step needs torch (apt-get install python3-torch)")
-    sys.exit(77)
-import h5py
-import numpy as np
+import torch_env
 
-BUILD = os.environ["ULPPROF_BUILD_DIR"]
-SRC = os.environ["ULPPROF_SOURCE_DIR"]
-os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
-sys.path.insert(0, os.path.join(SRC, "python"))
-sys.path.insert(0, os.path.join(SRC, "samples", "pytorch"))
+torch = torch_env.setup("test_torch_step")
+import h5py  # noqa: E402
+import numpy as np  # noqa: E402
 import tiny_model  # noqa: E402
 import ulpprof.torch as ut  # noqa: E402
 
