@@ -28,6 +28,8 @@
 #define ROW_CHUNK_MIN          256  /* and at least (2 KiB) */
 #define OCC_CHUNK              1024 /* occurrences per chunk, at most (about 240 KiB) */
 #define OCC_CHUNK_MIN          32   /* and at least */
+/* Compressed, at most 256 (about 60 KiB): a flush compresses its last chunk again. */
+#define OCC_CHUNK_SQUEEZED 256
 
 /* One name: its datasets (open once created) and what waits for them. */
 struct ulp__digest_buf {
@@ -184,9 +186,10 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
         hid_t mt = ulp__digest_occ_type();
         hid_t ft = mt >= 0 ? H5Tcopy(mt) : -1;
         if (ft >= 0 && H5Tpack(ft) >= 0)
-            b->occ_ds =
-                extendable(w, b->g, "occurrences", ft, chunk_for(b->nocc, OCC_CHUNK_MIN, OCC_CHUNK),
-                           fixed, b->nocc, w->squeeze);
+            b->occ_ds = extendable(
+                w, b->g, "occurrences", ft,
+                chunk_for(b->nocc, OCC_CHUNK_MIN, w->squeeze ? OCC_CHUNK_SQUEEZED : OCC_CHUNK),
+                fixed, b->nocc, w->squeeze);
         if (ft >= 0)
             H5Tclose(ft);
         if (mt >= 0)
