@@ -152,6 +152,13 @@ def _mode():
     return "host"
 
 
+def _cache_length(kwargs):
+    """The KV cache length of a call (its past_key_values', or transformers
+    5's cache's; 0 without one)."""
+    pkv = kwargs.get("past_key_values")
+    return _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
+
+
 def _past_length(pkv):
     if pkv is None:
         return 0
@@ -217,8 +224,7 @@ def _token_context(args, kwargs, requests, lease=None):
         if got is not None:
             return got
     if pos is None:
-        pkv = kwargs.get("past_key_values")
-        past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
+        past = _cache_length(kwargs)
         pos = _torch.arange(past, past + s).view(1, -1)
     pos = pos.detach().to("cpu", _torch.int64)
     if pos.dim() != 2 or pos.shape[-1] != s or pos.shape[0] not in (1, b):
@@ -237,8 +243,7 @@ def _small_context(kwargs, given, b, s, rows, lease):
     logits): the positions are read with one tolist(), and the tensors come
     from lease (filled through memoryviews) or from one torch.tensor each."""
     if given is None:
-        pkv = kwargs.get("past_key_values")
-        past = _past_length(pkv if pkv is not None else kwargs.get("cache"))  # transformers 5
+        past = _cache_length(kwargs)
         at = [range(past, past + s)] * b
     else:
         if given.dim() != 2 or given.shape[-1] != s or given.shape[0] not in (1, b) \
@@ -246,7 +251,7 @@ def _small_context(kwargs, given, b, s, rows, lease):
             return None
         at = given.tolist()
         at = at * b if len(at) == 1 else at
-    keep = _small_keep(kwargs.get("attention_mask"), b, s)
+    keep = _keep(kwargs.get("attention_mask"), b, s)
     if lease is None:
         pos = _torch.tensor([list(a) for a in at], dtype=_torch.int64).view(b, s)  # b = 0 too
         req = _torch.tensor([[r] * s for r in rows], dtype=_torch.int64).view(b, s)
@@ -264,22 +269,18 @@ def _small_context(kwargs, given, b, s, rows, lease):
     return pos, req, keep, False, segments
 
 
-def _small_keep(mask, b, s):
-    """_keep for a call of at most _SMALL_ROWS tokens: the mask's last s
-    columns read with one tolist(), the bool tensor made only when a row is
-    padded."""
-    if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
-        tail = mask[:, mask.shape[1] - s:]
-        if not all(v for row in tail.tolist() for v in row):
-            return tail.detach().to("cpu") != 0
-    return None
-
-
 def _keep(mask, b, s):
     """The rows of real tokens (bool [b, s]) under an attention mask that
-    pads some, or None."""
+    pads some, or None.  For at most _SMALL_ROWS tokens the mask's last s
+    columns are read with one tolist() and the bool tensor is made only
+    when a row is padded (a tensor op costs ~20 us with the caches cold)."""
     if mask is not None and mask.dim() == 2 and mask.shape[0] == b and mask.shape[1] >= s:
-        m = mask[:, -s:].detach().to("cpu") != 0
+        tail = mask[:, mask.shape[1] - s:]
+        if b * s <= _SMALL_ROWS:
+            if all(v for row in tail.tolist() for v in row):
+                return None
+            return tail.detach().to("cpu") != 0
+        m = tail.detach().to("cpu") != 0
         if not bool(m.all()):
             return m
     return None
@@ -442,17 +443,11 @@ class _Keys:
         if segments is None:
             segments = _segments(pos, req)
         runs_of = self._runs
-        if len(segments) == 1:  # one run after its name's last (a decode step): at once
+        if len(segments) == 1:  # one run its name's ranges take (a decode step): at once
             s0, s1, r, a = segments[0]
             with self._lock:
                 runs = runs_of.get((name, r))
-                hi = runs.hi if runs is not None else None
-                if hi and a >= hi[-1]:
-                    if hi[-1] == a:
-                        hi[-1] = a + s1 - s0
-                    else:
-                        runs.lo.append(a)
-                        hi.append(a + s1 - s0)
+                if runs is not None and runs.take(a, a + s1 - s0):
                     return req
         moved = None
         with self._lock:
@@ -925,7 +920,7 @@ class Capture:
             dtype = DTYPES.get(t.dtype)
             if dtype is None:
                 return False
-            bound = self._session.bound(name, dtype, tuple(shape), layer, role, 2, inputs)
+            bound = session.bound(name, dtype, tuple(shape), layer, role, 2, inputs)
             if bound is None:
                 return False
             bound = list(bound) + [None, None]  # + the positions and requests last set
@@ -950,11 +945,9 @@ class Capture:
         """What _quick needs of a call, found at its first capture: (b, s,
         positions, requests, their runs and addresses, this thread's
         descriptors), or False when the quick lane does not apply to it
-        (no tokens, flattened tokens, padding left out, select rows, no
-        session)."""
+        (no tokens, flattened tokens, padding left out, select rows)."""
         ctx = call.tokens
-        if ctx is None or ctx[2] is not None or ctx[3] or self._rows is not None \
-                or self._session is None:
+        if ctx is None or ctx[2] is not None or ctx[3] or self._rows is not None:
             return False
         b, s = ctx[0].shape
         pos, req, _, segments = call.rows.get(s) or self._rows_of(call, s)

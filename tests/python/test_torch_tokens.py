@@ -52,12 +52,11 @@ class TokensTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "t.h5")
             fed = ids
-            with torch.no_grad(), ut.capture(model, path, tokens=True, select=select) as cap:
+            with torch.no_grad(), ut.capture(model, path, tokens=True, select=select):
                 for _ in range(3):
                     logits = model(fed)
                     nxt = logits[:, -1, :].float().argmax(-1, keepdim=True)
                     fed = torch.cat([fed, nxt], 1)
-                del cap
             rows = list(range(batch)) if select is None else select
             with h5py.File(path, "r") as f:
                 g = f["captures"]["tokens"]
