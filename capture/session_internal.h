@@ -27,7 +27,8 @@ typedef enum ulp__item_kind {
     ITEM_ATTR,     /* a /run or /env attribute                          */
     ITEM_KERNELS,  /* a batch of /trace/kernels rows                    */
     ITEM_GEMMS,    /* a batch of /trace/gemms rows                      */
-    ITEM_DIGESTS   /* a capture's row digests: `data` holds nbytes/8    */
+    ITEM_DIGESTS,  /* a capture's row digests: `data` holds nbytes/8    */
+    ITEM_KEPT      /* digests, then the capture's bytes: `kept` of them */
 } ulp__item_kind;
 
 typedef struct ulp__item {
@@ -41,7 +42,8 @@ typedef struct ulp__item {
     int64_t shape[ULP_MAX_RANK];
     const void *data;
     size_t nbytes;
-    void *buf; /* ITEM_DEFERRED                   */
+    size_t kept; /* ITEM_KEPT: the last `kept` of nbytes */
+    void *buf;   /* ITEM_DEFERRED                   */
     int (*ready)(void *ctx);
     void (*release)(void *ctx, void *buf);
     void *ctx;
@@ -233,13 +235,15 @@ typedef struct ulp__select {
 
 /*
  * What one capture writes under the session's mode and selection: the
- * digests (*digests, *rows; malloc'd, NULL when the mode has none) and the
- * data (*want_data; *sub is `d`, or a descriptor of the selected rows whose
+ * digests (*digests, *rows; malloc'd, NULL when the mode has none), kept
+ * in full beside them in digest mode (*kept 1: the capture's `nbytes`
+ * copied after the *rows digests) and the data
+ * (*want_data; *sub is `d`, or a descriptor of the selected rows whose
  * buffers *owned holds, to be freed).  ULP_ENOMEM when out of memory.
  */
 ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, uint64_t **digests,
-                             uint64_t *rows, int *want_data, ulp__desc *sub, size_t *sub_bytes,
-                             void **owned);
+                             uint64_t *rows, int *kept, int *want_data, ulp__desc *sub,
+                             size_t *sub_bytes, void **owned);
 
 /* Frees the selection (close). */
 void ulp__session_select_free(ulp_session *s);

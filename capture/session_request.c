@@ -114,6 +114,7 @@ typedef struct capture_arg {
     int (*ready)(void *ctx);
     void (*release)(void *ctx, void *buf);
     void *ctx;
+    size_t kept; /* ITEM_KEPT: the last `kept` of nbytes are the capture's */
 } capture_arg;
 
 /* Offset of the token metadata copy (capture_rows.h), after the name. */
@@ -164,6 +165,7 @@ static void build_capture(ulp__item *it, void *arg)
     it->desc.shape = it->shape;
     ulp__capture_rows_copy(&it->desc, d, (char *)it + rows_offset(name_len));
     it->nbytes = a->nbytes;
+    it->kept = a->kept;
     if (a->kind != ITEM_DEFERRED) {
         if (a->nbytes > 0)
             ulp__capture_copy((char *)it + off, d->data, a->nbytes);
@@ -217,21 +219,31 @@ ulp_status ulp__session_capture(ulp_session *s, const ulp__desc *d)
     int want_data = 1;
     ulp__desc sub;
     size_t sub_bytes = nbytes;
+    int kept = 0;
     void *owned = NULL;
-    ulp_status st =
-        ulp__session_plan(s, d, nbytes, &digests, &rows, &want_data, &sub, &sub_bytes, &owned);
+    ulp_status st = ulp__session_plan(s, d, nbytes, &digests, &rows, &kept, &want_data, &sub,
+                                      &sub_bytes, &owned);
     if (st != ULP_OK)
         return refuse(st, "capture '%.200s': out of memory", d->name);
     if (digests != NULL) {
         ulp__desc dd = *d;
         dd.data = digests;
-        capture_arg g = {s, &dd, (size_t)rows * 8, ITEM_DIGESTS, NULL, NULL, NULL, NULL};
+        /* Kept: the bytes after the digests, in the one item (ulp__session_plan). */
+        capture_arg g = {s,
+                         &dd,
+                         (size_t)rows * 8 + (kept ? nbytes : 0),
+                         kept ? ITEM_KEPT : ITEM_DIGESTS,
+                         NULL,
+                         NULL,
+                         NULL,
+                         NULL,
+                         kept ? nbytes : 0};
         st = ulp__session_enqueue(s, capture_charge(capture_size(&g)), capture_size(&g),
                                   build_capture, &g);
         free(digests);
     }
     if (st == ULP_OK && want_data) {
-        capture_arg a = {s, &sub, sub_bytes, ITEM_CAPTURE, NULL, NULL, NULL, NULL};
+        capture_arg a = {s, &sub, sub_bytes, ITEM_CAPTURE, NULL, NULL, NULL, NULL, 0};
         st = ulp__session_enqueue(s, capture_charge(capture_size(&a)), capture_size(&a),
                                   build_capture, &a);
     }
@@ -256,7 +268,7 @@ ulp_status ulp__session_capture_deferred(ulp_session *s, const ulp__desc *d, voi
     } else if (nbytes > 0 && buf == NULL) {
         st = refuse(ULP_EINVAL, "capture '%.200s': NULL buffer for %zu bytes", d->name, nbytes);
     } else {
-        capture_arg a = {s, d, nbytes, ITEM_DEFERRED, buf, ready, release, ctx};
+        capture_arg a = {s, d, nbytes, ITEM_DEFERRED, buf, ready, release, ctx, 0};
         st = ulp__session_enqueue(s, capture_charge(capture_size(&a)), capture_size(&a),
                                   build_capture, &a);
         if (st == ULP_OK)

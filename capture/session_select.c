@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/digest.h"
+#include "format/capture_kept.h"
 #include "session_internal.h"
 
 uint64_t ulp_row_digest(const void *bytes, size_t n, int64_t position)
@@ -219,24 +220,13 @@ static ulp_status gather(const ulp_session *s, const ulp__desc *d, size_t elem, 
     return ULP_OK;
 }
 
-/* Role input, an integer dtype, positions, one element per row: the token fed at each key. */
-static int fed_token_ids(const ulp__desc *d)
-{
-    const ulp_dtype_info *t = ulp_dtype_get(d->dtype);
-    if (d->role != ULP_ROLE_INPUT || t == NULL || t->is_float || d->positions == NULL)
-        return 0;
-    for (int i = d->row_rank; i < d->ndim; i++)
-        if (d->shape[i] != 1)
-            return 0;
-    return 1;
-}
-
 ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, uint64_t **digests,
-                             uint64_t *rows, int *want_data, ulp__desc *sub, size_t *sub_bytes,
-                             void **owned)
+                             uint64_t *rows, int *kept, int *want_data, ulp__desc *sub,
+                             size_t *sub_bytes, void **owned)
 {
     *digests = NULL;
     *rows = 0;
+    *kept = 0;
     *want_data = 1;
     *sub = *d;
     *sub_bytes = nbytes;
@@ -245,24 +235,30 @@ ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, 
     ulp_capture_mode mode = s->mode;
     pthread_mutex_unlock(&s->mu);
     size_t elem = ulp_dtype_size(d->dtype);
+    /* The produced tokens (FORMAT.md "Produced tokens": what `ulpprof streams` reads) and the
+     * fed token ids ("Parted token streams": where two streams part), a few bytes a position,
+     * are kept in full in every mode and whatever the selection; in digest mode as rows of
+     * /digests beside their digests, the bytes after the digests in one item. */
+    int in_full = ulp__desc_kept_in_full(d);
     if (mode != ULP_CAPTURE_DATA) {
         ulp__digest_shape ds = {d->ndim, d->shape, d->row_rank, d->positions};
         uint64_t n = ulp__digest_row_count(&ds);
-        uint64_t *dg = malloc(n > 0 ? (size_t)n * sizeof(uint64_t) : 1);
+        size_t keep = in_full && mode == ULP_CAPTURE_DIGEST ? nbytes : 0;
+        uint64_t *dg = malloc(n > 0 || keep > 0 ? (size_t)n * sizeof(uint64_t) + keep : 1);
         if (dg == NULL)
             return ULP_ENOMEM;
         ulp__digest_rows(&ds, d->data, elem, dg);
+        if (keep > 0)
+            memcpy(dg + n, d->data, keep);
         *digests = dg;
         *rows = n;
+        if (in_full && mode == ULP_CAPTURE_DIGEST) {
+            *kept = 1;
+            *want_data = 0;
+            return ULP_OK;
+        }
     }
-    /* The produced tokens (FORMAT.md "Produced tokens") are what `ulpprof streams` reads, a few
-     * bytes a step: kept in full in digest mode and whatever the selection. */
-    if (strcmp(d->name, "tokens") == 0)
-        return ULP_OK;
-    /* The fed token ids (FORMAT.md "Parted token streams"), a few bytes a position, in every mode
-     * and whatever the selection: the diff of digest-only runs, or of a selective re-capture,
-     * needs them to find where the streams part. */
-    if (fed_token_ids(d))
+    if (in_full)
         return ULP_OK;
     if (mode == ULP_CAPTURE_DIGEST) {
         *want_data = 0;

@@ -35,6 +35,10 @@ static ulp_status item_write(ulp_session *s, ulp__item *it, ulp_error *err, int 
         return ulp__writer_append_gemms(s->writer, it->gemms, it->nrows, err);
     case ITEM_DIGESTS:
         return ulp__writer_add_digests(s->writer, &it->desc, it->data, it->nbytes / 8, err);
+    case ITEM_KEPT:
+        return ulp__writer_add_kept(s->writer, &it->desc, it->data, (it->nbytes - it->kept) / 8,
+                                    (const char *)it->data + (it->nbytes - it->kept), it->kept,
+                                    err);
     }
     return ULP_EINVAL;
 }

@@ -50,6 +50,9 @@ hid_t ulp__digest_occ_type(void)
     M(graph_replay, pair);
     M(device_ptr, H5T_NATIVE_UINT64);
     M(stream, H5T_NATIVE_UINT64);
+    M(kept, H5T_NATIVE_UINT8);
+    M(kept_seq, H5T_NATIVE_INT64);
+    M(kept_occurrence, H5T_NATIVE_INT64);
 #undef M
     if (s >= 0)
         H5Tclose(s);
@@ -62,4 +65,11 @@ hid_t ulp__digest_occ_type(void)
         t = H5I_INVALID_HID;
     }
     return t;
+}
+
+int ulp__digest_occ_has_kept(hid_t t)
+{
+    return H5Tget_class(t) == H5T_COMPOUND && H5Tget_member_index(t, "kept") >= 0 &&
+           H5Tget_member_index(t, "kept_seq") >= 0 &&
+           H5Tget_member_index(t, "kept_occurrence") >= 0;
 }

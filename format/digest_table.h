@@ -31,7 +31,15 @@ typedef struct ulp__digest_occ {
     uint8_t has_kernels, has_gemms, has_graph_replay;
     int64_t kernels[2], gemms[2], graph_replay[2];
     uint64_t device_ptr, stream; /* 0: none */
+    /* Kept in full (FORMAT.md "Digests": the produced tokens and the fed token ids of a
+     * digest-mode file): its rows' bytes are rows [first, first + rows) of `value`, and it is
+     * the capture (name, kept_occurrence) of seq kept_seq.  Absent from files written before. */
+    uint8_t kept;
+    int64_t kept_seq, kept_occurrence;
 } ulp__digest_occ;
+
+/* 1 when the file's occurrence table `t` (a compound) has the fields of kept occurrences. */
+int ulp__digest_occ_has_kept(hid_t t);
 
 /* The memory compound of ulp__digest_occ (the file's is it packed); close with H5Tclose. */
 hid_t ulp__digest_occ_type(void);

@@ -55,8 +55,9 @@
 #define ULP__MAP_FIXED        48 /* body bytes before the runs */
 
 enum {
-    ULP__MAP_HAS_TRACE = 1u << 0,   /* /trace exists: read it through HDF5  */
-    ULP__MAP_HAS_OBSERVED = 1u << 1 /* /observed exists: its pairs follow   */
+    ULP__MAP_HAS_TRACE = 1u << 0,    /* /trace exists: read it through HDF5  */
+    ULP__MAP_HAS_OBSERVED = 1u << 1, /* /observed exists: its pairs follow   */
+    ULP__MAP_HAS_KEPT = 1u << 2      /* /digests keeps captures: read through HDF5 */
 };
 
 typedef struct ulp__map_kv {

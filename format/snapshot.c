@@ -283,7 +283,17 @@ static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_sna
         if (st != ULP_OK && unclosed)
             st = leave_out(s, &sticky, st, "/observed", left, sizeof left, err);
     }
-    if (st == ULP_OK && (st = ulp__snapshot_read_captures(s, &js, &sticky, err)) == ULP_OK) {
+    /* The captures a digest-mode file keeps in /digests join those of /captures. */
+    ulp__cap_vec kept = {0};
+    const unsigned char **kept_mem = NULL;
+    if (st == ULP_OK) {
+        st = ulp__snapshot_kept_read(s, &kept, &kept_mem, err);
+        if (st != ULP_OK && unclosed)
+            st = leave_out(s, &sticky, st, "what /digests keeps", left, sizeof left, err);
+        s->has_kept = kept.n > 0;
+    }
+    if (st == ULP_OK && (st = ulp__snapshot_read_captures(s, &js, &sticky, err)) == ULP_OK &&
+        (st = ulp__snapshot_kept_install(s, &kept, kept_mem, err)) == ULP_OK) {
         st = ulp__snapshot_read_trace(s, err);
         if (st != ULP_OK && (unclosed || s->warning != NULL)) {
             s->nkernels = 0;
@@ -299,6 +309,8 @@ static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_sna
         if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
             st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     }
+    free(kept.v);
+    free(kept_mem);
     ulp__h5_silence();
     /* What HDF5 could not read for want of memory, it reported as unreadable. */
     if (sticky.nomem && st != ULP_ENOMEM)
@@ -392,6 +404,7 @@ void ulp_snapshot_close(ulp_snapshot *s)
     free(s->caps);
     free(s->srcs);
     free(s->by_name);
+    free(s->kept_mem);
     free(s->summary);
     free(s->kernels);
     free(s->gemms);

@@ -7,7 +7,8 @@
  * The copy is made with H5Ocopy, object by object: each capture dataset
  * (reached by its path, or by its header address when the reader found it
  * through the journal) with its bytes and attributes as they are, /run,
- * /env, and /trace when the reader could read it.  The root attributes are
+ * /env, /digests (and the captures it keeps), and /trace when the reader
+ * could read it.  The root attributes are
  * the reader's view of them.  The copy has no journal: it is written and
  * closed in one go, and fails as a whole (the partial output is removed).
  * It has a sealed capture index and an open map (snapshot_copy_index.c,
@@ -64,6 +65,8 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
             st = ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
             break;
         }
+        if (ulp__snap_kept(s, i) != NULL)
+            continue; /* kept in /digests, which is copied whole */
         char dst[64];
         snprintf(dst, sizeof dst, "%" PRId64, c->occurrence);
         size_t n = strlen(c->name) + strlen(dst) + 2;
@@ -135,6 +138,9 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
                         path);
     if (st == ULP_OK)
         st = copy_captures(s, out, path, err);
+    /* The digests whole (with what they keep of captures): nothing else holds them. */
+    if (st == ULP_OK && copy_group(s, out, "/digests") < 0)
+        st = ulp__error(err, ULP_EIO, "cannot write '%s': /digests cannot be copied", path);
     /* The trace only when the reader read it: a torn one stays behind. */
     if (st == ULP_OK && s->nkernels > 0 && copy_group(s, out, "/trace") < 0)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /trace cannot be copied", path);

@@ -6,8 +6,9 @@
  * (request, position) rows (common/digest.c, as the session computes them)
  * with its attributes, written by the writer's ulp__writer_add_digests, so
  * that a digest-mode capture and a rendition hold equal digests.  The
- * produced `tokens` and the fed token ids stay in /captures in full, as
- * digest mode keeps them; /run, /env, /observed and the root attributes
+ * produced `tokens` and the fed token ids are kept in full beside their
+ * digests (ulp__writer_add_kept), as digest mode keeps them; /run, /env,
+ * /observed and the root attributes
  * are carried over.  It is what moves of a file between nodes when only its
  * digests are needed (`ulpprof repair --digests`, ulpprof.ray.streams).
  */
@@ -19,28 +20,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capture_kept.h"
 #include "common/digest.h"
 #include "common/error.h"
 #include "copy_target.h"
 #include "snapshot_digests.h"
 #include "snapshot_priv.h"
 #include "writer.h"
-
-/* As digest mode keeps in /captures (FORMAT.md "Digests"): the produced
- * tokens, and fed token ids -- role input, an integer dtype, positions,
- * one element a row. */
-static int kept_in_full(const ulp_capture_info *c)
-{
-    if (strcmp(c->name, "tokens") == 0)
-        return 1;
-    const ulp_dtype_info *t = ulp_dtype_get(c->dtype);
-    if (strcmp(c->role, "input") != 0 || t == NULL || t->is_float || c->positions == NULL)
-        return 0;
-    for (int i = c->row_rank; i < c->ndim; i++)
-        if (c->shape[i] != 1)
-            return 0;
-    return 1;
-}
 
 /* The writer's descriptor of capture `c`, as its producer passed it. */
 static void desc_of(const ulp_capture_info *c, ulp__desc *d)
@@ -96,10 +82,9 @@ static ulp_status render_one(const ulp_snapshot *s, size_t i, ulp__writer *w, ul
         st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     if (st == ULP_OK) {
         ulp__digest_rows(&ds, data, elem, dg);
-        st = ulp__writer_add_digests(w, &d, dg, rows, err);
+        st = ulp__desc_kept_in_full(&d) ? ulp__writer_add_kept(w, &d, dg, rows, data, nbytes, err)
+                                        : ulp__writer_add_digests(w, &d, dg, rows, err);
     }
-    if (st == ULP_OK && kept_in_full(c))
-        st = ulp__writer_add(w, &d, data, (size_t)nbytes, NULL, err);
     if (data != NULL && data != buf)
         ulp_snapshot_view_release(s, data, nbytes);
     free(dg);

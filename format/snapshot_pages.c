@@ -338,6 +338,8 @@ static unsigned page_shift(uint64_t count, uint64_t bytes)
 
 int ulp__lazy_wanted(const ulp_snapshot *s, uint64_t count)
 {
+    if (s->has_kept)
+        return 0; /* captures kept in /digests join the table: it is made whole */
     const char *env = getenv("ULPPROF_TABLE");
     if (env != NULL && strcmp(env, "eager") == 0)
         return 0;

@@ -253,6 +253,19 @@ ulp_status ulp__rows_check_keys(const ulp_snapshot *s, const ulp_capture_info *c
 ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error *err);
 
 /* qsort orders: ulp__cap_entry by seq; ulp_capture_info pointers by (name, occurrence). */
+/*
+ * snapshot_kept.c: the captures a digest-mode file keeps in /digests (FORMAT.md "Digests"),
+ * read into `kv` with their bytes in (*mem)[i] (malloc'd array, the bytes kept by s); none
+ * when the file has no packed /digests.  ULP_EFORMAT naming the name when they cannot be.
+ */
+ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
+                                   ulp_error *err);
+
+/* snapshot_kept.c: merges them into s's table (seq order, by_name, s->kept_mem); seq and
+ * (name, occurrence) stay unique, or ULP_EDUPSEQ / ULP_EFORMAT. */
+ulp_status ulp__snapshot_kept_install(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char **mem,
+                                      ulp_error *err);
+
 int ulp__cap_seq_cmp(const void *a, const void *b);
 int ulp__cap_name_cmp(const void *a, const void *b);
 

@@ -196,6 +196,12 @@ ulp_status ulp_snapshot_read(const ulp_snapshot *s, size_t i, uint64_t first, ui
                           s->path, c->name, c->occurrence, first, count, c->elements);
     if (count == 0)
         return ULP_OK;
+    const unsigned char *kept = ulp__snap_kept(s, i);
+    if (kept != NULL) { /* a few bytes a position, read at the open */
+        size_t esize = ulp_dtype_size(c->dtype);
+        memcpy(buf, kept + first * esize, (size_t)count * esize);
+        return ULP_OK;
+    }
     if (src->offset == ULP__NO_OFFSET)
         return read_h5(s, i, c, src, first, count, buf, err);
 

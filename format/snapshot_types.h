@@ -66,6 +66,10 @@ struct ulp_snapshot {
     ulp__capture_src *srcs; /* parallel to caps                       */
     size_t *by_name;        /* capture indices sorted by (name, occ)  */
     size_t ncaps;
+    /* The bytes of captures kept in /digests (snapshot_kept.c), parallel to
+     * caps (NULL: in /captures); NULL when there are none. */
+    const unsigned char **kept_mem;
+    int has_kept; /* some: the table is never made in pages */
 
     ulp_kernel_info *kernels;
     size_t nkernels;
@@ -88,5 +92,11 @@ struct ulp_snapshot {
     int defer_check;                /* ulp_snapshot_open_deferred()'s open   */
     struct ulp__index_check *check; /* its seal hash, still running, or NULL */
 };
+
+/* The bytes of capture i when it is kept in /digests, else NULL. */
+static inline const unsigned char *ulp__snap_kept(const ulp_snapshot *s, size_t i)
+{
+    return s->kept_mem != NULL && i < s->ncaps ? s->kept_mem[i] : NULL;
+}
 
 #endif /* ULPPROF_FORMAT_SNAPSHOT_TYPES_H */

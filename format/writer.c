@@ -31,6 +31,7 @@
  * write reaching the disk) out of 110 still loses /captures.
  */
 #define SYM_LEAF_K         64
+#define ISTORE_K           4 /* chunk B-tree nodes of 8 entries, see file_create */
 #define META_BLOCK_BYTES   ((hsize_t)32 << 10)
 #define MDC_BYTES          ((size_t)256 << 10) /* metadata cache bound, see file_create */
 #define CAPTURES_HEAP_HINT 8192
@@ -175,9 +176,14 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
      */
     ulp__h5_fapl_fixed_cache(fapl, MDC_BYTES);
     /* The default (earliest) file format: after a kill it opens without
-     * h5clear, unlike the latest format (docs/hdf5.md). */
+     * h5clear, unlike the latest format (docs/hdf5.md).  Its chunked datasets
+     * (the digests', the index's) are indexed by B-tree nodes of 2 x ISTORE_K
+     * entries, allocated whole: 2 KiB each with HDF5's 32, most of a short
+     * digest-mode file (124 of 267 KiB for 12 names, five chunked datasets a
+     * name).  A K of its own makes the superblock version 1 (HDF5 1.6+). */
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    if (fcpl >= 0 && H5Pset_sym_k(fcpl, 16, SYM_LEAF_K) < 0) {
+    if (fcpl >= 0 &&
+        (H5Pset_sym_k(fcpl, 16, SYM_LEAF_K) < 0 || H5Pset_istore_k(fcpl, ISTORE_K) < 0)) {
         H5Pclose(fcpl);
         fcpl = H5I_INVALID_HID;
     }
@@ -574,6 +580,10 @@ ulp_status ulp__writer_add(ulp__writer *w, const ulp__desc *d, const void *data,
      */
     int new_group = inserted || *occ < 0;
     int64_t occurrence = new_group ? 0 : *occ;
+    if (w->kept_any) { /* a kept capture of the name took some numbers (writer_digest.c) */
+        int64_t free_from = ulp__writer_kept_next(w, d->name);
+        occurrence = occurrence > free_from ? occurrence : free_from;
+    }
     if (new_group) {
         *occ = -1;
         if ((st = ulp__writer_sync(w, err)) != ULP_OK)
@@ -638,3 +648,15 @@ cleanup:
 }
 
 /* --- kernel trace -------------------------------------------------------------------- */
+
+ulp_status ulp__writer_add_kept(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                uint64_t rows, const void *data, size_t nbytes, ulp_error *err)
+{
+    if (w == NULL || d == NULL || d->name == NULL)
+        return ulp__error(err, ULP_EINVAL, "writer: invalid kept capture");
+    if (ulp__writer_kept_fits(w, d))
+        return ulp__writer_digests_kept(w, d, digests, rows, data, nbytes, err);
+    /* One dtype and row width a name's `value`: another one goes to /captures. */
+    ulp_status st = ulp__writer_add(w, d, data, nbytes, NULL, err);
+    return st != ULP_OK ? st : ulp__writer_add_digests(w, d, digests, rows, err);
+}

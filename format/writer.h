@@ -91,6 +91,19 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
                                    uint64_t rows, ulp_error *err);
 
 /*
+ * As ulp__writer_add_digests, for a capture that digest mode keeps in full
+ * (ulp__desc_kept_in_full(): the produced tokens, fed token ids): its
+ * `nbytes` bytes at `data` are also kept, as rows of
+ * /digests/<d->name>/value beside its digests, and it is a capture of the
+ * file (a seq and an occurrence of the captures' counters) that readers
+ * see as if it were in /captures.  A capture whose dtype or row width is
+ * not its name's first kept one's is written to /captures instead (with
+ * its digests), as ulp__writer_add writes it.
+ */
+ulp_status ulp__writer_add_kept(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                uint64_t rows, const void *data, size_t nbytes, ulp_error *err);
+
+/*
  * Appends `n` kernel rows to /trace/kernels (created at the first call),
  * interning names[i] (NULL: "") into /trace/names, and flushes.  `names`
  * may be NULL only when n == 0.  The rows are not modified.

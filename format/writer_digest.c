@@ -13,6 +13,13 @@
  * closed, so each name's rows wait in memory (up to ULP__DIGEST_NAME_BYTES
  * a name, ULP__DIGEST_ALL_BYTES in all) and are appended at each flush
  * (ulp__writer_flush), when a bound is passed and at close.
+ *
+ * A capture kept in full (ulp__writer_add_kept: the produced tokens and the
+ * fed token ids of a digest-mode file) also keeps its rows' bytes, in the
+ * row-aligned 2-D `value` of its name, instead of a /captures dataset of
+ * its own: a 1-token decode step's dataset cost about 2.5 KB of object
+ * header and index for its 8 bytes, which left a digest file of 200 steps
+ * only 40x smaller than its data file.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +42,7 @@
 struct ulp__digest_buf {
     char *name;
     int64_t next_occ;
-    hid_t g, ds[3], occ_ds, inputs_ds;         /* ds: digest, position, request */
+    hid_t g, ds[3], occ_ds, inputs_ds, val_ds; /* ds: digest, position, request */
     uint64_t rows_done, occ_done, inputs_done; /* elements in the file      */
     uint64_t *dig;
     int64_t *pos, *req;
@@ -44,7 +51,19 @@ struct ulp__digest_buf {
     size_t nocc, occ_cap;
     char **inputs;
     size_t ninputs, inputs_cap;
+    /* The last inputs appended (copies, kept across flushes): a name's inputs are most often
+     * the same at every step, and an occurrence then names those elements again. */
+    char **prev;
+    size_t nprev;
+    uint64_t prev_first;
     size_t bytes; /* what waits, in bytes */
+    /* Kept rows (`value`), from the name's first kept occurrence on: val holds
+     * nrows rows of val_row bytes (zeros for the rows of occurrences not kept). */
+    unsigned char *val;
+    size_t val_cap, val_row;
+    ulp_dtype val_dtype;
+    int64_t val_width; /* elements a row */
+    int64_t kept_next; /* the next occurrence number a kept capture may take */
 };
 
 static hid_t digest_lcpl(const ulp__writer *w, const char *name)
@@ -163,6 +182,55 @@ static hsize_t chunk_for(size_t n, hsize_t lo, hsize_t hi)
     return c;
 }
 
+/*
+ * The name's `value`: [rows, val_width] of the kept dtype's file type, chunked
+ * and extendable along the rows (one chunk when `fixed` and nothing was
+ * written before), its fill value 0: the rows written before the name's first
+ * kept occurrence, and those of occurrences not kept, read as zeros.
+ */
+static hid_t value_create(const ulp__writer *w, const ulp__digest_buf *b, int fixed)
+{
+    static const unsigned char zero[16];
+    hid_t type = w->types[b->val_dtype];
+    hsize_t chunk[2] = {chunk_for(b->nrows, ROW_CHUNK_MIN, ROW_CHUNK), (hsize_t)b->val_width};
+    hsize_t dims[2] = {0, chunk[1]}, max[2] = {H5S_UNLIMITED, chunk[1]};
+    if (fixed && b->rows_done == 0 && b->nrows > 0)
+        chunk[0] = dims[0] = max[0] = b->nrows; /* one chunk */
+    if (chunk[1] == 0)
+        chunk[1] = 1;
+    hid_t sp = H5Screate_simple(2, dims, max), pl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t ds = H5I_INVALID_HID;
+    if (sp >= 0 && pl >= 0 && H5Tget_size(type) <= sizeof zero && H5Pset_chunk(pl, 2, chunk) >= 0 &&
+        H5Pset_fill_value(pl, type, zero) >= 0 && H5Pset_obj_track_times(pl, 0) >= 0 &&
+        (!w->squeeze || (H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0)))
+        ds = H5Dcreate2(b->g, "value", type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    if (pl >= 0)
+        H5Pclose(pl);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ds;
+}
+
+/* Writes the `n` kept rows at `buf` as rows [start, start + n) of `value`. */
+static int value_write(const ulp__writer *w, const ulp__digest_buf *b, uint64_t start, uint64_t n)
+{
+    if (n == 0)
+        return 0;
+    hsize_t size[2] = {start + n, (hsize_t)b->val_width}, off[2] = {start, 0};
+    hsize_t count[2] = {n, (hsize_t)b->val_width};
+    if (H5Dset_extent(b->val_ds, size) < 0)
+        return -1;
+    hid_t fs = H5Dget_space(b->val_ds), ms = H5Screate_simple(2, count, NULL);
+    int bad = fs < 0 || ms < 0 ||
+              H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, count, NULL) < 0 ||
+              H5Dwrite(b->val_ds, w->types[b->val_dtype], ms, fs, H5P_DEFAULT, b->val) < 0;
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (ms >= 0)
+        H5Sclose(ms);
+    return bad ? -1 : 0;
+}
+
 static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
 {
     if (open_root(w) < 0)
@@ -197,6 +265,8 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
         if (b->occ_ds < 0)
             return -1;
     }
+    if (b->val_ds < 0 && b->val_row > 0 && (b->val_ds = value_create(w, b, fixed)) < 0)
+        return -1;
     if (b->inputs_ds < 0 && b->ninputs > 0) {
         hid_t t = ulp__digest_str_type(0, 1);
         b->inputs_ds = t < 0 ? -1
@@ -218,6 +288,15 @@ static void buf_clear(ulp__digest_buf *b)
     b->nrows = b->nocc = b->ninputs = 0;
 }
 
+static void prev_free(ulp__digest_buf *b)
+{
+    for (size_t i = 0; i < b->nprev; i++)
+        free(b->prev[i]);
+    free(b->prev);
+    b->prev = NULL;
+    b->nprev = 0;
+}
+
 /* Appends what waits of `b` to its datasets (created at its first rows). */
 static int buf_write(ulp__writer *w, ulp__digest_buf *b, int fixed)
 {
@@ -225,7 +304,8 @@ static int buf_write(ulp__writer *w, ulp__digest_buf *b, int fixed)
         return 0;
     int bad = buf_create(w, b, fixed) < 0;
     uint64_t r0 = b->rows_done, r1 = b->rows_done, r2 = b->rows_done;
-    bad = bad || append(b->ds[0], H5T_NATIVE_UINT64, b->dig, b->nrows, &r0) < 0 ||
+    bad = bad || (b->val_row > 0 && value_write(w, b, b->rows_done, b->nrows) < 0) ||
+          append(b->ds[0], H5T_NATIVE_UINT64, b->dig, b->nrows, &r0) < 0 ||
           append(b->ds[1], H5T_NATIVE_INT64, b->pos, b->nrows, &r1) < 0 ||
           append(b->ds[2], H5T_NATIVE_INT64, b->req, b->nrows, &r2) < 0;
     if (!bad)
@@ -280,6 +360,8 @@ void ulp__writer_digests_release(ulp__writer *w)
             H5Dclose(b->occ_ds);
         if (b->inputs_ds >= 0)
             H5Dclose(b->inputs_ds);
+        if (b->val_ds >= 0)
+            H5Dclose(b->val_ds);
         if (b->g >= 0)
             H5Gclose(b->g);
         free(b->name);
@@ -288,6 +370,8 @@ void ulp__writer_digests_release(ulp__writer *w)
         free(b->req);
         free(b->occ);
         free(b->inputs);
+        free(b->val);
+        prev_free(b);
     }
     free(w->digest_bufs);
     w->digest_bufs = NULL;
@@ -309,7 +393,8 @@ static ulp__digest_buf *buf_of(ulp__writer *w, const char *name)
     ulp__digest_buf b = {.g = H5I_INVALID_HID,
                          .ds = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID},
                          .occ_ds = H5I_INVALID_HID,
-                         .inputs_ds = H5I_INVALID_HID};
+                         .inputs_ds = H5I_INVALID_HID,
+                         .val_ds = H5I_INVALID_HID};
     b.name = strdup(name);
     if (b.name == NULL || ULP__GROW(w->digest_bufs, w->digest_bufs_cap, w->ndigest_bufs + 1) != 0) {
         free(b.name);
@@ -320,8 +405,67 @@ static ulp__digest_buf *buf_of(ulp__writer *w, const char *name)
     return &w->digest_bufs[*slot];
 }
 
-ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
-                                   uint64_t rows, ulp_error *err)
+/* The name's buffer, made at its first digests; NULL when out of memory. */
+static ulp__digest_buf *buf_find(ulp__writer *w, const char *name)
+{
+    int64_t *found = ulp__strmap_find(&w->digest_occ, name);
+    return found != NULL && *found >= 0 ? &w->digest_bufs[*found] : buf_of(w, name);
+}
+
+/* The elements of one row of `d` (the product of the axes after its row axes). */
+static uint64_t row_width(const ulp__desc *d)
+{
+    uint64_t n = 1;
+    int rr = d->positions != NULL ? d->row_rank : (d->ndim > 0 ? 1 : 0);
+    for (int i = rr; i < d->ndim; i++)
+        n *= (uint64_t)d->shape[i];
+    return n;
+}
+
+int64_t ulp__writer_kept_next(ulp__writer *w, const char *name)
+{
+    int64_t *found = w->kept_any ? ulp__strmap_find(&w->digest_occ, name) : NULL;
+    return found != NULL && *found >= 0 ? w->digest_bufs[*found].kept_next : 0;
+}
+
+/* Whether `d`'s inputs (its own name passed over) are the last ones appended to b. */
+static int same_inputs(const ulp__digest_buf *b, const ulp__desc *d)
+{
+    size_t k = 0;
+    for (int32_t i = 0; i < d->n_inputs; i++) {
+        if (strcmp(d->inputs[i], d->name) == 0)
+            continue;
+        if (k >= b->nprev || strcmp(d->inputs[i], b->prev[k]) != 0)
+            return 0;
+        k++;
+    }
+    return k > 0 && k == b->nprev;
+}
+
+/* `d`'s inputs, to be appended at element `first`, as the last ones appended; -1 out of memory. */
+static int keep_inputs(ulp__digest_buf *b, const ulp__desc *d, uint64_t first)
+{
+    prev_free(b);
+    if (d->n_inputs <= 0)
+        return 0;
+    if ((b->prev = calloc((size_t)d->n_inputs, sizeof *b->prev)) == NULL)
+        return -1;
+    for (int32_t i = 0; i < d->n_inputs; i++) {
+        if (strcmp(d->inputs[i], d->name) == 0)
+            continue;
+        if ((b->prev[b->nprev] = strdup(d->inputs[i])) == NULL) {
+            prev_free(b);
+            return -1;
+        }
+        b->nprev++;
+    }
+    b->prev_first = first;
+    return 0;
+}
+
+/* One occurrence of `d`'s digests into its name's buffer; with `kept`, its bytes too. */
+static ulp_status add_occurrence(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                 uint64_t rows, int kept, const void *data, ulp_error *err)
 {
     if (w == NULL || d == NULL || d->name == NULL || (rows > 0 && digests == NULL))
         return ulp__error(err, ULP_EINVAL, "writer: invalid digests");
@@ -334,11 +478,18 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
     if (rows != want)
         return ulp__error(err, ULP_EINVAL, "digests of '%s': %llu rows, the capture has %llu",
                           d->name, (unsigned long long)rows, (unsigned long long)want);
-    int64_t *found = ulp__strmap_find(&w->digest_occ, d->name);
-    ulp__digest_buf *b =
-        found != NULL && *found >= 0 ? &w->digest_bufs[*found] : buf_of(w, d->name);
+    ulp__digest_buf *b = buf_find(w, d->name);
+    if (b != NULL && kept && b->val_row == 0) { /* the name's first kept occurrence */
+        b->val_dtype = d->dtype;
+        b->val_width = (int64_t)row_width(d);
+        b->val_row = (size_t)b->val_width * ulp_dtype_size(d->dtype);
+        if (ULP__GROW(b->val, b->val_cap, b->nrows * b->val_row) != 0)
+            return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
+        memset(b->val, 0, b->nrows * b->val_row);
+    }
     size_t need = b == NULL ? 0 : b->nrows + (size_t)rows;
     if (b == NULL || ULP__GROW(b->dig, b->dig_cap, need) != 0 ||
+        (b->val_row > 0 && ULP__GROW(b->val, b->val_cap, need * b->val_row) != 0) ||
         ULP__GROW(b->pos, b->pos_cap, need) != 0 || ULP__GROW(b->req, b->req_cap, need) != 0 ||
         ULP__GROW(b->occ, b->occ_cap, b->nocc + 1) != 0 ||
         ULP__GROW(b->inputs, b->inputs_cap,
@@ -373,27 +524,51 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
     memcpy(o.graph_replay, d->graph_replay, sizeof(o.graph_replay));
     o.device_ptr = d->device_ptr;
     o.stream = d->stream;
-    /* The inputs as ulp__capture_rows_write writes them: the name's own passed over. */
-    for (int32_t i = 0; i < d->n_inputs; i++) {
-        if (strcmp(d->inputs[i], d->name) == 0)
-            continue;
-        char *s = strdup(d->inputs[i]);
-        if (s == NULL)
-            return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
-        b->inputs[b->ninputs++] = s;
-        o.inputs_count++;
-        b->bytes += strlen(s) + 1;
-        w->digest_bytes += strlen(s) + 1;
+    if (kept) {
+        /* A capture of the file: the captures' seq, and its digests' occurrence (what a
+         * data-mode file numbers it) unless a /captures dataset or a kept capture of the name
+         * took that number (ulp__writer_add takes one past the kept ones alike). */
+        int64_t *real = ulp__strmap_find(&w->occurrences, d->name);
+        int64_t at = o.occurrence > b->kept_next ? o.occurrence : b->kept_next;
+        o.kept = 1;
+        o.kept_seq = w->next_seq++;
+        o.kept_occurrence = real != NULL && *real > at ? *real : at;
+        b->kept_next = o.kept_occurrence + 1;
+        w->kept_any = 1;
     }
+    /* The inputs as ulp__capture_rows_write writes them: the name's own passed over; the
+     * elements of the last ones again when they are the same. */
+    if (same_inputs(b, d)) {
+        o.inputs_first = b->prev_first;
+    } else {
+        if (keep_inputs(b, d, o.inputs_first) != 0)
+            return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
+        for (size_t i = 0; i < b->nprev; i++) {
+            char *s = strdup(b->prev[i]);
+            if (s == NULL)
+                return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
+            b->inputs[b->ninputs++] = s;
+            b->bytes += strlen(s) + 1;
+            w->digest_bytes += strlen(s) + 1;
+        }
+    }
+    o.inputs_count = (uint32_t)b->nprev;
     if (rows > 0)
         memcpy(b->dig + b->nrows, digests, (size_t)rows * sizeof(uint64_t));
     for (uint64_t i = 0; i < rows; i++) {
         b->pos[b->nrows + i] = d->positions != NULL ? d->positions[i] : (int64_t)i;
         b->req[b->nrows + i] = d->requests != NULL ? d->requests[i] : 0;
     }
+    if (b->val_row > 0) {
+        unsigned char *v = b->val + b->nrows * b->val_row;
+        if (kept && rows > 0)
+            memcpy(v, data, (size_t)rows * b->val_row);
+        else
+            memset(v, 0, (size_t)rows * b->val_row);
+    }
     b->nrows += (size_t)rows;
     b->occ[b->nocc++] = o;
-    size_t add = (size_t)rows * 24 + sizeof(o);
+    size_t add = (size_t)rows * (24 + b->val_row) + sizeof(o);
     b->bytes += add;
     w->digest_bytes += add;
     w->digest_pending++;
@@ -410,4 +585,30 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
         ulp__h5_quiet_end(&q);
     }
     return st;
+}
+
+ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                   uint64_t rows, ulp_error *err)
+{
+    return add_occurrence(w, d, digests, rows, 0, NULL, err);
+}
+
+int ulp__writer_kept_fits(ulp__writer *w, const ulp__desc *d)
+{
+    uint64_t width = row_width(d);
+    int64_t *found = ulp__strmap_find(&w->digest_occ, d->name);
+    const ulp__digest_buf *b = found != NULL && *found >= 0 ? &w->digest_bufs[*found] : NULL;
+    return width > 0 && ulp_dtype_size(d->dtype) > 0 &&
+           (b == NULL || b->val_row == 0 ||
+            (b->val_dtype == d->dtype && b->val_width == (int64_t)width));
+}
+
+ulp_status ulp__writer_digests_kept(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                    uint64_t rows, const void *data, size_t nbytes, ulp_error *err)
+{
+    uint64_t need = rows * row_width(d) * ulp_dtype_size(d->dtype);
+    if ((uint64_t)nbytes != need || (nbytes > 0 && data == NULL))
+        return ulp__error(err, ULP_EINVAL, "kept capture '%s': %zu bytes, its %llu rows need %llu",
+                          d->name, nbytes, (unsigned long long)rows, (unsigned long long)need);
+    return add_occurrence(w, d, digests, rows, 1, data, err);
 }

@@ -44,6 +44,7 @@ struct ulp__writer {
     size_t digest_pending; /* occurrences waiting */
     int squeeze;           /* deflate there: HDF5 has the filter (H5Zfilter_avail) */
     int64_t digest_seq;
+    int kept_any; /* some capture is kept in /digests (ulp__writer_add_kept) */
 
     /* Captures written that wait for their batch's flush, journal
      * records and links (writer_link.c). */
@@ -215,5 +216,17 @@ ulp_status ulp__writer_digests_write(ulp__writer *w, int closing, ulp_error *err
 
 /* Closes /digests and its open datasets, and frees the buffers (what waits is lost). */
 void ulp__writer_digests_release(ulp__writer *w);
+
+/* --- kept captures (writer_digest.c) --------------------------------------------------- */
+
+/* The next occurrence number of `name` that its kept captures leave free (0 if none). */
+int64_t ulp__writer_kept_next(ulp__writer *w, const char *name);
+
+/* 1 when the rows of `d` fit its name's `value` (its first kept dtype and row width). */
+int ulp__writer_kept_fits(ulp__writer *w, const ulp__desc *d);
+
+/* ulp__writer_add_kept's digests and kept rows, once they fit. */
+ulp_status ulp__writer_digests_kept(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
+                                    uint64_t rows, const void *data, size_t nbytes, ulp_error *err);
 
 #endif /* ULPPROF_FORMAT_WRITER_INTERNAL_H */

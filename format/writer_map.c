@@ -71,7 +71,8 @@ void ulp__writer_map_finish(ulp__writer *w, ulp__index_seal_job *job)
         return;
     ulp__open_map m = {
         .flags = (w->trace >= 0 || w->trace_broken ? ULP__MAP_HAS_TRACE : 0) |
-                 (w->groups[ULP__WRITER_OBSERVED] >= 0 ? ULP__MAP_HAS_OBSERVED : 0),
+                 (w->groups[ULP__WRITER_OBSERVED] >= 0 ? ULP__MAP_HAS_OBSERVED : 0) |
+                 (w->kept_any ? ULP__MAP_HAS_KEPT : 0),
         .journal = w->jfirst,
         .format_version = ULP_FORMAT_VERSION,
         .created_unix_ns = w->map_created,

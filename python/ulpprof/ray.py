@@ -327,6 +327,39 @@ def _ids_names(f: Any) -> List[str]:
     return out
 
 
+def _kept(f: Any) -> List[Tuple[Any, ...]]:
+    """The captures a digest-mode file keeps in /digests (FORMAT.md
+    "Digests": its tokens and fed token ids), as (seq, name, dtype, role,
+    rows [rows, width] as stored, positions, requests or None), each
+    occurrence its table marks `kept`."""
+    import h5py
+    import numpy as np
+    out: List[Tuple[Any, ...]] = []
+    dg = f.get("digests")
+    if not isinstance(dg, h5py.Group) or _text(dg.attrs.get("layout", "")) != "packed-1":
+        return out
+    for name, g in dg.items():
+        if not isinstance(g, h5py.Group) or "value" not in g:
+            continue
+        table = g["occurrences"][()]
+        if "kept" not in (table.dtype.names or ()):
+            continue
+        value, pos, req = g["value"][()], g["position"][()], g["request"][()]
+        for o in table:
+            if not o["kept"] or not o["has_positions"]:
+                continue
+            a, n = int(o["first"]), int(o["rows"])
+            out.append((int(o["kept_seq"]), name, _text(o["dtype"]), _text(o["role"]),
+                        np.ascontiguousarray(value[a:a + n]), pos[a:a + n].astype(np.int64),
+                        req[a:a + n].astype(np.int64) if o["has_requests"] else None))
+    return out
+
+
+def _kept_ids(t: Tuple[Any, ...]) -> bool:
+    """Whether a kept capture of _kept() holds fed token ids."""
+    return t[3] == "input" and t[2] in _ID_DTYPES and t[4].ndim == 2 and t[4].shape[1] == 1
+
+
 def _token_captures(path: str) -> List[Tuple[Any, ...]]:
     """What `ulpprof streams` reads of a file, in write (seq) order, each as
     (name, dtype, role, rows, positions, requests or None): its `tokens`
@@ -363,6 +396,15 @@ def _token_captures(path: str) -> List[Tuple[Any, ...]]:
                         req = None  # the program reads such a capture as request 0's
                     out.append((int(a.get("seq", 0)), name, _text(a["dtype"]), "input",
                                 np.ascontiguousarray(occ[()]).reshape(-1), pos, req))
+            kept = _kept(f)
+            ids = [t for t in kept if _kept_ids(t)]
+            first = min(ids, key=lambda t: t[0])[1] if ids else None  # the first-written name
+            for t in kept:
+                if t[1] == "tokens" and t[2] == "f64" and t[4].shape[1:] == (2,):
+                    out.append(t[:3] + ("activation", t[4].astype(np.float64),
+                                        t[5], t[6] if t[6] is not None else np.zeros_like(t[5])))
+                elif t[1] == first and not _ids_names(f):
+                    out.append(t[:3] + ("input", t[4].reshape(-1), t[5], t[6]))
     except (OSError, ValueError, KeyError) as e:
         raise SnapshotError("ulpprof: cannot read the tokens of '%s': %s" % (path, e)) from None
     out.sort(key=lambda t: t[0])
@@ -404,7 +446,8 @@ def _digest_only(path: str) -> bool:
             dg, caps = f.get("digests"), f.get("captures")
             has = isinstance(dg, h5py.Group) and len(dg) > 0
             small = ["tokens"] + _ids_names(f)
-            data = isinstance(caps, h5py.Group) and any(k not in small for k in caps)
+            data = isinstance(caps, h5py.Group) and any(k not in small and len(caps[k]) > 0
+                                                         for k in caps)
             return has and not data
     except (OSError, ValueError):
         return False

@@ -10,6 +10,14 @@ An Occurrence looks like the old layout's dataset /digests/<name>/<occ>:
 positions, requests, inputs, kernels, gemms, graph_replay, device_ptr,
 stream where the capture had them), whichever layout the file has.
 
+kept(f) -> {capture name: [Capture, ...]} and captures(f, name) read the
+captures a digest-mode file keeps in /digests (the produced tokens, the fed
+token ids: rows of /digests/<name>/value, occurrences marked `kept`) as a
+/captures dataset looks to h5py: `c[()]` (shaped as the capture), `c.shape`,
+`c.dtype`, `c.attrs` (its seq the captures' counter, kept_seq);
+captures(f, name) gives a name's /captures datasets and kept captures alike,
+in occurrence order, whichever the file holds.
+
 write_old(path_or_file, name, occurrence, digests, **attrs) writes an
 occurrence in the layout of files made before `packed-1` (a dataset per
 occurrence, no /digests `layout`), for tests that check old files still
@@ -57,35 +65,102 @@ def _packed(g):
         a, n = int(o["first"]), int(o["rows"])
         if a + n > len(dig):
             raise ValueError("%s: occurrence %d rows past the datasets" % (g.name, i))
-        ndim, rr = int(o["ndim"]), int(o["row_rank"])
-        shape = [int(x) for x in o["shape"][:ndim]]
-        axes = tuple(shape[:rr]) if ndim > 0 else (1,)
-        if int(np.prod(axes)) != n:
-            axes = (n,)
-        at = {"dtype": _str(o["dtype"]), "seq": np.int64(o["seq"]), "role": _str(o["role"]),
-              "time_ns": np.int64(o["time_ns"]),
-              "shape": np.array(shape, dtype=np.int64) if ndim > 0 else np.int64(0),
-              "ndim": np.int32(ndim)}
-        if o["has_layer"]:
-            at["layer"] = np.int32(o["layer"])
-        if o["has_step"]:
-            at["step"] = np.int64(o["step"])
-        if o["has_positions"]:
-            at["positions"] = pos[a:a + n].reshape(axes)
-        if o["has_requests"]:
-            at["requests"] = req[a:a + n].reshape(axes)
-        k, c = int(o["inputs_first"]), int(o["inputs_count"])
-        if c > 0:
-            at["inputs"] = np.array([s if isinstance(s, bytes) else s.encode()
-                                     for s in inputs[k:k + c]])
-        for f in ("kernels", "gemms", "graph_replay"):
-            if o["has_" + f]:
-                at[f] = np.array(o[f], dtype=np.int64)
-        for f in ("device_ptr", "stream"):
-            if int(o[f]) != 0:
-                at[f] = np.uint64(o[f])
+        axes, at = _attrs(o, pos, req, inputs, a, n)
         occs.append(Occurrence(dig[a:a + n].reshape(axes), at))
     return occs
+
+
+def _attrs(o, pos, req, inputs, a, n):
+    """(row axes, attributes) of occurrence `o` of a packed table, its rows [a, a + n)."""
+    ndim, rr = int(o["ndim"]), int(o["row_rank"])
+    shape = [int(x) for x in o["shape"][:ndim]]
+    axes = tuple(shape[:rr]) if ndim > 0 else (1,)
+    if int(np.prod(axes)) != n:
+        axes = (n,)
+    at = {"dtype": _str(o["dtype"]), "seq": np.int64(o["seq"]), "role": _str(o["role"]),
+          "time_ns": np.int64(o["time_ns"]),
+          "shape": np.array(shape, dtype=np.int64) if ndim > 0 else np.int64(0),
+          "ndim": np.int32(ndim)}
+    if o["has_layer"]:
+        at["layer"] = np.int32(o["layer"])
+    if o["has_step"]:
+        at["step"] = np.int64(o["step"])
+    if o["has_positions"]:
+        at["positions"] = pos[a:a + n].reshape(axes)
+    if o["has_requests"]:
+        at["requests"] = req[a:a + n].reshape(axes)
+    k, c = int(o["inputs_first"]), int(o["inputs_count"])
+    if c > 0:
+        at["inputs"] = np.array([s if isinstance(s, bytes) else s.encode()
+                                 for s in inputs[k:k + c]])
+    for f in ("kernels", "gemms", "graph_replay"):
+        if o["has_" + f]:
+            at[f] = np.array(o[f], dtype=np.int64)
+    for f in ("device_ptr", "stream"):
+        if int(o[f]) != 0:
+            at[f] = np.uint64(o[f])
+    return axes, at
+
+
+class Capture:
+    """A capture kept in /digests, as h5py shows a /captures dataset."""
+
+    def __init__(self, name, occurrence, data, attrs):
+        self.name = "/captures/%s/%d" % (name, occurrence)
+        self.occurrence = occurrence
+        self._data = data
+        self.attrs = attrs
+        self.shape = data.shape
+        self.dtype = data.dtype
+        self.size = data.size
+
+    def __getitem__(self, key):
+        return self._data[key]
+
+    def __len__(self):
+        return len(self._data)
+
+
+def kept(f):
+    """{name: [Capture]} of the captures /digests keeps (occurrences marked kept)."""
+    if not isinstance(f, h5py.File):
+        with h5py.File(f, "r") as h:
+            return kept(h)
+    out = {}
+    if layout(f) != "packed-1":
+        return out
+    for name, g in f["digests"].items():
+        if "value" not in g:
+            continue
+        table = g["occurrences"][()]
+        value, pos, req = g["value"][()], g["position"][()], g["request"][()]
+        inputs = g["inputs"][()] if "inputs" in g else np.zeros(0, dtype=object)
+        for o in table:
+            if not o["kept"]:
+                continue
+            a, n = int(o["first"]), int(o["rows"])
+            _, at = _attrs(o, pos, req, inputs, a, n)
+            at["seq"] = np.int64(o["kept_seq"])
+            shape = tuple(int(x) for x in o["shape"][:int(o["ndim"])])
+            data = np.ascontiguousarray(value[a:a + n]).reshape(shape)
+            out.setdefault(name, []).append(Capture(name, int(o["kept_occurrence"]), data, at))
+    return out
+
+
+def captures(f, name):
+    """The captures named `name`, in /captures or kept in /digests, by occurrence."""
+    out = []
+    if "captures" in f and name in f["captures"]:
+        g = f["captures"][name]
+        out += [(int(k), g[k]) for k in g]
+    out += [(c.occurrence, c) for c in kept(f).get(name, [])]
+    return [c for _, c in sorted(out, key=lambda t: t[0])]
+
+
+def capture_names(f):
+    """The names of the file's captures, in /captures or kept in /digests."""
+    names = set(f["captures"]) if "captures" in f else set()
+    return sorted(names | set(kept(f)))
 
 
 def layout(f):

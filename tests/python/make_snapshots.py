@@ -253,12 +253,13 @@ def bad(path, build):
 
 def patch_superblock_eof(path, new_size):
     """Cuts a file and rewrites the superblock's end-of-file address (superblock
-    version 0: at byte 40), so HDF5 opens it and only the data is missing."""
+    version 0: at byte 40; version 1, which a chunk B-tree K of its own makes, 4
+    bytes later), so HDF5 opens it and only the data is missing."""
     with open(path, "r+b") as fh:
         head = fh.read(48)
-        assert head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] == 0, "expected superblock v0"
+        assert head[:8] == b"\x89HDF\r\n\x1a\n" and head[8] in (0, 1), "expected superblock v0/1"
         fh.truncate(new_size)
-        fh.seek(40)
+        fh.seek(40 + 4 * head[8])
         fh.write(struct.pack("<Q", new_size))
 
 

@@ -137,6 +137,21 @@ def same_group(fa, fb, group, what):
           "%s: /%s group attributes" % (what, group))
 
 
+def same_kept(fa, fb, what):
+    """What /digests keeps of captures (digests_h5.kept): the same in both files."""
+    ka, kb = digests_h5.kept(fa), digests_h5.kept(fb)
+    check(sorted(ka) == sorted(kb), "%s keeps %s, digest mode %s" % (what, sorted(ka), sorted(kb)))
+    for name in sorted(set(ka) & set(kb)):
+        for a, b in zip(ka[name], kb[name]):
+            keys = sorted(set(a.attrs) | set(b.attrs))
+            same = all(k in a.attrs and k in b.attrs and
+                       np.array_equal(np.asarray(a.attrs[k]), np.asarray(b.attrs[k]))
+                       for k in keys if k != "time_ns")
+            check(same and a.occurrence == b.occurrence and a[()].tobytes() == b[()].tobytes() and
+                  a.shape == b.shape and str(a.dtype) == str(b.dtype),
+                  "%s: kept %s/%d differs from digest mode's" % (what, name, a.occurrence))
+
+
 def expected_digests(name, x, pos, rr):
     """numpy + Python XXH64: the digest of each row of capture `name`."""
     rows = 1 if x.ndim == 0 else int(np.prod(x.shape[:rr if pos is not None else 1]))
@@ -157,8 +172,25 @@ def main():
     with h5py.File(out, "r") as fr, h5py.File(dig, "r") as fd, h5py.File(data, "r") as fo:
         same_group(fr, fd, "digests", "rendition")
         same_group(fr, fd, "captures", "rendition")
-        check(sorted(datasets(fr, "captures")) == ["input_ids/0", "tokens/0"],
+        check(sorted(datasets(fr, "captures")) == [],
               "rendition /captures %r" % sorted(datasets(fr, "captures")))
+        same_kept(fr, fd, "rendition")
+        # What /digests keeps is the data file's ids and tokens, bit for bit, in its order
+        # (their seq counts the file's captures: those two).
+        kr = digests_h5.kept(fr)
+        check(sorted(kr) == ["input_ids", "tokens"], "rendition keeps %r" % sorted(kr))
+        order = []
+        for name, occs in kr.items():
+            for c in occs:
+                o = fo["captures"][name][str(c.occurrence)]
+                order.append((int(c.attrs["seq"]), int(o.attrs["seq"])))
+                check(c[()].tobytes() == o[()].tobytes() and c.shape == o.shape and
+                      np.array_equal(c.attrs["positions"], o.attrs["positions"]) and
+                      np.array_equal(c.attrs["requests"], o.attrs["requests"]),
+                      "rendition keeps %s/%d other than the data file's" % (name, c.occurrence))
+        check([k for k, _ in sorted(order)] == list(range(len(order))) and
+              sorted(order) == sorted(order, key=lambda t: t[1]),
+              "kept seqs %r (rendition, data file)" % sorted(order))
         check(dict(fr["run"].attrs) == dict(fo["run"].attrs) and
               dict(fr["env"].attrs) == dict(fo["env"].attrs), "/run or /env not carried")
         check(fr.attrs["label"] == fo.attrs["label"], "label %r" % fr.attrs["label"])
@@ -206,6 +238,7 @@ def main():
         with h5py.File(out2, "r") as fr, h5py.File(dig, "r") as fd:
             same_group(fr, fd, "digests", "both rendition")
             same_group(fr, fd, "captures", "both rendition")
+            same_kept(fr, fd, "both rendition")
 
     # Refusals: one line naming the file, exit 2, nothing written.
     sel = os.path.join(tmp, "sel.h5")

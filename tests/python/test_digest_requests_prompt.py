@@ -123,8 +123,10 @@ def main():
         a, b = os.path.join(tmp, "a.h5"), os.path.join(tmp, "b.h5")
         rows_a, rows_b = write(a, "A"), write(b, "B")
         with h5py.File(a, "r") as f:
-            check(sorted(f["captures"].keys()) == ["input_ids", "tokens"] and
-                  "layers.0.out" in f["digests"], "digest mode keeps only the ids and tokens")
+            check(sorted(f["captures"].keys()) == [] and
+                  sorted(digests_h5.kept(f)) == ["input_ids", "tokens"] and
+                  "layers.0.out" in f["digests"] and "layers.0.out" not in digests_h5.kept(f),
+                  "digest mode keeps only the ids and tokens, in /digests")
         # numpy: the layer rows that differ, keyed by A's request numbers.
         to_a = NUMBERING["A"]
         want_rows = sorted((to_a[p], q) for (p, q) in rows_a

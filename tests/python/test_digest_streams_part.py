@@ -17,6 +17,7 @@ sys.path.insert(0, HERE)
 import pyenv_reexec  # noqa: E402
 
 pyenv_reexec.unless("transformers")
+import digests_h5  # noqa: E402  (h5py alone: /captures, and what /digests keeps)
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -63,17 +64,18 @@ with tempfile.TemporaryDirectory() as d:
     run(a, FEED_A)
     run(b, FEED_B)
     with h5py.File(a, "r") as f:
-        caps = sorted(f["captures"].keys())
-        check(caps == ["input_ids", "tokens"], "digest-mode /captures holds %s, not only "
-              "input_ids and tokens" % caps)
+        caps = sorted(f["captures"].keys()) if "captures" in f else []
+        kept = sorted(digests_h5.kept(f))
+        check(caps == [] and kept == ["input_ids", "tokens"], "digest-mode /captures holds %s "
+              "and /digests keeps %s, not nothing and input_ids, tokens" % (caps, kept))
         got = []
-        for occ in f["captures/input_ids"].values():
+        for occ in digests_h5.captures(f, "input_ids"):
             got += list(zip(np.asarray(occ.attrs["positions"]).reshape(-1).tolist(),
                             np.asarray(occ[()]).reshape(-1).tolist()))
         want = list(enumerate(PROMPT[0].tolist())) + [(5 + i, t) for i, t in enumerate(FEED_A)]
         check(sorted(got) == want, "input_ids kept in full: %s, want %s" % (sorted(got), want))
-        check("model.layers.0" in f["digests"] and "model.layers.0" not in f["captures"],
-              "layer outputs are digests only")
+        check("model.layers.0" in f["digests"] and "model.layers.0" not in caps and
+              "model.layers.0" not in kept, "layer outputs are digests only")
     ulpprof_bin = os.path.join(BUILD, "programs", "ulpprof")
     p = subprocess.run([ulpprof_bin, "diff", "-f", "json", a, b], capture_output=True, text=True)
     check(p.returncode == 1, "diff exit %d, want 1: %s" % (p.returncode, p.stderr))

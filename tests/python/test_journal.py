@@ -564,10 +564,13 @@ def part_f(tmp, small):
     damage in a closed file is refused."""
     want = rc.h5_captures(small)
     # The root's symbol-table entry sits in the version 0 superblock at byte
-    # 56; its scratch pad (cache type 1) holds the B-tree address at byte 80.
+    # 56 (version 1, the writer's: 4 bytes later); its scratch pad (cache
+    # type 1) holds the B-tree address 24 bytes into it.
     data = read(small)
-    cache_type, root = struct.unpack_from("<I", data, 72)[0], struct.unpack_from("<Q", data, 80)[0]
-    if not check(data[8] == 0 and cache_type == 1 and data[root:root + 4] == b"TREE",
+    at = 56 + 4 * data[8]
+    cache_type = struct.unpack_from("<I", data, at + 16)[0]
+    root = struct.unpack_from("<Q", data, at + 24)[0]
+    if not check(data[8] in (0, 1) and cache_type == 1 and data[root:root + 4] == b"TREE",
                  "F: no root B-tree where the superblock says (%d)" % root):
         return
     closed = os.path.join(tmp, "torn_root_closed.h5")

@@ -27,6 +27,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_streams_flow_parted as parted  # noqa: E402  (re-executes under .ci/pyenv)
+import digests_h5  # noqa: E402  (h5py alone: /captures, and what /digests keeps)
 import h5py  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -78,7 +79,7 @@ def fed(path, request=0):
     """{position: (token, step)} of request's input_ids rows, read with h5py."""
     out = {}
     with h5py.File(path, "r") as f:
-        for occ in f["captures/input_ids"].values():
+        for occ in digests_h5.captures(f, "input_ids"):
             step = int(np.atleast_1d(occ.attrs["step"])[0]) if "step" in occ.attrs else None
             req = np.ravel(occ.attrs["requests"]) if "requests" in occ.attrs else None
             for k, (p, t) in enumerate(zip(np.ravel(occ.attrs["positions"]),

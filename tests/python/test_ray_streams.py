@@ -486,10 +486,12 @@ def check_data_mode(tmp, ids, placed):
           "data mode: moved %r; digest files %d, rendition %d"
           % (stats, sizes, os.path.getsize(rendition)))
     import h5py
+    import digests_h5
     with h5py.File(rendition, "r") as f:
-        check(sorted(f["captures"]) == ["tokens"] and sorted(f["digests"]) == sorted(NAMES),
-              "data mode: the rendition holds /captures %r, /digests %r"
-              % (sorted(f["captures"]), sorted(f["digests"])))
+        check(sorted(f["captures"]) == [] and sorted(digests_h5.kept(f)) == ["tokens"] and
+              sorted(f["digests"]) == sorted(NAMES),
+              "data mode: the rendition holds /captures %r, keeps %r, /digests %r"
+              % (sorted(f["captures"]), sorted(digests_h5.kept(f)), sorted(f["digests"])))
 
 
 def main():

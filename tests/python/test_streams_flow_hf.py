@@ -160,7 +160,7 @@ def step_positions(path, request=0):
     h5py, in position order."""
     pos = []
     with h5py.File(path, "r") as f:
-        for occ in f["captures"]["tokens"].values():
+        for occ in digests_h5.captures(f, "tokens"):  # /captures, or kept in /digests
             pos += [int(p) for p, r in zip(np.ravel(occ.attrs["positions"]),
                                            np.ravel(occ.attrs["requests"])) if int(r) == request]
     return sorted(pos)

@@ -1,0 +1,400 @@
+/*
+ * The captures a digest-mode file keeps in full in /digests (FORMAT.md
+ * "Digests": the produced tokens and the fed token ids), read as captures
+ * of the snapshot: per name whose group holds `value`, each occurrence the
+ * table marks `kept` becomes the capture (name, kept_occurrence) of seq
+ * kept_seq, its positions and requests the name's rows, its bytes its rows
+ * of `value`, held in memory (a few bytes a position).  A reader of the
+ * snapshot sees the captures a data-mode capture of the same run wrote to
+ * /captures, whichever the file holds.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/grow.h"
+#include "digest_table.h"
+#include "h5types.h"
+#include "snapshot_priv.h"
+
+typedef struct kept_walk {
+    ulp_snapshot *s;
+    ulp__cap_vec *kv;
+    const unsigned char ***mem; /* parallel to kv */
+    size_t mem_cap;
+    ulp_status st;
+    ulp_error *err;
+} kept_walk;
+
+/* The length of 1-D dataset `name` of `g` opened into *ds (-1 when not one). */
+static int64_t open_rows(hid_t g, const char *name, hid_t *ds)
+{
+    *ds = H5Lexists(g, name, H5P_DEFAULT) > 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
+    hid_t sp = *ds >= 0 ? H5Dget_space(*ds) : -1;
+    hsize_t n = 0;
+    int64_t len = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
+                          H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n <= INT64_MAX
+                      ? (int64_t)n
+                      : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    return len;
+}
+
+/* Rows [first, first + n) of `ds` (1-D, or 2-D of `width` columns) as `mt` into `out`. */
+static int read_rows(hid_t ds, hid_t mt, int rank, uint64_t first, uint64_t n, uint64_t width,
+                     void *out)
+{
+    if (n == 0 || (rank == 2 && width == 0))
+        return 0;
+    hsize_t start[2] = {first, 0}, count[2] = {n, width};
+    hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(rank, count, NULL);
+    int bad = fs < 0 || ms < 0 ||
+              H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+              H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out) < 0;
+    if (fs >= 0)
+        H5Sclose(fs);
+    if (ms >= 0)
+        H5Sclose(ms);
+    return bad ? -1 : 0;
+}
+
+/* `n` bytes the snapshot keeps (frees at close); NULL when out of memory. */
+static void *keep_alloc(ulp_snapshot *s, size_t n)
+{
+    char *q = malloc(n ? n : 1);
+    return q != NULL ? ulp__snap_keep(s, q) : NULL;
+}
+
+/* A copy of `p` (n bytes) kept by the snapshot; NULL when out of memory. */
+static void *keep_copy(ulp_snapshot *s, const void *p, size_t n)
+{
+    char *q = keep_alloc(s, n);
+    if (q != NULL && n > 0)
+        memcpy(q, p, n);
+    return q;
+}
+
+/* The occurrence's inputs, elements [first, first + n) of `inputs`, into c. */
+static int read_inputs(ulp_snapshot *s, hid_t g, const ulp__digest_occ *o, ulp_capture_info *c)
+{
+    if (o->inputs_count == 0)
+        return 0;
+    hid_t ds = -1;
+    int64_t len = open_rows(g, "inputs", &ds);
+    hid_t t = ulp__digest_str_type(0, 1);
+    char **v = calloc(o->inputs_count, sizeof *v);
+    const char **kept = keep_alloc(s, o->inputs_count * sizeof *kept);
+    int bad = len < 0 || t < 0 || v == NULL || kept == NULL || o->inputs_first > (uint64_t)len ||
+              o->inputs_count > (uint64_t)len - o->inputs_first ||
+              read_rows(ds, t, 1, o->inputs_first, o->inputs_count, 1, v) < 0;
+    for (uint32_t i = 0; !bad && i < o->inputs_count; i++)
+        bad = v[i] == NULL || (kept[i] = keep_copy(s, v[i], strlen(v[i]) + 1)) == NULL;
+    if (!bad && v != NULL) {
+        hsize_t n = o->inputs_count;
+        hid_t sp = H5Screate_simple(1, &n, NULL);
+        if (sp >= 0) {
+            H5Dvlen_reclaim(t, sp, H5P_DEFAULT, v);
+            H5Sclose(sp);
+        }
+    }
+    if (!bad) {
+        c->inputs = kept;
+        c->n_inputs = o->inputs_count;
+    }
+    free(v);
+    if (t >= 0)
+        H5Tclose(t);
+    if (ds >= 0)
+        H5Dclose(ds);
+    return bad ? -1 : 0;
+}
+
+/* Capture info of kept occurrence `o` of `name`; NULL, or the problem. */
+static const char *occ_info(const ulp__digest_occ *o, uint64_t nrows, uint64_t width,
+                            ulp_capture_info *c)
+{
+    char dtype[ULP__DIGEST_STR + 1];
+    memcpy(dtype, o->dtype, ULP__DIGEST_STR);
+    dtype[ULP__DIGEST_STR] = '\0';
+    c->dtype = ulp_dtype_from_name(dtype);
+    if (c->dtype == ULP_DTYPE_INVALID)
+        return "has a kept occurrence of a dtype this ulpprof does not know";
+    if (o->ndim < 0 || o->ndim > ULP_SNAPSHOT_MAX_RANK || o->row_rank < 0 || o->row_rank > o->ndim)
+        return "has a kept occurrence of a bad rank";
+    if (o->kept_seq < 0 || o->kept_occurrence < 0)
+        return "has a kept occurrence with a negative seq or occurrence";
+    c->ndim = o->ndim;
+    c->elements = 1;
+    uint64_t rows = 1, w = 1;
+    for (int k = 0; k < o->ndim; k++) {
+        if (o->shape[k] < 0 ||
+            (o->shape[k] > 0 && c->elements > ULP__MAX_ELEMENTS / (uint64_t)o->shape[k]))
+            return "has a kept occurrence of an absurd shape";
+        c->shape[k] = o->shape[k];
+        c->elements *= (uint64_t)o->shape[k];
+        if (k < o->row_rank)
+            rows *= (uint64_t)o->shape[k];
+        else
+            w *= (uint64_t)o->shape[k];
+    }
+    if (rows != o->rows || w != width || o->first > nrows || o->rows > nrows - o->first)
+        return "has a kept occurrence whose rows are not its shape's, or lie past `value`";
+    c->occurrence = o->kept_occurrence;
+    c->seq = o->kept_seq;
+    c->layer = o->has_layer ? o->layer : -1;
+    c->has_step = o->has_step != 0;
+    c->step = o->has_step ? o->step : 0;
+    c->time_ns = o->time_ns;
+    c->has_kernels = o->has_kernels != 0;
+    memcpy(c->kernels, o->kernels, sizeof c->kernels);
+    c->has_gemms = o->has_gemms != 0;
+    memcpy(c->gemms, o->gemms, sizeof c->gemms);
+    c->has_graph_replay = o->has_graph_replay != 0;
+    memcpy(c->graph_replay, o->graph_replay, sizeof c->graph_replay);
+    c->device_ptr = o->device_ptr;
+    c->stream = o->stream;
+    c->row_rank = o->has_positions ? o->row_rank : 0;
+    c->rows = o->has_positions ? o->rows : 0;
+    return NULL;
+}
+
+/* The kept occurrences of one name's group `g` into w. */
+static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *bad_occ)
+{
+    ulp_snapshot *s = w->s;
+    hid_t ds[4] = {-1, -1, -1, -1}; /* occurrences, position, request, value */
+    int64_t len[3] = {open_rows(g, "occurrences", &ds[0]), open_rows(g, "position", &ds[1]),
+                      open_rows(g, "request", &ds[2])};
+    ds[3] = H5Dopen2(g, "value", H5P_DEFAULT);
+    hid_t vsp = ds[3] >= 0 ? H5Dget_space(ds[3]) : -1, vt = ds[3] >= 0 ? H5Dget_type(ds[3]) : -1;
+    hid_t ot = ds[0] >= 0 ? H5Dget_type(ds[0]) : -1, mt = ulp__digest_occ_type();
+    hsize_t vd[2] = {0, 0};
+    ulp__digest_occ *occ = NULL;
+    const char *why = NULL;
+    if (len[0] < 0 || len[1] < 0 || len[2] < 0 || len[1] != len[2])
+        why = "has `value` without its occurrences, position and request of one length";
+    else if (vsp < 0 || vt < 0 || H5Sget_simple_extent_ndims(vsp) != 2 ||
+             H5Sget_simple_extent_dims(vsp, vd, NULL) != 2 || vd[0] != (hsize_t)len[1])
+        why = "has a `value` that is not 2-D with a row for each of its rows";
+    else if (ot < 0 || mt < 0 || !ulp__digest_occ_has_kept(ot))
+        why = "has `value` but an occurrences table without the fields kept, kept_seq and "
+              "kept_occurrence";
+    else if ((H5Tget_class(vt) != H5T_INTEGER && H5Tget_class(vt) != H5T_FLOAT) ||
+             (H5Tget_class(vt) == H5T_INTEGER && !ulp__h5_ints_sound(vt)))
+        why = "has a `value` of a type that is not a sound integer or float";
+    else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof *occ)) == NULL)
+        why = "is too large to read";
+    else if (read_rows(ds[0], mt, 1, 0, (uint64_t)len[0], 1, occ) < 0)
+        why = "has an occurrences table that cannot be read";
+    const char *kept_name = NULL;
+    for (int64_t i = 0; why == NULL && i < len[0]; i++) {
+        const ulp__digest_occ *o = &occ[i];
+        if (!o->kept)
+            continue;
+        *bad_occ = i;
+        if (kept_name == NULL && (kept_name = keep_copy(s, name, strlen(name) + 1)) == NULL) {
+            why = "is too large to read";
+            break;
+        }
+        ulp_capture_info c;
+        memset(&c, 0, sizeof c);
+        c.name = kept_name;
+        if ((why = occ_info(o, (uint64_t)len[1], (uint64_t)vd[1], &c)) != NULL)
+            break;
+        size_t esize = ulp_dtype_size(c.dtype);
+        if (H5Tget_size(vt) != esize) {
+            why = "has a kept occurrence whose dtype is not the size of `value`'s type";
+            break;
+        }
+        char role[ULP__DIGEST_STR + 1];
+        memcpy(role, o->role, ULP__DIGEST_STR);
+        role[ULP__DIGEST_STR] = '\0';
+        const char *rname = role[0] ? role : "activation";
+        /* Kept by the snapshot as soon as made: nothing to free on the way out. */
+        unsigned char *data = keep_alloc(s, (size_t)(c.elements * esize));
+        int64_t *pos = c.rows > 0 ? keep_alloc(s, (size_t)c.rows * sizeof *pos) : NULL;
+        int64_t *req =
+            c.rows > 0 && o->has_requests ? keep_alloc(s, (size_t)c.rows * sizeof *req) : NULL;
+        if (data == NULL || (c.rows > 0 && pos == NULL) ||
+            (c.rows > 0 && o->has_requests && req == NULL) ||
+            (c.role = keep_copy(s, rname, strlen(rname) + 1)) == NULL ||
+            ulp__cap_vec_push(w->kv) < 0 || ULP__GROW(*w->mem, w->mem_cap, w->kv->n) != 0) {
+            w->st = ulp__error(w->err, ULP_ENOMEM, "'%s': out of memory", s->path);
+            break;
+        }
+        w->kv->n--; /* pushed again below, once read */
+        if (read_rows(ds[3], vt, 2, o->first, o->rows, vd[1], data) < 0 ||
+            (pos != NULL && read_rows(ds[1], H5T_NATIVE_INT64, 1, o->first, c.rows, 1, pos) < 0) ||
+            (req != NULL && read_rows(ds[2], H5T_NATIVE_INT64, 1, o->first, c.rows, 1, req) < 0) ||
+            read_inputs(s, g, o, &c) < 0) {
+            why = "has kept rows that cannot be read";
+            break;
+        }
+        w->kv->n++;
+        c.positions = pos;
+        c.requests = req;
+        char occs[32];
+        snprintf(occs, sizeof occs, "%" PRId64, c.occurrence);
+        ulp_status st =
+            c.positions != NULL ? ulp__rows_check_keys(s, &c, name, occs, w->err) : ULP_OK;
+        if (st != ULP_OK) {
+            w->kv->n--;
+            w->st = st;
+            break;
+        }
+        ulp__cap_entry *e = &w->kv->v[w->kv->n - 1];
+        memset(e, 0, sizeof *e);
+        e->info = c;
+        e->src.offset = ULP__NO_OFFSET;
+        (*w->mem)[w->kv->n - 1] = data;
+    }
+    free(occ);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (ot >= 0)
+        H5Tclose(ot);
+    if (vt >= 0)
+        H5Tclose(vt);
+    if (vsp >= 0)
+        H5Sclose(vsp);
+    for (int i = 0; i < 4; i++)
+        if (ds[i] >= 0)
+            H5Dclose(ds[i]);
+    return why;
+}
+
+static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    kept_walk *w = arg;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub < 0)
+        return 0; /* not a group: the digests' reader says so when they are read */
+    int64_t bad_occ = -1;
+    const char *why =
+        H5Lexists(sub, "value", H5P_DEFAULT) > 0 ? one_group(w, sub, name, &bad_occ) : NULL;
+    H5Gclose(sub);
+    if (why != NULL && w->st == ULP_OK)
+        w->st = ulp__error(w->err, ULP_EFORMAT, "'%s': /digests/%s %s (occurrence %" PRId64 ")",
+                           w->s->path, name, why, bad_occ);
+    return w->st != ULP_OK ? -1 : 0;
+}
+
+ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
+                                   ulp_error *err)
+{
+    kv->n = 0;
+    *mem = NULL;
+    hid_t file = s->file;
+    /* Only the packed layout keeps captures; another is the digests' reader's to judge. */
+    if (file < 0 || H5Lexists(file, "digests", H5P_DEFAULT) <= 0)
+        return ULP_OK;
+    hid_t g = H5Gopen2(file, "digests", H5P_DEFAULT);
+    if (g < 0)
+        return ULP_OK;
+    char *layout = NULL;
+    const char *why = NULL;
+    int packed = ulp__attr_read_str(g, "layout", &layout, &why) == 0 &&
+                 strcmp(layout, ULP__DIGEST_LAYOUT) == 0;
+    free(layout);
+    kept_walk w = {s, kv, mem, 0, ULP_OK, err};
+    if (packed && H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_name, &w) < 0 &&
+        w.st == ULP_OK)
+        w.st = ulp__error(err, ULP_EFORMAT, "'%s': /digests cannot be listed", s->path);
+    H5Gclose(g);
+    if (w.st != ULP_OK) {
+        kv->n = 0;
+        free(*mem);
+        *mem = NULL;
+    }
+    return w.st;
+}
+
+static int by_seq(const void *a, const void *b)
+{
+    int64_t x = (*(const ulp__cap_entry *const *)a)->info.seq;
+    int64_t y = (*(const ulp__cap_entry *const *)b)->info.seq;
+    return (x > y) - (x < y);
+}
+
+ulp_status ulp__snapshot_kept_install(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char **mem,
+                                      ulp_error *err)
+{
+    if (kv->n == 0)
+        return ULP_OK;
+    size_t n = s->ncaps + kv->n;
+    ulp_capture_info *caps = calloc(n, sizeof *caps);
+    ulp__capture_src *srcs = calloc(n, sizeof *srcs);
+    const unsigned char **kmem = calloc(n, sizeof *kmem);
+    size_t *by_name = calloc(n, sizeof *by_name);
+    const ulp_capture_info **order = calloc(n, sizeof *order);
+    ulp__cap_entry **kept = calloc(kv->n, sizeof *kept);
+    ulp_status st = ULP_OK;
+    if (caps == NULL || srcs == NULL || kmem == NULL || by_name == NULL || order == NULL ||
+        kept == NULL) {
+        st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
+        goto cleanup;
+    }
+    for (size_t i = 0; i < kv->n; i++)
+        kept[i] = &kv->v[i];
+    qsort(kept, kv->n, sizeof *kept, by_seq);
+    /* Both in seq order: merged. */
+    size_t a = 0, b = 0;
+    for (size_t k = 0; k < n; k++) {
+        int take_kept = b < kv->n && (a == s->ncaps || kept[b]->info.seq < s->caps[a].seq);
+        if (take_kept) {
+            caps[k] = kept[b]->info;
+            srcs[k] = kept[b]->src;
+            kmem[k] = mem[kept[b] - kv->v];
+            b++;
+        } else {
+            caps[k] = s->caps[a];
+            srcs[k] = s->srcs[a];
+            a++;
+        }
+        if (k > 0 && caps[k].seq == caps[k - 1].seq) {
+            st = ulp__error(err, ULP_EDUPSEQ,
+                            "'%s': captures '%s/%" PRId64 "' and '%s/%" PRId64
+                            "' both have seq %" PRId64 " (one kept in /digests)",
+                            s->path, caps[k - 1].name, caps[k - 1].occurrence, caps[k].name,
+                            caps[k].occurrence, caps[k].seq);
+            goto cleanup;
+        }
+    }
+    for (size_t k = 0; k < n; k++)
+        order[k] = &caps[k];
+    qsort(order, n, sizeof *order, ulp__cap_name_cmp);
+    for (size_t k = 1; k < n; k++)
+        if (ulp__cap_name_cmp(&order[k - 1], &order[k]) == 0) {
+            st = ulp__error(err, ULP_EFORMAT,
+                            "'%s': capture '%s' has occurrence %" PRId64
+                            " twice (one kept in /digests)",
+                            s->path, order[k]->name, order[k]->occurrence);
+            goto cleanup;
+        }
+    for (size_t k = 0; k < n; k++)
+        by_name[k] = (size_t)(order[k] - caps);
+    free(s->caps);
+    free(s->srcs);
+    free(s->by_name);
+    s->caps = caps;
+    s->srcs = srcs;
+    s->by_name = by_name;
+    s->kept_mem = kmem;
+    s->ncaps = n;
+    caps = NULL;
+    srcs = NULL;
+    by_name = NULL;
+    kmem = NULL;
+cleanup:
+    free(caps);
+    free(srcs);
+    free(kmem);
+    free(by_name);
+    free(order);
+    free(kept);
+    return st;
+}

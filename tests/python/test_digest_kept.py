@@ -1,0 +1,276 @@
+"""The captures a digest-mode file keeps in /digests (FORMAT.md "Digests":
+the produced tokens and the fed token ids as rows of /digests/<name>/value,
+occurrences marked `kept`), checked against numpy and h5py alone.
+
+- Digest mode writes no /captures dataset: /digests/<name>/value holds the
+  ids' and tokens' bytes (h5py, tests/python/digests_h5.py), equal to what
+  numpy captured and to the data-mode file's /captures datasets of the same
+  run (bytes, occurrence, positions, requests, step); their seqs keep the
+  data file's order.
+- The C reader shows them as captures (`ulpprof ls --json`: names,
+  occurrences, shapes, positions in seq order, as h5py sees them), their
+  bytes too (`ulpprof streams -f json`: the tokens numpy produced, two
+  requests identified by their prompts); `diff` of the data file and the
+  digest file: identical.
+- A name whose first occurrences are not kept (f32 activations) and later
+  ones are (fed ids): the earlier rows of `value` read as 0 (h5py) and only
+  the kept ones are captures.  A kept name that changes dtype: the new one
+  goes to /captures, and the reader shows both, occurrences unique.  Mode
+  switched data -> digest -> data: occurrences 0..4 unique, /captures 0, 1,
+  4 and kept 2, 3.
+- `ulpprof repair` keeps /digests with what it keeps.  A file written
+  before `value` (ids and tokens in /captures, a table without the kept
+  fields), made here with h5py from the digest file: the same captures and
+  streams.
+- Damage (a `value` of too few rows, of another element size, a kept
+  occurrence past it, a table without the kept fields): one stderr line
+  naming the file and the name, exit 2.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
+SRC = os.environ.get("ULPPROF_SOURCE_DIR", ".")
+os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")
+sys.path.insert(0, os.path.join(SRC, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ulpprof import _lib  # noqa: E402
+
+import digests_h5  # noqa: E402
+
+ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
+STEPS = 12
+PROMPTS = ([5, 9, 2], [7, 1, 8, 4])  # request 0's and 1's fed prompt
+fails = []
+
+
+def check(cond, what):
+    if not cond:
+        fails.append(what)
+        print("FAIL:", what)
+    return cond
+
+
+def run(*args):
+    return subprocess.run([ULPPROF] + list(args), capture_output=True, text=True, timeout=120)
+
+
+def produced(step, r):
+    return 10 + (3 * step + 7 * r) % 13
+
+
+def write(path, mode):
+    """Two requests: their prompts, then STEPS decode steps, each step feeding the token the
+    last emitted; per step the ids, two layers and the tokens (with margins).  Returns
+    {request: [produced tokens]}."""
+    s = _lib.Session(path, label="kept")
+    s.set_capture_mode(mode)
+    out = {0: [], 1: []}
+    pos = [len(p) for p in PROMPTS]
+    for r, p in enumerate(PROMPTS):
+        ids = np.array([p], np.int64)
+        check(s.capture("input_ids", ids.ctypes.data, "i64", [1, len(p)], role="input",
+                        positions=list(range(len(p))), requests=[r] * len(p), row_rank=2,
+                        step=0) == 0, "capture the prompt")
+    for step in range(STEPS):
+        ids = np.array([[out[r][-1] if out[r] else PROMPTS[r][-1]] for r in (0, 1)], np.int64)
+        if step > 0:
+            s.capture("input_ids", ids.ctypes.data, "i64", [2, 1], role="input",
+                      positions=[pos[0], pos[1]], requests=[0, 1], row_rank=1, step=step)
+            pos = [pos[0] + 1, pos[1] + 1]
+        for layer in range(2):
+            h = np.full((2, 8), step + 0.25 * layer, np.float32)
+            s.capture("layers.%d" % layer, h.ctypes.data, "f32", [2, 8], layer=layer,
+                      positions=[pos[0] - 1, pos[1] - 1], requests=[0, 1], row_rank=1, step=step)
+        tok = np.array([[produced(step, r), 0.5 + r] for r in (0, 1)], np.float64)
+        s.capture("tokens", tok.ctypes.data, "f64", [2, 2], positions=[pos[0] - 1, pos[1] - 1],
+                  requests=[0, 1], row_rank=1, step=step)
+        for r in (0, 1):
+            out[r].append(produced(step, r))
+        if step == 5:
+            s.flush()  # the datasets grow after a flush
+    check(s.close() == 0, "%s: close" % path)
+    return out
+
+
+def ls(path):
+    p = run("ls", "--json", path)
+    if not check(p.returncode == 0, "ls %s: exit %d: %s" % (path, p.returncode, p.stderr)):
+        return []
+    return json.loads(p.stdout)[0]["captures"]
+
+
+def attrs_of(c):
+    a = c.attrs
+    return (np.ravel(a["positions"]).tolist(), np.ravel(a.get("requests", [])).tolist(),
+            int(a["step"]) if "step" in a else None)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="ulpprof-kept-")
+    data, dig = os.path.join(tmp, "data.h5"), os.path.join(tmp, "digest.h5")
+    want = write(data, "data")
+    write(dig, "digest")
+
+    # h5py: nothing in /captures, the ids and tokens in /digests, as the data file holds them.
+    with h5py.File(dig, "r") as fd, h5py.File(data, "r") as fo:
+        caps = sorted(fd["captures"]) if "captures" in fd else []
+        kept = digests_h5.kept(fd)
+        check(caps == [] and sorted(kept) == ["input_ids", "tokens"],
+              "digest file: /captures %r, kept %r" % (caps, sorted(kept)))
+        order = []
+        for name in ("input_ids", "tokens"):
+            ko, do = kept.get(name, []), sorted(fo["captures"][name].items(), key=lambda t: int(t[0]))
+            check(len(ko) == len(do), "%s: %d kept, %d in the data file" % (name, len(ko), len(do)))
+            for c, (occ, o) in zip(ko, do):
+                order.append((int(c.attrs["seq"]), int(o.attrs["seq"])))
+                check(c.occurrence == int(occ) and c.shape == o.shape and
+                      c[()].tobytes() == o[()].tobytes() and attrs_of(c) == attrs_of(o),
+                      "%s/%s: kept %r %r, data file %r %r" % (name, occ, c[()].ravel().tolist(),
+                                                              attrs_of(c), o[()].ravel().tolist(),
+                                                              attrs_of(o)))
+        check(sorted(order) == sorted(order, key=lambda t: t[1]), "kept seqs out of the data "
+              "file's order: %r" % sorted(order))
+        toks = np.concatenate([c[()] for c in kept.get("tokens", [])])
+        check(sorted(toks[:, 0].astype(int).tolist()) == sorted(want[0] + want[1]),
+              "kept tokens %r" % toks[:, 0].tolist())
+
+    # The C reader: the same captures, names and occurrences in seq order, and their bytes.
+    ld, lo = ls(dig), ls(data)
+    keyed = lambda caps: [(c["name"], c["occurrence"], c["shape"], c["positions"], c["requests"])
+                          for c in caps if c["name"] in ("input_ids", "tokens")]
+    check(keyed(ld) == keyed(lo) and len(ld) == len(keyed(lo)),
+          "ls: digest file %r, data file %r" % (keyed(ld)[:4], keyed(lo)[:4]))
+    check([c["seq"] for c in ld] == list(range(len(ld))), "ls seqs %r" % [c["seq"] for c in ld])
+    p = run("streams", "-f", "json", dig, data)
+    doc = json.loads(p.stdout) if p.returncode == 0 else {}
+    got = {q["request"]: [g["tokens"] for g in q["completions"]] for q in doc.get("requests", [])}
+    check(p.returncode == 0 and got == {0: [want[0]], 1: [want[1]]} and
+          doc.get("ids") == "input_ids",
+          "streams: exit %d, %r (want %r), ids %r: %s" % (p.returncode, got, want,
+                                                          doc.get("ids"), p.stderr))
+    p = run("diff", "-f", "json", data, dig)
+    doc = json.loads(p.stdout) if p.returncode in (0, 1) else {}
+    check(p.returncode == 0 and doc.get("identical") is True,
+          "diff data digest: exit %d, %r" % (p.returncode, p.stderr))
+
+    # Kept after rows that were not; a dtype change; modes switched.
+    mix = os.path.join(tmp, "mix.h5")
+    s = _lib.Session(mix, label="mix")
+    s.set_capture_mode("digest")
+    f32 = np.ones((1, 1), np.float32)
+    for k in range(3):
+        s.capture("mix", f32.ctypes.data, "f32", [1, 1], positions=[k], row_rank=1)
+    s.flush()
+    ids = np.array([[41], [42]], np.int64)
+    s.capture("mix", ids.ctypes.data, "i64", [2, 1], role="input", positions=[3, 4], row_rank=1)
+    i32 = np.array([[43]], np.int32)
+    s.capture("mix", i32.ctypes.data, "i32", [1, 1], role="input", positions=[5], row_rank=1)
+    one = np.array([[7]], np.int64)
+    for k, mode in enumerate(("data", "data", "digest", "digest", "data")):
+        s.set_capture_mode(mode)
+        s.capture("sw", one.ctypes.data, "i64", [1, 1], role="input", positions=[k], row_rank=1)
+    check(s.close() == 0, "mix: close")
+    with h5py.File(mix, "r") as f:
+        v = f["digests/mix/value"][()]
+        check(v.ravel().tolist() == [0, 0, 0, 41, 42, 0] and v.dtype == np.int64,
+              "mix: value %r" % v.ravel().tolist())
+        k = digests_h5.kept(f)
+        check([c.occurrence for c in k.get("mix", [])] == [3] and
+              sorted(f["captures/mix"]) == ["4"] and
+              f["captures/mix/4"][()].ravel().tolist() == [43],
+              "mix: kept %r, /captures %r" % ([c.occurrence for c in k.get("mix", [])],
+                                               sorted(f["captures/mix"])))
+        check(sorted(f["captures/sw"], key=int) == ["0", "1", "4"] and
+              [c.occurrence for c in k.get("sw", [])] == [2, 3],
+              "switched modes: /captures %r, kept %r"
+              % (sorted(f["captures/sw"]), [c.occurrence for c in k.get("sw", [])]))
+    lm = ls(mix)
+    check([(c["name"], c["occurrence"], c["dtype"]) for c in lm] ==
+          [("mix", 3, "i64"), ("mix", 4, "i32")] + [("sw", i, "i64") for i in range(5)],
+          "mix: ls %r" % [(c["name"], c["occurrence"], c["dtype"]) for c in lm])
+
+    # repair keeps /digests and what it keeps.
+    rep = os.path.join(tmp, "repaired.h5")
+    p = run("repair", dig, rep)
+    check(p.returncode == 0 and keyed(ls(rep)) == keyed(ld), "repair: exit %d %s" %
+          (p.returncode, p.stderr))
+    p = run("diff", "-f", "json", rep, dig)
+    check(p.returncode == 0, "diff repaired digest: exit %d %s" % (p.returncode, p.stderr))
+
+    # A file written before `value`: the ids and tokens in /captures, made with h5py.
+    old = os.path.join(tmp, "old.h5")
+    shutil.copy(dig, old)
+    with h5py.File(old, "r+") as f:
+        for name, occs in digests_h5.kept(f).items():
+            for c in occs:
+                ds = f.create_dataset("captures/%s/%d" % (name, c.occurrence), data=c[()])
+                for a in ("seq", "dtype", "role", "positions", "requests", "step", "time_ns"):
+                    if a in c.attrs:
+                        ds.attrs[a] = c.attrs[a]
+            g = f["digests"][name]
+            del g["value"]
+            t = g["occurrences"][()]
+            names = [n for n in t.dtype.names if n not in ("kept", "kept_seq", "kept_occurrence")]
+            del g["occurrences"]
+            g.create_dataset("occurrences", data=t[names].astype(
+                np.dtype([(n, t.dtype.fields[n][0]) for n in names])))
+    check(keyed(ls(old)) == keyed(ld), "old layout: ls %r" % keyed(ls(old))[:4])
+    p = run("streams", "-f", "json", old, data)
+    doc = json.loads(p.stdout) if p.returncode == 0 else {}
+    got = {q["request"]: [g["tokens"] for g in q["completions"]] for q in doc.get("requests", [])}
+    check(got == {0: [want[0]], 1: [want[1]]}, "old layout: streams %r %s" % (got, p.stderr))
+
+    # Damage: one line naming the file and the name, exit 2.
+    def damaged(tag, edit):
+        path = os.path.join(tmp, "bad-%s.h5" % tag)
+        shutil.copy(dig, path)
+        with h5py.File(path, "r+") as f:
+            edit(f["digests/tokens"])
+        p = run("ls", path)
+        lines = p.stderr.strip().splitlines()
+        check(p.returncode == 2 and len(lines) == 1 and path in lines[0] and
+              "/digests/tokens" in lines[0], "%s: exit %d, %r" % (tag, p.returncode, lines))
+
+    def short_value(g):
+        v = g["value"][()]
+        del g["value"]
+        g.create_dataset("value", data=v[:-1])
+
+    def other_size(g):
+        v = g["value"][()]
+        del g["value"]
+        g.create_dataset("value", data=v.astype(np.float32))
+
+    def past(g):
+        t = g["occurrences"][()]
+        t["first"][-1] = 1 << 40
+        g["occurrences"][...] = t
+
+    def no_fields(g):
+        t = g["occurrences"][()]
+        names = [n for n in t.dtype.names if n != "kept_seq"]
+        del g["occurrences"]
+        g.create_dataset("occurrences", data=t[names].astype(
+            np.dtype([(n, t.dtype.fields[n][0]) for n in names])))
+
+    for tag, edit in (("short", short_value), ("size", other_size), ("past", past),
+                      ("fields", no_fields)):
+        damaged(tag, edit)
+
+    shutil.rmtree(tmp)
+    if fails:
+        print("%d failure(s)" % len(fails))
+        sys.exit(1)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
