@@ -9,7 +9,8 @@ Writes C completion files through the C capture API
 tokens"), one a step as the PyTorch helper writes them, of request 0 --
 completion c > 0 parting from completion 0 at a step of its own -- and of
 K other requests of that file (what a batch of other prompts records),
-with --layers L f32 [1, 256] captures a step (0 by default).  The N runs
+with --layers L f32 [1, 256] captures a step (0 by default), in capture
+mode --mode (data by default; digest keeps the tokens in /digests).  The N runs
 are byte copies of them, run i's completion drawn with a Zipf-like weight
 (every one at least once): a session's open and close cost ~0.2 s on the
 loaded 2-core box, so writing 1,000 files one by one would dominate.  Then, each in a child process under
@@ -39,12 +40,14 @@ def reference(d):
     """The grouping from the files alone: {request: {"completions": [(tokens, runs)],
     "parting_steps": {step: runs}}}."""
     import h5py
+    sys.path.insert(0, os.path.join(SRC, "tests", "python"))
+    import digests_h5
     names = sorted(n for n in os.listdir(d) if n.endswith(".h5"))
     per = collections.defaultdict(dict)  # request -> run -> tokens
     for i, n in enumerate(names):
         with h5py.File(os.path.join(d, n), "r") as f:
             rows = {}
-            for occ in f["captures"]["tokens"].values():
+            for occ in digests_h5.captures(f, "tokens"):  # /captures or kept in /digests
                 v = occ[()]
                 for (tok, _), p, r in zip(v, occ.attrs["positions"], occ.attrs["requests"]):
                     rows.setdefault(int(r), []).append((int(p), int(tok)))
@@ -91,6 +94,8 @@ def main():
     ap.add_argument("--others", type=int, default=3)
     ap.add_argument("--layers", type=int, default=0)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--mode", default="data", choices=("data", "digest"),
+                    help="the capture mode the runs are written in")
     ap.add_argument("--reference", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.reference:
@@ -121,7 +126,7 @@ def main():
         tdir = os.path.join(tmp, "templates")
         os.makedirs(tdir)
         for c in range(a.completions):
-            wr = capwriter.Writer(os.path.join(tdir, "c%03d.h5" % c))
+            wr = capwriter.Writer(os.path.join(tdir, "c%03d.h5" % c), mode=a.mode)
             for s in range(a.steps):
                 reqs = [0] + [1000 * (c + 1) + k for k in range(a.others)]
                 toks = [variants[c][s]] + list(rng.integers(0, 32000, a.others))
@@ -137,8 +142,8 @@ def main():
             shutil.copyfile(os.path.join(tdir, "c%03d.h5" % c), os.path.join(d, "run%04d.h5" % i))
         size = sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d))
         print("bench_streams: %d runs, request 0 of %d steps in %d completions, %d other "
-              "requests a completion file; %.1f MiB of files" % (
-                  a.runs, a.steps, a.completions, a.others, size / 2**20))
+              "requests a completion file, mode %s; %.1f MiB of files" % (
+                  a.runs, a.steps, a.completions, a.others, a.mode, size / 2**20))
         rc, t_u, rss_u, err = timed([ulpprof, "streams", "-f", "json", d],
                                     os.path.join(tmp, "u.json"))
         if rc not in (0, 1):

@@ -61,13 +61,17 @@ def _i64(a):
 
 
 class Writer:
-    def __init__(self, path, label="run", run=None):
+    def __init__(self, path, label="run", run=None, mode=None):
         o = Options()
         assert lib().ulp_session_options_init_sized(ctypes.byref(o), ctypes.sizeof(o)) == 0
         o.path, o.label, o.attrs, o.record_env = path.encode(), label.encode(), b"", 0
         self.s = ctypes.c_void_p()
         st = lib().ulp_session_open(ctypes.byref(o), ctypes.byref(self.s), None)
         assert st == 0, st
+        if mode is not None:  # "data", "digest" or "both"
+            lib().ulp_session_set_capture_mode.argtypes = [ctypes.c_void_p, ctypes.c_int]
+            code = {"data": 0, "digest": 1, "both": 2}[mode]
+            assert lib().ulp_session_set_capture_mode(self.s, code) == 0
         for k, v in (run or {}).items():
             lib().ulp_session_set_run(self.s, k.encode(), str(v).encode())
 
