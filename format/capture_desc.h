@@ -44,4 +44,9 @@ typedef struct ulp__desc {
 /* The defaults of ulp_capture_desc_init(), every device field absent. */
 void ulp__desc_init(ulp__desc *d);
 
+/* The writer's descriptor of a capture a reader found, as its producer passed it (its data
+ * pointer NULL; strings and rows point into `c`). */
+struct ulp_capture_info;
+void ulp__desc_of_capture(const struct ulp_capture_info *c, ulp__desc *d);
+
 #endif /* ULPPROF_FORMAT_CAPTURE_DESC_H */

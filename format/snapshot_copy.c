@@ -29,6 +29,7 @@
 #include "h5types.h"
 #include "snapshot_file.h"
 #include "snapshot_priv.h"
+#include "writer_internal.h"
 
 /* A capture object of `s`, opened by path or, found through the journal, by address. */
 static hid_t open_capture(const ulp_snapshot *s, size_t i)
@@ -49,13 +50,51 @@ static int copy_group(const ulp_snapshot *s, hid_t out, const char *path)
     return H5Ocopy(s->file, path, out, path, H5P_DEFAULT, H5P_DEFAULT) < 0 ? -1 : 0;
 }
 
+/*
+ * Kept capture `i` of a killed writer's file (whose /digests is not copied: a kill may have
+ * torn it) as the dataset /captures/<name>/<occurrence> of the copy: its bytes as the reader
+ * read them, the attributes a /captures dataset of it has (writer_attrs.c, `attrs`'s types).
+ */
+static int write_kept(const ulp_snapshot *s, size_t i, hid_t caps, hid_t lcpl, const char *rel,
+                      ulp__writer *attrs)
+{
+    const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
+    ulp__desc d;
+    ulp__desc_of_capture(c, &d);
+    hsize_t dims[ULP_SNAPSHOT_MAX_RANK];
+    for (int k = 0; k < c->ndim; k++)
+        dims[k] = (hsize_t)c->shape[k];
+    hid_t type = ulp__h5_file_type(c->dtype);
+    hid_t space = c->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(c->ndim, dims, NULL);
+    hid_t ds = type >= 0 && space >= 0
+                   ? H5Dcreate2(caps, rel, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT)
+                   : H5I_INVALID_HID;
+    int bad = ds < 0 ||
+              (c->elements > 0 &&
+               H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ulp__snap_kept(s, i)) < 0) ||
+              ulp__writer_capture_attrs(attrs, ds, &d, c->seq, c->time_ns) < 0;
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    return bad ? -1 : 0;
+}
+
 static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *path, ulp_error *err)
 {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     hid_t caps = H5Gcreate2(out, "captures", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     ulp_status st = ULP_OK;
+    ulp__writer attrs; /* the capture attributes' types, for the kept captures of a killed file */
+    memset(&attrs, 0, sizeof attrs);
+    attrs.path = (char *)(uintptr_t)path;
+    attrs.fd = -1;
+    int kept_out = s->unclosed && s->has_kept;
     if (lcpl < 0 || caps < 0 || H5Pset_char_encoding(lcpl, H5T_CSET_UTF8) < 0 ||
-        H5Pset_create_intermediate_group(lcpl, 1) < 0) {
+        H5Pset_create_intermediate_group(lcpl, 1) < 0 ||
+        (kept_out && ulp__writer_attrs_init(&attrs, err) != ULP_OK)) {
         st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot create /captures", path);
         goto cleanup;
     }
@@ -65,7 +104,7 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
             st = ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
             break;
         }
-        if (ulp__snap_kept(s, i) != NULL)
+        if (ulp__snap_kept(s, i) != NULL && !s->unclosed)
             continue; /* kept in /digests, which is copied whole */
         char dst[64];
         snprintf(dst, sizeof dst, "%" PRId64, c->occurrence);
@@ -76,6 +115,14 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
             break;
         }
         snprintf(rel, n, "%s/%s", c->name, dst);
+        if (ulp__snap_kept(s, i) != NULL) {
+            if (write_kept(s, i, caps, lcpl, rel, &attrs) < 0)
+                st =
+                    ulp__error(err, ULP_EIO, "cannot write '%s': capture '%s/%s' cannot be written",
+                               path, c->name, dst);
+            free(rel);
+            continue;
+        }
         hid_t o = open_capture(s, i);
         /* "." copies the object itself, however it was reached. */
         if (o < 0 || H5Ocopy(o, ".", caps, rel, H5P_DEFAULT, lcpl) < 0)
@@ -86,6 +133,8 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
         free(rel);
     }
 cleanup:
+    if (kept_out)
+        ulp__writer_attrs_release(&attrs);
     if (caps >= 0)
         H5Gclose(caps);
     if (lcpl >= 0)
@@ -138,8 +187,10 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
                         path);
     if (st == ULP_OK)
         st = copy_captures(s, out, path, err);
-    /* The digests whole (with what they keep of captures): nothing else holds them. */
-    if (st == ULP_OK && copy_group(s, out, "/digests") < 0)
+    /* The digests whole (with what they keep of captures) when the file was closed: a kill
+     * may have torn them (HDF5's copy of a torn group can crash), and the captures they keep
+     * were written to /captures above, as the reader read them. */
+    if (st == ULP_OK && !s->unclosed && copy_group(s, out, "/digests") < 0)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /digests cannot be copied", path);
     /* The trace only when the reader read it: a torn one stays behind. */
     if (st == ULP_OK && s->nkernels > 0 && copy_group(s, out, "/trace") < 0)

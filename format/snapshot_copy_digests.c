@@ -28,34 +28,6 @@
 #include "snapshot_priv.h"
 #include "writer.h"
 
-/* The writer's descriptor of capture `c`, as its producer passed it. */
-static void desc_of(const ulp_capture_info *c, ulp__desc *d)
-{
-    ulp__desc_init(d);
-    d->name = c->name;
-    d->dtype = c->dtype;
-    d->ndim = c->ndim;
-    d->shape = c->shape;
-    d->layer = c->layer;
-    int role = ulp_role_from_name(c->role);
-    d->role = role >= 0 ? (ulp_role)role : ULP_ROLE_ACTIVATION;
-    d->step = c->has_step ? c->step : ULP_STEP_NONE;
-    d->time_ns = c->time_ns;
-    d->positions = c->positions;
-    d->requests = c->requests;
-    d->row_rank = c->positions != NULL ? c->row_rank : 1;
-    d->n_inputs = (int32_t)c->n_inputs;
-    d->inputs = c->inputs;
-    d->has_kernels = c->has_kernels;
-    memcpy(d->kernels, c->kernels, sizeof d->kernels);
-    d->device_ptr = c->device_ptr;
-    d->stream = c->stream;
-    d->has_gemms = c->has_gemms;
-    memcpy(d->gemms, c->gemms, sizeof d->gemms);
-    d->has_graph_replay = c->has_graph_replay;
-    memcpy(d->graph_replay, c->graph_replay, sizeof d->graph_replay);
-}
-
 /* Capture `i` of `s` as digests (and in full when digest mode keeps it so). */
 static ulp_status render_one(const ulp_snapshot *s, size_t i, ulp__writer *w, ulp_error *err)
 {
@@ -63,7 +35,7 @@ static ulp_status render_one(const ulp_snapshot *s, size_t i, ulp__writer *w, ul
     if (c == NULL)
         return ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
     ulp__desc d;
-    desc_of(c, &d);
+    ulp__desc_of_capture(c, &d);
     size_t elem = ulp_dtype_size(c->dtype);
     uint64_t nbytes = c->elements * elem;
     void *buf = NULL;

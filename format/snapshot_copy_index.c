@@ -136,7 +136,7 @@ static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, ulp__index_sea
             /* ulp_snapshot_copy copies /trace when the reader read kernels. */
             .flags = (s->nkernels > 0 ? ULP__MAP_HAS_TRACE : 0) |
                      (s->nobserved > 0 ? ULP__MAP_HAS_OBSERVED : 0) |
-                     (s->has_kept ? ULP__MAP_HAS_KEPT : 0),
+                     (s->has_kept && !s->unclosed ? ULP__MAP_HAS_KEPT : 0),
             .journal = ULP__INDEX_NO_JOURNAL,
             .format_version = s->format_version,
             .created_unix_ns = s->created_unix_ns,
@@ -165,7 +165,7 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job 
     hid_t caps = H5Gopen2(out, "captures", H5P_DEFAULT);
     int rc = caps >= 0 ? 0 : -1;
     for (size_t i = 0; i < s->ncaps && rc == 0 && !x.off; i++) {
-        if (ulp__snap_kept(s, i) != NULL)
+        if (ulp__snap_kept(s, i) != NULL && !s->unclosed)
             continue; /* in /digests: not a record of the index */
         const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
         uint64_t oaddr, offset;

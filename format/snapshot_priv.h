@@ -256,10 +256,12 @@ ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error
 /*
  * snapshot_kept.c: the captures a digest-mode file keeps in /digests (FORMAT.md "Digests"),
  * read into `kv` with their bytes in (*mem)[i] (malloc'd array, the bytes kept by s); none
- * when the file has no packed /digests.  ULP_EFORMAT naming the name when they cannot be.
+ * when the file has no packed /digests.  ULP_EFORMAT naming the name when they cannot be;
+ * with `left` (a killed writer's file, whose /digests a kill may have torn), such a name's
+ * captures are left out instead and "; ... left out (why)" added to `left`.
  */
 ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
-                                   ulp_error *err);
+                                   char *left, size_t left_size, ulp_error *err);
 
 /* snapshot_kept.c: merges them into s's table (seq order, by_name, s->kept_mem); seq and
  * (name, occurrence) stay unique, or ULP_EDUPSEQ / ULP_EFORMAT. */

@@ -70,6 +70,7 @@ struct ulp_snapshot {
      * caps (NULL: in /captures); NULL when there are none. */
     const unsigned char **kept_mem;
     int has_kept; /* some: the table is never made in pages */
+    int unclosed; /* its journal has no closed mark (its writer was killed) */
 
     ulp_kernel_info *kernels;
     size_t nkernels;

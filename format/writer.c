@@ -321,7 +321,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         free(w);
         return ulp__error(err, ULP_ENOMEM, "cannot create '%s': out of memory", path);
     }
-    w->digests = H5I_INVALID_HID;
+    w->digests = w->occ_ftype = H5I_INVALID_HID;
     ulp__strmap_init(&w->digest_occ);
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
     w->fd = -1;

@@ -37,6 +37,9 @@
 #define OCC_CHUNK_MIN          32   /* and at least */
 /* Compressed, at most 256 (about 60 KiB): a flush compresses its last chunk again. */
 #define OCC_CHUNK_SQUEEZED 256
+/* A kept row of more bytes (a wide `tokens` capture) goes to /captures: kept rows are a few
+ * bytes a position. */
+#define ULP__KEPT_ROW_BYTES ((uint64_t)4096)
 
 /* One name: its datasets (open once created) and what waits for them. */
 struct ulp__digest_buf {
@@ -96,6 +99,15 @@ static int open_root(ulp__writer *w)
      * old-style group's B-tree and heap took 7 KiB a name. */
     w->digests = H5Gcreate2(w->file, "digests", H5P_DEFAULT, w->gcpl, H5P_DEFAULT);
     if (w->digests < 0)
+        return -1;
+    /* The occurrence tables' type, committed once (without a name: nothing new to list):
+     * its 31 fields take 906 bytes, in every table's header when each holds its own. */
+    hid_t mt = ulp__digest_occ_type();
+    w->occ_ftype = mt >= 0 ? H5Tcopy(mt) : H5I_INVALID_HID;
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (w->occ_ftype < 0 || H5Tpack(w->occ_ftype) < 0 ||
+        H5Tcommit_anon(w->file, w->occ_ftype, H5P_DEFAULT, H5P_DEFAULT) < 0)
         return -1;
     return str_attr(w->digests, "algorithm", ULP__DIGEST_ALGORITHM) < 0 ||
                    str_attr(w->digests, "layout", ULP__DIGEST_LAYOUT) < 0
@@ -192,7 +204,11 @@ static hid_t value_create(const ulp__writer *w, const ulp__digest_buf *b, int fi
 {
     static const unsigned char zero[16];
     hid_t type = w->types[b->val_dtype];
-    hsize_t chunk[2] = {chunk_for(b->nrows, ROW_CHUNK_MIN, ROW_CHUNK), (hsize_t)b->val_width};
+    /* Rows of at most ULP__KEPT_ROW_BYTES (ulp__writer_kept_fits): a chunk of at most 1 MiB. */
+    hsize_t rows = chunk_for(b->nrows, ROW_CHUNK_MIN, ROW_CHUNK);
+    while (rows > 1 && rows * b->val_row > ((hsize_t)1 << 20))
+        rows /= 2;
+    hsize_t chunk[2] = {rows, (hsize_t)b->val_width};
     hsize_t dims[2] = {0, chunk[1]}, max[2] = {H5S_UNLIMITED, chunk[1]};
     if (fixed && b->rows_done == 0 && b->nrows > 0)
         chunk[0] = dims[0] = max[0] = b->nrows; /* one chunk */
@@ -251,17 +267,10 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
                                    rchunk, fixed, b->nrows, i > 0 && w->squeeze)) < 0)
             return -1;
     if (b->occ_ds < 0) {
-        hid_t mt = ulp__digest_occ_type();
-        hid_t ft = mt >= 0 ? H5Tcopy(mt) : -1;
-        if (ft >= 0 && H5Tpack(ft) >= 0)
-            b->occ_ds = extendable(
-                w, b->g, "occurrences", ft,
-                chunk_for(b->nocc, OCC_CHUNK_MIN, w->squeeze ? OCC_CHUNK_SQUEEZED : OCC_CHUNK),
-                fixed, b->nocc, w->squeeze);
-        if (ft >= 0)
-            H5Tclose(ft);
-        if (mt >= 0)
-            H5Tclose(mt);
+        b->occ_ds = extendable(
+            w, b->g, "occurrences", w->occ_ftype,
+            chunk_for(b->nocc, OCC_CHUNK_MIN, w->squeeze ? OCC_CHUNK_SQUEEZED : OCC_CHUNK), fixed,
+            b->nocc, w->squeeze);
         if (b->occ_ds < 0)
             return -1;
     }
@@ -379,7 +388,9 @@ void ulp__writer_digests_release(ulp__writer *w)
     ulp__strmap_release(&w->digest_occ);
     if (w->digests >= 0)
         H5Gclose(w->digests);
-    w->digests = H5I_INVALID_HID;
+    if (w->occ_ftype >= 0)
+        H5Tclose(w->occ_ftype);
+    w->digests = w->occ_ftype = H5I_INVALID_HID;
 }
 
 static ulp__digest_buf *buf_of(ulp__writer *w, const char *name)
@@ -428,12 +439,12 @@ int64_t ulp__writer_kept_next(ulp__writer *w, const char *name)
     return found != NULL && *found >= 0 ? w->digest_bufs[*found].kept_next : 0;
 }
 
-/* Whether `d`'s inputs (its own name passed over) are the last ones appended to b. */
-static int same_inputs(const ulp__digest_buf *b, const ulp__desc *d)
+/* Whether `d`'s inputs (its own name passed over unless `own`) are the last ones appended. */
+static int same_inputs(const ulp__digest_buf *b, const ulp__desc *d, int own)
 {
     size_t k = 0;
     for (int32_t i = 0; i < d->n_inputs; i++) {
-        if (strcmp(d->inputs[i], d->name) == 0)
+        if (!own && strcmp(d->inputs[i], d->name) == 0)
             continue;
         if (k >= b->nprev || strcmp(d->inputs[i], b->prev[k]) != 0)
             return 0;
@@ -443,7 +454,7 @@ static int same_inputs(const ulp__digest_buf *b, const ulp__desc *d)
 }
 
 /* `d`'s inputs, to be appended at element `first`, as the last ones appended; -1 out of memory. */
-static int keep_inputs(ulp__digest_buf *b, const ulp__desc *d, uint64_t first)
+static int keep_inputs(ulp__digest_buf *b, const ulp__desc *d, uint64_t first, int own)
 {
     prev_free(b);
     if (d->n_inputs <= 0)
@@ -451,7 +462,7 @@ static int keep_inputs(ulp__digest_buf *b, const ulp__desc *d, uint64_t first)
     if ((b->prev = calloc((size_t)d->n_inputs, sizeof *b->prev)) == NULL)
         return -1;
     for (int32_t i = 0; i < d->n_inputs; i++) {
-        if (strcmp(d->inputs[i], d->name) == 0)
+        if (!own && strcmp(d->inputs[i], d->name) == 0)
             continue;
         if ((b->prev[b->nprev] = strdup(d->inputs[i])) == NULL) {
             prev_free(b);
@@ -485,7 +496,8 @@ static ulp_status add_occurrence(ulp__writer *w, const ulp__desc *d, const uint6
         b->val_row = (size_t)b->val_width * ulp_dtype_size(d->dtype);
         if (ULP__GROW(b->val, b->val_cap, b->nrows * b->val_row) != 0)
             return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
-        memset(b->val, 0, b->nrows * b->val_row);
+        if (b->nrows > 0)
+            memset(b->val, 0, b->nrows * b->val_row);
     }
     size_t need = b == NULL ? 0 : b->nrows + (size_t)rows;
     if (b == NULL || ULP__GROW(b->dig, b->dig_cap, need) != 0 ||
@@ -536,12 +548,12 @@ static ulp_status add_occurrence(ulp__writer *w, const ulp__desc *d, const uint6
         b->kept_next = o.kept_occurrence + 1;
         w->kept_any = 1;
     }
-    /* The inputs as ulp__capture_rows_write writes them: the name's own passed over; the
-     * elements of the last ones again when they are the same. */
-    if (same_inputs(b, d)) {
+    /* The inputs, the name's own passed over (a kept capture's all, as its /captures
+     * dataset would list them); the elements of the last ones again when they are the same. */
+    if (same_inputs(b, d, kept)) {
         o.inputs_first = b->prev_first;
     } else {
-        if (keep_inputs(b, d, o.inputs_first) != 0)
+        if (keep_inputs(b, d, o.inputs_first, kept) != 0)
             return ulp__error(err, ULP_ENOMEM, "digests of '%s': out of memory", d->name);
         for (size_t i = 0; i < b->nprev; i++) {
             char *s = strdup(b->prev[i]);
@@ -599,6 +611,7 @@ int ulp__writer_kept_fits(ulp__writer *w, const ulp__desc *d)
     int64_t *found = ulp__strmap_find(&w->digest_occ, d->name);
     const ulp__digest_buf *b = found != NULL && *found >= 0 ? &w->digest_bufs[*found] : NULL;
     return width > 0 && ulp_dtype_size(d->dtype) > 0 &&
+           width * ulp_dtype_size(d->dtype) <= ULP__KEPT_ROW_BYTES &&
            (b == NULL || b->val_row == 0 ||
             (b->val_dtype == d->dtype && b->val_width == (int64_t)width));
 }

@@ -37,6 +37,7 @@ struct ulp__writer {
 
     /* /digests (writer_digest.c), created at the first digests written out. */
     hid_t digests;
+    hid_t occ_ftype;        /* the occurrence tables' type, committed (anonymous) */
     ulp__strmap digest_occ; /* capture name -> its index in digest_bufs */
     struct ulp__digest_buf *digest_bufs;
     size_t ndigest_bufs, digest_bufs_cap;

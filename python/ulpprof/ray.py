@@ -386,7 +386,16 @@ def _token_captures(path: str) -> List[Tuple[Any, ...]]:
                         continue
                     out.append((int(a.get("seq", 0)), "tokens", "f64", "activation",
                                 np.ascontiguousarray(occ[()], np.float64), pos, req))
-            for name in _ids_names(f):
+            # Fed ids: the names all of whose captures hold them, in /captures, kept in
+            # /digests, or both (a run that switched modes); the program picks among them.
+            kept = _kept(f)
+            caps = f.get("captures")
+            in_caps = set(caps) if isinstance(caps, h5py.Group) else set()
+            caps_ids = set(_ids_names(f))
+            kept_other = {t[1] for t in kept if not _kept_ids(t)}
+            names = {n for n in caps_ids | {t[1] for t in kept if _kept_ids(t)}
+                     if n != "tokens" and n not in kept_other and (n not in in_caps or n in caps_ids)}
+            for name in sorted(caps_ids & names):
                 for occ in f["captures"][name].values():
                     a = occ.attrs
                     pos = np.asarray(a["positions"], dtype=np.int64).reshape(-1)
@@ -396,14 +405,11 @@ def _token_captures(path: str) -> List[Tuple[Any, ...]]:
                         req = None  # the program reads such a capture as request 0's
                     out.append((int(a.get("seq", 0)), name, _text(a["dtype"]), "input",
                                 np.ascontiguousarray(occ[()]).reshape(-1), pos, req))
-            kept = _kept(f)
-            ids = [t for t in kept if _kept_ids(t)]
-            first = min(ids, key=lambda t: t[0])[1] if ids else None  # the first-written name
             for t in kept:
                 if t[1] == "tokens" and t[2] == "f64" and t[4].shape[1:] == (2,):
                     out.append(t[:3] + ("activation", t[4].astype(np.float64),
                                         t[5], t[6] if t[6] is not None else np.zeros_like(t[5])))
-                elif t[1] == first and not _ids_names(f):
+                elif t[1] in names:
                     out.append(t[:3] + ("input", t[4].reshape(-1), t[5], t[6]))
     except (OSError, ValueError, KeyError) as e:
         raise SnapshotError("ulpprof: cannot read the tokens of '%s': %s" % (path, e)) from None

@@ -165,14 +165,21 @@ class Snapshot:
         where = "/captures/%s/%d" % (name, info.occurrence)
         try:
             with h5py.File(self.path, "r") as f:
-                ds = f[where]
-                if info.dtype in _BITS:
+                if where not in f:
+                    # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
+                    # tokens and fed ids), rows of the name's `value`.
+                    where = "/digests/%s/value" % name
+                    raw = _kept_rows(f, name, info.occurrence)
+                    arr = decode(raw.view(_BITS[info.dtype]), info.dtype) \
+                        if info.dtype in _BITS else raw.astype(_NP_DTYPES[info.dtype], copy=False)
+                elif info.dtype in _BITS:
+                    ds = f[where]
                     raw = np.empty(ds.shape, _BITS[info.dtype])
                     ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=ds.id.get_type())
                     arr = decode(raw, info.dtype)
                 else:
-                    arr = ds[()].astype(_NP_DTYPES[info.dtype], copy=False)
-        except (OSError, KeyError) as e:
+                    arr = f[where][()].astype(_NP_DTYPES[info.dtype], copy=False)
+        except (OSError, KeyError, ValueError) as e:
             raise SnapshotError("ulpprof: cannot read '%s' %s: %s" % (self.path, where, e)) from None
         arr = np.asarray(arr).reshape(info.shape)
         pos = req = None
@@ -195,6 +202,18 @@ class Snapshot:
 
     def __len__(self) -> int:
         return len(self.captures)
+
+
+def _kept_rows(f: Any, name: str, occurrence: int) -> "np.ndarray":
+    """The rows of `value` that /digests/<name> keeps of capture (name, occurrence), as
+    stored (its table's `kept_occurrence`; KeyError when it keeps none such)."""
+    g = f["digests"][name]
+    table = g["occurrences"][()]
+    for o in table:
+        if o["kept"] and int(o["kept_occurrence"]) == occurrence:
+            a, n = int(o["first"]), int(o["rows"])
+            return g["value"][a:a + n]
+    raise KeyError("no kept occurrence %d" % occurrence)
 
 
 def open_snapshot(path: str) -> Snapshot:

@@ -22,9 +22,17 @@ occurrences marked `kept`), checked against numpy and h5py alone.
   before `value` (ids and tokens in /captures, a table without the kept
   fields), made here with h5py from the digest file: the same captures and
   streams.
-- Damage (a `value` of too few rows, of another element size, a kept
-  occurrence past it, a table without the kept fields): one stderr line
-  naming the file and the name, exit 2.
+- Damage (a `value` of too few rows, of another element size, of the
+  other byte order, a kept occurrence past it, a table without the kept
+  fields): one stderr line
+  naming the file and the name, exit 2.  The same damage to one name in a
+  killed writer's file (its journal's closed mark zeroed): the file opens,
+  its warning names that name, the other names' kept captures are read;
+  `ulpprof repair` writes them to /captures (no /digests), and the copy
+  reads the same, after a plain copy too.
+- ulpprof.open(FILE).read(name) gives a kept capture's data (numpy's); a
+  kept capture lists its own name among its inputs, as /captures does; a
+  `tokens` row of more than 4096 bytes goes to /captures.
 """
 import json
 import os
@@ -44,8 +52,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ulpprof import _lib  # noqa: E402
 
 import digests_h5  # noqa: E402
+import ulpprof  # noqa: E402
 
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
+os.environ["ULPPROF_PROGRAM"] = ULPPROF  # ulpprof.open() runs it
 STEPS = 12
 PROMPTS = ([5, 9, 2], [7, 1, 8, 4])  # request 0's and 1's fed prompt
 fails = []
@@ -254,6 +264,11 @@ def main():
         t["first"][-1] = 1 << 40
         g["occurrences"][...] = t
 
+    def big_endian(g):
+        v = g["value"][()]
+        del g["value"]
+        g.create_dataset("value", data=v.astype(">f8"))
+
     def no_fields(g):
         t = g["occurrences"][()]
         names = [n for n in t.dtype.names if n != "kept_seq"]
@@ -262,8 +277,57 @@ def main():
             np.dtype([(n, t.dtype.fields[n][0]) for n in names])))
 
     for tag, edit in (("short", short_value), ("size", other_size), ("past", past),
-                      ("fields", no_fields)):
+                      ("fields", no_fields), ("endian", big_endian)):
         damaged(tag, edit)
+
+    # A killed writer's file: one name's table damaged, the other name read.
+    killed = os.path.join(tmp, "killed.h5")
+    shutil.copy(dig, killed)
+    with h5py.File(killed, "r+") as f:
+        t = f["digests/tokens/occurrences"][()]
+        t["first"][-1] = 1 << 40
+        f["digests/tokens/occurrences"][...] = t
+        off = f["journal"].id.get_offset()
+    with open(killed, "r+b") as fh:
+        fh.seek(off + 28)  # the journal's closed mark (FORMAT.md "Capture journal")
+        fh.write(bytes(4))
+    p = run("ls", "--json", killed)
+    lk = json.loads(p.stdout)[0]["captures"] if p.returncode == 0 else []
+    check(p.returncode == 0 and "/digests/tokens" in p.stderr and "left out" in p.stderr and
+          keyed(lk) == [k for k in keyed(ld) if k[0] == "input_ids"],
+          "killed: exit %d, %d captures, %r" % (p.returncode, len(lk), p.stderr))
+    rk = os.path.join(tmp, "killed-repaired.h5")
+    p = run("repair", killed, rk)
+    check(p.returncode == 0, "repair killed: exit %d %s" % (p.returncode, p.stderr))
+    moved = os.path.join(tmp, "moved.h5")
+    shutil.copyfile(rk, moved)  # a plain copy: its stamp no longer matches, read through HDF5
+    for path in (rk, moved):
+        with h5py.File(path, "r") as f:
+            ids = sorted(f["captures/input_ids"], key=int) if "captures/input_ids" in f else []
+            check("digests" not in f and len(ids) == len(kept.get("input_ids", [])),
+                  "%s: /digests %s, /captures/input_ids %d" % (path, "digests" in f, len(ids)))
+        check(keyed(ls(path)) == keyed(lk), "%s: ls %r" % (path, keyed(ls(path))[:3]))
+
+    # The Python API reads a kept capture; a kept capture's inputs; a wide `tokens` row.
+    snap = ulpprof.open(dig)
+    t0 = snap.read("tokens", 0)
+    check(t0.array.tolist() == [[produced(0, 0), 0.5], [produced(0, 1), 1.5]] and
+          t0.positions.tolist() == [2, 3],
+          "ulpprof.open().read('tokens'): %r %r" % (t0.array.tolist(), t0.positions))
+    own = os.path.join(tmp, "own.h5")
+    s = _lib.Session(own, label="own")
+    s.set_capture_mode("digest")
+    s.capture("ids", one.ctypes.data, "i64", [1, 1], role="input", positions=[0], row_rank=1,
+              inputs=["ids", "x"])
+    wide = np.zeros((1, 1024), np.float64)  # 8 KiB a row
+    s.capture("tokens", wide.ctypes.data, "f64", [1, 1024], positions=[0], row_rank=1)
+    check(s.close() == 0, "own: close")
+    lo2 = ls(own)
+    with h5py.File(own, "r") as f:
+        check(sorted(f["captures"]) == ["tokens"] and sorted(digests_h5.kept(f)) == ["ids"],
+              "wide tokens: /captures %r" % sorted(f["captures"]))
+    check([c.get("inputs") for c in lo2 if c["name"] == "ids"] == [["ids", "x"]],
+          "kept inputs %r" % [c.get("inputs") for c in lo2])
 
     shutil.rmtree(tmp)
     if fails:

@@ -303,8 +303,9 @@ def p_rows(i):
 
 
 def p_write(path, i):
-    """Run i: the prompts' ids (prefill, then the decode feeds) in full, the
-    activations in digest mode, the tokens; rows in run i's request order."""
+    """Run i: the prompts' ids (prefill, then the decode feeds) in full (the
+    feeds of an odd run in digest mode: kept in /digests), the activations in
+    digest mode, the tokens; rows in run i's request order."""
     rows = p_rows(i)
     order = sorted(range(P_PROMPTS), key=lambda q: PERMS[i][q])  # prompts by number
     s = _lib.Session(path, label="prompts%d" % i)
@@ -320,6 +321,8 @@ def p_write(path, i):
         assert st == 0, st
 
     put("input_ids", "i64", "input", [(q, p) for q in order for p in range(PROMPT)])
+    if i % 2:  # the decode feeds kept in /digests, the prefill's in /captures: both are read
+        s.set_capture_mode("digest")
     put("input_ids", "i64", "input", [k for q in order for k in sorted(rows["input_ids"])
                                       if k[0] == q and k[1] >= PROMPT])
     s.set_capture_mode("digest")
