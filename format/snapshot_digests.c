@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "digest_rows.h"
 #include "digest_table.h"
 #include "h5types.h"
 #include "snapshot_priv.h"
@@ -56,16 +57,6 @@ static int int_attr(hid_t ds, const char *name, uint64_t want, int64_t **out)
     return rc;
 }
 
-/* 1 when dataset `ds`'s integers read as they are stored (ulp__h5_ints_sound). */
-static int ds_sound(hid_t ds)
-{
-    hid_t t = H5Dget_type(ds);
-    int ok = t >= 0 && ulp__h5_ints_sound(t);
-    if (t >= 0)
-        H5Tclose(t);
-    return ok;
-}
-
 static void entry_release(ulp__digest_entry *e)
 {
     free(e->name);
@@ -93,7 +84,7 @@ static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, v
     hssize_t rows = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     ulp__digest_entry e = {0};
     e.occurrence = o;
-    int ok = rows >= 0 && ds_sound(ds);
+    int ok = rows >= 0 && ulp__digest_ds_sound(ds);
     if (ok) {
         e.rows = (uint64_t)rows;
         e.digests = malloc((size_t)(rows > 0 ? rows : 1) * sizeof(uint64_t));
@@ -153,38 +144,6 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
     return rc < 0 ? -1 : 0;
 }
 
-/* The length of 1-D dataset `name` of `g`, opened into *ds; -1 when not one. */
-static int64_t open_1d(hid_t g, const char *name, hid_t *ds)
-{
-    *ds = H5Lexists(g, name, H5P_DEFAULT) > 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
-    hid_t sp = *ds >= 0 ? H5Dget_space(*ds) : -1;
-    hsize_t n = 0;
-    int64_t len = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
-                          H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n <= INT64_MAX
-                      ? (int64_t)n
-                      : -1;
-    if (sp >= 0)
-        H5Sclose(sp);
-    return len;
-}
-
-/* Elements [first, first + n) of 1-D `ds` as memory type `mt` into `out`. */
-static int read_range(hid_t ds, hid_t mt, uint64_t first, uint64_t n, void *out)
-{
-    if (n == 0)
-        return 0;
-    hsize_t start = first, count = n;
-    hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(1, &count, NULL);
-    int bad = fs < 0 || ms < 0 ||
-              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) < 0 ||
-              H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out) < 0;
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (ms >= 0)
-        H5Sclose(ms);
-    return bad ? -1 : 0;
-}
-
 /* 1 when the file's compound of `ds` has every field the reader reads. */
 static int table_fields(hid_t ds)
 {
@@ -209,7 +168,7 @@ static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info,
     static const char *const names[4] = {"occurrences", "digest", "position", "request"};
     int64_t len[4] = {-1, -1, -1, -1};
     for (int i = 0; sub >= 0 && i < 4; i++)
-        len[i] = open_1d(sub, names[i], &ds[i]);
+        len[i] = ulp__digest_open_1d(sub, names[i], &ds[i]);
     hid_t mt = ulp__digest_occ_type();
     ulp__digest_occ *occ = NULL;
     const char *why = NULL;
@@ -220,13 +179,14 @@ static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info,
         why = "lacks its 1-D datasets occurrences, digest, position and request";
     else if (len[1] != len[2] || len[1] != len[3])
         why = "has digest, position and request datasets of different lengths";
-    else if (!ds_sound(ds[0]) || !ds_sound(ds[1]) || !ds_sound(ds[2]) || !ds_sound(ds[3]))
+    else if (!ulp__digest_ds_sound(ds[0]) || !ulp__digest_ds_sound(ds[1]) ||
+             !ulp__digest_ds_sound(ds[2]) || !ulp__digest_ds_sound(ds[3]))
         why = "has a damaged integer type (its bits lie past its bytes)";
     else if (!table_fields(ds[0]) || mt < 0)
         why = "has an occurrences table without the fields of layout packed-1";
     else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof(*occ))) == NULL)
         why = "is too large to read";
-    else if (read_range(ds[0], mt, 0, (uint64_t)len[0], occ) < 0)
+    else if (ulp__digest_read_rows(ds[0], mt, 1, 0, (uint64_t)len[0], 1, occ) < 0)
         why = "has an occurrences table that cannot be read";
     uint64_t nrows = why == NULL ? (uint64_t)len[1] : 0;
     for (int64_t i = 0; why == NULL && i < len[0]; i++) {
@@ -264,11 +224,12 @@ static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info,
             e.requests = malloc(nb * sizeof(int64_t));
         if (e.name == NULL || e.digests == NULL || (o->has_positions && e.positions == NULL) ||
             (o->has_requests && e.requests == NULL) ||
-            read_range(ds[1], H5T_NATIVE_UINT64, o->first, o->rows, e.digests) < 0 ||
-            (e.positions != NULL &&
-             read_range(ds[2], H5T_NATIVE_INT64, o->first, o->rows, e.positions) < 0) ||
-            (e.requests != NULL &&
-             read_range(ds[3], H5T_NATIVE_INT64, o->first, o->rows, e.requests) < 0)) {
+            ulp__digest_read_rows(ds[1], H5T_NATIVE_UINT64, 1, o->first, o->rows, 1, e.digests) <
+                0 ||
+            (e.positions != NULL && ulp__digest_read_rows(ds[2], H5T_NATIVE_INT64, 1, o->first,
+                                                          o->rows, 1, e.positions) < 0) ||
+            (e.requests != NULL && ulp__digest_read_rows(ds[3], H5T_NATIVE_INT64, 1, o->first,
+                                                         o->rows, 1, e.requests) < 0)) {
             entry_release(&e);
             why = "has rows that cannot be read";
             bad_occ = i;

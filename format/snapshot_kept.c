@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/grow.h"
+#include "digest_rows.h"
 #include "digest_table.h"
 #include "h5types.h"
 #include "snapshot_priv.h"
@@ -29,49 +30,6 @@ typedef struct kept_walk {
     char *left; /* lenient (a killed writer's file): the names left out, and why */
     size_t left_size;
 } kept_walk;
-
-/* The length of 1-D dataset `name` of `g` opened into *ds (-1 when not one). */
-static int64_t open_rows(hid_t g, const char *name, hid_t *ds)
-{
-    *ds = H5Lexists(g, name, H5P_DEFAULT) > 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
-    hid_t sp = *ds >= 0 ? H5Dget_space(*ds) : -1;
-    hsize_t n = 0;
-    int64_t len = sp >= 0 && H5Sget_simple_extent_ndims(sp) == 1 &&
-                          H5Sget_simple_extent_dims(sp, &n, NULL) == 1 && n <= INT64_MAX
-                      ? (int64_t)n
-                      : -1;
-    if (sp >= 0)
-        H5Sclose(sp);
-    return len;
-}
-
-/* 1 when dataset `ds`'s integers read as they are stored (ulp__h5_ints_sound). */
-static int sound(hid_t ds)
-{
-    hid_t t = H5Dget_type(ds);
-    int ok = t >= 0 && ulp__h5_ints_sound(t);
-    if (t >= 0)
-        H5Tclose(t);
-    return ok;
-}
-
-/* Rows [first, first + n) of `ds` (1-D, or 2-D of `width` columns) as `mt` into `out`. */
-static int read_rows(hid_t ds, hid_t mt, int rank, uint64_t first, uint64_t n, uint64_t width,
-                     void *out)
-{
-    if (n == 0 || (rank == 2 && width == 0))
-        return 0;
-    hsize_t start[2] = {first, 0}, count[2] = {n, width};
-    hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(rank, count, NULL);
-    int bad = fs < 0 || ms < 0 ||
-              H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-              H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out) < 0;
-    if (fs >= 0)
-        H5Sclose(fs);
-    if (ms >= 0)
-        H5Sclose(ms);
-    return bad ? -1 : 0;
-}
 
 /* `n` bytes the snapshot keeps (frees at close); NULL when out of memory. */
 static void *keep_alloc(ulp_snapshot *s, size_t n)
@@ -96,7 +54,7 @@ static void *keep_copy(ulp_snapshot *s, const void *p, size_t n)
 static int load_inputs(ulp_snapshot *s, hid_t g, const char ***all, uint64_t *n)
 {
     hid_t ds = -1;
-    int64_t len = open_rows(g, "inputs", &ds);
+    int64_t len = ulp__digest_open_1d(g, "inputs", &ds);
     /* A damaged extent must not size an allocation: 16 bytes an element at least. */
     if (len < 0 || ulp__snapshot_absurd_bytes(s, (uint64_t)len * 16)) {
         if (ds >= 0)
@@ -106,7 +64,8 @@ static int load_inputs(ulp_snapshot *s, hid_t g, const char ***all, uint64_t *n)
     hid_t t = ulp__digest_str_type(0, 1);
     char **v = calloc((size_t)(len > 0 ? len : 1), sizeof *v);
     const char **kept = keep_alloc(s, (size_t)(len > 0 ? len : 1) * sizeof *kept);
-    int bad = t < 0 || v == NULL || kept == NULL || read_rows(ds, t, 1, 0, (uint64_t)len, 1, v) < 0;
+    int bad = t < 0 || v == NULL || kept == NULL ||
+              ulp__digest_read_rows(ds, t, 1, 0, (uint64_t)len, 1, v) < 0;
     for (int64_t i = 0; !bad && i < len; i++)
         bad = v[i] == NULL || (kept[i] = keep_copy(s, v[i], strlen(v[i]) + 1)) == NULL;
     if (v != NULL && t >= 0 && len > 0) { /* what HDF5 allocated, read or not */
@@ -194,8 +153,9 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
 {
     ulp_snapshot *s = w->s;
     hid_t ds[4] = {-1, -1, -1, -1}; /* occurrences, position, request, value */
-    int64_t len[3] = {open_rows(g, "occurrences", &ds[0]), open_rows(g, "position", &ds[1]),
-                      open_rows(g, "request", &ds[2])};
+    int64_t len[3] = {ulp__digest_open_1d(g, "occurrences", &ds[0]),
+                      ulp__digest_open_1d(g, "position", &ds[1]),
+                      ulp__digest_open_1d(g, "request", &ds[2])};
     ds[3] = H5Dopen2(g, "value", H5P_DEFAULT);
     hid_t vsp = ds[3] >= 0 ? H5Dget_space(ds[3]) : -1, vt = ds[3] >= 0 ? H5Dget_type(ds[3]) : -1;
     hid_t ot = ds[0] >= 0 ? H5Dget_type(ds[0]) : -1, mt = ulp__digest_occ_type();
@@ -210,14 +170,15 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
     else if (ot < 0 || mt < 0 || !ulp__digest_occ_has_kept(ot))
         why = "has `value` but an occurrences table without the fields kept, kept_seq and "
               "kept_occurrence";
-    else if (!ulp__h5_ints_sound(ot) || !sound(ds[1]) || !sound(ds[2]))
+    else if (!ulp__h5_ints_sound(ot) || !ulp__digest_ds_sound(ds[1]) ||
+             !ulp__digest_ds_sound(ds[2]))
         why = "has a damaged integer type (its bits lie past its bytes)";
     else if ((H5Tget_class(vt) != H5T_INTEGER && H5Tget_class(vt) != H5T_FLOAT) ||
              (H5Tget_class(vt) == H5T_INTEGER && !ulp__h5_ints_sound(vt)))
         why = "has a `value` of a type that is not a sound integer or float";
     else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof *occ)) == NULL)
         why = "is too large to read";
-    else if (read_rows(ds[0], mt, 1, 0, (uint64_t)len[0], 1, occ) < 0)
+    else if (ulp__digest_read_rows(ds[0], mt, 1, 0, (uint64_t)len[0], 1, occ) < 0)
         why = "has an occurrences table that cannot be read";
     const char *kept_name = NULL;
     const char **inputs = NULL; /* the name's, read at its first kept occurrence with some */
@@ -272,9 +233,10 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
             break;
         }
         w->kv->n--; /* pushed again below, once read */
-        if ((i == first_kept && (read_rows(ds[3], vt, 2, 0, n, vd[1], vbuf) < 0 ||
-                                 read_rows(ds[1], H5T_NATIVE_INT64, 1, 0, n, 1, pbuf) < 0 ||
-                                 read_rows(ds[2], H5T_NATIVE_INT64, 1, 0, n, 1, rbuf) < 0)) ||
+        if ((i == first_kept &&
+             (ulp__digest_read_rows(ds[3], vt, 2, 0, n, vd[1], vbuf) < 0 ||
+              ulp__digest_read_rows(ds[1], H5T_NATIVE_INT64, 1, 0, n, 1, pbuf) < 0 ||
+              ulp__digest_read_rows(ds[2], H5T_NATIVE_INT64, 1, 0, n, 1, rbuf) < 0)) ||
             (o->inputs_count > 0 && inputs == NULL && load_inputs(s, g, &inputs, &ninputs) < 0) ||
             occ_inputs(o, inputs, ninputs, &c) < 0) {
             why = "has kept rows that cannot be read";
