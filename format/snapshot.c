@@ -294,6 +294,7 @@ static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_sna
         st = ulp__snapshot_kept_read(s, &kept, &kept_mem, unclosed ? left : NULL,
                                      unclosed ? sizeof left : 0, err);
         if (unclosed && st != ULP_ENOMEM) {
+            before.nomem |= sticky.nomem; /* a lack of memory stays one */
             sticky = before;
             if (st != ULP_OK)
                 st = leave_out(s, &sticky, st, "what /digests keeps", left, sizeof left, err);

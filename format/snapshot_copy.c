@@ -82,7 +82,9 @@ static int write_kept(const ulp_snapshot *s, size_t i, hid_t caps, hid_t lcpl, c
     return bad ? -1 : 0;
 }
 
-static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *path, ulp_error *err)
+/* in_digests[i]: capture i is kept in the copy's /digests (ulp__copy_digest_group). */
+static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *path,
+                                const unsigned char *in_digests, ulp_error *err)
 {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     hid_t caps = H5Gcreate2(out, "captures", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -91,7 +93,7 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
     memset(&attrs, 0, sizeof attrs);
     attrs.path = (char *)(uintptr_t)path;
     attrs.fd = -1;
-    int kept_out = s->unclosed && s->has_kept;
+    int kept_out = s->has_kept; /* some may not be in the copy's /digests */
     if (lcpl < 0 || caps < 0 || H5Pset_char_encoding(lcpl, H5T_CSET_UTF8) < 0 ||
         H5Pset_create_intermediate_group(lcpl, 1) < 0 ||
         (kept_out && ulp__writer_attrs_init(&attrs, err) != ULP_OK)) {
@@ -104,8 +106,8 @@ static ulp_status copy_captures(const ulp_snapshot *s, hid_t out, const char *pa
             st = ulp__error(err, ULP_EIO, "'%s': changed since it was opened", s->path);
             break;
         }
-        if (ulp__snap_kept(s, i) != NULL && !s->unclosed)
-            continue; /* kept in /digests, which is copied whole */
+        if (in_digests != NULL && in_digests[i])
+            continue; /* kept in the copy's /digests */
         char dst[64];
         snprintf(dst, sizeof dst, "%" PRId64, c->occurrence);
         size_t n = strlen(c->name) + strlen(dst) + 2;
@@ -185,19 +187,20 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
                          copy_group(s, out, "/observed") < 0))
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /run, /env or /observed cannot be copied",
                         path);
-    if (st == ULP_OK)
-        st = copy_captures(s, out, path, err);
-    /* The digests whole (with what they keep of captures) when the file was closed: a kill
-     * may have torn them (HDF5's copy of a torn group can crash), and the captures they keep
-     * were written to /captures above, as the reader read them. */
-    if (st == ULP_OK && !s->unclosed && copy_group(s, out, "/digests") < 0)
+    /* The digests (with what they keep of captures): whole of a closed file, the names that
+     * read whole of a killed writer's; the kept captures of the others go to /captures. */
+    unsigned char *in_digests = NULL;
+    if (st == ULP_OK && ulp__copy_digest_group(s, out, &in_digests) < 0)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /digests cannot be copied", path);
+    if (st == ULP_OK)
+        st = copy_captures(s, out, path, in_digests, err);
     /* The trace only when the reader read it: a torn one stays behind. */
     if (st == ULP_OK && s->nkernels > 0 && copy_group(s, out, "/trace") < 0)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /trace cannot be copied", path);
     /* A capture index, so that the copy opens fast however it was written. */
     ulp__index_seal_job seal;
-    int indexed = st == ULP_OK && ulp__copy_index_write(s, out, &seal) == 0;
+    int indexed = st == ULP_OK && ulp__copy_index_write(s, out, in_digests, &seal) == 0;
+    free(in_digests);
     if (H5Fclose(out) < 0 && st == ULP_OK)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': cannot close it", path);
     if (indexed && st != ULP_OK)

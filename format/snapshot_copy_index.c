@@ -124,7 +124,8 @@ static ulp__map_kv *map_kvs(const ulp_kv *kv, size_t n)
 }
 
 /* The copy's open map into job->map, through the index's writer `x`; NULL there when not made. */
-static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, ulp__index_seal_job *job)
+static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, int kept,
+                     ulp__index_seal_job *job)
 {
     job->map = NULL;
     job->map_len = 0;
@@ -136,7 +137,7 @@ static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, ulp__index_sea
             /* ulp_snapshot_copy copies /trace when the reader read kernels. */
             .flags = (s->nkernels > 0 ? ULP__MAP_HAS_TRACE : 0) |
                      (s->nobserved > 0 ? ULP__MAP_HAS_OBSERVED : 0) |
-                     (s->has_kept && !s->unclosed ? ULP__MAP_HAS_KEPT : 0),
+                     (kept ? ULP__MAP_HAS_KEPT : 0),
             .journal = ULP__INDEX_NO_JOURNAL,
             .format_version = s->format_version,
             .created_unix_ns = s->created_unix_ns,
@@ -157,7 +158,17 @@ static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, ulp__index_sea
     free(obs);
 }
 
-int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job *job)
+/* Whether the copy's /digests keeps some capture. */
+static int kept_any(const ulp_snapshot *s, const unsigned char *in_digests)
+{
+    for (size_t i = 0; in_digests != NULL && i < s->ncaps; i++)
+        if (in_digests[i])
+            return 1;
+    return 0;
+}
+
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, const unsigned char *in_digests,
+                          ulp__index_seal_job *job)
 {
     memset(job, 0, sizeof *job);
     ulp__index_writer x;
@@ -165,8 +176,8 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job 
     hid_t caps = H5Gopen2(out, "captures", H5P_DEFAULT);
     int rc = caps >= 0 ? 0 : -1;
     for (size_t i = 0; i < s->ncaps && rc == 0 && !x.off; i++) {
-        if (ulp__snap_kept(s, i) != NULL && !s->unclosed)
-            continue; /* in /digests: not a record of the index */
+        if (in_digests != NULL && in_digests[i])
+            continue; /* in the copy's /digests: not a record of the index */
         const ulp_capture_info *c = ulp__snap_cap(s, i, NULL);
         uint64_t oaddr, offset;
         rc = c == NULL ? -1 : copied_place(caps, c, &oaddr, &offset);
@@ -179,7 +190,7 @@ int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job 
         rc = ulp__index_writer_finish(&x, out, job);
     /* Without a map the copy opens through HDF5, as before. */
     if (rc == 0)
-        copy_map(s, &x, job);
+        copy_map(s, &x, kept_any(s, in_digests), job);
     ulp__index_writer_release(&x);
     if (rc != 0)
         ulp__index_seal_job_drop(job);

@@ -189,6 +189,11 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
     int64_t *pbuf = NULL, *rbuf = NULL;
     const char *last_role = NULL;
     int64_t first_kept = -1;
+    uint64_t upto = 0; /* rows read: to the end of the last kept occurrence within them */
+    for (int64_t i = 0; why == NULL && i < len[0]; i++)
+        if (occ[i].kept && occ[i].first <= (uint64_t)len[1] &&
+            occ[i].rows <= (uint64_t)len[1] - occ[i].first && occ[i].first + occ[i].rows > upto)
+            upto = occ[i].first + occ[i].rows;
     for (int64_t i = 0; why == NULL && i < len[0]; i++) {
         const ulp__digest_occ *o = &occ[i];
         if (!o->kept)
@@ -215,9 +220,12 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
         memcpy(role, o->role, ULP__DIGEST_STR);
         role[ULP__DIGEST_STR] = '\0';
         const char *rname = role[0] ? role : "activation";
-        uint64_t n = (uint64_t)len[1], rb = (uint64_t)vd[1] * esize; /* rows, bytes a row */
+        /* The rows up to the last kept occurrence's (each bounded by the datasets' length:
+         * occ_info), bytes a row: a damaged extent sizes nothing, nor wraps a product. */
+        uint64_t n = upto, rb = (uint64_t)vd[1] * esize;
         if (vbuf == NULL &&
-            (ulp__snapshot_absurd_bytes(s, n * rb) || ulp__snapshot_absurd_bytes(s, n * 16))) {
+            (vd[1] > ((uint64_t)1 << 32) || (n > 0 && rb > UINT64_MAX / n) ||
+             ulp__snapshot_absurd_bytes(s, n * rb) || ulp__snapshot_absurd_bytes(s, n * 16))) {
             why = "is too large to read";
             break;
         }
@@ -252,7 +260,12 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
             c.positions != NULL ? ulp__rows_check_keys(s, &c, name, occs, w->err) : ULP_OK;
         if (st != ULP_OK) {
             w->kv->n--;
-            w->st = st;
+            if (w->left != NULL && st != ULP_ENOMEM) { /* a killed file: this name left out */
+                ulp_error_clear(w->err);
+                why = "has a kept occurrence whose positions repeat or are negative";
+            } else {
+                w->st = st;
+            }
             break;
         }
         ulp__cap_entry *e = &w->kv->v[w->kv->n - 1];

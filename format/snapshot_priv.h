@@ -239,7 +239,16 @@ int ulp__index_check_wait(ulp_snapshot *s);
  * ulp__copy_index_seal() seals it once the copy at `path` is closed (0, or
  * -1: left unsealed, so read through the groups).  Both leave *job empty.
  */
-int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, ulp__index_seal_job *job);
+int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, const unsigned char *in_digests,
+                          ulp__index_seal_job *job);
+
+/*
+ * snapshot_copy_digest_group.c: /digests of s into `out` (whole of a closed file; of a
+ * killed writer's, the names every dataset of which reads whole) and, when s has kept
+ * captures, *in_digests (malloc'd, s->ncaps flags): capture i is kept in the copy's
+ * /digests.  0, or -1 when HDF5 cannot copy.
+ */
+int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, unsigned char **in_digests);
 int ulp__copy_index_seal(const char *path, ulp__index_seal_job *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */

@@ -106,13 +106,19 @@ static int open_root(ulp__writer *w)
     w->occ_ftype = mt >= 0 ? H5Tcopy(mt) : H5I_INVALID_HID;
     if (mt >= 0)
         H5Tclose(mt);
-    if (w->occ_ftype < 0 || H5Tpack(w->occ_ftype) < 0 ||
-        H5Tcommit_anon(w->file, w->occ_ftype, H5P_DEFAULT, H5P_DEFAULT) < 0)
-        return -1;
-    return str_attr(w->digests, "algorithm", ULP__DIGEST_ALGORITHM) < 0 ||
-                   str_attr(w->digests, "layout", ULP__DIGEST_LAYOUT) < 0
-               ? -1
-               : 0;
+    if (w->occ_ftype >= 0 && H5Tpack(w->occ_ftype) >= 0 &&
+        H5Tcommit_anon(w->file, w->occ_ftype, H5P_DEFAULT, H5P_DEFAULT) >= 0 &&
+        str_attr(w->digests, "algorithm", ULP__DIGEST_ALGORITHM) >= 0 &&
+        str_attr(w->digests, "layout", ULP__DIGEST_LAYOUT) >= 0)
+        return 0;
+    /* Half made: undone, so that a later write does not take it for whole (a /digests
+     * without its `layout` reads as the old layout). */
+    H5Gclose(w->digests);
+    H5Ldelete(w->file, "digests", H5P_DEFAULT);
+    if (w->occ_ftype >= 0)
+        H5Tclose(w->occ_ftype);
+    w->digests = w->occ_ftype = H5I_INVALID_HID;
+    return -1;
 }
 
 /*

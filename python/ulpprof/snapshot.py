@@ -169,9 +169,9 @@ class Snapshot:
                     # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
                     # tokens and fed ids), rows of the name's `value`.
                     where = "/digests/%s/value" % name
-                    raw = _kept_rows(f, name, info.occurrence)
-                    arr = decode(raw.view(_BITS[info.dtype]), info.dtype) \
-                        if info.dtype in _BITS else raw.astype(_NP_DTYPES[info.dtype], copy=False)
+                    raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
+                    arr = decode(raw, info.dtype) if info.dtype in _BITS \
+                        else raw.astype(_NP_DTYPES[info.dtype], copy=False)
                 elif info.dtype in _BITS:
                     ds = f[where]
                     raw = np.empty(ds.shape, _BITS[info.dtype])
@@ -179,9 +179,9 @@ class Snapshot:
                     arr = decode(raw, info.dtype)
                 else:
                     arr = f[where][()].astype(_NP_DTYPES[info.dtype], copy=False)
+            arr = np.asarray(arr).reshape(info.shape)
         except (OSError, KeyError, ValueError) as e:
             raise SnapshotError("ulpprof: cannot read '%s' %s: %s" % (self.path, where, e)) from None
-        arr = np.asarray(arr).reshape(info.shape)
         pos = req = None
         if info.positions is not None:
             rows = info.shape[:info.row_rank]
@@ -204,15 +204,28 @@ class Snapshot:
         return len(self.captures)
 
 
-def _kept_rows(f: Any, name: str, occurrence: int) -> "np.ndarray":
-    """The rows of `value` that /digests/<name> keeps of capture (name, occurrence), as
-    stored (its table's `kept_occurrence`; KeyError when it keeps none such)."""
+def _kept_rows(f: Any, name: str, occurrence: int, bits: Optional[str]) -> "np.ndarray":
+    """The rows of `value` that /digests/<name> keeps of capture (name, occurrence) (its
+    table's `kept_occurrence`; KeyError when it keeps none such); with `bits` (a numpy
+    dtype), the stored bits as that, not h5py's conversion (bf16, fp8)."""
+    import h5py
+    import numpy as np
+
     g = f["digests"][name]
     table = g["occurrences"][()]
     for o in table:
         if o["kept"] and int(o["kept_occurrence"]) == occurrence:
             a, n = int(o["first"]), int(o["rows"])
-            return g["value"][a:a + n]
+            ds = g["value"]
+            if bits is None:
+                return ds[a:a + n]
+            raw = np.empty((n, ds.shape[1]), bits)
+            if n > 0:
+                fs = ds.id.get_space()
+                fs.select_hyperslab((a, 0), (n, ds.shape[1]))
+                ms = h5py.h5s.create_simple((n, ds.shape[1]))
+                ds.id.read(ms, fs, raw, mtype=ds.id.get_type())
+            return raw
     raise KeyError("no kept occurrence %d" % occurrence)
 
 

@@ -28,8 +28,9 @@ occurrences marked `kept`), checked against numpy and h5py alone.
   naming the file and the name, exit 2.  The same damage to one name in a
   killed writer's file (its journal's closed mark zeroed): the file opens,
   its warning names that name, the other names' kept captures are read;
-  `ulpprof repair` writes them to /captures (no /digests), and the copy
-  reads the same, after a plain copy too.
+  `ulpprof repair` copies the names that read whole (not the damaged one),
+  and the copy reads the same, after a plain copy too.  A killed file with
+  nothing damaged: its repair keeps every digest (diff: identical).
 - ulpprof.open(FILE).read(name) gives a kept capture's data (numpy's); a
   kept capture lists its own name among its inputs, as /captures does; a
   `tokens` row of more than 4096 bytes goes to /captures.
@@ -303,10 +304,22 @@ def main():
     shutil.copyfile(rk, moved)  # a plain copy: its stamp no longer matches, read through HDF5
     for path in (rk, moved):
         with h5py.File(path, "r") as f:
-            ids = sorted(f["captures/input_ids"], key=int) if "captures/input_ids" in f else []
-            check("digests" not in f and len(ids) == len(kept.get("input_ids", [])),
-                  "%s: /digests %s, /captures/input_ids %d" % (path, "digests" in f, len(ids)))
+            names = sorted(f["digests"]) if "digests" in f else []
+            ids = digests_h5.captures(f, "input_ids")
+            check(names == ["input_ids", "layers.0", "layers.1"] and
+                  len(ids) == len(kept.get("input_ids", [])),
+                  "%s: /digests %r, %d input_ids" % (path, names, len(ids)))
         check(keyed(ls(path)) == keyed(lk), "%s: ls %r" % (path, keyed(ls(path))[:3]))
+    whole = os.path.join(tmp, "killed-whole.h5")
+    shutil.copy(dig, whole)
+    with open(whole, "r+b") as fh:
+        fh.seek(off + 28)
+        fh.write(bytes(4))
+    rw = os.path.join(tmp, "killed-whole-repaired.h5")
+    p = run("repair", whole, rw)
+    q = run("diff", "-f", "json", whole, rw)
+    check(p.returncode == 0 and q.returncode == 0 and keyed(ls(rw)) == keyed(ld),
+          "killed, nothing torn: repair %d, diff %d %s" % (p.returncode, q.returncode, q.stderr))
 
     # The Python API reads a kept capture; a kept capture's inputs; a wide `tokens` row.
     snap = ulpprof.open(dig)
