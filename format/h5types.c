@@ -159,6 +159,29 @@ void ulp__h5_silence(void)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
+hid_t ulp__h5_small_gcpl(unsigned links, unsigned name_len)
+{
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    if (gcpl >= 0 &&
+        (H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED) < 0 ||
+         H5Pset_est_link_info(gcpl, links, name_len) < 0 || H5Pset_obj_track_times(gcpl, 0) < 0)) {
+        H5Pclose(gcpl);
+        gcpl = H5I_INVALID_HID;
+    }
+    return gcpl;
+}
+
+int ulp__h5_dcpl_no_attrs(hid_t dcpl)
+{
+    if (H5Pset_obj_track_times(dcpl, 0) < 0)
+        return -1;
+#if H5_VERSION_GE(1, 10, 5)
+    if (H5Pset_dset_no_attrs_hint(dcpl, 1) < 0)
+        return -1;
+#endif
+    return 0;
+}
+
 void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes)
 {
     H5AC_cache_config_t mdc;

@@ -51,6 +51,26 @@ int ulp__h5_attr_write_i64(hid_t obj, const char *name, int64_t value);
  */
 void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes);
 
+/*
+ * A group creation list for a group that keeps a few links (at most
+ * `links`, names of up to `name_len` bytes) and attributes: /run, /env,
+ * /observed, /index, /trace and a digest name's group.  A "new-style"
+ * group (link creation order tracked; HDF5 1.8+ and h5py read it as any
+ * group) whose links stay in its object header, sized for them up front,
+ * and no object times.  An old-style group costs a B-tree node and a local
+ * heap even when empty, and a symbol-table node of the file's leaf K (64:
+ * 5 KiB) at its first link.  -1 on failure; the caller closes it.
+ */
+hid_t ulp__h5_small_gcpl(unsigned links, unsigned name_len);
+
+/*
+ * Sets on `dcpl` what a dataset that never gets attributes (the digests'
+ * rows) keeps in its header: no object times, and a header sized to its
+ * messages (HDF5 1.10.5+; older HDF5 gives every dataset header 256 bytes
+ * whatever it holds).  0, or -1 on failure.
+ */
+int ulp__h5_dcpl_no_attrs(hid_t dcpl);
+
 /* Turns off HDF5's automatic error stack printing for this thread's calls. */
 void ulp__h5_silence(void);
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/le.h"
+#include "h5types.h"
 #include "journal.h"
 
 uint64_t ulp__index_stamp_of(uint64_t now)
@@ -57,14 +58,18 @@ int ulp__index_seal_create(hid_t file, uint64_t bytes, uint64_t count, uint64_t 
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     htri_t has_group = H5Lexists(file, "/" ULP__INDEX_GROUP, H5P_DEFAULT);
     if (has_group == 0) {
-        hid_t g = H5Gcreate2(file, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t gcpl = ulp__h5_small_gcpl(2, 7); /* records, seal */
+        hid_t g = gcpl < 0 ? H5I_INVALID_HID
+                           : H5Gcreate2(file, ULP__INDEX_GROUP, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+        if (gcpl >= 0)
+            H5Pclose(gcpl);
         if (g < 0)
             goto cleanup;
         H5Gclose(g);
     }
     /* Contiguous and allocated now: the hash is written at its offset after the close. */
     if (has_group < 0 || space < 0 || dcpl < 0 || H5Pset_layout(dcpl, H5D_CONTIGUOUS) < 0 ||
-        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 ||
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) < 0 || ulp__h5_dcpl_no_attrs(dcpl) < 0 ||
         (ds = H5Dcreate2(file, ULP__INDEX_SEAL, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
                          H5P_DEFAULT)) < 0 ||
         H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, seal) < 0)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/grow.h"
+#include "h5types.h"
 #include "index_runs.h"
 #include "index_seal.h"
 #include "index_write.h"
@@ -40,11 +41,15 @@ static hid_t records_create(ulp__index_writer *x, hid_t file, int final)
 {
     hid_t ds = H5I_INVALID_HID;
     hsize_t zero = 0, unlimited = H5S_UNLIMITED, chunk = CHUNK_BYTES, exact = x->used;
-    hid_t g = H5Gcreate2(file, ULP__INDEX_GROUP, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = ulp__h5_small_gcpl(2, 7); /* records, seal */
+    hid_t g = gcpl < 0 ? H5I_INVALID_HID
+                       : H5Gcreate2(file, ULP__INDEX_GROUP, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
     hid_t space =
         final ? H5Screate_simple(1, &exact, NULL) : H5Screate_simple(1, &zero, &unlimited);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    if (g >= 0 && space >= 0 && dcpl >= 0 &&
+    if (g >= 0 && space >= 0 && dcpl >= 0 && ulp__h5_dcpl_no_attrs(dcpl) >= 0 &&
         (final ? H5Pset_layout(dcpl, H5D_CONTIGUOUS) : H5Pset_chunk(dcpl, 1, &chunk)) >= 0)
         ds = H5Dcreate2(file, ULP__INDEX_RECORDS, H5T_STD_U8LE, space, H5P_DEFAULT, dcpl,
                         H5P_DEFAULT);

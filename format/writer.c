@@ -31,7 +31,7 @@
  * write reaching the disk) out of 110 still loses /captures.
  */
 #define SYM_LEAF_K         64
-#define ISTORE_K           4 /* chunk B-tree nodes of 8 entries, see file_create */
+#define ISTORE_K           2 /* chunk B-tree nodes of 4 entries, see file_create */
 #define META_BLOCK_BYTES   ((hsize_t)32 << 10)
 #define MDC_BYTES          ((size_t)256 << 10) /* metadata cache bound, see file_create */
 #define CAPTURES_HEAP_HINT 8192
@@ -144,7 +144,14 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
      * part D).  With the block reserved, new metadata lies inside the end
      * address the last flush wrote.  32 KiB
      * (not more) keeps a new file small: tests/python/test_diskfull.py runs
-     * the writer under a 64 KiB file-size limit.
+     * the writer under a 64 KiB file-size limit.  Not less either: with 4
+     * KiB, a reference-workload file killed in the middle of a flush
+     * (test_crash.py part C, write 46 of 467) did not open ("addr
+     * overflow" in /run's header).  The price: a flush or the close gives
+     * back a block's unused end only when nothing follows it in the file,
+     * and the raw data written after a block (a digest file's rows, at its
+     * close) leaves up to 32 KiB of it unused (docs/performance.md, "File
+     * size").
      */
     if (fapl >= 0)
         H5Pset_meta_block_size(fapl, META_BLOCK_BYTES);
@@ -180,7 +187,11 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
      * (the digests', the index's) are indexed by B-tree nodes of 2 x ISTORE_K
      * entries, allocated whole: 2 KiB each with HDF5's 32, most of a short
      * digest-mode file (124 of 267 KiB for 12 names, five chunked datasets a
-     * name).  A K of its own makes the superblock version 1 (HDF5 1.6+). */
+     * name), 304 bytes with a K of 4 and 176 with 2.  Most of a digest
+     * file's datasets are written at its close, in one chunk: a larger node
+     * only holds room for chunks that never come.  A long run's datasets
+     * get a deeper tree (a million rows of one name, 128 chunks: 4 levels).
+     * A K of its own makes the superblock version 1 (HDF5 1.6+). */
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     if (fcpl >= 0 &&
         (H5Pset_sym_k(fcpl, 16, SYM_LEAF_K) < 0 || H5Pset_istore_k(fcpl, ISTORE_K) < 0)) {
@@ -235,8 +246,8 @@ static ulp_status writer_props(ulp__writer *w, ulp_error *err)
          * every insert read it back: 100,000 occurrences took 56 s.  A
          * group that tracks creation order is a new-style one (links in a
          * fractal heap indexed by a v2 B-tree), whose flush touches bounded
-         * blocks: 191 us per capture at 10,000 and at 100,000.  The
-         * superblock stays version 0; HDF5 1.8+ and h5py read it.
+         * blocks: 191 us per capture at 10,000 and at 100,000.  HDF5
+         * 1.8+ and h5py read it.
          */
         H5Pset_link_creation_order(w->gcpl, H5P_CRT_ORDER_TRACKED) < 0 ||
         H5Pset_char_encoding(w->lcpl, H5T_CSET_UTF8) < 0 ||
@@ -267,9 +278,11 @@ static ulp_status file_layout(ulp__writer *w, const char *label, const char *wri
     ulp_status st = ULP_OK;
     hid_t journal = H5I_INVALID_HID;
     hid_t captures_gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    /* /run and /env hold attributes only: no B-tree, heap or symbol-table node (h5types.h). */
+    hid_t attrs_gcpl = ulp__h5_small_gcpl(0, 0);
     if (captures_gcpl >= 0)
         H5Pset_local_heap_size_hint(captures_gcpl, CAPTURES_HEAP_HINT);
-    if (captures_gcpl < 0) {
+    if (captures_gcpl < 0 || attrs_gcpl < 0) {
         st = ulp__writer_h5_fail(err, w, "set up property lists");
         goto cleanup;
     }
@@ -285,8 +298,8 @@ static ulp_status file_layout(ulp__writer *w, const char *label, const char *wri
         goto cleanup;
     }
     ulp__writer_map_root(w, label, writer_name, created);
-    w->groups[ULP__WRITER_RUN] = H5Gcreate2(w->file, "run", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    w->groups[ULP__WRITER_ENV] = H5Gcreate2(w->file, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    w->groups[ULP__WRITER_RUN] = H5Gcreate2(w->file, "run", H5P_DEFAULT, attrs_gcpl, H5P_DEFAULT);
+    w->groups[ULP__WRITER_ENV] = H5Gcreate2(w->file, "env", H5P_DEFAULT, attrs_gcpl, H5P_DEFAULT);
     w->captures = H5Gcreate2(w->file, "captures", H5P_DEFAULT, captures_gcpl, H5P_DEFAULT);
     journal = ulp__writer_journal_create(w);
     if (w->groups[0] < 0 || w->groups[1] < 0 || w->captures < 0 || journal < 0) {
@@ -304,6 +317,8 @@ cleanup:
         H5Dclose(journal);
     if (captures_gcpl >= 0)
         H5Pclose(captures_gcpl);
+    if (attrs_gcpl >= 0)
+        H5Pclose(attrs_gcpl);
     return st;
 }
 
@@ -438,8 +453,13 @@ ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const c
     ulp__h5_quiet_begin(&q);
     ulp_status st = ULP_OK;
     /* /observed only in files that observe something: the others are as before. */
-    if (group == ULP__WRITER_OBSERVED && w->groups[group] < 0)
-        w->groups[group] = H5Gcreate2(w->file, "observed", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (group == ULP__WRITER_OBSERVED && w->groups[group] < 0) {
+        hid_t gcpl = ulp__h5_small_gcpl(0, 0);
+        if (gcpl >= 0) {
+            w->groups[group] = H5Gcreate2(w->file, "observed", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+            H5Pclose(gcpl);
+        }
+    }
     int written =
         w->groups[group] >= 0 && ulp__h5_attr_write_str(w->groups[group], key, value) == 0;
     ulp__writer_map_attr(w, group, key, value, written);

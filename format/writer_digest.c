@@ -134,24 +134,19 @@ static hid_t extendable(const ulp__writer *w, hid_t g, const char *name, hid_t t
                         int fixed, hsize_t fixed_n, int squeeze)
 {
     int vlen = H5Tis_variable_str(type) > 0;
-    if (fixed && !(squeeze && fixed_n > 0)) {
-        hid_t sp = H5Screate_simple(1, &fixed_n, NULL);
-        hid_t ds = sp < 0 ? H5I_INVALID_HID
-                          : H5Dcreate2(g, name, type, sp, H5P_DEFAULT, vlen ? H5P_DEFAULT : w->dcpl,
-                                       H5P_DEFAULT);
-        if (sp >= 0)
-            H5Sclose(sp);
-        return ds;
-    }
+    int contiguous = fixed && !(squeeze && fixed_n > 0);
     hsize_t zero = 0, max = H5S_UNLIMITED;
-    if (fixed)
+    if (contiguous)
+        zero = max = fixed_n;
+    else if (fixed)
         chunk = zero = max = fixed_n; /* one chunk, compressed */
     hid_t sp = H5Screate_simple(1, &zero, &max), pl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t ds = H5I_INVALID_HID;
-    if (sp >= 0 && pl >= 0 && H5Pset_chunk(pl, 1, &chunk) >= 0 &&
+    if (sp >= 0 && pl >= 0 &&
+        (contiguous ? H5Pset_layout(pl, H5D_CONTIGUOUS) : H5Pset_chunk(pl, 1, &chunk)) >= 0 &&
         (vlen || H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) >= 0) &&
-        H5Pset_obj_track_times(pl, 0) >= 0 &&
-        (!squeeze || (H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0)))
+        ulp__h5_dcpl_no_attrs(pl) >= 0 &&
+        (contiguous || !squeeze || (H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0)))
         ds = H5Dcreate2(g, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     if (pl >= 0)
         H5Pclose(pl);
@@ -223,7 +218,7 @@ static hid_t value_create(const ulp__writer *w, const ulp__digest_buf *b, int fi
     hid_t sp = H5Screate_simple(2, dims, max), pl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t ds = H5I_INVALID_HID;
     if (sp >= 0 && pl >= 0 && H5Tget_size(type) <= sizeof zero && H5Pset_chunk(pl, 2, chunk) >= 0 &&
-        H5Pset_fill_value(pl, type, zero) >= 0 && H5Pset_obj_track_times(pl, 0) >= 0 &&
+        H5Pset_fill_value(pl, type, zero) >= 0 && ulp__h5_dcpl_no_attrs(pl) >= 0 &&
         (!w->squeeze || (H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0)))
         ds = H5Dcreate2(b->g, "value", type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     if (pl >= 0)
@@ -258,7 +253,14 @@ static int buf_create(ulp__writer *w, ulp__digest_buf *b, int fixed)
     if (open_root(w) < 0)
         return -1;
     if (b->g < 0) {
-        b->g = H5Gcreate2(w->digests, b->name, digest_lcpl(w, b->name), w->gcpl, H5P_DEFAULT);
+        /* Its datasets' links in its header: digest, position, request, occurrences, value
+         * or inputs (at most 6, names of at most 11 bytes). */
+        hid_t gcpl = ulp__h5_small_gcpl(6, 11);
+        b->g = gcpl < 0
+                   ? H5I_INVALID_HID
+                   : H5Gcreate2(w->digests, b->name, digest_lcpl(w, b->name), gcpl, H5P_DEFAULT);
+        if (gcpl >= 0)
+            H5Pclose(gcpl);
         if (b->g < 0)
             return -1;
     }

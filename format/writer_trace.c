@@ -32,7 +32,11 @@ static int trace_open(ulp__writer *w)
     w->row_ftype = ulp__kernel_row_type(1);
     if (w->row_mtype < 0 || w->row_ftype < 0)
         return -1;
-    w->trace = H5Gcreate2(w->file, "trace", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gcpl = ulp__h5_small_gcpl(3, 7); /* names, kernels, gemms */
+    w->trace =
+        gcpl < 0 ? H5I_INVALID_HID : H5Gcreate2(w->file, "trace", H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
     if (w->trace < 0)
         return -1;
     w->names_ds = extendible_1d(w->trace, "names", w->str_type, H5P_DEFAULT, 256);
