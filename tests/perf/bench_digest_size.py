@@ -6,11 +6,16 @@ mode and per generation length, written as a run writes it (flushed only
 at the close).  Printed per length: each file's size, the ratio, and the
 digest file's bytes per generated token; then what its datasets and HDF5's
 own metadata take (h5py storage sizes; the rest is object headers, B-tree
-nodes and heaps).
+nodes, heaps and the unused end of the writer's last 32 KiB metadata
+block, docs/performance.md "File size").
 
     tests/perf/bench_digest_size.py [BUILD_DIR] [--tokens N,N,...]
         [--prompt P] [--hidden H] [--layers L] [--vocab V] [--sublayers]
         [--keep DIR]   (the files stay in DIR, to look at)
+
+The data grows with the model's width and depth, the digests with neither:
+`--hidden 2048` (a few minutes on one CPU thread; `--layers 2` for a quick
+look, with fewer names) shows what users' real widths give.
 
 Checked: both modes generate the same tokens (a capture must not change
 what it measures), the digest file holds no tensor in /captures and keeps
@@ -59,10 +64,14 @@ def generate(path, mode, n):
 
 
 def storage(path):
-    """{dataset's last name: bytes stored} and the file's total."""
+    """{dataset's last name: bytes stored}, the object headers' bytes (of the
+    linked objects), the produced tokens kept."""
     got = {}
     with h5py.File(path, "r") as f:
+        heads = [h5py.h5o.get_info(f["/"].id).hdr.space.total]
+
         def visit(name, obj):
+            heads.append(h5py.h5o.get_info(obj.id).hdr.space.total)
             if isinstance(obj, h5py.Dataset):
                 k = name.split("/")[-1] if name.startswith("digests/") else name.split("/")[0]
                 got[k] = got.get(k, 0) + obj.id.get_storage_size()
@@ -70,7 +79,7 @@ def storage(path):
         data = [n for n in f["captures"]] if "captures" in f else []
         kept = digests_h5.captures(f, "tokens")
         rows = sum(int(c.shape[0]) for c in kept)
-    return got, data, rows
+    return got, sum(heads), data, rows
 
 
 print("bench_digest_size: Llama hidden %d, %d layers, vocab %d, a %d-token prompt, greedy "
@@ -82,7 +91,7 @@ for n in lengths:
     if toks["digest"] != toks["data"]:
         fails.append("%d tokens: digest mode generated other tokens" % n)
     size = {m: os.path.getsize(p) for m, p in paths.items()}
-    got, data, rows = storage(paths["digest"])
+    got, heads, data, rows = storage(paths["digest"])
     if data:
         fails.append("%d tokens: digest file's /captures holds %s" % (n, data))
     if rows != n:
@@ -91,9 +100,10 @@ for n in lengths:
     print("  %4d tokens: digest %8d B, data %10d B: %6.1fx smaller; %5.0f B a token"
           % (n, size["digest"], size["data"], size["data"] / size["digest"],
              size["digest"] / n))
-    print("              digest datasets %d B (%s), HDF5 metadata %d B"
+    print("              digest datasets %d B (%s), HDF5 metadata %d B (object headers %d B; "
+          "the rest B-trees, heaps, the unused end of a metadata block)"
           % (raw, ", ".join("%s %d" % kv for kv in sorted(got.items(), key=lambda t: -t[1])),
-             size["digest"] - raw))
+             size["digest"] - raw, heads))
 if not args.keep:
     shutil.rmtree(tmp)
 for f in fails:
