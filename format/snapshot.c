@@ -82,6 +82,22 @@ static ulp_status open_file(ulp_snapshot *s, ulp_error *err)
 
 /* HDF5's file access list for a snapshot: its metadata cache of a fixed size. */
 /* HDF5's open of the file open_file() checked. */
+/*
+ * Whether HDF5 may have refused the file for a superblock whose end of allocation lies past
+ * the file's end, the file being a killed writer's of ours (a journal without its closed
+ * mark, found by its magic).  HDF5 1.10's flush truncates the file to its end of allocation
+ * before it writes the superblock that says where that end is: a writer killed between the
+ * two leaves a superblock past the file's end, over bytes nothing uses.  Such a file is
+ * opened again without that check; a capture past the end is still refused as truncated (its
+ * header's or its data's address, as for any file cut short).
+ */
+static int killed_past_eof(ulp_snapshot *s)
+{
+    ulp__journal_state js;
+    ulp__journal_find(s, &js);
+    return js.found && !js.closed;
+}
+
 static ulp_status open_hdf5(ulp_snapshot *s, ulp_error *err)
 {
     htri_t is = H5Fis_hdf5(s->path);
@@ -95,6 +111,10 @@ static ulp_status open_hdf5(ulp_snapshot *s, ulp_error *err)
         return ulp__error(err, ULP_ENOTHDF5, "cannot open '%s': not an HDF5 file", s->path);
     }
     s->file = ulp__snap_open_h5(s);
+    if (s->file < 0 && killed_past_eof(s)) {
+        s->past_eof = 1;
+        s->file = ulp__snap_open_h5(s);
+    }
     if (s->file < 0) {
         ulp__h5_err_info info;
         ulp__h5_last_error(&info);

@@ -71,6 +71,7 @@ struct ulp_snapshot {
     const unsigned char **kept_mem;
     int has_kept; /* some: the table is never made in pages */
     int unclosed; /* its journal has no closed mark (its writer was killed) */
+    int past_eof; /* opened though HDF5's end of allocation lies past the file's end */
 
     ulp_kernel_info *kernels;
     size_t nkernels;
