@@ -23,14 +23,21 @@
  *   records, 8-byte aligned, one after the other from byte 32:
  *     0  u32 CRC-32 of bytes 4..length-1
  *     4  u32 length: 40 + name length, rounded up to 8
- *     8  u32 kind: 1 capture, 2 next block
+ *     8  u32 kind: 1 capture, 2 next block, 3 kept capture
  *    12  u32 name length (bytes, no terminator)
- *    16  i64 capture: seq                 next: 0
+ *    16  i64 capture: seq                 next: 0          kept: kept_seq
  *    24  i64 capture: occurrence          next: size of the next block
+ *                                                          kept: kept_occurrence
  *    32  u64 capture: object header addr  next: file offset of the next block
- *    40  name (UTF-8), zero padding
+ *                                                          kept: time_ns
+ *    40  name (UTF-8), zero padding; kept: the payload of format/journal_kept.h
  *   A record of length 0 (never written) ends the journal; so does one whose
- *   CRC does not match (torn).
+ *   CRC does not match (torn).  A reader steps over a valid record of a kind
+ *   it does not know (kind 3 keeps the length rule, its payload in the name
+ *   field, so that readers from before it read such a journal as before:
+ *   they skip it).  A kept record whose CRC holds but that this writer could
+ *   not have written (its payload does not parse, its name id undefined)
+ *   ends the kept captures read from the journal (format/snapshot_kept_journal.c).
  *
  * Only the codec lives here; the writer (format/writer_journal.c) appends and the
  * reader (format/snapshot_journal.c) walks.
@@ -51,15 +58,18 @@
 
 typedef enum ulp__journal_kind {
     ULP__JOURNAL_CAPTURE = 1,
-    ULP__JOURNAL_NEXT = 2
+    ULP__JOURNAL_NEXT = 2,
+    ULP__JOURNAL_KEPT = 3 /* a capture kept in /digests, whole (journal_kept.h) */
 } ulp__journal_kind;
 
 typedef struct ulp__journal_record {
     uint32_t kind; /* ulp__journal_kind                                */
     int64_t seq;
     int64_t occurrence; /* NEXT: the next block's size                      */
-    uint64_t addr;      /* CAPTURE: object header; NEXT: next block offset  */
-    const char *name;   /* not terminated; points into the decoded buffer   */
+    uint64_t addr;      /* CAPTURE: object header; NEXT: next block offset;
+                           KEPT: time_ns                                   */
+    const char *name;   /* not terminated; points into the decoded buffer
+                           (KEPT: the payload)                             */
     size_t name_len;
 } ulp__journal_record;
 
