@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/strmap.h"
 #include "h5types.h"
 #include "journal.h"
 #include "snapshot_file.h"
@@ -217,6 +218,46 @@ static ulp_status leave_out(ulp_snapshot *s, const ulp__h5_err_info *sticky, ulp
 }
 
 /*
+ * The captures a digest-mode file keeps in /digests (snapshot_kept.c) into kept/kept_mem.
+ * Of a killed writer's file (`unclosed`), the journal holds every kept capture the writer
+ * accepted (FORMAT.md "Capture journal"): a name it holds needs no table; and a kill may
+ * have torn /digests (digests are durable once flushed, their last chunk rewritten at the
+ * next flush): a name that cannot be read is left out (said in `left`), and HDF5's
+ * complaints about it do not make the file "truncated" (*sticky).
+ */
+static ulp_status read_kept(ulp_snapshot *s, ulp__journal_state *js, int unclosed,
+                            ulp__h5_err_info *sticky, ulp__cap_vec *kept,
+                            const unsigned char ***kept_mem, char *left, size_t left_size,
+                            ulp_error *err)
+{
+    ulp__h5_err_info before = *sticky;
+    ulp__cap_vec jkept = {0};
+    const unsigned char **jkept_mem = NULL;
+    ulp__strmap jnames;
+    ulp__strmap_init(&jnames);
+    ulp_status st = ULP_OK;
+    if (unclosed)
+        st = ulp__snapshot_kept_journal(s, js, &jkept, &jkept_mem, &jnames, err);
+    if (st == ULP_OK)
+        st = ulp__snapshot_kept_read(s, kept, kept_mem, unclosed ? left : NULL,
+                                     unclosed ? left_size : 0, unclosed ? &jnames : NULL, err);
+    if (unclosed && st != ULP_ENOMEM) {
+        before.nomem |= sticky->nomem; /* a lack of memory stays one */
+        *sticky = before;
+        if (st != ULP_OK)
+            st = leave_out(s, sticky, st, "what /digests keeps", left, left_size, err);
+    }
+    if (st == ULP_OK && unclosed) {
+        st = ulp__snapshot_kept_merge(s, kept, kept_mem, &jkept, jkept_mem, &jnames, err);
+        jkept_mem = NULL;
+    }
+    free(jkept.v);
+    free(jkept_mem);
+    ulp__strmap_release(&jnames);
+    return st;
+}
+
+/*
  * ulp_snapshot_open(), and with `defer` ulp_snapshot_open_deferred()'s
  * open: on failure *unsure says whether it may differ from the former's
  * (the index it read from was stale).
@@ -307,18 +348,7 @@ static ulp_status open_snapshot(const char *path, int defer, int stream, ulp_sna
     ulp__cap_vec kept = {0};
     const unsigned char **kept_mem = NULL;
     if (st == ULP_OK) {
-        /* In a killed writer's file a kill may have torn /digests (digests are durable once
-         * flushed, their last chunk rewritten at the next flush): a name that cannot be read
-         * is left out, and HDF5's complaints about it do not make the file "truncated". */
-        ulp__h5_err_info before = sticky;
-        st = ulp__snapshot_kept_read(s, &kept, &kept_mem, unclosed ? left : NULL,
-                                     unclosed ? sizeof left : 0, err);
-        if (unclosed && st != ULP_ENOMEM) {
-            before.nomem |= sticky.nomem; /* a lack of memory stays one */
-            sticky = before;
-            if (st != ULP_OK)
-                st = leave_out(s, &sticky, st, "what /digests keeps", left, sizeof left, err);
-        }
+        st = read_kept(s, &js, unclosed, &sticky, &kept, &kept_mem, left, sizeof left, err);
         s->has_kept = kept.n > 0;
         s->unclosed = unclosed;
     }

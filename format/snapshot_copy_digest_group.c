@@ -4,7 +4,8 @@
  * torn (HDF5's copy of a torn group can crash inside HDF5), each name whose
  * every dataset reads whole, its attributes the group's.  And which of the
  * snapshot's captures the copy's /digests keeps (FORMAT.md "Digests": kept
- * occurrences), so that the copy writes the others to /captures.
+ * occurrences), so that the copy writes the others to /captures (those
+ * that only a killed writer's journal holds among them).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +64,19 @@ static herr_t copy_name(hid_t g, const char *name, const H5L_info_t *info, void 
         H5Gclose(sub);
     if (!ok)
         return 0; /* left out of the copy, as the reader leaves out what it cannot read */
-    if (H5Ocopy(g, name, out, name, H5P_DEFAULT, H5P_DEFAULT) < 0 ||
-        ulp__strmap_upsert(copied, name, 1, NULL) == NULL)
-        return -1;
-    return 0;
+    if (H5Ocopy(g, name, out, name, H5P_DEFAULT, H5P_DEFAULT) < 0)
+        return 0; /* left out, as one that does not read whole */
+    return ulp__strmap_upsert(copied, name, 1, NULL) == NULL ? -1 : 0;
+}
+
+/*
+ * Whether kept capture `i` is in its name's table: not one that only the journal of a killed
+ * writer's file holds (a kill before the flush that would have written it).  The copy writes
+ * those to /captures, beside its copy of the name's table.
+ */
+static int in_table(const ulp_snapshot *s, size_t i)
+{
+    return ulp__snap_kept(s, i) != NULL && s->srcs[i].oaddr != ULP__KEPT_JOURNAL;
 }
 
 /* The string attribute `name` of `from` onto `to`, when it has one; -1 on failure. */
@@ -95,17 +105,24 @@ int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, unsigned char **in_
         hid_t g = H5Gopen2(file, "/digests", H5P_DEFAULT);
         hid_t og = g >= 0 ? H5Gcreate2(out, "digests", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)
                           : H5I_INVALID_HID;
-        ulp__strmap kept; /* the names of the kept captures the reader read */
+        ulp__strmap kept; /* the names whose table's kept captures the reader read */
         ulp__strmap_init(&kept);
         for (size_t i = 0; i < s->ncaps; i++)
-            if (ulp__snap_kept(s, i) != NULL)
+            if (in_table(s, i))
                 ulp__strmap_upsert(&kept, ulp__snap_cap(s, i, NULL)->name, 1, NULL);
         void *arg[4] = {(void *)(uintptr_t)s, &og, &copied, &kept};
-        rc = g < 0 || og < 0 || copy_str_attr(g, og, "algorithm") < 0 ||
-                     copy_str_attr(g, og, "layout") < 0 ||
-                     H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, copy_name, arg) < 0
-                 ? -1
-                 : 0;
+        rc = g >= 0 && og < 0 ? -1 : 0;
+        /* A /digests a kill tore so that it cannot be opened, listed or its attributes read
+         * stays out of the copy, as far as it is torn (the names copied before stay): its
+         * kept captures go to /captures, from the journal. */
+        if (g >= 0 && og >= 0 &&
+            (copy_str_attr(g, og, "algorithm") < 0 || copy_str_attr(g, og, "layout") < 0)) {
+            H5Gclose(og);
+            og = H5I_INVALID_HID;
+            rc = H5Ldelete(out, "digests", H5P_DEFAULT) < 0 ? -1 : 0;
+        }
+        if (g >= 0 && og >= 0)
+            (void)H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, copy_name, arg);
         ulp__strmap_release(&kept);
         if (og >= 0)
             H5Gclose(og);
@@ -115,9 +132,11 @@ int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, unsigned char **in_
     if (rc == 0 && s->has_kept) {
         *in_digests = calloc(s->ncaps ? s->ncaps : 1, 1);
         for (size_t i = 0; *in_digests != NULL && i < s->ncaps; i++)
-            (*in_digests)[i] = ulp__snap_kept(s, i) != NULL &&
-                               (!s->unclosed ||
-                                ulp__strmap_find(&copied, ulp__snap_cap(s, i, NULL)->name) != NULL);
+            (*in_digests)[i] =
+                ulp__snap_kept(s, i) != NULL &&
+                (!s->unclosed ||
+                 (in_table(s, i) &&
+                  ulp__strmap_find(&copied, ulp__snap_cap(s, i, NULL)->name) != NULL));
         if (*in_digests == NULL)
             rc = -1;
     }

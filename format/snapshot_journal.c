@@ -171,7 +171,7 @@ ulp_status ulp__journal_walk(ulp_snapshot *s, ulp__journal_state *js, ulp__journ
             pos = block + ULP__JOURNAL_HEADER_BYTES;
             continue;
         }
-        if (r.kind == ULP__JOURNAL_CAPTURE) {
+        if (r.kind == ULP__JOURNAL_CAPTURE || r.kind == ULP__JOURNAL_KEPT) {
             int rc = visit(ctx, &r);
             if (rc < 0) {
                 st = ULP_ENOMEM;

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "common/grow.h"
+#include "common/strmap.h"
 #include "digest_rows.h"
 #include "digest_table.h"
 #include "h5types.h"
@@ -29,6 +30,7 @@ typedef struct kept_walk {
     ulp_error *err;
     char *left; /* lenient (a killed writer's file): the names left out, and why */
     size_t left_size;
+    const ulp__strmap *journaled; /* names whose kept captures the journal holds, or NULL */
 } kept_walk;
 
 /* `n` bytes the snapshot keeps (frees at close); NULL when out of memory. */
@@ -304,6 +306,13 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
     char occ[48] = "";
     if (bad_occ >= 0)
         snprintf(occ, sizeof occ, " (occurrence %" PRId64 ")", bad_occ);
+    if (why != NULL && w->left != NULL && w->st == ULP_OK && w->journaled != NULL &&
+        ulp__strmap_find(w->journaled, name) != NULL) {
+        /* A killed writer's file whose journal holds the name's kept captures: its table is not
+         * needed (snapshot_kept_journal.c). */
+        w->kv->n = before;
+        return 0;
+    }
     if (why != NULL && w->left != NULL && w->st == ULP_OK) {
         /* A killed writer's file: this name's kept captures are left out, the others read. */
         w->kv->n = before;
@@ -319,7 +328,8 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
 }
 
 ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
-                                   char *left, size_t left_size, ulp_error *err)
+                                   char *left, size_t left_size, const ulp__strmap *journaled,
+                                   ulp_error *err)
 {
     kv->n = 0;
     *mem = NULL;
@@ -335,7 +345,7 @@ ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsi
     int packed = ulp__attr_read_str(g, "layout", &layout, &why) == 0 &&
                  strcmp(layout, ULP__DIGEST_LAYOUT) == 0;
     free(layout);
-    kept_walk w = {s, kv, mem, 0, ULP_OK, err, left, left_size};
+    kept_walk w = {s, kv, mem, 0, ULP_OK, err, left, left_size, journaled};
     if (packed && H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_name, &w) < 0 &&
         w.st == ULP_OK)
         w.st = ulp__error(err, ULP_EFORMAT, "'%s': /digests cannot be listed", s->path);

@@ -269,8 +269,32 @@ ulp_status ulp__capture_read_groups(ulp_snapshot *s, ulp__cap_vec *cv, ulp_error
  * with `left` (a killed writer's file, whose /digests a kill may have torn), such a name's
  * captures are left out instead and "; ... left out (why)" added to `left`.
  */
+struct ulp__strmap;
 ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
-                                   char *left, size_t left_size, ulp_error *err);
+                                   char *left, size_t left_size,
+                                   const struct ulp__strmap *journaled, ulp_error *err);
+
+/*
+ * snapshot_kept_journal.c: the kept captures that the journal of a killed writer's file
+ * (found in `js`) holds (FORMAT.md "Capture journal", kind 3), read into `jv` with their
+ * bytes in (*jmem)[i] (malloc'd, the bytes kept by s), their names into `names` (a name's
+ * table, torn or not, is then not needed to read them: ulp__snapshot_kept_read passes over
+ * it).  Only ULP_ENOMEM fails: a record that does not parse ends the journal.
+ */
+struct ulp__journal_state;
+ulp_status ulp__snapshot_kept_journal(ulp_snapshot *s, struct ulp__journal_state *js,
+                                      ulp__cap_vec *jv, const unsigned char ***jmem,
+                                      struct ulp__strmap *names, ulp_error *err);
+
+/*
+ * snapshot_kept_journal.c: the table's kept captures `kv`/`mem` and the journal's `jv`/`jmem`
+ * as one set in kv/mem (both taken): of a name the journal holds, a table capture of the
+ * same seq is the journal's (which then counts as in its table, src.oaddr 0); the journal's
+ * others have src.oaddr ULP__KEPT_JOURNAL.
+ */
+ulp_status ulp__snapshot_kept_merge(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
+                                    ulp__cap_vec *jv, const unsigned char **jmem,
+                                    const struct ulp__strmap *names, ulp_error *err);
 
 /* snapshot_kept.c: merges them into s's table (seq order, by_name, s->kept_mem); seq and
  * (name, occurrence) stay unique, or ULP_EDUPSEQ / ULP_EFORMAT. */
@@ -328,9 +352,9 @@ int ulp__journal_closed_at(const ulp_snapshot *s, uint64_t off);
 
 /*
  * Walks the journal that ulp__journal_find() found.  `visit` is called for
- * each capture record, in the order written, and returns 0 to go on, 1 to
- * stop, -1 when out of memory.  Fails only when out of memory: a damaged
- * journal just ends.
+ * each capture record and kept-capture record (kinds 1 and 3), in the order written, and returns 0
+ * to go on, 1 to stop, -1 when out of memory.  Fails only when out of memory: a damaged journal
+ * just ends.
  */
 struct ulp__journal_record;
 typedef int (*ulp__journal_visit)(void *ctx, const struct ulp__journal_record *r);

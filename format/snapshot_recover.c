@@ -30,6 +30,8 @@ static int journal_visit(void *data, const ulp__journal_record *r)
 {
     journal_ctx *jc = data;
     ulp_snapshot *s = jc->s;
+    if (r->kind != ULP__JOURNAL_CAPTURE)
+        return 0; /* a kept capture: snapshot_kept_journal.c reads those */
     char occ[24];
     snprintf(occ, sizeof occ, "%" PRId64, r->occurrence);
     char *name = malloc(r->name_len + 1);
@@ -143,8 +145,10 @@ static ulp_status journal_warning(ulp_snapshot *s, const journal_ctx *jc, const 
                                   ulp_error *err)
 {
     char msg[2 * ULP_ERROR_MSG_MAX];
-    snprintf(msg, sizeof msg, "%s: %zu capture%s read through the capture journal", what, jc->cv->n,
-             jc->cv->n == 1 ? "" : "s");
+    /* Those of /captures and those kept in /digests that the journal held. */
+    size_t n = jc->cv->n + s->kept_journaled;
+    snprintf(msg, sizeof msg, "%s: %zu capture%s read through the capture journal", what, n,
+             n == 1 ? "" : "s");
     if ((s->warning = ulp__snap_keep(s, strdup(msg))) == NULL)
         return ulp__error(err, ULP_ENOMEM, "'%s': out of memory", s->path);
     return ULP_OK;

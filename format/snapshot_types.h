@@ -21,10 +21,13 @@
 typedef struct ulp__capture_src {
     char *h5path;    /* "/captures/<name>/<occurrence>"; NULL when the
                         capture was found through the journal           */
-    uint64_t oaddr;  /* object header address (for h5path == NULL)       */
+    uint64_t oaddr;  /* object header address (for h5path == NULL); of a
+                        capture kept in /digests, ULP__KEPT_JOURNAL when
+                        the journal holds it and its name's table does not */
     uint64_t offset; /* contiguous: file offset of element 0; else ULP__NO_OFFSET */
 } ulp__capture_src;
-#define ULP__NO_OFFSET UINT64_MAX
+#define ULP__NO_OFFSET    UINT64_MAX
+#define ULP__KEPT_JOURNAL UINT64_MAX
 
 /*
  * The H5Dread path's state, behind a pointer so that the const snapshot of
@@ -69,9 +72,10 @@ struct ulp_snapshot {
     /* The bytes of captures kept in /digests (snapshot_kept.c), parallel to
      * caps (NULL: in /captures); NULL when there are none. */
     const unsigned char **kept_mem;
-    int has_kept; /* some: the table is never made in pages */
-    int unclosed; /* its journal has no closed mark (its writer was killed) */
-    int past_eof; /* opened though HDF5's end of allocation lies past the file's end */
+    int has_kept;          /* some: the table is never made in pages */
+    int unclosed;          /* its journal has no closed mark (its writer was killed) */
+    size_t kept_journaled; /* kept captures read through the journal (snapshot_kept_journal.c) */
+    int past_eof;          /* opened though HDF5's end of allocation lies past the file's end */
 
     ulp_kernel_info *kernels;
     size_t nkernels;

@@ -96,9 +96,12 @@ ulp_status ulp__writer_add_digests(ulp__writer *w, const ulp__desc *d, const uin
  * `nbytes` bytes at `data` are also kept, as rows of
  * /digests/<d->name>/value beside its digests, and it is a capture of the
  * file (a seq and an occurrence of the captures' counters) that readers
- * see as if it were in /captures.  A capture whose dtype or row width is
- * not its name's first kept one's is written to /captures instead (with
- * its digests), as ulp__writer_add writes it.
+ * see as if it were in /captures.  It is written whole to the capture
+ * journal first (a kept-capture record, format/journal_kept.h), before its
+ * rows wait for the next flush: a kill from then on leaves it in the file.
+ * A capture whose dtype or row width is not its name's first kept one's is
+ * written to /captures instead (with its digests), as ulp__writer_add
+ * writes it.
  */
 ulp_status ulp__writer_add_kept(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
                                 uint64_t rows, const void *data, size_t nbytes, ulp_error *err);

@@ -19,7 +19,9 @@
  * row-aligned 2-D `value` of its name, instead of a /captures dataset of
  * its own: a 1-token decode step's dataset cost about 2.5 KB of object
  * header and index for its 8 bytes, which left a digest file of 200 steps
- * only 40x smaller than its data file.
+ * only 40x smaller than its data file.  Such a capture is durable as a
+ * /captures dataset is: journaled whole when it is accepted, before its rows
+ * wait here (writer_kept_journal.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +67,9 @@ struct ulp__digest_buf {
     unsigned char *val;
     size_t val_cap, val_row;
     ulp_dtype val_dtype;
-    int64_t val_width; /* elements a row */
-    int64_t kept_next; /* the next occurrence number a kept capture may take */
+    int64_t val_width;     /* elements a row */
+    int64_t kept_next;     /* the next occurrence number a kept capture may take */
+    ulp__kept_jname jname; /* the name in the journal's kept records */
 };
 
 static hid_t digest_lcpl(const ulp__writer *w, const char *name)
@@ -388,6 +391,7 @@ void ulp__writer_digests_release(ulp__writer *w)
         free(b->occ);
         free(b->inputs);
         free(b->val);
+        free(b->jname.def);
         prev_free(b);
     }
     free(w->digest_bufs);
@@ -413,7 +417,8 @@ static ulp__digest_buf *buf_of(ulp__writer *w, const char *name)
                          .ds = {H5I_INVALID_HID, H5I_INVALID_HID, H5I_INVALID_HID},
                          .occ_ds = H5I_INVALID_HID,
                          .inputs_ds = H5I_INVALID_HID,
-                         .val_ds = H5I_INVALID_HID};
+                         .val_ds = H5I_INVALID_HID,
+                         .jname = {.id = -1}};
     b.name = strdup(name);
     if (b.name == NULL || ULP__GROW(w->digest_bufs, w->digest_bufs_cap, w->ndigest_bufs + 1) != 0) {
         free(b.name);
@@ -482,6 +487,33 @@ static int keep_inputs(ulp__digest_buf *b, const ulp__desc *d, uint64_t first, i
     return 0;
 }
 
+/*
+ * Occurrence `o` of `d` (rows at `data`) as a capture of the file: the captures' seq, and its
+ * digests' occurrence (what a data-mode file numbers it) unless a /captures dataset or a kept
+ * capture of the name took that number (ulp__writer_add takes one past the kept ones alike).
+ * Journaled before its rows join the buffer, so before any flush writes them: a kill from
+ * then on leaves it in the file (writer_kept_journal.c).  Not accepted when the record cannot
+ * be written.
+ */
+static ulp_status take_kept(ulp__writer *w, ulp__digest_buf *b, const ulp__desc *d,
+                            ulp__digest_occ *o, uint64_t rows, const void *data, ulp_error *err)
+{
+    int64_t *real = ulp__strmap_find(&w->occurrences, d->name);
+    int64_t at = o->occurrence > b->kept_next ? o->occurrence : b->kept_next;
+    o->kept = 1;
+    o->kept_seq = w->next_seq;
+    o->kept_occurrence = real != NULL && *real > at ? *real : at;
+    ulp_status st =
+        ulp__writer_journal_kept(w, &b->jname, d, o->kept_seq, o->kept_occurrence, o->row_rank,
+                                 rows, data, (size_t)rows * b->val_row, err);
+    if (st != ULP_OK)
+        return st;
+    w->next_seq++;
+    b->kept_next = o->kept_occurrence + 1;
+    w->kept_any = 1;
+    return ULP_OK;
+}
+
 /* One occurrence of `d`'s digests into its name's buffer; with `kept`, its bytes too. */
 static ulp_status add_occurrence(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,
                                  uint64_t rows, int kept, const void *data, ulp_error *err)
@@ -545,16 +577,9 @@ static ulp_status add_occurrence(ulp__writer *w, const ulp__desc *d, const uint6
     o.device_ptr = d->device_ptr;
     o.stream = d->stream;
     if (kept) {
-        /* A capture of the file: the captures' seq, and its digests' occurrence (what a
-         * data-mode file numbers it) unless a /captures dataset or a kept capture of the name
-         * took that number (ulp__writer_add takes one past the kept ones alike). */
-        int64_t *real = ulp__strmap_find(&w->occurrences, d->name);
-        int64_t at = o.occurrence > b->kept_next ? o.occurrence : b->kept_next;
-        o.kept = 1;
-        o.kept_seq = w->next_seq++;
-        o.kept_occurrence = real != NULL && *real > at ? *real : at;
-        b->kept_next = o.kept_occurrence + 1;
-        w->kept_any = 1;
+        ulp_status kst = take_kept(w, b, d, &o, rows, data, err);
+        if (kst != ULP_OK)
+            return kst;
     }
     /* The inputs, the name's own passed over (a kept capture's all, as its /captures
      * dataset would list them); the elements of the last ones again when they are the same. */

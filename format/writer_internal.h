@@ -45,7 +45,8 @@ struct ulp__writer {
     size_t digest_pending; /* occurrences waiting */
     int squeeze;           /* deflate there: HDF5 has the filter (H5Zfilter_avail) */
     int64_t digest_seq;
-    int kept_any; /* some capture is kept in /digests (ulp__writer_add_kept) */
+    int kept_any;         /* some capture is kept in /digests (ulp__writer_add_kept) */
+    uint32_t jkept_names; /* names the journal's kept records defined (writer_kept_journal.c) */
 
     /* Captures written that wait for their batch's flush, journal
      * records and links (writer_link.c). */
@@ -77,6 +78,7 @@ struct ulp__writer {
     uint64_t jblock; /* file offset of the current block   */
     uint64_t jbytes; /* its size                           */
     uint64_t jused;  /* bytes of it in use, header counted */
+    uint64_t jtotal; /* bytes of every block so far        */
     hid_t *jextra;   /* the later blocks                   */
     size_t njextra, jextra_cap;
 
@@ -225,6 +227,24 @@ int64_t ulp__writer_kept_next(ulp__writer *w, const char *name);
 
 /* 1 when the rows of `d` fit its name's `value` (its first kept dtype and row width). */
 int ulp__writer_kept_fits(ulp__writer *w, const ulp__desc *d);
+
+/* A name's state in the journal's kept records: its id (-1 before its first record) and
+ * the fields its last definition gave (bytes to compare, malloc'd). */
+typedef struct ulp__kept_jname {
+    int64_t id;
+    unsigned char *def;
+    size_t def_len;
+} ulp__kept_jname;
+
+/*
+ * Appends the journal record (format/journal_kept.h) of kept capture `d` as
+ * the capture of seq `seq` and occurrence `occurrence`, its `rows` rows (the
+ * table's `row_rank`) and `nbytes` bytes at `data`, defining its name first
+ * when `jn` has no definition of these fields (writer_kept_journal.c).
+ */
+ulp_status ulp__writer_journal_kept(ulp__writer *w, ulp__kept_jname *jn, const ulp__desc *d,
+                                    int64_t seq, int64_t occurrence, int row_rank, uint64_t rows,
+                                    const void *data, size_t nbytes, ulp_error *err);
 
 /* ulp__writer_add_kept's digests and kept rows, once they fit. */
 ulp_status ulp__writer_digests_kept(ulp__writer *w, const ulp__desc *d, const uint64_t *digests,

@@ -12,6 +12,7 @@ are read with h5py (`pip install h5py`) from /captures/<name>/<occurrence>,
 bits as stored; bf16 and the fp8 formats come back as float32 (exactly:
 every value of those formats is a float32).
 """
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -129,6 +130,7 @@ class Snapshot:
     captures: List[CaptureInfo]
     warning: Optional[str] = None
     _by_key: Dict[Tuple[str, int], CaptureInfo] = field(default_factory=dict, repr=False)
+    _copy: Optional[str] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._by_key = {(c.name, c.occurrence): c for c in self.captures}
@@ -153,32 +155,44 @@ class Snapshot:
             raise KeyError("%s has no capture %s occurrence %d" % (self.path, name,
                                                                    occurrence)) from None
 
+    def _repaired(self) -> str:
+        """A copy by `ulpprof repair` (made once, removed with the snapshot): of a killed
+        writer's file, the captures its groups or tables lost are read from it (the kept
+        captures that only its capture journal holds: format/FORMAT.md "Capture journal")."""
+        if self._copy is None:
+            import shutil
+            import tempfile
+            import warnings
+            import weakref
+
+            from ._program import run_text
+
+            d = tempfile.mkdtemp(prefix="ulpprof-repaired-")
+            weakref.finalize(self, shutil.rmtree, d, True)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the file's warning, said at its open
+                run_text(["repair", self.path, os.path.join(d, "copy.h5")])
+            self._copy = os.path.join(d, "copy.h5")
+        return self._copy
+
     def read(self, name: str, occurrence: int = 0) -> Tensor:
         """The data of one capture, with its token positions (needs h5py)."""
         info = self.info(name, occurrence)
         import numpy as np
 
         try:
-            import h5py
+            import h5py  # noqa: F401
         except ImportError:
             raise ImportError("reading a capture's data needs h5py (pip install h5py)") from None
         where = "/captures/%s/%d" % (name, info.occurrence)
         try:
-            with h5py.File(self.path, "r") as f:
-                if where not in f:
-                    # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
-                    # tokens and fed ids), rows of the name's `value`.
-                    where = "/digests/%s/value" % name
-                    raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
-                    arr = decode(raw, info.dtype) if info.dtype in _BITS \
-                        else raw.astype(_NP_DTYPES[info.dtype], copy=False)
-                elif info.dtype in _BITS:
-                    ds = f[where]
-                    raw = np.empty(ds.shape, _BITS[info.dtype])
-                    ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=ds.id.get_type())
-                    arr = decode(raw, info.dtype)
-                else:
-                    arr = f[where][()].astype(_NP_DTYPES[info.dtype], copy=False)
+            try:
+                where, arr = _read_data(self.path, name, info)
+            except (OSError, KeyError, ValueError):
+                if self.warning is None:
+                    raise
+                # A killed writer's file: what the reader found through the journal.
+                where, arr = _read_data(self._repaired(), name, info)
             arr = np.asarray(arr).reshape(info.shape)
         except (OSError, KeyError, ValueError) as e:
             raise SnapshotError("ulpprof: cannot read '%s' %s: %s" % (self.path, where, e)) from None
@@ -202,6 +216,31 @@ class Snapshot:
 
     def __len__(self) -> int:
         return len(self.captures)
+
+
+def _read_data(path: str, name: str, info: CaptureInfo) -> Tuple[str, Any]:
+    """(where, array) of capture `info` in file `path`: its /captures dataset, or its rows
+    of /digests/<name>/value."""
+    import h5py
+    import numpy as np
+
+    where = "/captures/%s/%d" % (name, info.occurrence)
+    with h5py.File(path, "r") as f:
+        if where not in f:
+            # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
+            # tokens and fed ids), rows of the name's `value`.
+            where = "/digests/%s/value" % name
+            raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
+            arr = decode(raw, info.dtype) if info.dtype in _BITS \
+                else raw.astype(_NP_DTYPES[info.dtype], copy=False)
+        elif info.dtype in _BITS:
+            ds = f[where]
+            raw = np.empty(ds.shape, _BITS[info.dtype])
+            ds.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw, mtype=ds.id.get_type())
+            arr = decode(raw, info.dtype)
+        else:
+            arr = f[where][()].astype(_NP_DTYPES[info.dtype], copy=False)
+    return where, arr
 
 
 def _kept_rows(f: Any, name: str, occurrence: int, bits: Optional[str]) -> "np.ndarray":

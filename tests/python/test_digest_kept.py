@@ -26,11 +26,15 @@ occurrences marked `kept`), checked against numpy and h5py alone.
   other byte order, a kept occurrence past it, a table without the kept
   fields): one stderr line
   naming the file and the name, exit 2.  The same damage to one name in a
-  killed writer's file (its journal's closed mark zeroed): the file opens,
-  its warning names that name, the other names' kept captures are read;
-  `ulpprof repair` copies the names that read whole (not the damaged one),
-  and the copy reads the same, after a plain copy too.  A killed file with
-  nothing damaged: its repair keeps every digest (diff: identical).
+  killed writer's file (its journal's closed mark zeroed): the file opens
+  with every kept capture, read from the journal's kept records, and the
+  warning counts them; `ulpprof repair` copies the names that read whole
+  (not the damaged one) and writes the damaged name's kept captures to
+  /captures, and the copy reads the same, after a plain copy too.  With the
+  journal's records cut off (a writer from before kept records): the
+  warning names the damaged name, whose kept captures are left out, the
+  other names' are read.  A killed file with nothing damaged: its repair
+  keeps every digest (diff: identical).
 - ulpprof.open(FILE).read(name) gives a kept capture's data (numpy's); a
   kept capture lists its own name among its inputs, as /captures does; a
   `tokens` row of more than 4096 bytes goes to /captures.
@@ -281,7 +285,10 @@ def main():
                       ("fields", no_fields), ("endian", big_endian)):
         damaged(tag, edit)
 
-    # A killed writer's file: one name's table damaged, the other name read.
+    # A killed writer's file: one name's table damaged.  Its journal holds every kept
+    # capture (FORMAT.md "Capture journal", kind 3): all are read, the damaged table is not
+    # needed; the repair copies the names that read whole and writes the damaged name's
+    # kept captures to /captures.
     killed = os.path.join(tmp, "killed.h5")
     shutil.copy(dig, killed)
     with h5py.File(killed, "r+") as f:
@@ -294,8 +301,8 @@ def main():
         fh.write(bytes(4))
     p = run("ls", "--json", killed)
     lk = json.loads(p.stdout)[0]["captures"] if p.returncode == 0 else []
-    check(p.returncode == 0 and "/digests/tokens" in p.stderr and "left out" in p.stderr and
-          keyed(lk) == [k for k in keyed(ld) if k[0] == "input_ids"],
+    check(p.returncode == 0 and "left out" not in p.stderr and keyed(lk) == keyed(ld) and
+          ("%d captures read through the capture journal" % len(ld)) in p.stderr,
           "killed: exit %d, %d captures, %r" % (p.returncode, len(lk), p.stderr))
     rk = os.path.join(tmp, "killed-repaired.h5")
     p = run("repair", killed, rk)
@@ -306,10 +313,32 @@ def main():
         with h5py.File(path, "r") as f:
             names = sorted(f["digests"]) if "digests" in f else []
             ids = digests_h5.captures(f, "input_ids")
+            toks = digests_h5.captures(f, "tokens")
             check(names == ["input_ids", "layers.0", "layers.1"] and
-                  len(ids) == len(kept.get("input_ids", [])),
-                  "%s: /digests %r, %d input_ids" % (path, names, len(ids)))
+                  len(ids) == len(kept.get("input_ids", [])) and
+                  sorted(f["captures"]) == ["tokens"] and
+                  len(toks) == len(kept.get("tokens", [])),
+                  "%s: /digests %r, %d input_ids, %d tokens" % (path, names, len(ids), len(toks)))
         check(keyed(ls(path)) == keyed(lk), "%s: ls %r" % (path, keyed(ls(path))[:3]))
+
+    # The same damage in a killed file of a writer from before kept records (its journal's
+    # records cut off: an end mark after the header): the damaged name is left out and the
+    # warning names it, the other name's kept captures are read from its table.
+    old_killed = os.path.join(tmp, "killed-old.h5")
+    shutil.copy(killed, old_killed)
+    with open(old_killed, "r+b") as fh:
+        fh.seek(off + 32)
+        fh.write(bytes(8))
+    p = run("ls", "--json", old_killed)
+    lo = json.loads(p.stdout)[0]["captures"] if p.returncode == 0 else []
+    check(p.returncode == 0 and "/digests/tokens" in p.stderr and "left out" in p.stderr and
+          keyed(lo) == [k for k in keyed(ld) if k[0] == "input_ids"] and
+          "0 captures read through the capture journal" in p.stderr,
+          "old killed: exit %d, %d captures, %r" % (p.returncode, len(lo), p.stderr))
+    ro = os.path.join(tmp, "killed-old-repaired.h5")
+    p = run("repair", old_killed, ro)
+    check(p.returncode == 0 and keyed(ls(ro)) == keyed(lo),
+          "repair old killed: exit %d %s" % (p.returncode, p.stderr))
     whole = os.path.join(tmp, "killed-whole.h5")
     shutil.copy(dig, whole)
     with open(whole, "r+b") as fh:

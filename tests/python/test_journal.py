@@ -44,8 +44,10 @@ FIXED = 40
 CLOSED_AT = 28
 KIND_CAPTURE, KIND_NEXT = 1, 2
 # The writer's growth rule (format/writer_journal.c): each block after the first
-# is twice the last, up to 1 MiB; a record goes into the current block when
-# it, the 8-byte end mark and room for a next-block record still fit.
+# is a quarter of the blocks before it, at least 4 KiB and up to 1 MiB; a record
+# goes into the current block when it, the 8-byte end mark and room for a
+# next-block record still fit.
+MIN_BLOCK = 4 << 10
 MAX_BLOCK = 1 << 20
 END_MARK = 8
 RESERVE = FIXED + END_MARK
@@ -126,7 +128,8 @@ def expected_blocks(lengths, first_size):
     used = HEADER
     for ln in lengths:
         if used + ln + END_MARK + RESERVE > sizes[-1]:
-            size = max(min(2 * sizes[-1], MAX_BLOCK), HEADER + ln + END_MARK + RESERVE)
+            size = max(min(max(sum(sizes) // 4, MIN_BLOCK), MAX_BLOCK),
+                       HEADER + ln + END_MARK + RESERVE)
             sizes.append(size)
             counts.append(0)
             used = HEADER

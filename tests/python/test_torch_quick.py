@@ -3,7 +3,7 @@ made once per thread, name, shape and dtype) writes what capture() writes:
 the same runs made twice, once as they come and once with the quick lane
 turned off (every capture through capture(), the general path), give
 files equal dataset by dataset and attribute by attribute, but for the
-times of day (and /index, whose records hold them).  Runs: data, digest and both modes; batch 1 and 3; passes
+times of day (and /index and /journal, whose records hold them).  Runs: data, digest and both modes; batch 1 and 3; passes
 repeated (the keys of recomputed tokens), prompts of other lengths, int32
 token ids, the user's own capture() between calls (the step of the call
 before, which the session is told only then), and select rows (where
@@ -62,7 +62,9 @@ def items(path):
                 for k, v in obj.attrs.items() if k not in TIMES}
 
     def visit(name, obj):
-        if name.startswith("index"):  # records of the captures, with their times
+        # Records of the captures with their times: the index's, and the journal's of kept
+        # captures (format/journal_kept.h: time_ns in the record head).
+        if name.startswith("index") or name == "journal":
             return
         if isinstance(obj, h5py.Dataset):
             v = obj[()]
