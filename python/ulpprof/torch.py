@@ -76,7 +76,10 @@ synchronizing; the file is then record's `-o` (pass path=None).  Outside
 `record`, CUDA tensors are copied to the host (this synchronizes).  One
 capture library serves the process, and captures on one file share one
 session.  ULPPROF_TORCH_MODE=host|nvtx overrides the choice.  A capture that
-fails is said once on stderr and never fails the model's forward.
+fails is said once on stderr and never fails the model's forward.  The
+hooks' common case runs compiled where the package has the extension
+(capture/torch/hook.c; ULPPROF_TORCH_HOOK=0 keeps it all in Python), with
+the same result (docs/pytorch-helper.md).
 """
 import bisect
 import contextlib
@@ -92,7 +95,7 @@ import threading
 
 import torch as _torch
 
-from . import _layout
+from . import _hookmod, _layout
 from ._lib import STEP_NONE as _lib_step_none
 from ._lib import CaptureError, Session, _mapped_copy
 
@@ -671,8 +674,27 @@ class Capture:
         for spec in self.specs:
             module = self.model.get_submodule(spec.path)
             groups.setdefault(id(module), (module, []))[1].append(spec)
+        compiled = _hookmod.module() if self._session is not None else None
         for module, specs in groups.values():
-            self._handles.append(module.register_forward_hook(self._hook(specs)))
+            hook = self._hook(specs)
+            if compiled is not None and len(specs) == 1 and specs[0].role != "logits":
+                hook = self._compiled(compiled, specs[0], hook)
+            self._handles.append(module.register_forward_hook(hook))
+
+    def _compiled(self, compiled, spec, hook):
+        """The compiled quick lane (capture/torch/hook.c) of one spec's
+        hook, which it calls for whatever the quick lane does not take."""
+        def refused(st, t, step):
+            self._refused(st, spec.name, t, DTYPES[t.dtype], spec.layer, spec.role, step,
+                          spec.inputs, True)
+
+        def fail(e):
+            self._warn_once(("hook", spec.name), "%s not captured: %s: %s"
+                            % (spec.name, type(e).__name__, e))
+
+        return compiled.Hook(hook, self._local, spec.name, self._keys.file, self._lane,
+                             self._session, refused, fail, _torch.Tensor,
+                             self._outputs == "first")
 
     @contextlib.contextmanager
     def paused(self):
@@ -923,7 +945,11 @@ class Capture:
             bound = session.bound(name, dtype, tuple(shape), layer, role, 2, inputs)
             if bound is None:
                 return False
-            bound = list(bound) + [None, None]  # + the positions and requests last set
+            # + the positions and requests last set, and the addresses the
+            # compiled lane calls with: the library's function, the
+            # session's handle, the descriptor.
+            bound = list(bound) + [None, None, ctypes.cast(bound[0], ctypes.c_void_p).value,
+                                   bound[1].value, ctypes.addressof(bound[3])]
             if len(quick) < 4096:
                 quick[key] = bound
         filed = self._keys.file(name, pos, req, segments, call.rows)

@@ -19,7 +19,10 @@ passes, far more than the effect measured.  The ways:
   bare, bare2  both captures paused (bare2 is the A/A control: what a way
                "adds" when it adds nothing, i.e. the noise floor);
   digest       the digest capture on, the data one paused;
-  data         the data capture on, the digest one paused.
+  data         the data capture on, the digest one paused;
+  digest_py    (--python-lane) a third capture, digest mode with the
+               hooks in Python alone (ULPPROF_TORCH_HOOK=0): what the
+               compiled hook (capture/torch/hook.c) saves.
 Each pass is a forward of the TOKENS prompt, or with --decode one decode
 step on the way's own KV cache (positions TOKENS, TOKENS + 1, ...), fed
 the token its previous step emitted, as generate() runs it.
@@ -39,7 +42,8 @@ place in the block), in ms, and as the ratio of the minima (noise only
 ever adds time, so the minima are the least disturbed figures).  Then,
 from N / 4 more passes of each way with the capture calls timed
 (perf_counter; apart, so that its clock reads are in no pass above): the
-time a pass spends in Capture.capture() and the hooks' quick lane.  The opening and closing of each
+time a pass spends in Capture.capture(), the hooks' quick lane and the
+compiled hooks (which time themselves).  The opening and closing of each
 file, once per run, apart; the files' sizes.
 Checked: the digest file holds /digests for every captured name and no
 tensor data, and every way's logits are bitwise bare's (a capture must not
@@ -73,6 +77,9 @@ ap.add_argument("--sublayers", action="store_true", help="also capture attention
 ap.add_argument("--dir", default=None)
 ap.add_argument("--decode", action="store_true",
                 help="each pass is one decode step on the KV cache of a TOKENS prefill")
+ap.add_argument("--python-lane", action="store_true",
+                help="add the way digest_py: digest mode with the hooks in Python alone "
+                     "(ULPPROF_TORCH_HOOK=0), beside the compiled hook's")
 args = ap.parse_args()
 args.passes = args.rounds or args.passes
 args.passes = -(-args.passes // args.block) * args.block  # whole blocks
@@ -115,14 +122,20 @@ def timed(f):
 
 
 caps, writers, setup = {}, {}, {}
-for mode in ("digest", "data"):
+for mode in ("digest", "data") + (("digest_py",) if args.python_lane else ()):
     before = tids()
     w0 = time.perf_counter()
+    os.environ["ULPPROF_TORCH_HOOK"] = "0" if mode == "digest_py" else "1"
     caps[mode] = ulpprof.torch.capture(model, os.path.join(tmp, mode + ".h5"), label="bench",
-                                       mode=mode, sublayers=args.sublayers)
+                                       mode=mode.split("_")[0], sublayers=args.sublayers)
     setup[mode] = [time.perf_counter() - w0]
     writers[mode] = sorted(tids() - before)
+os.environ.pop("ULPPROF_TORCH_HOOK")
+compiled = sum(type(h).__name__ == "Hook" for m in model.modules()
+               for h in m._forward_hooks.values())
 ways = {"bare": None, "bare2": None, "digest": "digest", "data": "data"}  # its capture
+if args.python_lane:
+    ways["digest_py"] = "digest_py"
 names = list(ways)
 wall = {w: [] for w in names}
 cpu = {w: [] for w in names}
@@ -179,11 +192,18 @@ with torch.no_grad():
         c.flush()
     writer_cpu = {m: sum(task_cpu(t) for t in writers[m]) - writer0[m] for m in caps}
     # capture() timed apart: the wrapper's clock reads are in no pass above.
+    # The compiled hooks time themselves (capture/torch/hook.c: `ns`).
     ulpprof.torch.Capture.capture, ulpprof.torch.Capture._quick = timed(_capture), timed(_quick)
     for w in names:
         with way(w):
+            hooks = [h for m in model.modules() for h in m._forward_hooks.values()
+                     if type(h).__name__ == "Hook"]
+            ns0 = sum(h.ns for h in hooks)
             for p in range(hook_passes):
                 one_pass(w)
+            if ways[w] is not None:
+                in_capture[id(caps[ways[w]])] = in_capture.get(id(caps[ways[w]]), 0.0) + \
+                    1e-9 * (sum(h.ns for h in hooks) - ns0)
     ulpprof.torch.Capture.capture, ulpprof.torch.Capture._quick = _capture, _quick
     if args.decode:  # the last step's logits: every way must give bare's
         for w in names:
@@ -210,6 +230,8 @@ def check_digest(path):
 
 
 fails, nnames = check_digest(os.path.join(tmp, "digest.h5"))
+if args.python_lane:
+    fails += check_digest(os.path.join(tmp, "digest_py.h5"))[0]
 for w in names:
     if not torch.equal(logits[w], logits["bare"]):
         fails.append("%s: its logits are not bitwise bare's" % w)
@@ -223,11 +245,13 @@ def ms(xs):
 
 
 print("bench_digest_torch: Llama hidden %d, %d layers, vocab %d, %s, %d passes a way "
-      "(in blocks of %d), %d thread(s), %s; %d captured names; load %s" % (
+      "(in blocks of %d), %d thread(s), %s; %d captured names (%d compiled hooks a capture); "
+      "load %s" % (
           args.hidden, args.layers, args.vocab,
           "1-token decode steps after a %d-token prefill" % args.tokens if args.decode
           else "%d tokens" % args.tokens, args.passes, args.block, args.threads,
           "sublayers" if args.sublayers else "layer outputs", nnames,
+          compiled // 2,  # digest's and data's; digest_py has none
           " ".join(open("/proc/loadavg").read().split()[:3])))
 for w in names:
     print("  %-7s wall %s   cpu %s" % (w, ms(wall[w]), ms(cpu[w])))
@@ -243,7 +267,7 @@ for w in names[1:]:
 for m in caps:
     hooks = in_capture.get(id(caps[m]), 0.0) / hook_passes
     print("  %-6s capture() calls %.3f ms a pass (%.2f%% of bare's median wall; %d timed "
-          "passes apart), on the forward's thread" % (
+          "passes apart; the compiled hooks' time included), on the forward's thread" % (
               m, 1e3 * hooks, 100.0 * hooks / statistics.median(wall["bare"]), hook_passes))
     print("  %-6s writer thread %.2f ms a pass (%.2f%% of bare's median cpu); open %.1f ms, "
           "close %.1f ms once a run" % (

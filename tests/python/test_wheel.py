@@ -69,6 +69,20 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p.returncode == 0 and len(lines) == 2 and lines[0].startswith(site.strip())
           and lines[1].startswith(site.strip()),
           "package and library not from the venv: %r %s" % (p.stdout, p.stderr))
+    # The compiled hook (capture/torch/hook.c) comes with the wheel and serves
+    # the installed package's hooks: all but the logits' (17 of 18 here).
+    p = run([vpy, "-c", "import sys; sys.path.insert(0, %r)\n"
+             "import tiny_model, ulpprof.torch as ut, ulpprof._hookmod as hm\n"
+             "model, ids = tiny_model.make(1, tokens=4, layers=2)\n"
+             "with ut.capture(model, 'hooked.h5'):\n"
+             "    hooks = [h for m in model.modules() for h in m._forward_hooks.values()]\n"
+             "    print(hm.module().__file__, sum(type(h).__name__ == 'Hook' for h in hooks),"
+             " len(hooks))" % os.path.join(SRC, "samples", "pytorch")], env=env, cwd=work)
+    lines = p.stdout.split()
+    check(p.returncode == 0 and len(lines) == 3 and lines[0].startswith(site.strip())
+          and lines[0].endswith("_torch_hook.abi3.so") and int(lines[2]) > 1
+          and int(lines[1]) == int(lines[2]) - 1,
+          "compiled hook not in the wheel: %r %s" % (p.stdout, p.stderr))
     p = run([ulpprof, "ls", "miss.h5", "hit.h5"], env=env, cwd=work)
     check(p.returncode == 0 and "model.layers.3.mlp" in p.stdout, "ls: %s" % p.stderr)
     p = run([ulpprof, "diff", "-f", "json", "miss.h5", "hit.h5"], env=env, cwd=work)

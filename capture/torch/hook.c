@@ -1,0 +1,506 @@
+/*
+ * The PyTorch helper's quick lane, compiled: a forward hook that captures a
+ * module's output in one C call where ulpprof.torch's Python hook takes
+ * some thirty interpreter steps (python/ulpprof/torch.py, Capture._quick).
+ *
+ * Why: a hook runs right after a layer's GEMMs, with the CPU caches full of
+ * weights, so that each Python step (an attribute, a comparison, a ctypes
+ * field) comes from far, ~2 us each on a small model's decode step
+ * (docs/performance.md).  The same checks and the same library call in C
+ * take a few of them.  What the file holds does not change: the hook fills
+ * the descriptor Session.bound() made with the very fields the Python lane
+ * sets (data, step, positions, requests) and calls ulp_session_capture()
+ * through the address ctypes resolved, so one copy of the library serves
+ * both; tests/python/test_torch_hook.py checks the files equal.
+ *
+ * It takes only the quick lane's case (one module at one path, a tensor
+ * output -- or a tuple's first, as the Python hook reads it -- contiguous,
+ * on the CPU, whose leading axes are the forward call's batch and tokens,
+ * with a descriptor the Python lane already made on this thread); anything
+ * else goes to the Python hook, which decides as before.  An error after
+ * the capture's key was filed is said once through `fail`, as the Python
+ * hook says it, and never reaches the model.
+ *
+ * Built against the stable ABI (Py_LIMITED_API 3.8): one file for every
+ * CPython from 3.8 on.  It links nothing: the library comes in as a
+ * function pointer.
+ */
+#define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x03080000
+#include <Python.h>
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <ulpprof/capture.h>
+
+typedef ulp_status (*capture_fn)(ulp_session *s, const ulp_capture_desc *d);
+
+/* Attribute names, interned once. */
+static PyObject *s_calls, *s_lane, *s_shape, *s_is_cpu, *s_is_contiguous, *s_dtype, *s_data_ptr,
+    *s_rows, *s_step, *s_h;
+
+typedef struct {
+    PyObject ob_base;   /* PyObject_HEAD                                                */
+    PyObject *fallback; /* the Python hook: fallback(module, inputs, output)          */
+    PyObject *local;    /* the Capture's threading.local (its `calls`)               */
+    PyObject *name;     /* the capture's name (str)                                   */
+    PyObject *file;     /* the Capture's _Keys.file(name, pos, req, segments, memo)   */
+    PyObject *lane;     /* Capture._lane(call): what the quick lane needs of a call   */
+    PyObject *session;  /* the Session: its `_h` is None once it is closed           */
+    PyObject *refused;  /* refused(status, tensor, step): the library said no        */
+    PyObject *fail;     /* fail(exception): says once that the capture failed        */
+    PyObject *tensor;   /* torch.Tensor                                               */
+    int first;          /* a tuple output: its first element is the capture          */
+    Py_ssize_t taken;   /* captures made here (not by the fallback): `taken`          */
+    long long ns;       /* the time they took, from the hook's start: `ns`            */
+} hook;
+
+/* The lane's fields (Capture._lane) and the bound descriptor's (Capture._quick). */
+enum { LANE_B, LANE_S, LANE_POS, LANE_REQ, LANE_SEGMENTS, LANE_PP, LANE_RP, LANE_QUICK, LANE_N };
+enum { BOUND_PP = 5, BOUND_RP = 6, BOUND_FN = 7, BOUND_HANDLE = 8, BOUND_DESC = 9, BOUND_N = 10 };
+
+static int hook_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    hook *h = (hook *)self;
+    Py_VISIT(h->fallback);
+    Py_VISIT(h->local);
+    Py_VISIT(h->name);
+    Py_VISIT(h->file);
+    Py_VISIT(h->lane);
+    Py_VISIT(h->session);
+    Py_VISIT(h->refused);
+    Py_VISIT(h->fail);
+    Py_VISIT(h->tensor);
+    return 0;
+}
+
+static int hook_clear(PyObject *self)
+{
+    hook *h = (hook *)self;
+    Py_CLEAR(h->fallback);
+    Py_CLEAR(h->local);
+    Py_CLEAR(h->name);
+    Py_CLEAR(h->file);
+    Py_CLEAR(h->lane);
+    Py_CLEAR(h->session);
+    Py_CLEAR(h->refused);
+    Py_CLEAR(h->fail);
+    Py_CLEAR(h->tensor);
+    return 0;
+}
+
+static void hook_dealloc(PyObject *self)
+{
+    PyTypeObject *type = Py_TYPE(self);
+    PyObject_GC_UnTrack(self);
+    hook_clear(self);
+    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    tp_free(self);
+    Py_DECREF(type);
+}
+
+static int hook_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    hook *h = (hook *)self;
+    PyObject *fallback, *local, *name, *file, *lane, *session, *refused, *fail, *tensor;
+    int first;
+    if (!PyArg_ParseTuple(args, "OOUOOOOOOp:Hook", &fallback, &local, &name, &file, &lane, &session,
+                          &refused, &fail, &tensor, &first))
+        return -1;
+    if (!PyType_Check(tensor)) {
+        PyErr_SetString(PyExc_TypeError, "Hook: tensor must be a type");
+        return -1;
+    }
+    PyObject *given[] = {fallback, local, name, file, lane, session, refused, fail, tensor};
+    PyObject **slot[] = {&h->fallback, &h->local,   &h->name, &h->file,  &h->lane,
+                         &h->session,  &h->refused, &h->fail, &h->tensor};
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
+        PyObject *old = *slot[i];
+        Py_INCREF(given[i]);
+        *slot[i] = given[i];
+        Py_XDECREF(old);
+    }
+    h->first = first;
+    return 0;
+}
+
+/* An int attribute's value as an address; 0 (and no error) when it is not one. */
+static void *address(PyObject *o)
+{
+    if (o == NULL || !PyLong_Check(o))
+        return NULL;
+    void *p = PyLong_AsVoidPtr(o);
+    if (p == NULL && PyErr_Occurred())
+        PyErr_Clear();
+    return p;
+}
+
+/* getattr(o, name) is True. */
+static int attr_true(PyObject *o, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = v == Py_True;
+    Py_DECREF(v);
+    return yes;
+}
+
+/* o.method() is True. */
+static int call_true(PyObject *o, PyObject *method)
+{
+    PyObject *v = PyObject_CallMethodObjArgs(o, method, NULL);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int yes = v == Py_True;
+    Py_DECREF(v);
+    return yes;
+}
+
+/* The forward call the hook runs in (the Capture's calls[-1]), or NULL. New reference. */
+static PyObject *current_call(hook *h)
+{
+    PyObject *calls = PyObject_GetAttr(h->local, s_calls);
+    if (calls == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *call = NULL;
+    if (PyList_Check(calls)) {
+        Py_ssize_t n = PyList_Size(calls);
+        if (n > 0) {
+            call = PyList_GetItem(calls, n - 1);
+            Py_XINCREF(call);
+        }
+    }
+    Py_DECREF(calls);
+    return call;
+}
+
+/* The call's lane, made by Capture._lane at its first capture; NULL: none. New reference. */
+static PyObject *call_lane(hook *h, PyObject *call)
+{
+    PyObject *lane = PyObject_GetAttr(call, s_lane);
+    if (lane == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (lane == Py_None) {
+        Py_DECREF(lane);
+        lane = PyObject_CallFunctionObjArgs(h->lane, call, NULL);
+        if (lane == NULL) {
+            PyErr_Clear();
+            return NULL;
+        }
+        if (PyObject_SetAttr(call, s_lane, lane) != 0) {
+            PyErr_Clear();
+            Py_DECREF(lane);
+            return NULL;
+        }
+    }
+    if (!PyTuple_Check(lane) || PyTuple_Size(lane) != LANE_N) { /* False: no quick lane */
+        Py_DECREF(lane);
+        return NULL;
+    }
+    return lane;
+}
+
+/*
+ * The bound descriptor of (name, shape, dtype) on this thread, when the
+ * tensor is one the quick lane takes; NULL else.  Borrowed from the lane's
+ * dict.
+ */
+static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
+{
+    PyObject *shape = PyObject_GetAttr(t, s_shape);
+    if (shape == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *bound = NULL, *dtype = NULL, *key = NULL;
+    if (!PyTuple_Check(shape) || PyTuple_Size(shape) < 2)
+        goto out;
+    if (!PyLong_Check(PyTuple_GetItem(lane, LANE_B)) ||
+        !PyLong_Check(PyTuple_GetItem(lane, LANE_S)))
+        goto out;
+    if (PyObject_RichCompareBool(PyTuple_GetItem(shape, 0), PyTuple_GetItem(lane, LANE_B), Py_EQ) !=
+            1 ||
+        PyObject_RichCompareBool(PyTuple_GetItem(shape, 1), PyTuple_GetItem(lane, LANE_S), Py_EQ) !=
+            1)
+        goto out;
+    if (!attr_true(t, s_is_cpu) || !call_true(t, s_is_contiguous))
+        goto out;
+    dtype = PyObject_GetAttr(t, s_dtype);
+    if (dtype == NULL)
+        goto out;
+    key = PyTuple_Pack(3, h->name, shape, dtype);
+    PyObject *quick = PyTuple_GetItem(lane, LANE_QUICK);
+    if (key == NULL || quick == NULL || !PyDict_Check(quick))
+        goto out;
+    bound = PyDict_GetItemWithError(quick, key);
+    if (bound != NULL && (!PyList_Check(bound) || PyList_Size(bound) != BOUND_N))
+        bound = NULL;
+out:
+    if (PyErr_Occurred())
+        PyErr_Clear();
+    Py_XDECREF(key);
+    Py_XDECREF(dtype);
+    Py_DECREF(shape);
+    return bound;
+}
+
+/* t.data_ptr() as an address; NULL with an error set when it fails. */
+static void *data_ptr(PyObject *t, int *failed)
+{
+    PyObject *v = PyObject_CallMethodObjArgs(t, s_data_ptr, NULL);
+    *failed = v == NULL;
+    if (v == NULL)
+        return NULL;
+    void *p = PyLong_AsVoidPtr(v);
+    Py_DECREF(v);
+    *failed = p == NULL && PyErr_Occurred();
+    return p;
+}
+
+/* Says once (the Python side's fail) that the capture did not happen; leaves no error. */
+static void failed(hook *h)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    PyObject *r = PyObject_CallFunctionObjArgs(h->fail, value != NULL ? value : Py_None, NULL);
+    Py_XDECREF(r);
+    PyErr_Clear();
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+}
+
+/*
+ * Files the capture's keys and captures it.  Called once every check has
+ * passed: from here on nothing goes to the Python hook (the keys are
+ * filed), and an error is said through `fail`.
+ */
+static void capture(hook *h, PyObject *call, PyObject *lane, PyObject *bound, PyObject *t)
+{
+    PyObject *req = PyTuple_GetItem(lane, LANE_REQ);
+    PyObject *rows = PyObject_GetAttr(call, s_rows);
+    if (rows == NULL) {
+        failed(h);
+        return;
+    }
+    PyObject *filed =
+        PyObject_CallFunctionObjArgs(h->file, h->name, PyTuple_GetItem(lane, LANE_POS), req,
+                                     PyTuple_GetItem(lane, LANE_SEGMENTS), rows, NULL);
+    Py_DECREF(rows);
+    if (filed == NULL) {
+        failed(h);
+        return;
+    }
+    int bad = 0;
+    void *rp = filed == req ? address(PyTuple_GetItem(lane, LANE_RP)) : data_ptr(filed, &bad);
+    void *data = bad ? NULL : data_ptr(t, &bad);
+    PyObject *step = bad ? NULL : PyObject_GetAttr(call, s_step);
+    long long step_v = step != NULL ? PyLong_AsLongLong(step) : -1;
+    capture_fn fn = (capture_fn)address(PyList_GetItem(bound, BOUND_FN));
+    ulp_session *s = address(PyList_GetItem(bound, BOUND_HANDLE));
+    ulp_capture_desc *d = address(PyList_GetItem(bound, BOUND_DESC));
+    if (bad || step == NULL || (step_v == -1 && PyErr_Occurred()) || fn == NULL || s == NULL ||
+        d == NULL) {
+        Py_DECREF(filed);
+        Py_XDECREF(step);
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "a bound descriptor without its addresses");
+        failed(h);
+        return;
+    }
+    d->data = data;
+    d->step = (int64_t)step_v;
+    d->positions = address(PyTuple_GetItem(lane, LANE_PP));
+    d->requests = rp;
+    /* The Python lane sets positions and requests only when they differ from
+     * the ones it last set: those are no longer known there. */
+    for (int i = BOUND_PP; i <= BOUND_RP; i++) {
+        if (PyList_GetItem(bound, i) != Py_None) {
+            Py_INCREF(Py_None);
+            PyList_SetItem(bound, i, Py_None);
+        }
+    }
+    /* As ctypes calls it: without the GIL (the call may wait for room in the queue). */
+    PyThreadState *ts = PyEval_SaveThread();
+    ulp_status st = fn(s, d);
+    PyEval_RestoreThread(ts);
+    Py_DECREF(filed); /* the requests the library copied during the call */
+    if (st != ULP_OK) {
+        PyObject *code = PyLong_FromLong((long)st);
+        PyObject *r =
+            code != NULL ? PyObject_CallFunctionObjArgs(h->refused, code, t, step, NULL) : NULL;
+        Py_XDECREF(code);
+        if (r == NULL)
+            failed(h);
+        Py_XDECREF(r);
+    }
+    Py_DECREF(step);
+}
+
+/* The session is open (its handle is not None). */
+static int session_open(hook *h)
+{
+    PyObject *handle = PyObject_GetAttr(h->session, s_h);
+    if (handle == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int open = handle != Py_None;
+    Py_DECREF(handle);
+    return open;
+}
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    hook *h = (hook *)self;
+    long long t0 = now_ns();
+    if (kwargs != NULL || !PyTuple_Check(args) || PyTuple_Size(args) != 3)
+        return PyObject_Call(h->fallback, args, kwargs);
+    PyObject *t = PyTuple_GetItem(args, 2);
+    if (h->first && PyTuple_CheckExact(t) && PyTuple_Size(t) > 0)
+        t = PyTuple_GetItem(t, 0);
+    if (!PyObject_TypeCheck(t, (PyTypeObject *)h->tensor) || !session_open(h))
+        return PyObject_Call(h->fallback, args, NULL);
+    PyObject *call = current_call(h);
+    if (call == NULL)
+        return PyObject_Call(h->fallback, args, NULL);
+    PyObject *lane = call_lane(h, call);
+    PyObject *bound = lane != NULL ? bound_for(h, lane, t) : NULL;
+    if (bound == NULL) {
+        Py_XDECREF(lane);
+        Py_DECREF(call);
+        return PyObject_Call(h->fallback, args, NULL);
+    }
+    Py_INCREF(t);
+    Py_INCREF(bound);
+    h->taken++;
+    capture(h, call, lane, bound, t);
+    h->ns += now_ns() - t0;
+    Py_DECREF(bound);
+    Py_DECREF(t);
+    Py_DECREF(lane);
+    Py_DECREF(call);
+    Py_RETURN_NONE;
+}
+
+static PyObject *hook_taken(PyObject *self, void *closure)
+{
+    return PyLong_FromSsize_t(((hook *)self)->taken);
+}
+
+static PyObject *hook_ns(PyObject *self, void *closure)
+{
+    return PyLong_FromLongLong(((hook *)self)->ns);
+}
+
+static PyGetSetDef hook_getset[] = {
+    {"taken", hook_taken, NULL, "captures this hook made in C (the fallback's not counted)", NULL},
+    {"ns", hook_ns, NULL, "nanoseconds those took, each from the hook's call to its end", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+/* copy.copy() and copy.deepcopy() of a hooked model keep the hook, as
+ * they keep a Python function hook: the same object. */
+static PyObject *hook_same(PyObject *self, PyObject *args)
+{
+    Py_INCREF(self);
+    return self;
+}
+
+static PyMethodDef hook_methods[] = {
+    {"__copy__", hook_same, METH_NOARGS, NULL},
+    {"__deepcopy__", hook_same, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot hook_slots[] = {
+    {Py_tp_doc, "Hook(fallback, local, name, file, lane, session, refused, fail, tensor, first):"
+                " a forward hook that captures through the quick lane in C, else calls"
+                " fallback(module, inputs, output)."},
+    {Py_tp_init, (void *)hook_init},
+    {Py_tp_call, (void *)hook_call},
+    {Py_tp_getset, hook_getset},
+    {Py_tp_methods, hook_methods},
+    {Py_tp_traverse, (void *)hook_traverse},
+    {Py_tp_clear, (void *)hook_clear},
+    {Py_tp_dealloc, (void *)hook_dealloc},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {0, NULL},
+};
+
+static PyType_Spec hook_spec = {
+    "ulpprof._torch_hook.Hook",
+    sizeof(hook),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    hook_slots,
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "_torch_hook",
+    "The PyTorch helper's quick lane, compiled (capture/torch/hook.c).",
+    -1,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+    NULL,
+};
+
+static int intern(PyObject **out, const char *s)
+{
+    *out = PyUnicode_InternFromString(s);
+    return *out != NULL ? 0 : -1;
+}
+
+PyMODINIT_FUNC PyInit__torch_hook(void);
+
+PyMODINIT_FUNC PyInit__torch_hook(void)
+{
+    if (intern(&s_calls, "calls") || intern(&s_lane, "lane") || intern(&s_shape, "shape") ||
+        intern(&s_is_cpu, "is_cpu") || intern(&s_is_contiguous, "is_contiguous") ||
+        intern(&s_dtype, "dtype") || intern(&s_data_ptr, "data_ptr") || intern(&s_rows, "rows") ||
+        intern(&s_step, "step") || intern(&s_h, "_h"))
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    PyObject *type = PyType_FromSpec(&hook_spec);
+    if (type == NULL || PyModule_AddObject(m, "Hook", type) != 0) {
+        Py_XDECREF(type);
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* What the Python side checks against its ctypes mirror of the descriptor. */
+    if (PyModule_AddIntConstant(m, "DESC_BYTES", (long)sizeof(ulp_capture_desc)) != 0 ||
+        PyModule_AddIntConstant(m, "DATA_AT", (long)offsetof(ulp_capture_desc, data)) != 0 ||
+        PyModule_AddIntConstant(m, "STEP_AT", (long)offsetof(ulp_capture_desc, step)) != 0 ||
+        PyModule_AddIntConstant(m, "POSITIONS_AT", (long)offsetof(ulp_capture_desc, positions)) !=
+            0 ||
+        PyModule_AddIntConstant(m, "REQUESTS_AT", (long)offsetof(ulp_capture_desc, requests)) !=
+            0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
