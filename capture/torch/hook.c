@@ -25,9 +25,7 @@
  * CPython from 3.8 on.  It links nothing: the library comes in as a
  * function pointer.
  */
-#define PY_SSIZE_T_CLEAN
-#define Py_LIMITED_API 0x03080000
-#include <Python.h>
+#include "keys.h" /* Python.h, on the stable ABI */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -38,27 +36,47 @@
 typedef ulp_status (*capture_fn)(ulp_session *s, const ulp_capture_desc *d);
 
 /* Attribute names, interned once. */
-static PyObject *s_calls, *s_lane, *s_shape, *s_is_cpu, *s_is_contiguous, *s_dtype, *s_data_ptr,
-    *s_rows, *s_step, *s_h;
+static PyObject *s_calls, *s_lane, *s_shape, *s_is_cpu, *s_is_contiguous, *s_dtype, *s_data_ptr;
 
 typedef struct {
     PyObject ob_base;   /* PyObject_HEAD                                                */
     PyObject *fallback; /* the Python hook: fallback(module, inputs, output)          */
     PyObject *local;    /* the Capture's threading.local (its `calls`)               */
     PyObject *name;     /* the capture's name (str)                                   */
-    PyObject *file;     /* the Capture's _Keys.file(name, pos, req, segments, memo)   */
-    PyObject *lane;     /* Capture._lane(call): what the quick lane needs of a call   */
-    PyObject *session;  /* the Session: its `_h` is None once it is closed           */
-    PyObject *refused;  /* refused(status, tensor, step): the library said no        */
-    PyObject *fail;     /* fail(exception): says once that the capture failed        */
-    PyObject *tensor;   /* torch.Tensor                                               */
-    int first;          /* a tuple output: its first element is the capture          */
-    Py_ssize_t taken;   /* captures made here (not by the fallback): `taken`          */
-    long long ns;       /* the time they took, from the hook's start: `ns`            */
+    PyObject *keys;     /* the Capture's _Keys                                       */
+    PyObject *file;     /* its file(name, pos, req, segments, memo)                   */
+    PyObject *runs;     /* its _runs, and its _lock: keys.c's quick case             */
+    PyObject *lock;
+    PyObject *lane;    /* Capture._lane(call): what the quick lane needs of a call   */
+    PyObject *session; /* the Session, whose _alive (an int in place) ...           */
+    const int *alive;  /* ... is 0 once it is closed                                */
+    PyObject *refused; /* refused(status, tensor, step): the library said no        */
+    PyObject *fail;    /* fail(exception): says once that the capture failed        */
+    PyObject *tensor;  /* torch.Tensor                                               */
+    int first;         /* a tuple output: its first element is the capture          */
+    /* The last bound descriptor found, and for what: the thread's dict of
+     * them, the shape and the dtype (most calls capture what the one before
+     * did: one comparison instead of a key and its lookup). */
+    PyObject *c_quick, *c_shape, *c_dtype, *c_bound;
+    ulp__torch_keys_cache keys_cache;
+    Py_ssize_t taken; /* captures made here (not by the fallback): `taken` */
+    long long ns;     /* the time they took, from the hook's start: `ns`            */
 } hook;
 
 /* The lane's fields (Capture._lane) and the bound descriptor's (Capture._quick). */
-enum { LANE_B, LANE_S, LANE_POS, LANE_REQ, LANE_SEGMENTS, LANE_PP, LANE_RP, LANE_QUICK, LANE_N };
+enum {
+    LANE_B,
+    LANE_S,
+    LANE_POS,
+    LANE_REQ,
+    LANE_SEGMENTS,
+    LANE_PP,
+    LANE_RP,
+    LANE_QUICK,
+    LANE_STEP,
+    LANE_ROWS,
+    LANE_N
+};
 enum { BOUND_PP = 5, BOUND_RP = 6, BOUND_FN = 7, BOUND_HANDLE = 8, BOUND_DESC = 9, BOUND_N = 10 };
 
 static int hook_traverse(PyObject *self, visitproc visit, void *arg)
@@ -67,12 +85,20 @@ static int hook_traverse(PyObject *self, visitproc visit, void *arg)
     Py_VISIT(h->fallback);
     Py_VISIT(h->local);
     Py_VISIT(h->name);
+    Py_VISIT(h->keys);
     Py_VISIT(h->file);
+    Py_VISIT(h->runs);
+    Py_VISIT(h->lock);
     Py_VISIT(h->lane);
     Py_VISIT(h->session);
     Py_VISIT(h->refused);
     Py_VISIT(h->fail);
     Py_VISIT(h->tensor);
+    Py_VISIT(h->c_quick);
+    Py_VISIT(h->c_shape);
+    Py_VISIT(h->c_dtype);
+    Py_VISIT(h->c_bound);
+    ulp__torch_keys_cache_visit(&h->keys_cache, visit, arg);
     return 0;
 }
 
@@ -82,12 +108,20 @@ static int hook_clear(PyObject *self)
     Py_CLEAR(h->fallback);
     Py_CLEAR(h->local);
     Py_CLEAR(h->name);
+    Py_CLEAR(h->keys);
     Py_CLEAR(h->file);
+    Py_CLEAR(h->runs);
+    Py_CLEAR(h->lock);
     Py_CLEAR(h->lane);
     Py_CLEAR(h->session);
     Py_CLEAR(h->refused);
     Py_CLEAR(h->fail);
     Py_CLEAR(h->tensor);
+    Py_CLEAR(h->c_quick);
+    Py_CLEAR(h->c_shape);
+    Py_CLEAR(h->c_dtype);
+    Py_CLEAR(h->c_bound);
+    ulp__torch_keys_cache_clear(&h->keys_cache);
     return 0;
 }
 
@@ -104,17 +138,31 @@ static void hook_dealloc(PyObject *self)
 static int hook_init(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     hook *h = (hook *)self;
-    PyObject *fallback, *local, *name, *file, *lane, *session, *refused, *fail, *tensor;
+    PyObject *fallback, *local, *name, *keys, *lane, *session, *alive, *refused, *fail, *tensor;
     int first;
-    if (!PyArg_ParseTuple(args, "OOUOOOOOOp:Hook", &fallback, &local, &name, &file, &lane, &session,
-                          &refused, &fail, &tensor, &first))
+    if (!PyArg_ParseTuple(args, "OOUOOOOOOOp:Hook", &fallback, &local, &name, &keys, &lane,
+                          &session, &alive, &refused, &fail, &tensor, &first))
         return -1;
     if (!PyType_Check(tensor)) {
         PyErr_SetString(PyExc_TypeError, "Hook: tensor must be a type");
         return -1;
     }
-    PyObject *given[] = {fallback, local, name, file, lane, session, refused, fail, tensor};
-    PyObject **slot[] = {&h->fallback, &h->local,   &h->name, &h->file,  &h->lane,
+    void *at = PyLong_Check(alive) ? PyLong_AsVoidPtr(alive) : NULL;
+    if (at == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Hook: alive must be the address of an int");
+        return -1;
+    }
+    PyObject *file = PyObject_GetAttrString(keys, "file");
+    PyObject *runs = file != NULL ? PyObject_GetAttrString(keys, "_runs") : NULL;
+    PyObject *lock = runs != NULL ? PyObject_GetAttrString(keys, "_lock") : NULL;
+    if (lock == NULL) {
+        Py_XDECREF(file);
+        Py_XDECREF(runs);
+        return -1;
+    }
+    PyObject *given[] = {fallback, local, name, keys, lane, session, refused, fail, tensor};
+    PyObject **slot[] = {&h->fallback, &h->local,   &h->name, &h->keys,  &h->lane,
                          &h->session,  &h->refused, &h->fail, &h->tensor};
     for (size_t i = 0; i < sizeof given / sizeof given[0]; i++) {
         PyObject *old = *slot[i];
@@ -122,6 +170,14 @@ static int hook_init(PyObject *self, PyObject *args, PyObject *kwargs)
         *slot[i] = given[i];
         Py_XDECREF(old);
     }
+    PyObject *made[] = {file, runs, lock};
+    PyObject **into[] = {&h->file, &h->runs, &h->lock};
+    for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+        PyObject *old = *into[i];
+        *into[i] = made[i]; /* new references */
+        Py_XDECREF(old);
+    }
+    h->alive = at;
     h->first = first;
     return 0;
 }
@@ -211,10 +267,18 @@ static PyObject *call_lane(hook *h, PyObject *call)
     return lane;
 }
 
+/* Sets *slot to a new reference to v, dropping the old one. */
+static void keep(PyObject **slot, PyObject *v)
+{
+    PyObject *old = *slot;
+    Py_INCREF(v);
+    *slot = v;
+    Py_XDECREF(old);
+}
+
 /*
  * The bound descriptor of (name, shape, dtype) on this thread, when the
- * tensor is one the quick lane takes; NULL else.  Borrowed from the lane's
- * dict.
+ * tensor is one the quick lane takes; NULL else.  A new reference.
  */
 static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
 {
@@ -239,13 +303,30 @@ static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
     dtype = PyObject_GetAttr(t, s_dtype);
     if (dtype == NULL)
         goto out;
-    key = PyTuple_Pack(3, h->name, shape, dtype);
     PyObject *quick = PyTuple_GetItem(lane, LANE_QUICK);
-    if (key == NULL || quick == NULL || !PyDict_Check(quick))
+    if (quick == NULL || !PyDict_Check(quick))
+        goto out;
+    /* The cache holds its objects: a dict it names is this thread's, not one
+     * made since at the same address.  Bounds are only ever added. */
+    if (h->c_bound != NULL && h->c_quick == quick && h->c_dtype == dtype &&
+        PyObject_RichCompareBool(shape, h->c_shape, Py_EQ) == 1) {
+        bound = h->c_bound;
+        Py_INCREF(bound);
+        goto out;
+    }
+    key = PyTuple_Pack(3, h->name, shape, dtype);
+    if (key == NULL)
         goto out;
     bound = PyDict_GetItemWithError(quick, key);
     if (bound != NULL && (!PyList_Check(bound) || PyList_Size(bound) != BOUND_N))
         bound = NULL;
+    if (bound != NULL) {
+        Py_INCREF(bound);
+        keep(&h->c_quick, quick);
+        keep(&h->c_shape, shape);
+        keep(&h->c_dtype, dtype);
+        keep(&h->c_bound, bound);
+    }
 out:
     if (PyErr_Occurred())
         PyErr_Clear();
@@ -290,15 +371,16 @@ static void failed(hook *h)
 static void capture(hook *h, PyObject *call, PyObject *lane, PyObject *bound, PyObject *t)
 {
     PyObject *req = PyTuple_GetItem(lane, LANE_REQ);
-    PyObject *rows = PyObject_GetAttr(call, s_rows);
-    if (rows == NULL) {
-        failed(h);
-        return;
+    PyObject *segments = PyTuple_GetItem(lane, LANE_SEGMENTS);
+    PyObject *filed = NULL;
+    int quick = ulp__torch_keys_take(&h->keys_cache, h->runs, h->lock, h->name, segments);
+    if (quick == 1) {
+        filed = req;
+        Py_INCREF(filed);
+    } else if (quick == 0) {
+        filed = PyObject_CallFunctionObjArgs(h->file, h->name, PyTuple_GetItem(lane, LANE_POS), req,
+                                             segments, PyTuple_GetItem(lane, LANE_ROWS), NULL);
     }
-    PyObject *filed =
-        PyObject_CallFunctionObjArgs(h->file, h->name, PyTuple_GetItem(lane, LANE_POS), req,
-                                     PyTuple_GetItem(lane, LANE_SEGMENTS), rows, NULL);
-    Py_DECREF(rows);
     if (filed == NULL) {
         failed(h);
         return;
@@ -306,7 +388,8 @@ static void capture(hook *h, PyObject *call, PyObject *lane, PyObject *bound, Py
     int bad = 0;
     void *rp = filed == req ? address(PyTuple_GetItem(lane, LANE_RP)) : data_ptr(filed, &bad);
     void *data = bad ? NULL : data_ptr(t, &bad);
-    PyObject *step = bad ? NULL : PyObject_GetAttr(call, s_step);
+    PyObject *step = bad ? NULL : PyTuple_GetItem(lane, LANE_STEP);
+    Py_XINCREF(step);
     long long step_v = step != NULL ? PyLong_AsLongLong(step) : -1;
     capture_fn fn = (capture_fn)address(PyList_GetItem(bound, BOUND_FN));
     ulp_session *s = address(PyList_GetItem(bound, BOUND_HANDLE));
@@ -349,19 +432,6 @@ static void capture(hook *h, PyObject *call, PyObject *lane, PyObject *bound, Py
     Py_DECREF(step);
 }
 
-/* The session is open (its handle is not None). */
-static int session_open(hook *h)
-{
-    PyObject *handle = PyObject_GetAttr(h->session, s_h);
-    if (handle == NULL) {
-        PyErr_Clear();
-        return 0;
-    }
-    int open = handle != Py_None;
-    Py_DECREF(handle);
-    return open;
-}
-
 static long long now_ns(void)
 {
     struct timespec ts;
@@ -378,7 +448,7 @@ static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *t = PyTuple_GetItem(args, 2);
     if (h->first && PyTuple_CheckExact(t) && PyTuple_Size(t) > 0)
         t = PyTuple_GetItem(t, 0);
-    if (!PyObject_TypeCheck(t, (PyTypeObject *)h->tensor) || !session_open(h))
+    if (!PyObject_TypeCheck(t, (PyTypeObject *)h->tensor) || *h->alive == 0)
         return PyObject_Call(h->fallback, args, NULL);
     PyObject *call = current_call(h);
     if (call == NULL)
@@ -391,7 +461,6 @@ static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
         return PyObject_Call(h->fallback, args, NULL);
     }
     Py_INCREF(t);
-    Py_INCREF(bound);
     h->taken++;
     capture(h, call, lane, bound, t);
     h->ns += now_ns() - t0;
@@ -479,8 +548,7 @@ PyMODINIT_FUNC PyInit__torch_hook(void)
 {
     if (intern(&s_calls, "calls") || intern(&s_lane, "lane") || intern(&s_shape, "shape") ||
         intern(&s_is_cpu, "is_cpu") || intern(&s_is_contiguous, "is_contiguous") ||
-        intern(&s_dtype, "dtype") || intern(&s_data_ptr, "data_ptr") || intern(&s_rows, "rows") ||
-        intern(&s_step, "step") || intern(&s_h, "_h"))
+        intern(&s_dtype, "dtype") || intern(&s_data_ptr, "data_ptr"))
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -294,6 +294,8 @@ class Session:
             if st != 0:
                 raise CaptureError("cannot capture to '%s': %s" % (target, status_str(st)))
             self._h = handle
+            # 1 while open, read in place by the compiled hook (capture/torch/hook.c)
+            self._alive = ctypes.c_int(1)
             self.path = lib.ulp_session_path(handle).decode()
             self._key = os.path.realpath(self.path)
             _open_paths[self._key] = self
@@ -610,6 +612,7 @@ class Session:
         if self._h is None:
             return 0
         with _lock:
+            self._alive.value = 0
             st = self._lib.ulp_session_close(self._h)
             self._h = None
             _open_paths.pop(self._key, None)

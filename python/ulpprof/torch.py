@@ -692,8 +692,9 @@ class Capture:
             self._warn_once(("hook", spec.name), "%s not captured: %s: %s"
                             % (spec.name, type(e).__name__, e))
 
-        return compiled.Hook(hook, self._local, spec.name, self._keys.file, self._lane,
-                             self._session, refused, fail, _torch.Tensor,
+        session = self._session
+        return compiled.Hook(hook, self._local, spec.name, self._keys, self._lane, session,
+                             ctypes.addressof(session._alive), refused, fail, _torch.Tensor,
                              self._outputs == "first")
 
     @contextlib.contextmanager
@@ -931,7 +932,7 @@ class Capture:
             lane = call.lane = self._lane(call)
         if lane is False:
             return False
-        b, s, pos, req, segments, pp, rp, quick = lane
+        b, s, pos, req, segments, pp, rp, quick = lane[:8]
         shape = t.shape
         if len(shape) < 2 or shape[0] != b or shape[1] != s or not t.is_cpu \
                 or not t.is_contiguous():
@@ -970,8 +971,9 @@ class Capture:
     def _lane(self, call):
         """What _quick needs of a call, found at its first capture: (b, s,
         positions, requests, their runs and addresses, this thread's
-        descriptors), or False when the quick lane does not apply to it
-        (no tokens, flattened tokens, padding left out, select rows)."""
+        descriptors, the call's step and rows), or False when the quick lane
+        does not apply to it (no tokens, flattened tokens, padding left
+        out, select rows)."""
         ctx = call.tokens
         if ctx is None or ctx[2] is not None or ctx[3] or self._rows is not None:
             return False
@@ -980,7 +982,8 @@ class Capture:
         quick = getattr(self._local, "quick", None)
         if quick is None:
             quick = self._local.quick = {}
-        return b, s, pos, req, segments, pos.data_ptr(), req.data_ptr(), quick
+        return (b, s, pos, req, segments, pos.data_ptr(), req.data_ptr(), quick, call.step,
+                call.rows)
 
     # --- rows and tokens ------------------------------------------------------
     def _token_rows(self, t, role, call):
