@@ -225,23 +225,6 @@ def write_log(args, tmp):
         return [tuple(int(x) for x in ln.split()) for ln in fh]
 
 
-def kill_points(writes, stride=(1, 1), first_tears=False):
-    """Every write killed plainly (tear 0), and every page boundary inside a
-    write as a tear point (tear j: the first j pages of it reached the file);
-    with strides (p, t), every p-th plain and every t-th torn point only,
-    and with first_tears every write's first boundary as well (a write that
-    straddles one page boundary, as a global heap's 4 KiB rewrite does)."""
-    plain, torn = [], []
-    for k, off, n in writes:
-        plain.append((k, 0))
-        j = 1
-        while (off // 4096 + j) * 4096 < off + n:
-            torn.append((k, j))
-            j += 1
-    torn = [t for i, t in enumerate(torn) if i % stride[1] == 0 or (first_tears and t[1] == 1)]
-    return plain[::stride[0]] + torn + ([plain[-1]] if plain else [])
-
-
 def every_write(tmp, tag, names, elements, count, stride=(1, 1), kernels=0):
     """capture_loop killed at each kill point: once it printed "opened", the
     file must open, with at least the captures it printed as flushed, and
@@ -249,7 +232,7 @@ def every_write(tmp, tag, names, elements, count, stride=(1, 1), kernels=0):
     base = [rc.LOOP, "--count", str(count), "--elements", str(elements), "--names", str(names),
             "--flush-each", "--report"] + (["--kernels", str(kernels)] if kernels else [])
     full = os.path.join(tmp, "%s_full.h5" % tag.replace(" ", "_"))
-    pts = kill_points(write_log(base + ["--out", full], tmp), stride, first_tears=kernels > 0)
+    pts = rc.kill_points(write_log(base + ["--out", full], tmp), stride, first_tears=kernels > 0)
     bad, tried, dropped = [], 0, 0
     for k, tear in pts:
         path = os.path.join(tmp, "%s_%d_%d.h5" % (tag.replace(" ", "_"), k, tear))

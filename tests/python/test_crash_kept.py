@@ -74,17 +74,6 @@ def args(path):
             "--flush-every", str(EVERY)]
 
 
-def kill_points(writes, torn_stride):
-    plain, torn = [], []
-    for k, off, n in writes:
-        plain.append((k, 0))
-        j = 1
-        while (off // 4096 + j) * 4096 < off + n:
-            torn.append((k, j))
-            j += 1
-    return plain + torn[::torn_stride]
-
-
 def check_listing(what, caps, want, flushed):
     """The kept captures listed: a prefix of `want`, at least the flushed steps'."""
     kept = sorted((c for c in caps if c["name"] in ("input_ids", "tokens")),
@@ -151,7 +140,7 @@ def main():
                                                want, STEPS) == len(want),
           "full run: not every kept capture")
     full_stride = os.environ.get("ULP_CRASH_FULL") == "1"
-    pts = kill_points(writes, 1 if full_stride else 3)
+    pts = rc.kill_points(writes, (1, 1 if full_stride else 3))
     tried, seen, journaled, python_reads = 0, set(), 0, 0
     tempfile.tempdir = tmp  # the Python API's repaired copies: in the test's directory
     for k, tear in pts:

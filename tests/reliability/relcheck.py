@@ -260,3 +260,20 @@ def check_prefix_diff(part, full, n, tag, unclosed=False):
         check(len(st) == total, "%s: diff has %d rows, want %d" % (tag, len(st), total))
         check(st.count("identical") == n, "%s: %d identical rows, want %d" % (tag, st.count("identical"), n))
         check(st.count(only) == total - n, "%s: %d %s rows, want %d" % (tag, st.count(only), only, total - n))
+
+
+def kill_points(writes, stride=(1, 1), first_tears=False):
+    """Every write killed plainly (tear 0), and every page boundary inside a
+    write as a tear point (tear j: the first j pages of it reached the file);
+    with strides (p, t), every p-th plain and every t-th torn point only,
+    and with first_tears every write's first boundary as well (a write that
+    straddles one page boundary, as a global heap's 4 KiB rewrite does)."""
+    plain, torn = [], []
+    for k, off, n in writes:
+        plain.append((k, 0))
+        j = 1
+        while (off // 4096 + j) * 4096 < off + n:
+            torn.append((k, j))
+            j += 1
+    torn = [t for i, t in enumerate(torn) if i % stride[1] == 0 or (first_tears and t[1] == 1)]
+    return plain[::stride[0]] + torn + ([plain[-1]] if plain else [])
