@@ -182,6 +182,17 @@ static int hook_init(PyObject *self, PyObject *args, PyObject *kwargs)
     return 0;
 }
 
+/*
+ * Clears the error set, if it is an Exception: the Python hook catches
+ * those and no others.  A KeyboardInterrupt or SystemExit stays set, and
+ * the hook returns it to the model's caller, as the Python hook would.
+ */
+static void clear_ordinary(void)
+{
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception))
+        PyErr_Clear();
+}
+
 /* An int attribute's value as an address; 0 (and no error) when it is not one. */
 static void *address(PyObject *o)
 {
@@ -189,7 +200,7 @@ static void *address(PyObject *o)
         return NULL;
     void *p = PyLong_AsVoidPtr(o);
     if (p == NULL && PyErr_Occurred())
-        PyErr_Clear();
+        clear_ordinary();
     return p;
 }
 
@@ -198,7 +209,7 @@ static int attr_true(PyObject *o, PyObject *name)
 {
     PyObject *v = PyObject_GetAttr(o, name);
     if (v == NULL) {
-        PyErr_Clear();
+        clear_ordinary();
         return 0;
     }
     int yes = v == Py_True;
@@ -211,7 +222,7 @@ static int call_true(PyObject *o, PyObject *method)
 {
     PyObject *v = PyObject_CallMethodObjArgs(o, method, NULL);
     if (v == NULL) {
-        PyErr_Clear();
+        clear_ordinary();
         return 0;
     }
     int yes = v == Py_True;
@@ -224,7 +235,7 @@ static PyObject *current_call(hook *h)
 {
     PyObject *calls = PyObject_GetAttr(h->local, s_calls);
     if (calls == NULL) {
-        PyErr_Clear();
+        clear_ordinary();
         return NULL;
     }
     PyObject *call = NULL;
@@ -244,18 +255,18 @@ static PyObject *call_lane(hook *h, PyObject *call)
 {
     PyObject *lane = PyObject_GetAttr(call, s_lane);
     if (lane == NULL) {
-        PyErr_Clear();
+        clear_ordinary();
         return NULL;
     }
     if (lane == Py_None) {
         Py_DECREF(lane);
         lane = PyObject_CallFunctionObjArgs(h->lane, call, NULL);
         if (lane == NULL) {
-            PyErr_Clear();
+            clear_ordinary();
             return NULL;
         }
         if (PyObject_SetAttr(call, s_lane, lane) != 0) {
-            PyErr_Clear();
+            clear_ordinary();
             Py_DECREF(lane);
             return NULL;
         }
@@ -284,7 +295,7 @@ static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
 {
     PyObject *shape = PyObject_GetAttr(t, s_shape);
     if (shape == NULL) {
-        PyErr_Clear();
+        clear_ordinary();
         return NULL;
     }
     PyObject *bound = NULL, *dtype = NULL, *key = NULL;
@@ -308,11 +319,21 @@ static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
         goto out;
     /* The cache holds its objects: a dict it names is this thread's, not one
      * made since at the same address.  Bounds are only ever added. */
-    if (h->c_bound != NULL && h->c_quick == quick && h->c_dtype == dtype &&
-        PyObject_RichCompareBool(shape, h->c_shape, Py_EQ) == 1) {
-        bound = h->c_bound;
-        Py_INCREF(bound);
-        goto out;
+    if (h->c_bound != NULL && h->c_quick == quick && h->c_dtype == dtype) {
+        /* Own references first: a shape whose == runs Python code can let
+         * another thread's call of this hook replace the cache meanwhile. */
+        PyObject *c_shape = h->c_shape, *c_bound = h->c_bound;
+        Py_INCREF(c_shape);
+        Py_INCREF(c_bound);
+        int same = PyObject_RichCompareBool(shape, c_shape, Py_EQ);
+        Py_DECREF(c_shape);
+        if (same == 1) {
+            bound = c_bound;
+            goto out;
+        }
+        Py_DECREF(c_bound);
+        if (same < 0)
+            goto out;
     }
     key = PyTuple_Pack(3, h->name, shape, dtype);
     if (key == NULL)
@@ -328,8 +349,7 @@ static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
         keep(&h->c_bound, bound);
     }
 out:
-    if (PyErr_Occurred())
-        PyErr_Clear();
+    clear_ordinary();
     Py_XDECREF(key);
     Py_XDECREF(dtype);
     Py_DECREF(shape);
@@ -349,9 +369,12 @@ static void *data_ptr(PyObject *t, int *failed)
     return p;
 }
 
-/* Says once (the Python side's fail) that the capture did not happen; leaves no error. */
+/* Says once (the Python side's fail) that the capture did not happen; leaves no error,
+ * but for one that is not an Exception (clear_ordinary), which it leaves as it is. */
 static void failed(hook *h)
 {
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception))
+        return;
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     PyErr_NormalizeException(&type, &value, &tb);
@@ -416,9 +439,12 @@ static void capture(hook *h, PyObject *call, PyObject *lane, PyObject *bound, Py
         }
     }
     /* As ctypes calls it: without the GIL (the call may wait for room in the queue). */
-    PyThreadState *ts = PyEval_SaveThread();
-    ulp_status st = fn(s, d);
-    PyEval_RestoreThread(ts);
+    ulp_status st = ULP_ECLOSED; /* closed meanwhile (file() may wait, other threads run) */
+    if (*h->alive) {
+        PyThreadState *ts = PyEval_SaveThread();
+        st = fn(s, d);
+        PyEval_RestoreThread(ts);
+    }
     Py_DECREF(filed); /* the requests the library copied during the call */
     if (st != ULP_OK) {
         PyObject *code = PyLong_FromLong((long)st);
@@ -443,6 +469,10 @@ static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     hook *h = (hook *)self;
     long long t0 = now_ns();
+    if (h->fallback == NULL || h->alive == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Hook: not initialised");
+        return NULL;
+    }
     if (kwargs != NULL || !PyTuple_Check(args) || PyTuple_Size(args) != 3)
         return PyObject_Call(h->fallback, args, kwargs);
     PyObject *t = PyTuple_GetItem(args, 2);
@@ -458,7 +488,9 @@ static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (bound == NULL) {
         Py_XDECREF(lane);
         Py_DECREF(call);
-        return PyObject_Call(h->fallback, args, NULL);
+        /* Nothing done yet: the Python hook decides, but for an error that
+         * is not an Exception, which goes to the model's caller. */
+        return PyErr_Occurred() ? NULL : PyObject_Call(h->fallback, args, NULL);
     }
     Py_INCREF(t);
     h->taken++;
@@ -468,6 +500,8 @@ static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_DECREF(t);
     Py_DECREF(lane);
     Py_DECREF(call);
+    if (PyErr_Occurred()) /* not an Exception (failed()) */
+        return NULL;
     Py_RETURN_NONE;
 }
 

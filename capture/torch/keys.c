@@ -68,8 +68,11 @@ void ulp__torch_keys_cache_clear(ulp__torch_keys_cache *c)
 static int runs_of_request(ulp__torch_keys_cache *c, PyObject *runs_of, PyObject *name,
                            PyObject *request)
 {
-    if (c->request != NULL && PyObject_RichCompareBool(c->request, request, Py_EQ) == 1)
-        return 1;
+    if (c->request != NULL) {
+        int same = PyObject_RichCompareBool(c->request, request, Py_EQ);
+        if (same != 0)
+            return same; /* 1, or -1: an error */
+    }
     PyObject *key = PyTuple_Pack(2, name, request);
     if (key == NULL)
         return -1;

@@ -114,6 +114,7 @@ _written = set()  # realpaths of the files this process's closed captures wrote
 _REPEAT = 1000000  # request offset of a token's k-th recomputation: request + k * _REPEAT
 _MARK_MAX = 8192  # bytes of one NVTX mark (PROTOCOL.md)
 _EINVAL = -1  # ULP_EINVAL
+_ECLOSED = -14  # ULP_ECLOSED
 _SMALL_ROWS = 64  # rows a call's token bookkeeping handles in Python lists, not tensor ops
 _ABSENT = object()  # no instance attribute
 
@@ -963,7 +964,9 @@ class Capture:
             d.positions = bound[5] = pp
         if rp != bound[6]:
             d.requests = bound[6] = rp
-        st = bound[0](bound[1], bound[2])
+        # Closed meanwhile (file() may wait on another thread's lock): the
+        # handle is gone.
+        st = bound[0](bound[1], bound[2]) if session._h is not None else _ECLOSED
         if st != 0:
             self._refused(st, name, t, DTYPES[t.dtype], layer, role, call.step, inputs, True)
         return True

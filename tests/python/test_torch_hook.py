@@ -1,6 +1,8 @@
 """The compiled hook (capture/torch/hook.c) where it leaves the quick lane:
-the library refusing a capture, an error inside the capture, a copied
-model, a closed session.  Each must do what the Python hook does: the
+the library refusing a capture, an error inside the capture (and a
+KeyboardInterrupt, which both lanes let through), a copied model, a closed
+session, and one closed while a hook waits for the keys' lock (the
+library must not be called on the freed handle).  Each must do what the Python hook does: the
 refusal said once and the tensor captured without its rows (as
 Capture._refused does), the error said once per name and never raised
 into the model, the copy hooked by the same objects, and nothing called
@@ -13,6 +15,7 @@ import ctypes
 import io
 import os
 import tempfile
+import threading
 import unittest
 
 import torch_env
@@ -34,6 +37,39 @@ def compiled(model):
 def bounds(cap):
     """The descriptors the lanes made on this thread (Capture._quick's)."""
     return list(getattr(cap._local, "quick", {}).values())
+
+
+class GateLock:
+    """_Keys' lock, which holds the arm_at-th blocking acquire after arm()
+    until go is set, saying so (waiting); armed, it refuses every acquire
+    that does not wait (the compiled hook's: it then calls file())."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.waiting, self.go = threading.Event(), threading.Event()
+        self.armed, self.count = None, 0
+
+    def arm(self, at):
+        self.armed, self.count = at, 0
+
+    def acquire(self, blocking=True, timeout=-1):
+        if self.armed is not None:
+            if not blocking:
+                return False
+            self.count += 1
+            if self.count == self.armed:
+                self.waiting.set()
+                assert self.go.wait(60), "never let go"
+        return self.lock.acquire(blocking, timeout)
+
+    def release(self):
+        self.lock.release()
+
+    def __enter__(self):
+        self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
 
 
 class HookTest(unittest.TestCase):
@@ -131,6 +167,96 @@ class HookTest(unittest.TestCase):
         self.assertTrue(torch.equal(out, self.want))
         self.assertEqual(sum(h.taken for h in hooks), 0)
         self.assertIn("failed (ulp_status", err.getvalue())
+
+    def test_closed_while_waiting(self):
+        """The session closed while a hook waits in _Keys.file() (another
+        thread holds the lock): the capture is refused as closed, in both
+        lanes, and the model runs on."""
+        real_init = ut._Keys.__init__
+        gates = []
+
+        def gated(keys):
+            real_init(keys)
+            keys._lock = GateLock()
+            gates.append(keys._lock)
+
+        for lane in ("1", "0"):
+            gates.clear()
+            err = io.StringIO()
+            os.environ["ULPPROF_TORCH_HOOK"] = lane
+            ut._Keys.__init__ = gated
+            try:
+                with torch.no_grad(), contextlib.redirect_stderr(err):
+                    cap = ut.capture(self.model, self.path("w%s.h5" % lane), label="w",
+                                     match=r"layers\.0\.mlp$")
+                    hooks = compiled(self.model)
+                    self.assertEqual(len(hooks), 1 if lane == "1" else 0)
+                    outs, closed, late = [], [], []
+                    real = cap._session._lib.ulp_session_capture
+
+                    def counted(h, d):
+                        if closed:
+                            late.append(d)  # the library called on a closed handle
+                            return -14
+                        return real(h, d)
+
+                    shim = STATUS(counted)
+
+                    def work():
+                        outs.append(self.model(self.ids))  # this thread's descriptors
+                        for b in bounds(cap):  # both lanes' calls go through counted()
+                            b[0], b[7] = counted, ctypes.cast(shim, ctypes.c_void_p).value
+                        gates[0].arm(2)  # input_ids' keys pass; the MLP's wait
+                        outs.append(self.model(self.ids))
+
+                    t = threading.Thread(target=work)
+                    t.start()
+                    self.assertTrue(gates[0].waiting.wait(60))
+                    closed.append(1)
+                    cap._session.close()
+                    gates[0].go.set()
+                    t.join(60)
+                    self.assertFalse(t.is_alive())
+                    cap.close()
+            finally:
+                ut._Keys.__init__ = real_init
+                del os.environ["ULPPROF_TORCH_HOOK"]
+            self.assertEqual(late, [], "lane %s called the library after the close" % lane)
+            self.assertEqual(len(outs), 2)
+            for out in outs:
+                self.assertTrue(torch.equal(out, self.want))
+            if lane == "1":
+                self.assertEqual(sum(h.taken for h in hooks), 1)  # the second call's
+            self.assertIn("capture of model.layers.0.mlp failed (ulp_status -14)",
+                          err.getvalue(), lane)
+
+    def test_interrupt_passes(self):
+        """A KeyboardInterrupt inside the capture reaches the model's caller,
+        in both lanes (the hooks catch Exceptions only)."""
+        real = ut._Keys.file
+        armed = []
+
+        def interrupted(keys, name, *a, **k):
+            if armed and name == "model.layers.0.mlp":
+                raise KeyboardInterrupt
+            return real(keys, name, *a, **k)
+
+        ut._Keys.file = interrupted
+        try:
+            for lane in ("1", "0"):
+                armed.clear()
+                os.environ["ULPPROF_TORCH_HOOK"] = lane
+                with torch.no_grad(), ut.capture(self.model, self.path("k%s.h5" % lane),
+                                                 label="k"):
+                    self.model(self.ids)
+                    armed.append(1)
+                    with self.assertRaises(KeyboardInterrupt, msg=lane):
+                        self.model(self.ids)  # the same positions: file() decides
+                    armed.clear()
+                    self.assertTrue(torch.equal(self.model(self.ids), self.want))
+        finally:
+            ut._Keys.file = real
+            os.environ.pop("ULPPROF_TORCH_HOOK", None)
 
     def test_module_found(self):
         """The build has the compiled hook and the package loads it (the
