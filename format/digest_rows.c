@@ -33,7 +33,7 @@ int ulp__digest_read_rows(hid_t ds, hid_t mt, int rank, uint64_t first, uint64_t
         return 0;
     hsize_t start[2] = {first, 0}, count[2] = {n, width};
     hid_t fs = H5Dget_space(ds), ms = H5Screate_simple(rank, count, NULL);
-    int bad = fs < 0 || ms < 0 ||
+    int bad = fs < 0 || ms < 0 || !ulp__h5_storage_whole(ds) ||
               H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
               H5Dread(ds, mt, ms, fs, H5P_DEFAULT, out) < 0;
     if (fs >= 0)

@@ -197,3 +197,25 @@ void ulp__h5_fapl_fixed_cache(hid_t fapl, size_t bytes)
     mdc.decr_mode = H5C_decr__off;
     H5Pset_mdc_config(fapl, &mdc);
 }
+
+int ulp__h5_storage_whole(hid_t ds)
+{
+    hid_t dcpl = H5Dget_create_plist(ds);
+    H5D_layout_t layout = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (layout == H5D_CHUNKED)
+        return 1;
+    if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT)
+        return 0;
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    size_t size = t >= 0 ? H5Tget_size(t) : 0;
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    if (t >= 0)
+        H5Tclose(t);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (n < 0 || size == 0 || (uint64_t)n > UINT64_MAX / size)
+        return 0;
+    return n == 0 || (uint64_t)H5Dget_storage_size(ds) >= (uint64_t)n * size;
+}

@@ -38,6 +38,16 @@ int ulp__h5_type_fits(hid_t type, ulp_dtype dtype);
  */
 int ulp__h5_ints_sound(hid_t type);
 
+/*
+ * Whether dataset ds's storage holds every element its dataspace names:
+ * always for a chunked one (a chunk not written reads as the fill
+ * value); for a contiguous or compact one, its storage size at least the
+ * elements times the file type's size.  A killed writer's torn header can
+ * name a dataspace larger than its storage, and HDF5 1.10's read then
+ * copies past its own buffer: such a dataset is not read.
+ */
+int ulp__h5_storage_whole(hid_t ds);
+
 /* Writes a scalar attribute on `obj`; 0 on success, negative on failure. */
 int ulp__h5_attr_write_str(hid_t obj, const char *name, const char *value);
 int ulp__h5_attr_write_i32(hid_t obj, const char *name, int32_t value);

@@ -274,8 +274,9 @@ int ulp__journal_kept_decode(const unsigned char *p, size_t n, ulp__journal_kept
 
 void ulp__journal_kept_rows(const ulp__journal_kept *k, int64_t *positions, int64_t *requests)
 {
-    rd a = {k->pos_code, k->pos_code + k->pos_bytes, 0};
-    rd b = {k->req_code, k->req_code + k->req_bytes, 0};
+    /* No code: no rows read from it (and no arithmetic on its NULL). */
+    rd a = {k->pos_code, k->pos_code != NULL ? k->pos_code + k->pos_bytes : NULL, 0};
+    rd b = {k->req_code, k->req_code != NULL ? k->req_code + k->req_bytes : NULL, 0};
     int64_t p = 0, q = 0;
     for (uint64_t i = 0; i < k->rows; i++) {
         if (k->pos_code != NULL) {

@@ -27,7 +27,8 @@ static herr_t reads_whole(hid_t g, const char *name, const H5L_info_t *info, voi
     void *buf = NULL;
     int good = n >= 0 && size > 0 && !ulp__snapshot_absurd_bytes(s, (uint64_t)n * size) &&
                (buf = malloc((size_t)n * size + 1)) != NULL &&
-               (n == 0 || H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+               (n == 0 || (ulp__h5_storage_whole(ds) &&
+                           H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0));
     if (good && n > 0 && H5Tdetect_class(t, H5T_VLEN) != 0)
         H5Dvlen_reclaim(t, sp, H5P_DEFAULT, buf);
     else if (good && n > 0 && H5Tis_variable_str(t) > 0)

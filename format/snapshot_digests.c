@@ -92,7 +92,8 @@ static herr_t one_occurrence(hid_t g, const char *occ, const H5L_info_t *info, v
         int64_t *seq = NULL, *layer = NULL;
         ok = e.digests != NULL && e.name != NULL &&
              (rows == 0 ||
-              H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.digests) >= 0) &&
+              (ulp__h5_storage_whole(ds) &&
+               H5Dread(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, e.digests) >= 0)) &&
              int_attr(ds, "seq", 1, &seq) == 1 &&
              int_attr(ds, "positions", e.rows, &e.positions) >= 0 &&
              int_attr(ds, "requests", e.rows, &e.requests) >= 0 &&

@@ -124,7 +124,8 @@ ulp_status ulp__trace_read_table(ulp_snapshot *s, const ulp__trace_table *t, siz
         st = ulp__error(err, ULP_ENOMEM, "'%s': out of memory reading '%s'", s->path, t->path);
         goto cleanup;
     }
-    if (*n > 0 && nmembers > 0 && H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows) < 0)
+    if (*n > 0 && nmembers > 0 &&
+        (!ulp__h5_storage_whole(d) || H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *rows) < 0))
         goto hdf5_fail;
     goto cleanup;
 hdf5_fail:

@@ -235,7 +235,9 @@ static ulp_status writer_props(ulp__writer *w, ulp_error *err)
 {
     w->lcpl = H5Pcreate(H5P_LINK_CREATE);
     w->dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    w->squeeze = H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0 && H5Zfilter_avail(H5Z_FILTER_SHUFFLE) > 0;
+    w->squeeze = H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0 &&
+                 H5Zfilter_avail(H5Z_FILTER_SHUFFLE) > 0 &&
+                 H5Zfilter_avail(H5Z_FILTER_FLETCHER32) > 0;
     w->gcpl = H5Pcreate(H5P_GROUP_CREATE);
     if (w->lcpl < 0 || w->dcpl < 0 || w->gcpl < 0 ||
         H5Pset_local_heap_size_hint(w->gcpl, GROUP_HEAP_HINT) < 0 ||
