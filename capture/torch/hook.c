@@ -204,23 +204,9 @@ static void *address(PyObject *o)
     return p;
 }
 
-/* getattr(o, name) is True. */
-static int attr_true(PyObject *o, PyObject *name)
+/* Whether a new reference v (NULL: an error, cleared as clear_ordinary does) is True. */
+static int is_true(PyObject *v)
 {
-    PyObject *v = PyObject_GetAttr(o, name);
-    if (v == NULL) {
-        clear_ordinary();
-        return 0;
-    }
-    int yes = v == Py_True;
-    Py_DECREF(v);
-    return yes;
-}
-
-/* o.method() is True. */
-static int call_true(PyObject *o, PyObject *method)
-{
-    PyObject *v = PyObject_CallMethodObjArgs(o, method, NULL);
     if (v == NULL) {
         clear_ordinary();
         return 0;
@@ -309,7 +295,8 @@ static PyObject *bound_for(hook *h, PyObject *lane, PyObject *t)
         PyObject_RichCompareBool(PyTuple_GetItem(shape, 1), PyTuple_GetItem(lane, LANE_S), Py_EQ) !=
             1)
         goto out;
-    if (!attr_true(t, s_is_cpu) || !call_true(t, s_is_contiguous))
+    if (!is_true(PyObject_GetAttr(t, s_is_cpu)) ||
+        !is_true(PyObject_CallMethodObjArgs(t, s_is_contiguous, NULL)))
         goto out;
     dtype = PyObject_GetAttr(t, s_dtype);
     if (dtype == NULL)
