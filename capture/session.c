@@ -181,7 +181,10 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     const char *attrs = opts->attrs != NULL ? opts->attrs : getenv("ULPPROF_ATTR");
     const char *observed = opts->observed != NULL ? opts->observed : getenv("ULPPROF_OBSERVED");
     size_t bound = opts->queue_bytes;
-    ulp_status st = ULP_OK;
+    ulp_capture_mode mode = ULP_CAPTURE_DATA;
+    ulp_status st = ulp__session_mode_at_open(opts->capture_mode, &mode, err);
+    if (st != ULP_OK)
+        return st;
     if (bound == 0) {
         const char *mb = getenv("ULPPROF_QUEUE_MB");
         bound = ULP_DEFAULT_QUEUE_BYTES;
@@ -222,6 +225,7 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
         goto cleanup;
     }
     s->bound = bound;
+    s->mode = mode;
     s->nap_ns = ULP__SESSION_NAP_NS;
     s->fd = -1;
     /* The writer's timed wait (the links' idle deadline) runs on the
@@ -244,8 +248,13 @@ static ulp_status session_open(const ulp_session_options *opts, ulp_session **ou
     ulp__session_fork_watch();
     /* Populating the staging ring overlaps with creating the file. */
     ulp__staging_start(s);
-    ulp__open_args args = {
-        label, opts->writer != NULL ? opts->writer : writer_name, &run, &env, &obs, err};
+    ulp__open_args args = {label,
+                           opts->writer != NULL ? opts->writer : writer_name,
+                           mode == ULP_CAPTURE_DIGEST ? ULP__WRITER_DIGEST_FILE : 0u,
+                           &run,
+                           &env,
+                           &obs,
+                           err};
     s->open = &args;
 
     /* The writer thread takes no signals: they belong to the host's threads. */

@@ -113,8 +113,8 @@ ulp_status ulp__session_file_open(ulp_session *s, const ulp__open_args *a)
     ulp__writer *w = NULL;
     pthread_mutex_lock(&g_registry_mu);
     pthread_mutex_lock(&g_h5_mu);
-    ulp_status st =
-        ulp__writer_create(s->path, a->label, a->writer_name, ulp__now_unix_ns(), &w, a->err);
+    ulp_status st = ulp__writer_create_as(s->path, a->label, a->writer_name, ulp__now_unix_ns(),
+                                          a->writer_flags, &w, a->err);
     if (st == ULP_OK)
         st = write_groups(w, a->run, a->env, a->observed, a->err);
     if (st == ULP_OK) {

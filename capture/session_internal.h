@@ -248,7 +248,12 @@ ulp_status ulp__session_plan(ulp_session *s, const ulp__desc *d, size_t nbytes, 
 /* Frees the selection (close). */
 void ulp__session_select_free(ulp_session *s);
 
-/* Applies ULPPROF_CAPTURE_MODE and ULPPROF_SELECT to a new session. */
+/*
+ * The capture mode a session opens with: `given` (the options'), else
+ * ULPPROF_CAPTURE_MODE, else data; ULP_EINVAL for a name that is none.
+ */
+ulp_status ulp__session_mode_at_open(const char *given, ulp_capture_mode *mode, ulp_error *err);
+/* Applies ULPPROF_SELECT to a new session. */
 ulp_status ulp__session_select_env(ulp_session *s, ulp_error *err);
 
 /* --- the writer thread (session_thread.c) -------------------------------------------- */
@@ -256,6 +261,7 @@ ulp_status ulp__session_select_env(ulp_session *s, ulp_error *err);
 /* What the writer thread needs to create the file. */
 typedef struct ulp__open_args {
     const char *label, *writer_name;
+    unsigned writer_flags; /* ulp__writer_create_as() */
     const ulp__kvlist *run, *env, *observed;
     ulp_error *err;
 } ulp__open_args;

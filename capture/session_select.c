@@ -124,20 +124,26 @@ ulp_status ulp_session_select_spec(ulp_session *s, const char *spec)
     return ULP_OK;
 }
 
+ulp_status ulp__session_mode_at_open(const char *given, ulp_capture_mode *mode, ulp_error *err)
+{
+    const char *name = given != NULL ? given : getenv("ULPPROF_CAPTURE_MODE");
+    *mode = ULP_CAPTURE_DATA;
+    if (name == NULL || (given == NULL && name[0] == '\0'))
+        return ULP_OK;
+    if (strcmp(name, "data") == 0)
+        *mode = ULP_CAPTURE_DATA;
+    else if (strcmp(name, "digest") == 0)
+        *mode = ULP_CAPTURE_DIGEST;
+    else if (strcmp(name, "both") == 0)
+        *mode = ULP_CAPTURE_BOTH;
+    else
+        return ulp__error(err, ULP_EINVAL, "%s '%.40s': not data, digest or both",
+                          given != NULL ? "capture_mode" : "ULPPROF_CAPTURE_MODE", name);
+    return ULP_OK;
+}
+
 ulp_status ulp__session_select_env(ulp_session *s, ulp_error *err)
 {
-    const char *mode = getenv("ULPPROF_CAPTURE_MODE");
-    if (mode != NULL && mode[0] != '\0') {
-        if (strcmp(mode, "data") == 0)
-            s->mode = ULP_CAPTURE_DATA;
-        else if (strcmp(mode, "digest") == 0)
-            s->mode = ULP_CAPTURE_DIGEST;
-        else if (strcmp(mode, "both") == 0)
-            s->mode = ULP_CAPTURE_BOTH;
-        else
-            return ulp__error(err, ULP_EINVAL,
-                              "ULPPROF_CAPTURE_MODE '%.40s': not data, digest or both", mode);
-    }
     const char *sel = getenv("ULPPROF_SELECT");
     if (sel != NULL && sel[0] != '\0' && ulp_session_select_spec(s, sel) != ULP_OK)
         return ulp__error(err, ULP_EINVAL, "ULPPROF_SELECT '%.200s' does not parse", sel);

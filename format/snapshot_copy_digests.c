@@ -119,7 +119,8 @@ ulp_status ulp_snapshot_copy_digests(const ulp_snapshot *s, const char *path, ul
     if (st != ULP_OK)
         return st;
     ulp__writer *w = NULL;
-    st = ulp__writer_create(path, s->label, s->writer, s->created_unix_ns, &w, err);
+    st = ulp__writer_create_as(path, s->label, s->writer, s->created_unix_ns,
+                               ULP__WRITER_DIGEST_FILE, &w, err);
     if (st == ULP_OK)
         st = copy_groups(s, w, err);
     for (size_t i = 0; st == ULP_OK && i < ulp_snapshot_capture_count(s); i++)

@@ -30,12 +30,14 @@
  * kills at every write: all plain kills pass; one torn write (half of a
  * write reaching the disk) out of 110 still loses /captures.
  */
-#define SYM_LEAF_K         64
-#define ISTORE_K           2 /* chunk B-tree nodes of 4 entries, see file_create */
-#define META_BLOCK_BYTES   ((hsize_t)32 << 10)
-#define MDC_BYTES          ((size_t)256 << 10) /* metadata cache bound, see file_create */
-#define CAPTURES_HEAP_HINT 8192
-#define GROUP_HEAP_HINT    1024
+#define SYM_LEAF_K                64
+#define DIGEST_SYM_LEAF_K         8 /* a digest file's: its root's 8 links in one node */
+#define ISTORE_K                  2 /* chunk B-tree nodes of 4 entries, see file_create */
+#define META_BLOCK_BYTES          ((hsize_t)32 << 10)
+#define MDC_BYTES                 ((size_t)256 << 10) /* metadata cache bound, see file_create */
+#define CAPTURES_HEAP_HINT        8192
+#define DIGEST_CAPTURES_HEAP_HINT 512 /* a digest file's /captures: a few names at most */
+#define GROUP_HEAP_HINT           1024
 
 static int64_t now_unix_ns(void)
 {
@@ -127,7 +129,7 @@ static ulp_status check_not_in_use(const char *path, ulp_error *err)
     return st;
 }
 
-static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
+static ulp_status file_create(ulp__writer *w, const char *path, unsigned flags, ulp_error *err)
 {
     ulp_status st = ULP_OK;
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -191,10 +193,15 @@ static ulp_status file_create(ulp__writer *w, const char *path, ulp_error *err)
      * file's datasets are written at its close, in one chunk: a larger node
      * only holds room for chunks that never come.  A long run's datasets
      * get a deeper tree (a million rows of one name, 128 chunks: 4 levels).
-     * A K of its own makes the superblock version 1 (HDF5 1.6+). */
+     * A K of its own makes the superblock version 1 (HDF5 1.6+).
+     *
+     * A digest file (ULP__WRITER_DIGEST_FILE) has no /captures group of many
+     * names, which symbol-table nodes of 2 x 64 entries (SYM_LEAF_K, above)
+     * are for: a node of its root's few links took 5 KiB of a 58 KiB
+     * 32-token file, 648 bytes with 2 x 8. */
+    unsigned leaf_k = (flags & ULP__WRITER_DIGEST_FILE) ? DIGEST_SYM_LEAF_K : SYM_LEAF_K;
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-    if (fcpl >= 0 &&
-        (H5Pset_sym_k(fcpl, 16, SYM_LEAF_K) < 0 || H5Pset_istore_k(fcpl, ISTORE_K) < 0)) {
+    if (fcpl >= 0 && (H5Pset_sym_k(fcpl, 16, leaf_k) < 0 || H5Pset_istore_k(fcpl, ISTORE_K) < 0)) {
         H5Pclose(fcpl);
         fcpl = H5I_INVALID_HID;
     }
@@ -275,15 +282,20 @@ static ulp_status writer_props(ulp__writer *w, ulp_error *err)
 
 /* The root attributes, /run, /env, /captures and the journal, flushed. */
 static ulp_status file_layout(ulp__writer *w, const char *label, const char *writer_name,
-                              int64_t created_unix_ns, ulp_error *err)
+                              int64_t created_unix_ns, unsigned flags, ulp_error *err)
 {
     ulp_status st = ULP_OK;
     hid_t journal = H5I_INVALID_HID;
     hid_t captures_gcpl = H5Pcreate(H5P_GROUP_CREATE);
     /* /run and /env hold attributes only: no B-tree, heap or symbol-table node (h5types.h). */
     hid_t attrs_gcpl = ulp__h5_small_gcpl(0, 0);
+    /* Sized for a data file's many names up front (see the top of the file); a digest
+     * file's names are few (a selection, a capture too wide to keep), and its 8 KiB were
+     * a seventh of a 32-token file. */
     if (captures_gcpl >= 0)
-        H5Pset_local_heap_size_hint(captures_gcpl, CAPTURES_HEAP_HINT);
+        H5Pset_local_heap_size_hint(captures_gcpl, (flags & ULP__WRITER_DIGEST_FILE)
+                                                       ? DIGEST_CAPTURES_HEAP_HINT
+                                                       : CAPTURES_HEAP_HINT);
     if (captures_gcpl < 0 || attrs_gcpl < 0) {
         st = ulp__writer_h5_fail(err, w, "set up property lists");
         goto cleanup;
@@ -327,6 +339,13 @@ cleanup:
 ulp_status ulp__writer_create(const char *path, const char *label, const char *writer_name,
                               int64_t created_unix_ns, ulp__writer **out, ulp_error *err)
 {
+    return ulp__writer_create_as(path, label, writer_name, created_unix_ns, 0, out, err);
+}
+
+ulp_status ulp__writer_create_as(const char *path, const char *label, const char *writer_name,
+                                 int64_t created_unix_ns, unsigned flags, ulp__writer **out,
+                                 ulp_error *err)
+{
     ulp__writer_exit_guard();
     if (out == NULL)
         return ulp__error(err, ULP_EINVAL, "writer: no output pointer");
@@ -338,6 +357,7 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
         free(w);
         return ulp__error(err, ULP_ENOMEM, "cannot create '%s': out of memory", path);
     }
+    w->flags = flags;
     w->digests = w->occ_ftype = H5I_INVALID_HID;
     ulp__strmap_init(&w->digest_occ);
     w->file = w->captures = w->lcpl = w->dcpl = w->gcpl = H5I_INVALID_HID;
@@ -360,13 +380,13 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
 
     ulp__h5_quiet q;
     ulp__h5_quiet_begin(&q);
-    ulp_status st = file_create(w, path, err);
+    ulp_status st = file_create(w, path, flags, err);
     if (st == ULP_OK)
         st = writer_props(w, err);
     if (st == ULP_OK)
         st = ulp__writer_attrs_init(w, err);
     if (st == ULP_OK)
-        st = file_layout(w, label, writer_name, created_unix_ns, err);
+        st = file_layout(w, label, writer_name, created_unix_ns, flags, err);
     if (st != ULP_OK) {
         hid_t file = w->file;
         w->file = H5I_INVALID_HID;
@@ -430,9 +450,9 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
             int sealed = ulp__writer_index_seal(mark_fd, jfirst, &seal) == 0;
             /* Then, when both are written, the stamp: readers that find the
              * file's mtime still the stamp skip the hash (index.h). */
-            if (ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
-                                    jfirst + ULP__JOURNAL_CLOSED_AT) == 0 &&
-                sealed)
+            int marked = ulp__journal_pwrite(mark_fd, ULP__JOURNAL_CLOSED, 4,
+                                             jfirst + ULP__JOURNAL_CLOSED_AT) == 0;
+            if (marked && sealed)
                 (void)ulp__index_stamp_set(mark_fd, seal.stamp);
         }
         close(mark_fd);

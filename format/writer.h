@@ -48,6 +48,18 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
                               int64_t created_unix_ns, ulp__writer **out, ulp_error *err);
 
 /*
+ * ulp__writer_create() for a file of the kind `flags` says.
+ * ULP__WRITER_DIGEST_FILE: one whose captures go to /digests (digest
+ * mode, known when the file is created): HDF5's structures for /captures
+ * are sized for a few names, not thousands (FORMAT.md "Digests", file
+ * size).  Any capture can still be written to it.
+ */
+#define ULP__WRITER_DIGEST_FILE 1u
+ulp_status ulp__writer_create_as(const char *path, const char *label, const char *writer_name,
+                                 int64_t created_unix_ns, unsigned flags, ulp__writer **out,
+                                 ulp_error *err);
+
+/*
  * Adds or replaces a string attribute of /run, /env or /observed (created
  * at its first attribute: files without observations have no such group),
  * then flushes.

@@ -24,6 +24,7 @@
 
 struct ulp__writer {
     char *path;
+    unsigned flags; /* ulp__writer_create_as() */
     hid_t file;
     hid_t groups[ULP__WRITER_NGROUPS]; /* /run, /env, /observed (lazily) */
     hid_t captures;                    /* /captures                          */

@@ -89,6 +89,10 @@ typedef struct ulp_session_options {
     const char *writer;   /* producer; NULL: "ulpprof-capture <version>"               */
     int record_env;       /* 1: fill /env with host facts and numerics env vars        */
     const char *observed; /* "k=v,k=v" for /observed; NULL: $ULPPROF_OBSERVED        */
+    /* "data", "digest" or "both" (ulp_session_set_capture_mode); NULL:
+     * $ULPPROF_CAPTURE_MODE, else "data".  A file opened for digests is laid
+     * out for them from its creation, and smaller (FORMAT.md "Digests"). */
+    const char *capture_mode;
 } ulp_session_options;
 
 /*
@@ -232,8 +236,9 @@ typedef enum ulp_capture_mode {
 } ulp_capture_mode;
 
 /*
- * Sets the mode of later captures; the default is ULPPROF_CAPTURE_MODE
- * ("data", "digest", "both") at open, else data.  The digests are computed
+ * Sets the mode of later captures; the default is the options'
+ * capture_mode, else ULPPROF_CAPTURE_MODE ("data", "digest", "both") at
+ * open, else data.  The digests are computed
  * on the calling thread, from the caller's bytes (ulp_row_digest).
  */
 ULP_API ulp_status ulp_session_set_capture_mode(ulp_session *s, ulp_capture_mode mode);

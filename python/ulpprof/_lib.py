@@ -37,7 +37,7 @@ class _Options(ctypes.Structure):
                 ("path", ctypes.c_char_p), ("label", ctypes.c_char_p),
                 ("attrs", ctypes.c_char_p), ("queue_bytes", ctypes.c_size_t),
                 ("writer", ctypes.c_char_p), ("record_env", ctypes.c_int),
-                ("observed", ctypes.c_char_p)]
+                ("observed", ctypes.c_char_p), ("capture_mode", ctypes.c_char_p)]
 
 
 class _Desc(ctypes.Structure):
@@ -250,6 +250,13 @@ def status_str(st):
     return library().ulp_status_str(st).decode()
 
 
+def _mode_code(mode):
+    codes = {"data": 0, "digest": 1, "both": 2}
+    if mode not in codes:
+        raise ValueError("mode must be 'data', 'digest' or 'both', not %r" % (mode,))
+    return codes[mode]
+
+
 class Session:
     """An explicit capture session on one snapshot file.
 
@@ -260,7 +267,8 @@ class Session:
     created, or when this process already has a session open on it.
     """
 
-    def __init__(self, path=None, label=None, run=None, queue_mb=None, observed=None):
+    def __init__(self, path=None, label=None, run=None, queue_mb=None, observed=None,
+                 mode=None):
         lib = library()
         target = path if path is not None else os.environ.get("ULPPROF_OUTPUT")
         if not target:
@@ -279,6 +287,11 @@ class Session:
             opts.label = keep[-1]
         if queue_mb:
             opts.queue_bytes = int(queue_mb) << 20
+        if mode is not None:
+            # known at the creation: a digest file is laid out for digests (smaller)
+            _mode_code(mode)
+            keep.append(mode.encode())
+            opts.capture_mode = keep[-1]
         opts.record_env = 1
         handle = ctypes.c_void_p()
         with _lock:
@@ -346,14 +359,13 @@ class Session:
 
     def set_capture_mode(self, mode):
         """"data" (the default), "digest" (one 64-bit digest per row,
-        in /digests, instead of the bytes) or "both"."""
-        codes = {"data": 0, "digest": 1, "both": 2}
-        if mode not in codes:
-            raise ValueError("mode must be 'data', 'digest' or 'both', not %r" % (mode,))
+        in /digests, instead of the bytes) or "both".  Given to the
+        constructor instead, a digest file is also laid out for digests."""
+        code = _mode_code(mode)
         fn = getattr(self._lib, "ulp_session_set_capture_mode", None)
         if fn is None:
             raise CaptureError("the capture library is older than digests")
-        st = fn(self._h, codes[mode])
+        st = fn(self._h, code)
         if st != 0:
             raise CaptureError("cannot set the capture mode: %s" % status_str(st))
 

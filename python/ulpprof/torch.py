@@ -587,15 +587,15 @@ class Capture:
             if mode != "data" or selection is not None:
                 _warn("mode and a selection apply to the host capture library only")
         else:
-            self._open(path, label, run, queue_mb, observed)
+            self._open(path, label, run, queue_mb, observed, mode)
             if mode != "data":
-                self._session.set_capture_mode(mode)
+                self._session.set_capture_mode(mode)  # a file shared with an earlier capture()
             if selection is not None:
                 self._session.select(selection)
         self._install()
 
     # --- session ------------------------------------------------------------
-    def _open(self, path, label, run, queue_mb, observed=None):
+    def _open(self, path, label, run, queue_mb, observed=None, mode="data"):
         target = path if path is not None else os.environ.get("ULPPROF_OUTPUT", "")
         where = _expanded(target, label) if target else None
         key = os.path.realpath(where) if where else None
@@ -614,7 +614,7 @@ class Capture:
                 self._session.set_observed(k, v)
         else:
             self._session = Session(path, label=label, run=run, queue_mb=queue_mb,
-                                    observed=observed)
+                                    observed=observed, mode=mode)
             key = os.path.realpath(self._session.path)
             _shared[key] = [self._session, 1, _Keys()]
         self._key = key
