@@ -134,8 +134,8 @@ static void copy_map(const ulp_snapshot *s, ulp__index_writer *x, int kept,
     if (run != NULL && env != NULL && obs != NULL && s->nrun <= UINT32_MAX &&
         s->nenv <= UINT32_MAX && s->nobserved <= UINT32_MAX) {
         ulp__open_map m = {
-            /* ulp_snapshot_copy copies /trace when the reader read kernels. */
-            .flags = (s->nkernels > 0 ? ULP__MAP_HAS_TRACE : 0) |
+            /* ulp_snapshot_copy copies /trace when the reader read it. */
+            .flags = (ulp__copy_has_trace(s) ? ULP__MAP_HAS_TRACE : 0) |
                      (s->nobserved > 0 ? ULP__MAP_HAS_OBSERVED : 0) |
                      (kept ? ULP__MAP_HAS_KEPT : 0),
             .journal = ULP__INDEX_NO_JOURNAL,

@@ -242,6 +242,12 @@ int ulp__index_check_wait(ulp_snapshot *s);
 int ulp__copy_index_write(const ulp_snapshot *s, hid_t out, const unsigned char *in_digests,
                           ulp__index_seal_job *job);
 
+/* Whether a copy of s has /trace: the reader read its kernels or its GEMM rows. */
+static inline int ulp__copy_has_trace(const ulp_snapshot *s)
+{
+    return s->nkernels > 0 || s->ngemms > 0;
+}
+
 /*
  * snapshot_copy_digest_group.c: /digests of s into `out` (whole of a closed file; of a
  * killed writer's, the names every dataset of which reads whole) and, when s has kept

@@ -428,6 +428,8 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     w->file = H5I_INVALID_HID;
     char *path = w->path;
     w->path = NULL;
+    int digest_file = (w->flags & ULP__WRITER_DIGEST_FILE) != 0, compact = 0;
+    struct stat written;
     writer_free(w);
     if (file >= 0 && H5Fclose(file) < 0) {
         char detail[256];
@@ -454,9 +456,14 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
                                              jfirst + ULP__JOURNAL_CLOSED_AT) == 0;
             if (marked && sealed)
                 (void)ulp__index_stamp_set(mark_fd, seal.stamp);
+            /* A digest file, closed whole, is rewritten tight (writer_compact.c) once
+             * this descriptor no longer holds the writer's lock. */
+            compact = marked && digest_file && fstat(mark_fd, &written) == 0;
         }
         close(mark_fd);
     }
+    if (compact)
+        ulp__writer_compact(path, &written);
     free(seal.ranges);
     free(seal.map);
     free(path);

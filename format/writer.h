@@ -54,10 +54,22 @@ ulp_status ulp__writer_create(const char *path, const char *label, const char *w
  * are sized for a few names, not thousands (FORMAT.md "Digests", file
  * size).  Any capture can still be written to it.
  */
-#define ULP__WRITER_DIGEST_FILE 1u
+#define ULP__WRITER_DIGEST_FILE 1u /* also: compacted at a clean close (below) */
 ulp_status ulp__writer_create_as(const char *path, const char *label, const char *writer_name,
                                  int64_t created_unix_ns, unsigned flags, ulp__writer **out,
                                  ulp_error *err);
+
+/*
+ * A digest file's clean close (ulp__writer_close of a ULP__WRITER_DIGEST_FILE
+ * writer, after the closed mark, its descriptor closed): the file at `path`,
+ * still the one `written` describes, is replaced by the tight copy
+ * ulp_snapshot_copy() makes of it, once that copy reads back the same,
+ * captures, digests and all; otherwise, and for a file over 64 MiB or with
+ * ULPPROF_COMPACT=0, it is left as it is.  Never an error: either file is
+ * whole.  (writer_compact.c)
+ */
+struct stat;
+void ulp__writer_compact(const char *path, const struct stat *written);
 
 /*
  * Adds or replaces a string attribute of /run, /env or /observed (created

@@ -2,7 +2,9 @@
 (docs/performance.md, "File size"), checked with h5py on files written
 through the capture library as a generation writes them: a 16-row prompt,
 then 1-row decode steps, 14 names (the fed ids and the produced tokens
-kept, 12 layers with inputs), flushed only at the close.
+kept, 12 layers with inputs), flushed only at the close.  The writer's
+file, with ULPPROF_COMPACT=0: the rewrite at the close is
+test_digest_compact's.
 
 - The writer's small groups (/run, /env, /observed, /index and every
   /digests/<name>) hold their links in their own header: no symbol-table
@@ -41,6 +43,8 @@ import tempfile
 import h5py
 import numpy as np
 
+# The writer's file, as it is until its close rewrites it (test_digest_compact).
+os.environ["ULPPROF_COMPACT"] = "0"
 BUILD = os.environ.get("ULPPROF_BUILD_DIR", "build")
 SRC = os.environ.get("ULPPROF_SOURCE_DIR", ".")
 os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulpprof_capture.so")

@@ -8,8 +8,9 @@ integer column at its extremes, every text column up to its last byte
 trace_gemms() returns is where the rows are in /trace/gemms, counted by
 hand here; capture(..., gemms=range) stores it as the capture's `gemms`
 attribute, and `ulpprof contract emit` then takes the capture as the GEMM
-site of those rows (docs/contract.md).  An unknown field or a text too long
-for its column is a ValueError and writes nothing.
+site of those rows (docs/contract.md), and `ulpprof repair`'s copy keeps
+them.  An unknown field or a text too long for its column is a ValueError
+and writes nothing.
 """
 import json
 import os
@@ -115,6 +116,17 @@ def main():
           "columns: %s, mirror %s" % (g.dtype.names, _lib.GEMM_FIELDS))
     check(rng is not None and [int(v) for v in rng] == [0, 3], "capture gemms: %r" % (rng,))
     check(other is None, "capture without gemms has %r" % (other,))
+
+    # ulpprof repair's copy keeps them: a trace of GEMM rows and no kernels (a CPU
+    # producer's) is a trace all the same.
+    copy = os.path.join(tmp, "g-copy.h5")
+    p = subprocess.run([ULPPROF, "repair", path, copy], capture_output=True, text=True)
+    check(p.returncode == 0, "repair: %d %s" % (p.returncode, p.stderr))
+    if p.returncode == 0:
+        with h5py.File(copy, "r") as f:
+            got = f["trace/gemms"][()] if "trace/gemms" in f else None
+        check(got is not None and got.dtype == g.dtype and np.array_equal(got, g),
+              "repair's copy: /trace/gemms %s" % (None if got is None else len(got)))
 
     # contract emit takes the capture as the site of its rows (M of rows 0-2).
     out = os.path.join(tmp, "c.json")
