@@ -48,8 +48,8 @@ typedef struct {
     PyObject *runs;     /* its _runs, and its _lock: keys.c's quick case             */
     PyObject *lock;
     PyObject *lane;    /* Capture._lane(call): what the quick lane needs of a call   */
-    PyObject *session; /* the Session, whose _alive (an int in place) ...           */
-    const int *alive;  /* ... is 0 once it is closed                                */
+    PyObject *session; /* the Session, whose _alive (two ints in place) ...         */
+    int *alive;        /* ... [0] is 0 once it is closed, [1] counts calls in flight */
     PyObject *refused; /* refused(status, tensor, step): the library said no        */
     PyObject *fail;    /* fail(exception): says once that the capture failed        */
     PyObject *tensor;  /* torch.Tensor                                               */
@@ -150,7 +150,7 @@ static int hook_init(PyObject *self, PyObject *args, PyObject *kwargs)
     void *at = PyLong_Check(alive) ? PyLong_AsVoidPtr(alive) : NULL;
     if (at == NULL) {
         if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "Hook: alive must be the address of an int");
+            PyErr_SetString(PyExc_TypeError, "Hook: alive must be the address of two ints");
         return -1;
     }
     PyObject *file = PyObject_GetAttrString(keys, "file");
@@ -425,12 +425,16 @@ static void capture(hook *h, PyObject *call, PyObject *lane, PyObject *bound, Py
             PyList_SetItem(bound, i, Py_None);
         }
     }
-    /* As ctypes calls it: without the GIL (the call may wait for room in the queue). */
+    /* As ctypes calls it: without the GIL (the call may wait for room in the queue).
+     * Counted in flight, under the GIL, from the check on: Session.close() waits for
+     * the count to fall to 0 before the handle goes. */
     ulp_status st = ULP_ECLOSED; /* closed meanwhile (file() may wait, other threads run) */
-    if (*h->alive) {
+    if (h->alive[0]) {
+        h->alive[1]++;
         PyThreadState *ts = PyEval_SaveThread();
         st = fn(s, d);
         PyEval_RestoreThread(ts);
+        h->alive[1]--;
     }
     Py_DECREF(filed); /* the requests the library copied during the call */
     if (st != ULP_OK) {
@@ -581,7 +585,9 @@ PyMODINIT_FUNC PyInit__torch_hook(void)
         return NULL;
     }
     /* What the Python side checks against its ctypes mirror of the descriptor. */
-    if (PyModule_AddIntConstant(m, "DESC_BYTES", (long)sizeof(ulp_capture_desc)) != 0 ||
+    /* ALIVE_INTS: the session's _alive is [closed flag, calls in flight]. */
+    if (PyModule_AddIntConstant(m, "ALIVE_INTS", 2) != 0 ||
+        PyModule_AddIntConstant(m, "DESC_BYTES", (long)sizeof(ulp_capture_desc)) != 0 ||
         PyModule_AddIntConstant(m, "DATA_AT", (long)offsetof(ulp_capture_desc, data)) != 0 ||
         PyModule_AddIntConstant(m, "STEP_AT", (long)offsetof(ulp_capture_desc, step)) != 0 ||
         PyModule_AddIntConstant(m, "POSITIONS_AT", (long)offsetof(ulp_capture_desc, positions)) !=

@@ -3,6 +3,7 @@ extension `_torch_hook` from beside the loaded host capture library, when
 it is there and writes the descriptor fields where this package's ctypes
 mirror has them; None else (ulpprof.torch then hooks in Python alone), and
 always with ULPPROF_TORCH_HOOK=0."""
+import ctypes
 import importlib.machinery
 import importlib.util
 import os
@@ -36,7 +37,14 @@ def _load(path):
     except (ImportError, OSError):
         return None
     d = _lib._Desc
-    if (mod.DATA_AT, mod.STEP_AT, mod.POSITIONS_AT, mod.REQUESTS_AT) != \
-            (d.data.offset, d.step.offset, d.positions.offset, d.requests.offset):
-        return None  # another layout than the mirror's: the Python lane serves
+    try:
+        mine = (mod.ALIVE_INTS, mod.DESC_BYTES, mod.DATA_AT, mod.STEP_AT, mod.POSITIONS_AT,
+                mod.REQUESTS_AT)
+    except AttributeError:  # an extension from before one of them
+        return None
+    # Session._alive's ints (closed flag, calls in flight) and the descriptor the
+    # mirror here lays out, up to its size; anything else: the Python lane serves.
+    if mine != (2, ctypes.sizeof(d), d.data.offset, d.step.offset, d.positions.offset,
+                d.requests.offset):
+        return None
     return mod

@@ -9,6 +9,7 @@ import atexit
 import ctypes
 import os
 import threading
+import time
 
 __all__ = ["CaptureError", "Session", "library", "library_path", "DTYPE_CODES", "ROLE_CODES"]
 
@@ -250,6 +251,9 @@ def status_str(st):
     return library().ulp_status_str(st).decode()
 
 
+_ECLOSED = -14  # ULP_ECLOSED (ulpprof/status.h)
+
+
 def _mode_code(mode):
     codes = {"data": 0, "digest": 1, "both": 2}
     if mode not in codes:
@@ -307,8 +311,12 @@ class Session:
             if st != 0:
                 raise CaptureError("cannot capture to '%s': %s" % (target, status_str(st)))
             self._h = handle
-            # 1 while open, read in place by the compiled hook (capture/torch/hook.c)
-            self._alive = ctypes.c_int(1)
+            # Read in place by the compiled hook (capture/torch/hook.c): [0] is 1
+            # while open, [1] counts the hook's library calls in flight.
+            self._alive = (ctypes.c_int * 2)(1, 0)
+            # The threads whose library call (without the GIL) is in flight:
+            # close() waits for them, so that no call runs on a freed handle.
+            self._calls = []
             self.path = lib.ulp_session_path(handle).decode()
             self._key = os.path.realpath(self.path)
             _open_paths[self._key] = self
@@ -355,7 +363,7 @@ class Session:
         due = self._due
         if due is not None and due != self._told and self._h is not None:
             self._told = due
-            self._lib.ulp_session_set_step(self._h, int(due))
+            self.call(self._lib.ulp_session_set_step, int(due))
 
     def set_capture_mode(self, mode):
         """"data" (the default), "digest" (one 64-bit digest per row,
@@ -494,7 +502,7 @@ class Session:
         failure is said once per status on stderr by the library, not
         raised."""
         if self._h is None:
-            return -14  # ULP_ECLOSED
+            return _ECLOSED
         if step == STEP_NONE and self._due is not None:
             self._tell_due()  # the library gives the capture its session step
         if positions is None and gemms is None:
@@ -523,9 +531,21 @@ class Session:
             if positions_ptr is not None:
                 d.positions = positions_ptr
                 d.requests = requests_ptr
-            return self._lib.ulp_session_capture(self._h, ref)
+            return self.call(self._lib.ulp_session_capture, ref)
         return self._capture(name, ptr, dtype, shape, layer, role, step, positions, requests,
                              row_rank, inputs, positions_ptr, requests_ptr, gemms)
+
+    def call(self, fn, *args):
+        """fn(handle, *args): a library call on this session from any thread;
+        ULP_ECLOSED once close() began.  Counted in flight meanwhile, so that
+        close(), on another thread, waits for it before the handle goes."""
+        calls = self._calls
+        calls.append(threading.get_ident())
+        try:
+            h = self._h
+            return fn(h, *args) if h is not None else _ECLOSED
+        finally:
+            calls.pop()
 
     def bound(self, name, dtype, shape, layer=LAYER_NONE, role="activation", row_rank=0,
               inputs=None):
@@ -611,22 +631,28 @@ class Session:
             if getattr(self._lib, "ulp_session_capture_ext", None) is None:
                 raise CaptureError("the capture library is older than capture extensions")
             x = self._ext(gemms)
-            return self._lib.ulp_session_capture_ext(self._h, buf, ctypes.byref(x))
-        return self._lib.ulp_session_capture(self._h, buf)
+            return self.call(self._lib.ulp_session_capture_ext, buf, ctypes.byref(x))
+        return self.call(self._lib.ulp_session_capture, buf)
 
     def flush(self):
-        if self._h is not None:
-            self._lib.ulp_session_flush(self._h)
+        self.call(self._lib.ulp_session_flush)
 
     def close(self):
         """Writes what is queued and closes the file; returns the first error's
-        status (0 = OK).  Closing twice is fine."""
+        status (0 = OK).  Closing twice is fine.  Library calls on other
+        threads then return ULP_ECLOSED; one in flight is waited for."""
         if self._h is None:
             return 0
         with _lock:
-            self._alive.value = 0
-            st = self._lib.ulp_session_close(self._h)
-            self._h = None
+            h = self._h
+            if h is None:
+                return 0
+            self._alive[0] = 0
+            self._h = None  # from here on, a call finds the session closed
+            me = threading.get_ident()
+            while self._alive[1] > 0 or any(t != me for t in list(self._calls)):
+                time.sleep(0.0005)
+            st = self._lib.ulp_session_close(h)
             _open_paths.pop(self._key, None)
         return st
 

@@ -965,8 +965,9 @@ class Capture:
         if rp != bound[6]:
             d.requests = bound[6] = rp
         # Closed meanwhile (file() may wait on another thread's lock): the
-        # handle is gone.
-        st = bound[0](bound[1], bound[2]) if session._h is not None else _ECLOSED
+        # handle is gone, and call() says so; a close on another thread waits
+        # for the call.
+        st = session.call(bound[0], bound[2])
         if st != 0:
             self._refused(st, name, t, DTYPES[t.dtype], layer, role, call.step, inputs, True)
         return True

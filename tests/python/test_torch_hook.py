@@ -1,8 +1,9 @@
 """The compiled hook (capture/torch/hook.c) where it leaves the quick lane:
 the library refusing a capture, an error inside the capture (and a
 KeyboardInterrupt, which both lanes let through), a copied model, a closed
-session, and one closed while a hook waits for the keys' lock (the
-library must not be called on the freed handle).  Each must do what the Python hook does: the
+session, one closed while a hook waits for the keys' lock and one closed
+while a hook's library call runs (the library must not be called on the
+freed handle, nor the handle freed under a call).  Each must do what the Python hook does: the
 refusal said once and the tensor captured without its rows (as
 Capture._refused does), the error said once per name and never raised
 into the model, the copy hooked by the same objects, and nothing called
@@ -229,6 +230,71 @@ class HookTest(unittest.TestCase):
                 self.assertEqual(sum(h.taken for h in hooks), 1)  # the second call's
             self.assertIn("capture of model.layers.0.mlp failed (ulp_status -14)",
                           err.getvalue(), lane)
+
+    def test_closed_during_call(self):
+        """The session closed while a hook's library call runs (without the
+        GIL) on another thread: close() waits for the call to return before
+        the handle goes, in both lanes; the call itself completes, and the
+        model runs on."""
+        for lane in ("1", "0"):
+            os.environ["ULPPROF_TORCH_HOOK"] = lane
+            err = io.StringIO()
+            try:
+                with torch.no_grad(), contextlib.redirect_stderr(err):
+                    cap = ut.capture(self.model, self.path("c%s.h5" % lane), label="c",
+                                     match=r"layers\.0\.mlp$")
+                    session = cap._session
+                    lib = session._lib
+                    real, real_close = lib.ulp_session_capture, lib.ulp_session_close
+                    events, inside, let_go = [], threading.Event(), threading.Event()
+
+                    def held(h, d):
+                        if not inside.is_set():
+                            events.append("call")
+                            inside.set()
+                            assert let_go.wait(60), "never let go"
+                            events.append("call returns")
+                        return real(h, d)
+
+                    shim = STATUS(held)
+
+                    def closing(h):
+                        events.append("handle freed")
+                        return real_close(h)
+
+                    outs = []
+
+                    def work():
+                        outs.append(self.model(self.ids))  # this thread's descriptors
+                        for b in bounds(cap):
+                            b[0], b[7] = held, ctypes.cast(shim, ctypes.c_void_p).value
+                        outs.append(self.model(self.ids))
+
+                    lib.ulp_session_close = closing
+                    t = threading.Thread(target=work)
+                    closer = threading.Thread(target=session.close)
+                    try:
+                        t.start()
+                        self.assertTrue(inside.wait(60))
+                        closer.start()
+                        closer.join(0.3)
+                        # still waiting for the call: the handle is not freed under it
+                        self.assertTrue(closer.is_alive(), lane)
+                        self.assertEqual(events, ["call"], lane)
+                    finally:
+                        let_go.set()
+                        t.join(60)
+                        if closer.ident is not None:
+                            closer.join(60)
+                        lib.ulp_session_close = real_close
+                    self.assertFalse(t.is_alive() or closer.is_alive())
+                    cap.close()
+            finally:
+                del os.environ["ULPPROF_TORCH_HOOK"]
+            self.assertEqual(events, ["call", "call returns", "handle freed"], lane)
+            self.assertEqual(len(outs), 2)
+            for out in outs:
+                self.assertTrue(torch.equal(out, self.want))
 
     def test_interrupt_passes(self):
         """A KeyboardInterrupt inside the capture reaches the model's caller,
