@@ -148,6 +148,12 @@ cleanup:
 
 ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error *err)
 {
+    return ulp__snapshot_copy_as(s, path, 0, err);
+}
+
+ulp_status ulp__snapshot_copy_as(const ulp_snapshot *s, const char *path, int shared,
+                                 ulp_error *err)
+{
     ulp_error_clear(err);
     if (s == NULL || path == NULL || path[0] == '\0')
         return ulp__error(err, ULP_EINVAL, "ulp_snapshot_copy: no snapshot or no path");
@@ -201,7 +207,7 @@ ulp_status ulp_snapshot_copy(const ulp_snapshot *s, const char *path, ulp_error 
     /* The digests (with what they keep of captures): whole of a closed file, the names that
      * read whole of a killed writer's; the kept captures of the others go to /captures. */
     unsigned char *in_digests = NULL;
-    if (st == ULP_OK && ulp__copy_digest_group(s, out, &in_digests) < 0)
+    if (st == ULP_OK && ulp__copy_digest_group(s, out, shared, &in_digests) < 0)
         st = ulp__error(err, ULP_EIO, "cannot write '%s': /digests cannot be copied", path);
     if (st == ULP_OK)
         st = copy_captures(s, out, path, in_digests, err);

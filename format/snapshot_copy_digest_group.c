@@ -1,16 +1,18 @@
 /*
  * What a copy (ulp_snapshot_copy) takes of /digests: of a closed file, the
- * group whole; of a killed writer's file, whose /digests a kill may have
- * torn (HDF5's copy of a torn group can crash inside HDF5), each name whose
- * every dataset reads whole, its attributes the group's.  And which of the
- * snapshot's captures the copy's /digests keeps (FORMAT.md "Digests": kept
- * occurrences), so that the copy writes the others to /captures (those
- * that only a killed writer's journal holds among them).
+ * group whole (or, for a digest file's rewrite at its close, written again
+ * in the shared layout: digest_shared_write.c); of a killed writer's file, whose /digests a kill
+ * may have torn (HDF5's copy of a torn group can crash inside HDF5), each name whose every dataset
+ * reads whole, its attributes the group's.  And which of the snapshot's captures the copy's
+ * /digests keeps (FORMAT.md "Digests": kept occurrences), so that the copy writes the others to
+ * /captures (those that only a killed writer's journal holds among them).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/strmap.h"
+#include "digest_shared_write.h"
+#include "digest_table.h"
 #include "h5types.h"
 #include "snapshot_priv.h"
 
@@ -91,7 +93,26 @@ static int copy_str_attr(hid_t from, hid_t to, const char *name)
     return bad ? -1 : 0;
 }
 
-int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, unsigned char **in_digests)
+/* The closed file's /digests written again in the shared layout: 0, 1 (it is not packed-1:
+ * copied as it is), or -1. */
+static int write_shared(hid_t file, hid_t out)
+{
+    hid_t g = H5Gopen2(file, "/digests", H5P_DEFAULT);
+    char *layout = NULL, *algorithm = NULL;
+    const char *why = NULL;
+    int rc = 1;
+    if (g >= 0 && ulp__attr_read_str(g, "layout", &layout, &why) == 0 &&
+        strcmp(layout, ULP__DIGEST_LAYOUT) == 0 &&
+        ulp__attr_read_str(g, "algorithm", &algorithm, &why) == 0)
+        rc = ulp__digests_write_shared(g, out, algorithm) < 0 ? -1 : 0;
+    free(layout);
+    free(algorithm);
+    if (g >= 0)
+        H5Gclose(g);
+    return rc;
+}
+
+int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, int shared, unsigned char **in_digests)
 {
     *in_digests = NULL;
     hid_t file = s->file;
@@ -101,7 +122,9 @@ int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, unsigned char **in_
     ulp__strmap_init(&copied);
     int rc = 0;
     if (!s->unclosed) {
-        rc = H5Ocopy(file, "/digests", out, "/digests", H5P_DEFAULT, H5P_DEFAULT) < 0 ? -1 : 0;
+        rc = shared ? write_shared(file, out) : 1;
+        if (rc == 1)
+            rc = H5Ocopy(file, "/digests", out, "/digests", H5P_DEFAULT, H5P_DEFAULT) < 0 ? -1 : 0;
     } else {
         hid_t g = H5Gopen2(file, "/digests", H5P_DEFAULT);
         hid_t og = g >= 0 ? H5Gcreate2(out, "digests", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)

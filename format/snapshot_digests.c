@@ -3,7 +3,9 @@
  * a `layout` attribute, each /digests/<name>/<occurrence> dataset read
  * with its `seq`, `positions` and `requests` attributes; with `layout` =
  * `packed-1`, each name's occurrence table and its row-aligned `digest`,
- * `position` and `request` datasets, every range checked against them.
+ * `position` and `request` datasets, every range checked against them;
+ * with `packed-2`, each name's ranges of those datasets shared by all names
+ * (digest_view.h), read alike.
  */
 #include "snapshot_digests.h"
 
@@ -15,6 +17,7 @@
 #include "common/error.h"
 #include "digest_rows.h"
 #include "digest_table.h"
+#include "digest_view.h"
 #include "h5types.h"
 #include "snapshot_priv.h"
 
@@ -159,48 +162,34 @@ static int table_fields(hid_t ds)
     return ok;
 }
 
-/* One name of a packed /digests: every occurrence of its table, as entries of `w`. */
-static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+/* One name's tables, `v` (either packed layout): every occurrence, as entries of `w`. */
+static const char *packed_entries(walk *w, const char *name, const ulp__digest_view *v,
+                                  int64_t *bad_occ)
 {
-    (void)info;
-    walk *w = arg;
-    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
-    hid_t ds[4] = {-1, -1, -1, -1}; /* occurrences, digest, position, request */
-    static const char *const names[4] = {"occurrences", "digest", "position", "request"};
-    int64_t len[4] = {-1, -1, -1, -1};
-    for (int i = 0; sub >= 0 && i < 4; i++)
-        len[i] = ulp__digest_open_1d(sub, names[i], &ds[i]);
     hid_t mt = ulp__digest_occ_type();
     ulp__digest_occ *occ = NULL;
     const char *why = NULL;
-    int64_t bad_occ = -1; /* the occurrence `why` is about, if one */
-    if (sub < 0)
-        why = "is not a group";
-    else if (len[0] < 0 || len[1] < 0 || len[2] < 0 || len[3] < 0)
-        why = "lacks its 1-D datasets occurrences, digest, position and request";
-    else if (len[1] != len[2] || len[1] != len[3])
-        why = "has digest, position and request datasets of different lengths";
-    else if (!ulp__digest_ds_sound(ds[0]) || !ulp__digest_ds_sound(ds[1]) ||
-             !ulp__digest_ds_sound(ds[2]) || !ulp__digest_ds_sound(ds[3]))
+    if (!ulp__digest_ds_sound(v->occ) || !ulp__digest_ds_sound(v->digest) ||
+        !ulp__digest_ds_sound(v->position) || !ulp__digest_ds_sound(v->request))
         why = "has a damaged integer type (its bits lie past its bytes)";
-    else if (!table_fields(ds[0]) || mt < 0)
-        why = "has an occurrences table without the fields of layout packed-1";
-    else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof(*occ))) == NULL)
+    else if (!table_fields(v->occ) || mt < 0)
+        why = "has an occurrences table without the fields of the packed layout";
+    else if ((occ = calloc((size_t)(v->nocc > 0 ? v->nocc : 1), sizeof(*occ))) == NULL)
         why = "is too large to read";
-    else if (ulp__digest_read_rows(ds[0], mt, 1, 0, (uint64_t)len[0], 1, occ) < 0)
+    else if (ulp__digest_read_rows(v->occ, mt, 1, v->occ_base, v->nocc, 1, occ) < 0)
         why = "has an occurrences table that cannot be read";
-    uint64_t nrows = why == NULL ? (uint64_t)len[1] : 0;
-    for (int64_t i = 0; why == NULL && i < len[0]; i++) {
+    uint64_t nrows = v->nrows;
+    for (uint64_t i = 0; why == NULL && i < v->nocc; i++) {
         const ulp__digest_occ *o = &occ[i];
-        if (o->occurrence != i) {
+        if (o->occurrence != (int64_t)i) {
             why = "has an occurrence out of order (occurrence must equal its index)";
-            bad_occ = i;
+            *bad_occ = (int64_t)i;
         } else if (o->first > nrows || o->rows > nrows - o->first) {
             why = "has an occurrence whose rows lie past its digest datasets";
-            bad_occ = i;
+            *bad_occ = (int64_t)i;
         }
     }
-    for (int64_t i = 0; why == NULL && i < len[0]; i++) {
+    for (uint64_t i = 0; why == NULL && i < v->nocc; i++) {
         const ulp__digest_occ *o = &occ[i];
         if (w->n == w->cap) {
             size_t cap = w->cap ? 2 * w->cap : 64;
@@ -217,6 +206,7 @@ static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info,
         e.layer = o->has_layer ? o->layer : -1;
         e.rows = o->rows;
         size_t nb = (size_t)(o->rows > 0 ? o->rows : 1);
+        uint64_t at = v->row_base + o->first;
         e.name = strdup(name);
         e.digests = malloc(nb * sizeof(uint64_t));
         if (o->has_positions)
@@ -225,34 +215,71 @@ static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info,
             e.requests = malloc(nb * sizeof(int64_t));
         if (e.name == NULL || e.digests == NULL || (o->has_positions && e.positions == NULL) ||
             (o->has_requests && e.requests == NULL) ||
-            ulp__digest_read_rows(ds[1], H5T_NATIVE_UINT64, 1, o->first, o->rows, 1, e.digests) <
-                0 ||
-            (e.positions != NULL && ulp__digest_read_rows(ds[2], H5T_NATIVE_INT64, 1, o->first,
+            ulp__digest_read_rows(v->digest, H5T_NATIVE_UINT64, 1, at, o->rows, 1, e.digests) < 0 ||
+            (e.positions != NULL && ulp__digest_read_rows(v->position, H5T_NATIVE_INT64, 1, at,
                                                           o->rows, 1, e.positions) < 0) ||
-            (e.requests != NULL && ulp__digest_read_rows(ds[3], H5T_NATIVE_INT64, 1, o->first,
+            (e.requests != NULL && ulp__digest_read_rows(v->request, H5T_NATIVE_INT64, 1, at,
                                                          o->rows, 1, e.requests) < 0)) {
             entry_release(&e);
             why = "has rows that cannot be read";
-            bad_occ = i;
+            *bad_occ = (int64_t)i;
             break;
         }
         w->v[w->n++] = e;
     }
-    if (why != NULL) {
-        if (bad_occ >= 0)
-            w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s %s (occurrence %" PRId64 ")",
-                               w->path, name, why, bad_occ);
-        else
-            w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s %s", w->path, name, why);
-    }
     free(occ);
     if (mt >= 0)
         H5Tclose(mt);
-    for (int i = 0; i < 4; i++)
-        if (ds[i] >= 0)
-            H5Dclose(ds[i]);
-    if (sub >= 0)
+    return why;
+}
+
+static void packed_failed(walk *w, const char *name, const char *why, int64_t bad_occ)
+{
+    if (bad_occ >= 0)
+        w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s %s (occurrence %" PRId64 ")",
+                           w->path, name, why, bad_occ);
+    else
+        w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests/%s %s", w->path, name, why);
+}
+
+/* One name of a packed-1 /digests: its group's tables. */
+static herr_t one_packed_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    walk *w = arg;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    ulp__digest_view v;
+    int64_t bad_occ = -1;
+    const char *why = sub < 0 ? "is not a group" : ulp__digest_view_group(sub, &v);
+    if (why == NULL)
+        why = packed_entries(w, name, &v, &bad_occ);
+    if (sub >= 0) {
+        ulp__digest_view_close(&v);
         H5Gclose(sub);
+    }
+    if (why != NULL)
+        packed_failed(w, name, why, bad_occ);
+    return why != NULL ? -1 : 0;
+}
+
+/* A packed-2 /digests: each name's ranges of the shared tables. */
+static int shared_names(walk *w, hid_t g)
+{
+    ulp__digests_shared d;
+    const char *why = ulp__digests_shared_open(g, &d);
+    if (why != NULL)
+        w->st = ulp__error(w->err, ULP_EFORMAT, "%s: /digests %s", w->path, why);
+    for (size_t i = 0; why == NULL && i < d.n; i++) {
+        ulp__digest_view v;
+        int64_t bad_occ = -1;
+        why = ulp__digests_shared_view(&d, i, &v);
+        if (why == NULL)
+            why = packed_entries(w, d.names[i].name, &v, &bad_occ);
+        ulp__digest_view_close(&v);
+        if (why != NULL)
+            packed_failed(w, d.names[i].name, why, bad_occ);
+    }
+    ulp__digests_shared_close(&d);
     return why != NULL ? -1 : 0;
 }
 
@@ -382,13 +409,18 @@ ulp_status ulp__digests_read(const char *path, ulp__digest_entry **out, size_t *
             /* ulp__attr_read_str: 0 read, 1 absent, -1 not a string. */
             int has = w.group >= 0 ? ulp__attr_read_str(w.group, "layout", &layout, &why) : 1;
             int packed = has == 0 && strcmp(layout, ULP__DIGEST_LAYOUT) == 0;
-            if (has < 0 || (has == 0 && !packed))
+            int shared = has == 0 && strcmp(layout, ULP__DIGEST_LAYOUT_SHARED) == 0;
+            if (has < 0 || (has == 0 && !packed && !shared))
                 w.st = ulp__error(err, ULP_EFORMAT,
-                                  "%s: /digests has layout '%s' (this ulpprof reads '%s' or none)",
-                                  path, has == 0 ? layout : "?", ULP__DIGEST_LAYOUT);
+                                  "%s: /digests has layout '%s' (this ulpprof reads '%s', '%s' "
+                                  "or none)",
+                                  path, has == 0 ? layout : "?", ULP__DIGEST_LAYOUT,
+                                  ULP__DIGEST_LAYOUT_SHARED);
             free(layout);
             if (w.st != ULP_OK)
                 ;
+            else if (w.group >= 0 && shared)
+                (void)shared_names(&w, w.group);
             else if (w.group < 0 || H5Literate(w.group, H5_INDEX_NAME, H5_ITER_NATIVE, NULL,
                                                packed ? one_packed_name : one_name, &w) < 0) {
                 if (w.st == ULP_OK)

@@ -18,6 +18,7 @@
 #include "common/strmap.h"
 #include "digest_rows.h"
 #include "digest_table.h"
+#include "digest_view.h"
 #include "h5types.h"
 #include "snapshot_priv.h"
 
@@ -50,40 +51,36 @@ static void *keep_copy(ulp_snapshot *s, const void *p, size_t n)
 }
 
 /*
- * A name's `inputs`, every element read once and kept by the snapshot, into *all (*n of
- * them; the occurrences point into it); -1 when they cannot be read.
+ * A name's `inputs` (its range of them, `v`), every element read once and kept by the
+ * snapshot, into *all (*n of them; the occurrences point into it); -1 when they cannot be
+ * read.
  */
-static int load_inputs(ulp_snapshot *s, hid_t g, const char ***all, uint64_t *n)
+static int load_inputs(ulp_snapshot *s, const ulp__digest_view *v, const char ***all, uint64_t *n)
 {
-    hid_t ds = -1;
-    int64_t len = ulp__digest_open_1d(g, "inputs", &ds);
+    uint64_t len = v->ninputs;
     /* A damaged extent must not size an allocation: 16 bytes an element at least. */
-    if (len < 0 || ulp__snapshot_absurd_bytes(s, (uint64_t)len * 16)) {
-        if (ds >= 0)
-            H5Dclose(ds);
+    if (v->inputs < 0 || ulp__snapshot_absurd_bytes(s, len * 16))
         return -1;
-    }
     hid_t t = ulp__digest_str_type(0, 1);
-    char **v = calloc((size_t)(len > 0 ? len : 1), sizeof *v);
+    char **vs = calloc((size_t)(len > 0 ? len : 1), sizeof *vs);
     const char **kept = keep_alloc(s, (size_t)(len > 0 ? len : 1) * sizeof *kept);
-    int bad = t < 0 || v == NULL || kept == NULL ||
-              ulp__digest_read_rows(ds, t, 1, 0, (uint64_t)len, 1, v) < 0;
-    for (int64_t i = 0; !bad && i < len; i++)
-        bad = v[i] == NULL || (kept[i] = keep_copy(s, v[i], strlen(v[i]) + 1)) == NULL;
-    if (v != NULL && t >= 0 && len > 0) { /* what HDF5 allocated, read or not */
+    int bad = t < 0 || vs == NULL || kept == NULL ||
+              ulp__digest_read_rows(v->inputs, t, 1, v->inputs_base, len, 1, vs) < 0;
+    for (uint64_t i = 0; !bad && i < len; i++)
+        bad = vs[i] == NULL || (kept[i] = keep_copy(s, vs[i], strlen(vs[i]) + 1)) == NULL;
+    if (vs != NULL && t >= 0 && len > 0) { /* what HDF5 allocated, read or not */
         hsize_t m = (hsize_t)len;
         hid_t sp = H5Screate_simple(1, &m, NULL);
         if (sp >= 0) {
-            H5Dvlen_reclaim(t, sp, H5P_DEFAULT, v);
+            H5Dvlen_reclaim(t, sp, H5P_DEFAULT, vs);
             H5Sclose(sp);
         }
     }
-    free(v);
+    free(vs);
     if (t >= 0)
         H5Tclose(t);
-    H5Dclose(ds);
     *all = kept;
-    *n = (uint64_t)len;
+    *n = len;
     return bad ? -1 : 0;
 }
 
@@ -150,21 +147,21 @@ static const char *occ_info(const ulp__digest_occ *o, uint64_t nrows, uint64_t w
     return NULL;
 }
 
-/* The kept occurrences of one name's group `g` into w. */
-static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *bad_occ)
+/* The kept occurrences of one name's tables `v` (its `value` open) into w. */
+static const char *one_view(kept_walk *w, const ulp__digest_view *v, const char *name,
+                            int64_t *bad_occ)
 {
     ulp_snapshot *s = w->s;
-    hid_t ds[4] = {-1, -1, -1, -1}; /* occurrences, position, request, value */
-    int64_t len[3] = {ulp__digest_open_1d(g, "occurrences", &ds[0]),
-                      ulp__digest_open_1d(g, "position", &ds[1]),
-                      ulp__digest_open_1d(g, "request", &ds[2])};
-    ds[3] = H5Dopen2(g, "value", H5P_DEFAULT);
+    /* occurrences, position, request, value: the name's, at its bases */
+    hid_t ds[4] = {v->occ, v->position, v->request, v->value};
+    int64_t len[3] = {(int64_t)v->nocc, (int64_t)v->nrows, (int64_t)v->nrows};
+    uint64_t ob = v->occ_base, rb0 = v->row_base;
     hid_t vsp = ds[3] >= 0 ? H5Dget_space(ds[3]) : -1, vt = ds[3] >= 0 ? H5Dget_type(ds[3]) : -1;
     hid_t ot = ds[0] >= 0 ? H5Dget_type(ds[0]) : -1, mt = ulp__digest_occ_type();
     hsize_t vd[2] = {0, 0};
     ulp__digest_occ *occ = NULL;
     const char *why = NULL;
-    if (len[0] < 0 || len[1] < 0 || len[2] < 0 || len[1] != len[2])
+    if (ds[0] < 0 || ds[1] < 0 || ds[2] < 0 || v->nocc > INT64_MAX || v->nrows > INT64_MAX)
         why = "has `value` without its occurrences, position and request of one length";
     else if (vsp < 0 || vt < 0 || H5Sget_simple_extent_ndims(vsp) != 2 ||
              H5Sget_simple_extent_dims(vsp, vd, NULL) != 2 || vd[0] != (hsize_t)len[1])
@@ -180,7 +177,7 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
         why = "has a `value` of a type that is not a sound integer or float";
     else if ((occ = calloc((size_t)(len[0] > 0 ? len[0] : 1), sizeof *occ)) == NULL)
         why = "is too large to read";
-    else if (ulp__digest_read_rows(ds[0], mt, 1, 0, (uint64_t)len[0], 1, occ) < 0)
+    else if (ulp__digest_read_rows(ds[0], mt, 1, ob, (uint64_t)len[0], 1, occ) < 0)
         why = "has an occurrences table that cannot be read";
     const char *kept_name = NULL;
     const char **inputs = NULL; /* the name's, read at its first kept occurrence with some */
@@ -245,9 +242,9 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
         w->kv->n--; /* pushed again below, once read */
         if ((i == first_kept &&
              (ulp__digest_read_rows(ds[3], vt, 2, 0, n, vd[1], vbuf) < 0 ||
-              ulp__digest_read_rows(ds[1], H5T_NATIVE_INT64, 1, 0, n, 1, pbuf) < 0 ||
-              ulp__digest_read_rows(ds[2], H5T_NATIVE_INT64, 1, 0, n, 1, rbuf) < 0)) ||
-            (o->inputs_count > 0 && inputs == NULL && load_inputs(s, g, &inputs, &ninputs) < 0) ||
+              ulp__digest_read_rows(ds[1], H5T_NATIVE_INT64, 1, rb0, n, 1, pbuf) < 0 ||
+              ulp__digest_read_rows(ds[2], H5T_NATIVE_INT64, 1, rb0, n, 1, rbuf) < 0)) ||
+            (o->inputs_count > 0 && inputs == NULL && load_inputs(s, v, &inputs, &ninputs) < 0) ||
             occ_inputs(o, inputs, ninputs, &c) < 0) {
             why = "has kept rows that cannot be read";
             break;
@@ -285,24 +282,14 @@ static const char *one_group(kept_walk *w, hid_t g, const char *name, int64_t *b
         H5Tclose(vt);
     if (vsp >= 0)
         H5Sclose(vsp);
-    for (int i = 0; i < 4; i++)
-        if (ds[i] >= 0)
-            H5Dclose(ds[i]);
     return why;
 }
 
-static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+/* What follows a name's kept captures that cannot be read: a killed writer's file (`left`)
+ * leaves them out (those its journal holds need no table), another fails. */
+static int name_failed(kept_walk *w, const char *name, const char *why, int64_t bad_occ,
+                       size_t before)
 {
-    (void)info;
-    kept_walk *w = arg;
-    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
-    if (sub < 0)
-        return 0; /* not a group: the digests' reader says so when they are read */
-    int64_t bad_occ = -1;
-    size_t before = w->kv->n;
-    const char *why =
-        H5Lexists(sub, "value", H5P_DEFAULT) > 0 ? one_group(w, sub, name, &bad_occ) : NULL;
-    H5Gclose(sub);
     char occ[48] = "";
     if (bad_occ >= 0)
         snprintf(occ, sizeof occ, " (occurrence %" PRId64 ")", bad_occ);
@@ -327,6 +314,52 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
     return w->st != ULP_OK ? -1 : 0;
 }
 
+static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *arg)
+{
+    (void)info;
+    kept_walk *w = arg;
+    hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+    if (sub < 0)
+        return 0; /* not a group: the digests' reader says so when they are read */
+    int64_t bad_occ = -1;
+    size_t before = w->kv->n;
+    const char *why = NULL;
+    if (H5Lexists(sub, "value", H5P_DEFAULT) > 0) {
+        ulp__digest_view v;
+        why = ulp__digest_view_group(sub, &v);
+        if (why != NULL)
+            why = "has `value` without its occurrences, position and request of one length";
+        else
+            why = one_view(w, &v, name, &bad_occ);
+        ulp__digest_view_close(&v);
+    }
+    H5Gclose(sub);
+    return name_failed(w, name, why, bad_occ, before);
+}
+
+/* A packed-2 /digests (a closed file's): each name that keeps rows, its ranges. */
+static void shared_names(kept_walk *w, hid_t g)
+{
+    ulp__digests_shared d;
+    const char *why = ulp__digests_shared_open(g, &d);
+    if (why != NULL && w->st == ULP_OK)
+        w->st = ulp__error(w->err, ULP_EFORMAT, "'%s': /digests %s", w->s->path, why);
+    for (size_t i = 0; why == NULL && w->st == ULP_OK && i < d.n; i++) {
+        if (!d.names[i].has_value)
+            continue;
+        ulp__digest_view v;
+        int64_t bad_occ = -1;
+        size_t before = w->kv->n;
+        const char *vwhy = ulp__digests_shared_view(&d, i, &v);
+        if (vwhy == NULL)
+            vwhy = one_view(w, &v, d.names[i].name, &bad_occ);
+        ulp__digest_view_close(&v);
+        if (name_failed(w, d.names[i].name, vwhy, bad_occ, before) < 0)
+            break;
+    }
+    ulp__digests_shared_close(&d);
+}
+
 ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsigned char ***mem,
                                    char *left, size_t left_size, const ulp__strmap *journaled,
                                    ulp_error *err)
@@ -342,12 +375,15 @@ ulp_status ulp__snapshot_kept_read(ulp_snapshot *s, ulp__cap_vec *kv, const unsi
         return ULP_OK;
     char *layout = NULL;
     const char *why = NULL;
-    int packed = ulp__attr_read_str(g, "layout", &layout, &why) == 0 &&
-                 strcmp(layout, ULP__DIGEST_LAYOUT) == 0;
+    int has = ulp__attr_read_str(g, "layout", &layout, &why) == 0;
+    int packed = has && strcmp(layout, ULP__DIGEST_LAYOUT) == 0;
+    int shared = has && strcmp(layout, ULP__DIGEST_LAYOUT_SHARED) == 0;
     free(layout);
     kept_walk w = {s, kv, mem, 0, ULP_OK, err, left, left_size, journaled};
-    if (packed && H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_name, &w) < 0 &&
-        w.st == ULP_OK)
+    if (shared)
+        shared_names(&w, g);
+    else if (packed && H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, one_name, &w) < 0 &&
+             w.st == ULP_OK)
         w.st = ulp__error(err, ULP_EFORMAT, "'%s': /digests cannot be listed", s->path);
     H5Gclose(g);
     if (w.st != ULP_OK) {

@@ -250,11 +250,21 @@ static inline int ulp__copy_has_trace(const ulp_snapshot *s)
 
 /*
  * snapshot_copy_digest_group.c: /digests of s into `out` (whole of a closed file; of a
- * killed writer's, the names every dataset of which reads whole) and, when s has kept
+ * killed writer's, the names every dataset of which reads whole; with `shared`, a closed
+ * file's in layout packed-2) and, when s has kept
  * captures, *in_digests (malloc'd, s->ncaps flags): capture i is kept in the copy's
  * /digests.  0, or -1 when HDF5 cannot copy.
  */
-int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, unsigned char **in_digests);
+int ulp__copy_digest_group(const ulp_snapshot *s, hid_t out, int shared,
+                           unsigned char **in_digests);
+
+/*
+ * ulp_snapshot_copy() as a digest file's rewrite at its close makes it
+ * (writer_compact.c): a closed file's packed-1 /digests written in the
+ * shared layout packed-2 (`shared`), else as ulp_snapshot_copy().
+ */
+ulp_status ulp__snapshot_copy_as(const ulp_snapshot *s, const char *path, int shared,
+                                 ulp_error *err);
 int ulp__copy_index_seal(const char *path, ulp__index_seal_job *job);
 
 /* Counts `n` more captures read, for ulp_snapshot_open_progress(). */

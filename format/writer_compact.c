@@ -31,6 +31,7 @@
 
 #include "gemm_row.h"
 #include "snapshot_digests.h"
+#include "snapshot_priv.h"
 #include "ulpprof/snapshot.h"
 #include "writer.h"
 
@@ -210,7 +211,7 @@ void ulp__writer_compact(const char *path, const struct stat *written)
     char tmp[4096];
     ulp_snapshot *a = NULL, *b = NULL;
     int ok = tmp_path(path, tmp, sizeof tmp) == 0 && ulp_snapshot_open(path, &a, NULL) == ULP_OK &&
-             ulp_snapshot_warning(a) == NULL && ulp_snapshot_copy(a, tmp, NULL) == ULP_OK;
+             ulp_snapshot_warning(a) == NULL && ulp__snapshot_copy_as(a, tmp, 1, NULL) == ULP_OK;
     int made = ok;
     struct stat copy;
     ok = ok && stat(tmp, &copy) == 0 && copy.st_size < orig.st_size &&

@@ -229,7 +229,8 @@ def _read_data(path: str, name: str, info: CaptureInfo) -> Tuple[str, Any]:
         if where not in f:
             # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
             # tokens and fed ids), rows of the name's `value`.
-            where = "/digests/%s/value" % name
+            where = ("/digests/value/%s" if "names" in f["digests"] else "/digests/%s/value") \
+                % name
             raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
             arr = decode(raw, info.dtype) if info.dtype in _BITS \
                 else raw.astype(_NP_DTYPES[info.dtype], copy=False)
@@ -250,12 +251,25 @@ def _kept_rows(f: Any, name: str, occurrence: int, bits: Optional[str]) -> "np.n
     import h5py
     import numpy as np
 
-    g = f["digests"][name]
-    table = g["occurrences"][()]
+    dg = f["digests"]
+    lay = dg.attrs.get("layout", b"")
+    if (lay.decode() if isinstance(lay, bytes) else str(lay)) == "packed-2":
+        # a closed file rewritten at its close: the name's range of the shared table, its
+        # own value (rows relative to the name's, as in packed-1)
+        table, value = None, dg["value"][name]
+        for e in dg["names"][()]:
+            en = e["name"].decode() if isinstance(e["name"], bytes) else str(e["name"])
+            if en == name:
+                o0, no = int(e["occurrences_first"]), int(e["occurrences"])
+                table = dg["occurrences"][o0:o0 + no]
+        if table is None:
+            raise KeyError("no name %r" % name)
+    else:
+        table, value = dg[name]["occurrences"][()], dg[name]["value"]
     for o in table:
         if o["kept"] and int(o["kept_occurrence"]) == occurrence:
             a, n = int(o["first"]), int(o["rows"])
-            ds = g["value"]
+            ds = value
             if bits is None:
                 return ds[a:a + n]
             raw = np.empty((n, ds.shape[1]), bits)

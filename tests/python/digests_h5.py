@@ -1,6 +1,7 @@
-"""/digests read with h5py alone, in both layouts (format/FORMAT.md,
-"Digests"), independently of ulpprof's C reader: the tests' one way to
-see what a digest-mode file holds.
+"""/digests read with h5py alone, in every layout (format/FORMAT.md,
+"Digests": a dataset per occurrence, packed-1, packed-2), independently of
+ulpprof's C reader: the tests' one way to see what a digest-mode file
+holds.
 
     read(f) -> {capture name: [Occurrence, ...]}   (in occurrence order)
 
@@ -50,6 +51,49 @@ def _old(g):
 
 def _str(v):
     return v if isinstance(v, bytes) else bytes(v)
+
+
+class _Tables(dict):
+    """One name's tables of a packed-2 /digests, sliced out of the shared ones: reads as
+    its group of packed-1 does here (g["digest"][()], "inputs" in g, g.name)."""
+
+    def __init__(self, name, tables):
+        super().__init__(tables)
+        self.name = "/digests/%s" % name
+
+
+def _shared(dg):
+    """[(name, its _Tables)] of a packed-2 /digests, in the names table's order, every
+    range checked against the shared datasets."""
+    names = dg["names"][()]
+    occ, dig = dg["occurrences"][()], dg["digest"][()]
+    pos, req = dg["position"][()], dg["request"][()]
+    inputs = dg["inputs"][()] if "inputs" in dg else np.zeros(0, dtype=object)
+    if not (len(dig) == len(pos) == len(req)):
+        raise ValueError("%s: digest, position, request differ in length" % dg.name)
+    out = []
+    for e in names:
+        name = e["name"].decode() if isinstance(e["name"], bytes) else str(e["name"])
+        o0, no = int(e["occurrences_first"]), int(e["occurrences"])
+        r0, nr = int(e["rows_first"]), int(e["rows"])
+        i0, ni = int(e["inputs_first"]), int(e["inputs"])
+        if o0 + no > len(occ) or r0 + nr > len(dig) or i0 + ni > len(inputs):
+            raise ValueError("%s: %s's ranges lie past the shared datasets" % (dg.name, name))
+        t = {"occurrences": occ[o0:o0 + no], "digest": dig[r0:r0 + nr],
+             "position": pos[r0:r0 + nr], "request": req[r0:r0 + nr]}
+        if ni > 0:
+            t["inputs"] = inputs[i0:i0 + ni]
+        if e["has_value"]:
+            t["value"] = dg["value"][name][()]
+        out.append((name, _Tables(name, t)))
+    return out
+
+
+def _groups(f):
+    """[(name, its tables)] of a packed /digests, either packed layout."""
+    if layout(f) == "packed-2":
+        return _shared(f["digests"])
+    return list(f["digests"].items())
 
 
 def _packed(g):
@@ -127,9 +171,9 @@ def kept(f):
         with h5py.File(f, "r") as h:
             return kept(h)
     out = {}
-    if layout(f) != "packed-1":
+    if layout(f) not in ("packed-1", "packed-2"):
         return out
-    for name, g in f["digests"].items():
+    for name, g in _groups(f):
         if "value" not in g:
             continue
         table = g["occurrences"][()]
@@ -164,7 +208,8 @@ def capture_names(f):
 
 
 def layout(f):
-    """The /digests `layout` ("packed-1"), None for the old layout or no /digests."""
+    """The /digests `layout` ("packed-1", or "packed-2": a digest file rewritten at its
+    close), None for the old layout or no /digests."""
     if "digests" not in f:
         return None
     v = f["digests"].attrs.get("layout")
@@ -179,13 +224,11 @@ def read(f):
     if "digests" not in f:
         return {}
     lay = layout(f)
-    if lay not in (None, "packed-1"):
+    if lay not in (None, "packed-1", "packed-2"):
         raise ValueError("unknown /digests layout %r" % lay)
-    out = {}
-    for name in f["digests"]:
-        g = f["digests"][name]
-        out[name] = _packed(g) if lay == "packed-1" else _old(g)
-    return out
+    if lay is None:
+        return {name: _old(f["digests"][name]) for name in f["digests"]}
+    return {name: _packed(g) for name, g in _groups(f)}
 
 
 def write_old(f, name, occurrence, digests, **attrs):

@@ -117,8 +117,11 @@ def same_digests(fa, fb, what):
                   "%s: /digests/%s/%d digests differ" % (what, k, i))
             check(attrs(a) == attrs(b), "%s: /digests/%s/%d attributes %r, digest mode %r"
                   % (what, k, i, attrs(a), attrs(b)))
-    check(dict(fa["digests"].attrs) == dict(fb["digests"].attrs), "%s: /digests attributes"
-          % what)
+    # the layout aside: a file made for digests is rewritten in packed-2 at its close, one
+    # whose mode was set after the open stays packed-1 (FORMAT.md "Digests")
+    la, lb = (dict((k, v) for k, v in f["digests"].attrs.items() if k != "layout")
+              for f in (fa, fb))
+    check(la == lb, "%s: /digests attributes" % what)
 
 
 def same_group(fa, fb, group, what):
@@ -195,7 +198,8 @@ def main():
               dict(fr["env"].attrs) == dict(fo["env"].attrs), "/run or /env not carried")
         check(fr.attrs["label"] == fo.attrs["label"], "label %r" % fr.attrs["label"])
         dr = digests_h5.read(fr)
-        check(digests_h5.layout(fr) == "packed-1", "rendition layout %r" % digests_h5.layout(fr))
+        # written for digests (repair --digests), so rewritten at its close
+        check(digests_h5.layout(fr) == "packed-2", "rendition layout %r" % digests_h5.layout(fr))
         for name, occs in dr.items():
             for i, o in enumerate(occs):
                 k = "%s/%d" % (name, i)

@@ -74,7 +74,7 @@ with tempfile.TemporaryDirectory() as d:
                             np.asarray(occ[()]).reshape(-1).tolist()))
         want = list(enumerate(PROMPT[0].tolist())) + [(5 + i, t) for i, t in enumerate(FEED_A)]
         check(sorted(got) == want, "input_ids kept in full: %s, want %s" % (sorted(got), want))
-        check("model.layers.0" in f["digests"] and "model.layers.0" not in caps and
+        check("model.layers.0" in digests_h5.read(f) and "model.layers.0" not in caps and
               "model.layers.0" not in kept, "layer outputs are digests only")
     # capture(mode="digest") gives the mode at the open: the file is made for digests, and
     # so rewritten tight at its close, without the journal (FORMAT.md "Digests", "A digest

@@ -71,10 +71,14 @@ static layout layout_of(const char *path)
     assert_true(internal == 16 || (l.leaf_k == 4 && !l.journal)); /* a copy's: HDF5's */
     H5Pclose(fcpl);
     l.captures = tu_group_count(f, "/captures");
-    l.digests_x =
-        H5Lexists(f, "/digests", H5P_DEFAULT) > 0 && H5Lexists(f, "/digests/x", H5P_DEFAULT) > 0;
+    /* packed-1 (/digests/x/digest), or packed-2 (a rewritten file: one name, whose rows
+     * are then all of /digests/digest) */
+    int shared = H5Lexists(f, "/digests", H5P_DEFAULT) > 0 &&
+                 H5Lexists(f, "/digests/names", H5P_DEFAULT) > 0;
+    l.digests_x = shared || (H5Lexists(f, "/digests", H5P_DEFAULT) > 0 &&
+                             H5Lexists(f, "/digests/x", H5P_DEFAULT) > 0);
     if (l.digests_x) {
-        hid_t ds = H5Dopen2(f, "/digests/x/digest", H5P_DEFAULT);
+        hid_t ds = H5Dopen2(f, shared ? "/digests/digest" : "/digests/x/digest", H5P_DEFAULT);
         hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
         hsize_t n = 0;
         assert_true(sp >= 0 && H5Sget_simple_extent_dims(sp, &n, NULL) == 1);
