@@ -13,16 +13,24 @@ static void view_init(ulp__digest_view *v)
     v->occ = v->digest = v->position = v->request = v->inputs = v->value = H5I_INVALID_HID;
 }
 
+/* The tables of group g, either layout's (inputs 0 long when absent): their lengths in n. */
+static void open_tables(hid_t g, hid_t *occ, hid_t *digest, hid_t *position, hid_t *request,
+                        hid_t *inputs, int64_t n[5])
+{
+    n[0] = ulp__digest_open_1d(g, "occurrences", occ);
+    n[1] = ulp__digest_open_1d(g, "digest", digest);
+    n[2] = ulp__digest_open_1d(g, "position", position);
+    n[3] = ulp__digest_open_1d(g, "request", request);
+    n[4] = H5Lexists(g, "inputs", H5P_DEFAULT) > 0 ? ulp__digest_open_1d(g, "inputs", inputs) : 0;
+}
+
 const char *ulp__digest_view_group(hid_t g, ulp__digest_view *v)
 {
     view_init(v);
     v->owned = 1;
-    int64_t nocc = ulp__digest_open_1d(g, "occurrences", &v->occ);
-    int64_t nd = ulp__digest_open_1d(g, "digest", &v->digest);
-    int64_t np = ulp__digest_open_1d(g, "position", &v->position);
-    int64_t nr = ulp__digest_open_1d(g, "request", &v->request);
-    int64_t ni =
-        H5Lexists(g, "inputs", H5P_DEFAULT) > 0 ? ulp__digest_open_1d(g, "inputs", &v->inputs) : 0;
+    int64_t n[5];
+    open_tables(g, &v->occ, &v->digest, &v->position, &v->request, &v->inputs, n);
+    int64_t nocc = n[0], nd = n[1], np = n[2], nr = n[3], ni = n[4];
     if (H5Lexists(g, "value", H5P_DEFAULT) > 0)
         v->value = H5Dopen2(g, "value", H5P_DEFAULT);
     if (nocc < 0 || nd < 0 || np < 0 || nr < 0)
@@ -84,12 +92,9 @@ const char *ulp__digests_shared_open(hid_t g, ulp__digests_shared *d)
 {
     memset(d, 0, sizeof *d);
     d->occ = d->digest = d->position = d->request = d->inputs = d->values = H5I_INVALID_HID;
-    int64_t nocc = ulp__digest_open_1d(g, "occurrences", &d->occ);
-    int64_t nd = ulp__digest_open_1d(g, "digest", &d->digest);
-    int64_t np = ulp__digest_open_1d(g, "position", &d->position);
-    int64_t nr = ulp__digest_open_1d(g, "request", &d->request);
-    int64_t ni =
-        H5Lexists(g, "inputs", H5P_DEFAULT) > 0 ? ulp__digest_open_1d(g, "inputs", &d->inputs) : 0;
+    int64_t n[5];
+    open_tables(g, &d->occ, &d->digest, &d->position, &d->request, &d->inputs, n);
+    int64_t nocc = n[0], nd = n[1], np = n[2], nr = n[3], ni = n[4];
     hid_t names = H5I_INVALID_HID;
     int64_t nn = ulp__digest_open_1d(g, "names", &names);
     if (H5Lexists(g, "value", H5P_DEFAULT) > 0)

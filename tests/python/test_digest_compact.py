@@ -38,6 +38,7 @@ sys.path.insert(0, os.path.join(SRC, "python"))
 from ulpprof import _lib  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_run  # noqa: E402
 import digests_h5  # noqa: E402  (h5py alone, every layout)
 
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
@@ -55,25 +56,7 @@ def check(cond, what):
 def run(path, mode="digest", before_close=None):
     """One generation's captures; before_close(path) runs just before the close."""
     s = _lib.Session(path, label="compact", run={"case": "c"}, mode=mode)
-    rng = np.random.default_rng(3)
-    tok = 5
-    for step in range(STEPS):
-        pos = list(range(PROMPT)) if step == 0 else [PROMPT + step - 1]
-        n = len(pos)
-        ids = np.array([[tok] * n], np.int64)
-        s.capture("input_ids", ids.ctypes.data, "i64", [1, n], role="input", positions=pos,
-                  row_rank=2, step=step)
-        prev = "input_ids"
-        for layer in range(LAYERS):
-            h = rng.standard_normal((1, n, HIDDEN)).astype(np.float32)
-            name = "model.layers.%d" % layer
-            s.capture(name, h.ctypes.data, "f32", [1, n, HIDDEN], layer=layer, positions=pos,
-                      row_rank=2, step=step, inputs=[prev])
-            prev = name
-        tok = int(rng.integers(0, 1000))
-        t = np.array([[tok]], np.int64)
-        s.capture("tokens", t.ctypes.data, "i64", [1, 1], positions=[pos[-1]], row_rank=2,
-                  step=step)
+    decode_run.write(s, STEPS, PROMPT, LAYERS, HIDDEN, seed=3, tok=5)
     if before_close is not None:
         before_close(path)
     check(s.close() == 0, "%s: close" % path)

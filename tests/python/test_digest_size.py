@@ -51,6 +51,9 @@ os.environ["ULPPROF_CAPTURE_LIBRARY"] = os.path.join(BUILD, "capture", "libulppr
 sys.path.insert(0, os.path.join(SRC, "python"))
 from ulpprof import _lib  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_run  # noqa: E402
+
 ULPPROF = os.path.join(BUILD, "programs", "ulpprof")
 PROMPT = 16
 LAYERS = 12
@@ -76,25 +79,7 @@ def write(path, mode, steps, at_open=True):
     else:
         s = _lib.Session(path, label="size")
         s.set_capture_mode(mode)
-    rng = np.random.default_rng(7)
-    tok = 11
-    for step in range(steps):
-        pos = list(range(PROMPT)) if step == 0 else [PROMPT + step - 1]
-        n = len(pos)
-        ids = np.array([[tok] * n], np.int64)
-        s.capture("input_ids", ids.ctypes.data, "i64", [1, n], role="input", positions=pos,
-                  row_rank=2, step=step)
-        prev = "input_ids"
-        for layer in range(LAYERS):
-            h = rng.standard_normal((1, n, HIDDEN)).astype(np.float32)
-            name = "model.layers.%d" % layer
-            s.capture(name, h.ctypes.data, "f32", [1, n, HIDDEN], layer=layer, positions=pos,
-                      row_rank=2, step=step, inputs=[prev])
-            prev = name
-        tok = int(rng.integers(0, 8192))
-        t = np.array([[tok]], np.int64)
-        s.capture("tokens", t.ctypes.data, "i64", [1, 1], positions=[pos[-1]], row_rank=2,
-                  step=step)
+    decode_run.write(s, steps, PROMPT, LAYERS, HIDDEN)
     check(s.close() == 0, "%s: close" % path)
     return os.path.getsize(path)
 

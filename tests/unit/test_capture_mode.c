@@ -90,18 +90,41 @@ static layout layout_of(const char *path)
     return l;
 }
 
+typedef struct mode_case {
+    const char *mode, *env;
+    unsigned leaf_k; /* 8: made for digests */
+    long captures;
+    int digests;
+} mode_case;
+
+/* Case c's file, `tag`-named in dir, written under its environment; its layout. */
+static layout case_file(const char *dir, const char *tag, size_t i, const mode_case *c)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s%zu.h5", dir, tag, i);
+    if (c->env != NULL)
+        setenv("ULPPROF_CAPTURE_MODE", c->env, 1);
+    else
+        unsetenv("ULPPROF_CAPTURE_MODE");
+    write_one(path, c->mode);
+    layout l = layout_of(path);
+    print_message("%s case %zu: mode %s, env %s: leaf K %u, journal %d, %ld in /captures, "
+                  "digests %d\n",
+                  tag, i, c->mode ? c->mode : "-", c->env ? c->env : "-", l.leaf_k, l.journal,
+                  l.captures, l.digests_x);
+    assert_int_equal(l.captures, c->captures);
+    assert_int_equal(l.digests_x, c->digests);
+    if (c->digests)
+        assert_int_equal(l.digests, 3); /* one a row */
+    return l;
+}
+
 static void test_capture_mode__option(void **state)
 {
     (void)state;
     unsetenv("ULPPROF_CAPTURE_MODE");
     char *dir = tu_tmpdir("capture-mode");
-    char path[1200];
-    static const struct {
-        const char *mode, *env;
-        unsigned leaf_k;
-        long captures;
-        int digests;
-    } cases[] = {
+    static const mode_case cases[] = {
         {NULL, NULL, 64, 1, 0},      {"data", NULL, 64, 1, 0},  {"digest", NULL, 8, 0, 1},
         {"both", NULL, 64, 1, 1},    {NULL, "digest", 8, 0, 1}, {"data", "digest", 64, 1, 0},
         {"digest", "data", 8, 0, 1}, {NULL, "both", 64, 1, 1},
@@ -109,41 +132,16 @@ static void test_capture_mode__option(void **state)
     /* The files as their writer made them: not rewritten at the close. */
     setenv("ULPPROF_COMPACT", "0", 1);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(path, sizeof path, "%s/c%zu.h5", dir, i);
-        if (cases[i].env != NULL)
-            setenv("ULPPROF_CAPTURE_MODE", cases[i].env, 1);
-        else
-            unsetenv("ULPPROF_CAPTURE_MODE");
-        write_one(path, cases[i].mode);
-        layout l = layout_of(path);
-        print_message("case %zu: mode %s, env %s: leaf K %u, %ld in /captures, digests %d\n", i,
-                      cases[i].mode ? cases[i].mode : "-", cases[i].env ? cases[i].env : "-",
-                      l.leaf_k, l.captures, l.digests_x);
+        layout l = case_file(dir, "c", i, &cases[i]);
         assert_int_equal(l.leaf_k, cases[i].leaf_k);
-        assert_int_equal(l.captures, cases[i].captures);
-        assert_int_equal(l.digests_x, cases[i].digests);
-        if (cases[i].digests)
-            assert_int_equal(l.digests, 3); /* one a row */
         assert_true(l.journal);
     }
     /* Rewritten at the close (FORMAT.md "A digest file's close"): exactly the files made
      * for digests, and their digests are all there. */
     unsetenv("ULPPROF_COMPACT");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        snprintf(path, sizeof path, "%s/r%zu.h5", dir, i);
-        if (cases[i].env != NULL)
-            setenv("ULPPROF_CAPTURE_MODE", cases[i].env, 1);
-        else
-            unsetenv("ULPPROF_CAPTURE_MODE");
-        write_one(path, cases[i].mode);
-        layout l = layout_of(path);
-        int made_for_digests = cases[i].leaf_k == 8;
-        print_message("case %zu rewritten: journal %d\n", i, l.journal);
-        assert_int_equal(l.journal, !made_for_digests);
-        assert_int_equal(l.captures, cases[i].captures);
-        assert_int_equal(l.digests_x, cases[i].digests);
-        if (cases[i].digests)
-            assert_int_equal(l.digests, 3);
+        layout l = case_file(dir, "r", i, &cases[i]);
+        assert_int_equal(l.journal, cases[i].leaf_k != 8);
     }
     unsetenv("ULPPROF_CAPTURE_MODE");
     tu_done();
