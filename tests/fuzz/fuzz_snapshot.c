@@ -74,27 +74,63 @@ static int same_str(const char *a, const char *b)
     return (a == NULL) == (b == NULL) && (a == NULL || strcmp(a, b) == 0);
 }
 
+/* What same_through_hdf5() compares of a capture: its description and first elements. */
+typedef struct seen {
+    ulp_capture_info c; /* its strings and arrays not kept: name and role copied below */
+    char name[128], role[32];
+    int read;
+    unsigned char first[64 * 8];
+} seen;
+
+static seen *seen_all(ulp_snapshot *h, size_t *n)
+{
+    *n = ulp_snapshot_capture_count(h);
+    seen *v = calloc(*n > 0 ? *n : 1, sizeof *v);
+    for (size_t i = 0; v != NULL && i < *n; i++) {
+        const ulp_capture_info *c = ulp_snapshot_capture(h, i);
+        v[i].c = *c;
+        snprintf(v[i].name, sizeof v[i].name, "%s", c->name);
+        snprintf(v[i].role, sizeof v[i].role, "%s", c->role);
+        uint64_t cnt = c->elements < 64 ? c->elements : 64;
+        v[i].read = cnt > 0 && ulp_snapshot_read(h, i, 0, cnt, v[i].first, NULL) == ULP_OK;
+    }
+    return v;
+}
+
 /*
  * A file without the capture index has its captures described from their
  * object headers (format/snapshot_hdr.c) unless ULPPROF_HEADERS=0, when
  * HDF5 reads each: when both ways accept the file, they must give the same
- * captures, and the same first elements of each.
+ * captures, and the same first elements of each.  Each opened while the
+ * other is not: HDF5 shares one open file among the opens of a process, and
+ * of a damaged file a second open reads HDF5's cache of the first, which
+ * can read more of it (docs/limitations.md).  So *sp is closed, the file
+ * opened through HDF5 and what it reads kept, then *sp opened again.
  */
-static void same_through_hdf5(ulp_snapshot *s)
+static void same_through_hdf5(ulp_snapshot **sp)
 {
     ulp_snapshot *h = NULL;
+    ulp_snapshot_close(*sp);
+    *sp = NULL;
     setenv("ULPPROF_HEADERS", "0", 1);
     ulp_status st = ulp_snapshot_open(path, &h, NULL);
     unsetenv("ULPPROF_HEADERS");
-    if (st != ULP_OK)
+    size_t nh = 0;
+    seen *v = st == ULP_OK ? seen_all(h, &nh) : NULL;
+    ulp_snapshot_close(h);
+    CHECK(ulp_snapshot_open(path, sp, NULL) == ULP_OK); /* as it opened before */
+    if (st != ULP_OK || v == NULL) {
+        free(v);
         return;
+    }
+    ulp_snapshot *s = *sp;
     size_t n = ulp_snapshot_capture_count(s);
-    CHECK(ulp_snapshot_capture_count(h) == n);
-    unsigned char x[64 * 8], y[64 * 8];
+    CHECK(nh == n);
+    unsigned char x[64 * 8];
     for (size_t i = 0; i < n; i++) {
-        const ulp_capture_info *a = ulp_snapshot_capture(s, i), *b = ulp_snapshot_capture(h, i);
-        CHECK(same_str(a->name, b->name) && a->occurrence == b->occurrence && a->seq == b->seq);
-        CHECK(a->layer == b->layer && same_str(a->role, b->role) && a->dtype == b->dtype);
+        const ulp_capture_info *a = ulp_snapshot_capture(s, i), *b = &v[i].c;
+        CHECK(same_str(a->name, v[i].name) && a->occurrence == b->occurrence && a->seq == b->seq);
+        CHECK(a->layer == b->layer && same_str(a->role, v[i].role) && a->dtype == b->dtype);
         CHECK(a->ndim == b->ndim && a->elements == b->elements);
         CHECK(memcmp(a->shape, b->shape, sizeof a->shape) == 0);
         CHECK(a->has_step == b->has_step && (!a->has_step || a->step == b->step));
@@ -108,11 +144,10 @@ static void same_through_hdf5(ulp_snapshot *s)
         CHECK(a->device_ptr == b->device_ptr && a->stream == b->stream && a->time_ns == b->time_ns);
         CHECK(a->row_rank == b->row_rank && a->n_inputs == b->n_inputs);
         uint64_t cnt = a->elements < 64 ? a->elements : 64;
-        if (cnt > 0 && ulp_snapshot_read(s, i, 0, cnt, x, NULL) == ULP_OK &&
-            ulp_snapshot_read(h, i, 0, cnt, y, NULL) == ULP_OK)
-            CHECK(memcmp(x, y, cnt * ulp_dtype_size(a->dtype)) == 0);
+        if (cnt > 0 && v[i].read && ulp_snapshot_read(s, i, 0, cnt, x, NULL) == ULP_OK)
+            CHECK(memcmp(x, v[i].first, cnt * ulp_dtype_size(a->dtype)) == 0);
     }
-    ulp_snapshot_close(h);
+    free(v);
 }
 
 /* The digest reader's promises (format/snapshot_digests.h), on any file. */
@@ -202,7 +237,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(ulp_snapshot_read(s, i, c->elements, 1, buf, NULL) == ULP_ERANGE);
     }
     free(buf);
-    same_through_hdf5(s);
+    same_through_hdf5(&s);
     ulp_snapshot_close(s);
     return 0;
 }
