@@ -3,11 +3,13 @@ a thousand-run user runs: greedy model.generate() of a small random HF
 Llama (float32, tests/perf/torchbench.py) under
 ulpprof.torch.capture(model, FILE, mode=MODE, tokens=True), one file per
 mode and per generation length, written as a run writes it (flushed only
-at the close).  Printed per length: each file's size, the ratio, and the
-digest file's bytes per generated token; then what its datasets and HDF5's
-own metadata take (h5py storage sizes; the rest is object headers, B-tree
-nodes, heaps and the unused end of the writer's last 32 KiB metadata
-block, docs/performance.md "File size").
+at the close; a digest file is then rewritten tight, FORMAT.md "A digest
+file's close", unless ULPPROF_COMPACT=0).  Printed per length: each
+file's size, the ratio, and the digest file's bytes per generated token;
+then what its datasets and HDF5's own metadata take (h5py storage sizes;
+the rest is object headers, B-tree nodes, heaps and, in the writer's
+file, the unused end of its last 32 KiB metadata block,
+docs/performance.md "File size").
 
     tests/perf/bench_digest_size.py [BUILD_DIR] [--tokens N,N,...]
         [--prompt P] [--hidden H] [--layers L] [--vocab V] [--sublayers]
@@ -73,7 +75,9 @@ def storage(path):
         def visit(name, obj):
             heads.append(h5py.h5o.get_info(obj.id).hdr.space.total)
             if isinstance(obj, h5py.Dataset):
-                k = name.split("/")[-1] if name.startswith("digests/") else name.split("/")[0]
+                # packed-1: digests/<name>/<table>; packed-2: digests/<table>, value/<name>
+                k = ("value" if name.startswith("digests/value/") else name.split("/")[-1]) \
+                    if name.startswith("digests/") else name.split("/")[0]
                 got[k] = got.get(k, 0) + obj.id.get_storage_size()
         f.visititems(visit)
         data = [n for n in f["captures"]] if "captures" in f else []
