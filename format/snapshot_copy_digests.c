@@ -127,6 +127,8 @@ ulp_status ulp_snapshot_copy_digests(const ulp_snapshot *s, const char *path, ul
         st = render_one(s, i, w, err);
     if (w != NULL) {
         ulp_error cerr;
+        if (st != ULP_OK) /* removed below: not rewritten under another inode first */
+            ulp__writer_no_rewrite(w);
         ulp_status cst = ulp__writer_close(w, &cerr);
         if (st == ULP_OK && cst != ULP_OK) {
             st = cst;

@@ -471,6 +471,12 @@ ulp_status ulp__writer_close(ulp__writer *w, ulp_error *err)
     return st;
 }
 
+void ulp__writer_no_rewrite(ulp__writer *w)
+{
+    if (w != NULL)
+        w->flags &= ~ULP__WRITER_DIGEST_FILE;
+}
+
 ulp_status ulp__writer_set_attr(ulp__writer *w, ulp__writer_group group, const char *key,
                                 const char *value, ulp_error *err)
 {

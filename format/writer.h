@@ -71,6 +71,9 @@ ulp_status ulp__writer_create_as(const char *path, const char *label, const char
 struct stat;
 void ulp__writer_compact(const char *path, const struct stat *written);
 
+/* No rewrite at its close (ulp__writer_compact) for this writer's file: a failed one. */
+void ulp__writer_no_rewrite(ulp__writer *w);
+
 /*
  * Adds or replaces a string attribute of /run, /env or /observed (created
  * at its first attribute: files without observations have no such group),

@@ -17,8 +17,9 @@
  * row, its kernel and GEMM rows and attributes -- and only then, flushed to
  * the disk, renamed over it.  Anything else (a file too big, a copy that
  * fails, differs or is not smaller, a path that no longer names the file
- * written) leaves the file as the writer closed it.  A kill in between
- * leaves the file whole and at most the dot-file.
+ * written; a symbolic link, a file of more than one name) leaves the file
+ * as the writer closed it.  A kill in between leaves the file whole and at
+ * most the dot-file.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gemm_row.h"
@@ -59,6 +61,11 @@ static int same_capture(const ulp_snapshot *a, const ulp_snapshot *b, size_t i)
         x->has_step != y->has_step || x->step != y->step || x->time_ns != y->time_ns ||
         x->row_rank != y->row_rank || x->rows != y->rows || x->n_inputs != y->n_inputs ||
         x->has_kernels != y->has_kernels || x->has_gemms != y->has_gemms ||
+        x->has_graph_replay != y->has_graph_replay ||
+        memcmp(x->kernels, y->kernels, sizeof x->kernels) != 0 ||
+        memcmp(x->gemms, y->gemms, sizeof x->gemms) != 0 ||
+        memcmp(x->graph_replay, y->graph_replay, sizeof x->graph_replay) != 0 ||
+        x->device_ptr != y->device_ptr || x->stream != y->stream ||
         (x->positions == NULL) != (y->positions == NULL) ||
         (x->requests == NULL) != (y->requests == NULL))
         return 0;
@@ -168,12 +175,16 @@ static int same_digests(const char *a, const char *b)
     return same;
 }
 
-/* `.<name>.compact-<pid>` beside `path`; -1 when it does not fit. */
+/* `.<name>.compact-<pid>-<clock>` beside `path` (a dead process's leftover with a pid
+ * reused does not stand in the way); -1 when it does not fit. */
 static int tmp_path(const char *path, char *out, size_t size)
 {
     const char *slash = strrchr(path, '/');
     int dir = slash != NULL ? (int)(slash - path + 1) : 0;
-    int n = snprintf(out, size, "%.*s.%s.compact-%ld", dir, path, path + dir, (long)getpid());
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int n = snprintf(out, size, "%.*s.%s.compact-%ld-%lx", dir, path, path + dir, (long)getpid(),
+                     (unsigned long)ts.tv_nsec ^ (unsigned long)ts.tv_sec);
     return n > 0 && (size_t)n < size ? 0 : -1;
 }
 
@@ -199,8 +210,12 @@ void ulp__writer_compact(const char *path, const struct stat *written)
      * reader's lock goes with it, a new writer's (writer.c, check_not_in_use) does not, so
      * nothing rewrites the file while it is copied.
      */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    /* Not through a symbolic link (the rename would replace the link), nor a file of more
+     * than one name (the rename would part them). */
     struct stat orig, now;
+    if (lstat(path, &now) != 0 || !S_ISREG(now.st_mode) || now.st_nlink != 1)
+        return;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
     if (fd < 0)
         return;
     if (fstat(fd, &orig) != 0 || !same_file(&orig, written) || orig.st_size != written->st_size ||

@@ -317,6 +317,7 @@ class Session:
             # The threads whose library call (without the GIL) is in flight:
             # close() waits for them, so that no call runs on a freed handle.
             self._calls = []
+            self._pid = os.getpid()
             self.path = lib.ulp_session_path(handle).decode()
             self._key = os.path.realpath(self.path)
             _open_paths[self._key] = self
@@ -333,7 +334,7 @@ class Session:
             self.set_observed(k, v)
 
     def set_run(self, key, value):
-        st = self._lib.ulp_session_set_run(self._h, str(key).encode(), str(value).encode())
+        st = self.call(self._lib.ulp_session_set_run, str(key).encode(), str(value).encode())
         if st != 0:
             raise CaptureError("cannot set /run %s: %s" % (key, status_str(st)))
 
@@ -343,13 +344,13 @@ class Session:
         if fn is None:
             raise CaptureError("cannot set /observed %s: the capture library is older than "
                                "/observed" % key)
-        st = fn(self._h, str(key).encode(), str(value).encode())
+        st = self.call(fn, str(key).encode(), str(value).encode())
         if st != 0:
             raise CaptureError("cannot set /observed %s: %s" % (key, status_str(st)))
 
     def set_step(self, step):
         self._due = self._told = int(step)
-        self._lib.ulp_session_set_step(self._h, int(step))
+        self.call(self._lib.ulp_session_set_step, int(step))
 
     def step_due(self, step):
         """Sets the step of the captures that follow, as set_step(), but
@@ -373,7 +374,7 @@ class Session:
         fn = getattr(self._lib, "ulp_session_set_capture_mode", None)
         if fn is None:
             raise CaptureError("the capture library is older than digests")
-        st = fn(self._h, code)
+        st = self.call(fn, code)
         if st != 0:
             raise CaptureError("cannot set the capture mode: %s" % status_str(st))
 
@@ -393,7 +394,7 @@ class Session:
         fn = getattr(self._lib, "ulp_session_select_spec", None)
         if fn is None:
             raise CaptureError("the capture library is older than selections")
-        st = fn(self._h, str(spec).encode())
+        st = self.call(fn, str(spec).encode())
         if st != 0:
             raise CaptureError("cannot select %r: %s" % (spec, status_str(st)))
 
@@ -468,7 +469,7 @@ class Session:
         first = self._gemm_rows
         if not rows:
             return (first, first)
-        st = self._lib.ulp_session_trace_gemms(self._h, ctypes.byref(arr), len(rows))
+        st = self.call(self._lib.ulp_session_trace_gemms, ctypes.byref(arr), len(rows))
         if st != 0:
             raise CaptureError("cannot trace %d GEMM rows: %s" % (len(rows), status_str(st)))
         self._gemm_rows += len(rows)
@@ -539,13 +540,13 @@ class Session:
         """fn(handle, *args): a library call on this session from any thread;
         ULP_ECLOSED once close() began.  Counted in flight meanwhile, so that
         close(), on another thread, waits for it before the handle goes."""
-        calls = self._calls
-        calls.append(threading.get_ident())
+        calls, me = self._calls, threading.get_ident()
+        calls.append(me)
         try:
             h = self._h
             return fn(h, *args) if h is not None else _ECLOSED
         finally:
-            calls.pop()
+            calls.remove(me)  # this thread's own entry: another's may be last
 
     def bound(self, name, dtype, shape, layer=LAYER_NONE, role="activation", row_rank=0,
               inputs=None):
@@ -641,19 +642,27 @@ class Session:
         """Writes what is queued and closes the file; returns the first error's
         status (0 = OK).  Closing twice is fine.  Library calls on other
         threads then return ULP_ECLOSED; one in flight is waited for."""
-        if self._h is None:
-            return 0
-        with _lock:
+        with _lock:  # a second close() returns once the first one has closed the file
             h = self._h
             if h is None:
                 return 0
             self._alive[0] = 0
             self._h = None  # from here on, a call finds the session closed
             me = threading.get_ident()
-            while self._alive[1] > 0 or any(t != me for t in list(self._calls)):
-                time.sleep(0.0005)
+            interrupted = None
+            # In a fork child the calls in flight were the parent's threads': none to wait
+            # for (and the library's child copy closes nothing).
+            while os.getpid() == self._pid and (
+                    self._alive[1] > 0 or any(t != me for t in list(self._calls))):
+                try:
+                    time.sleep(0.0005)
+                except BaseException as e:  # a Ctrl-C: the file is closed all the same
+                    interrupted = e
+                    break
             st = self._lib.ulp_session_close(h)
             _open_paths.pop(self._key, None)
+        if interrupted is not None:
+            raise interrupted
         return st
 
     def __enter__(self):

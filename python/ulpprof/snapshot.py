@@ -229,8 +229,9 @@ def _read_data(path: str, name: str, info: CaptureInfo) -> Tuple[str, Any]:
         if where not in f:
             # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
             # tokens and fed ids), rows of the name's `value`.
-            where = ("/digests/value/%s" if "names" in f["digests"] else "/digests/%s/value") \
-                % name
+            lay = f["digests"].attrs.get("layout", b"")
+            shared = (lay.decode() if isinstance(lay, bytes) else str(lay)) == "packed-2"
+            where = ("/digests/value/%s" if shared else "/digests/%s/value") % name
             raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
             arr = decode(raw, info.dtype) if info.dtype in _BITS \
                 else raw.astype(_NP_DTYPES[info.dtype], copy=False)

@@ -613,8 +613,10 @@ class Capture:
             for k, v in (observed or {}).items():
                 self._session.set_observed(k, v)
         else:
+            # The default ("data") given as no mode: ULPPROF_CAPTURE_MODE then decides, as
+            # it did before the mode was given at the open.
             self._session = Session(path, label=label, run=run, queue_mb=queue_mb,
-                                    observed=observed, mode=mode)
+                                    observed=observed, mode=None if mode == "data" else mode)
             key = os.path.realpath(self._session.path)
             _shared[key] = [self._session, 1, _Keys()]
         self._key = key

@@ -82,6 +82,19 @@ with tempfile.TemporaryDirectory() as d:
     with h5py.File(a, "r") as f:
         check("journal" not in f, "capture(mode='digest') file not rewritten at its close: %s"
               % sorted(f))
+    # ULPPROF_CAPTURE_MODE decides when capture() is given no mode (its default, "data").
+    e = os.path.join(d, "env.h5")
+    os.environ["ULPPROF_CAPTURE_MODE"] = "digest"
+    try:
+        with torch.no_grad(), ulpprof.torch.capture(model, e, tokens=True):
+            model(PROMPT, use_cache=True)
+    finally:
+        del os.environ["ULPPROF_CAPTURE_MODE"]
+    with h5py.File(e, "r") as f:
+        caps = sorted(f["captures"].keys()) if "captures" in f else []
+        check(caps == [] and "model.layers.0" in digests_h5.read(f) and "journal" not in f,
+              "ULPPROF_CAPTURE_MODE=digest, capture() without a mode: /captures %s, root %s"
+              % (caps, sorted(f)))
     ulpprof_bin = os.path.join(BUILD, "programs", "ulpprof")
     p = subprocess.run([ulpprof_bin, "diff", "-f", "json", a, b], capture_output=True, text=True)
     check(p.returncode == 1, "diff exit %d, want 1: %s" % (p.returncode, p.stderr))

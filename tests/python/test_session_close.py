@@ -5,7 +5,8 @@ another thread could free the handle under it.
 - A call in flight on another thread is waited for: the handle is freed
   (ulp_session_close, wrapped here to say when) only after it returns.
 - A call after the close begins never reaches the library: ULP_ECLOSED.
-- A close from inside a call on the same thread does not wait for itself.
+- A close from inside a call on the same thread does not wait for itself,
+  nor a fork child's close for the parent's calls.
 - Real captures from 4 threads while the main thread closes: every status
   is 0 or ULP_ECLOSED, the file reads, and it holds exactly the captures
   that returned 0.
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import numpy as np
 
@@ -90,6 +92,73 @@ def main():
     t.join(60)
     check(not t.is_alive() and done == [0], "close inside a call: %s, alive %s"
           % (done, t.is_alive()))
+    # 3a. Calls that end out of order: the main thread's call starts another thread's,
+    # which is still in flight when the main one returns and closes.
+    s = _lib.Session(os.path.join(tmp, "o.h5"), label="o")
+    events, inside, let_go = [], threading.Event(), threading.Event()
+    real = wrapped_close(s, events)
+
+    def held_b(h):
+        inside.set()
+        let_go.wait(60)
+        events.append("b returns")
+        return 0
+    tb = threading.Thread(target=lambda: s.call(held_b))
+
+    def outer(h):
+        tb.start()
+        inside.wait(60)
+        return 0
+    s.call(outer)  # returns while b's call is in flight
+
+    def later():
+        time.sleep(0.3)
+        events.append("let go")
+        let_go.set()
+    timer = threading.Thread(target=later)
+    timer.start()
+    try:
+        s.close()  # on the thread whose call returned first
+    finally:
+        let_go.set()
+        timer.join(60)
+        tb.join(60)
+        s._lib.ulp_session_close = real
+    check(events == ["let go", "b returns", "freed"], "out of order: %s" % events)
+
+    # 3b. A fork while a call is in flight: the child's close does not wait for the
+    # parent's thread (its copy closes nothing), and returns.
+    s = _lib.Session(os.path.join(tmp, "f.h5"), label="f")
+    inside, let_go = threading.Event(), threading.Event()
+
+    def hold(h):
+        inside.set()
+        let_go.wait(60)
+        return 0
+    t = threading.Thread(target=lambda: s.call(hold))
+    t.start()
+    check(inside.wait(60), "the call never started")
+    pid = os.fork()
+    if pid == 0:
+        try:
+            s.close()
+        finally:
+            os._exit(0)
+    deadline, status = time.monotonic() + 60, None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.01)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    let_go.set()
+    t.join(60)
+    check(status == 0, "the fork child's close: status %s (killed after 60 s when None)"
+          % status)
+    check(s.close() == 0, "the parent's close after the fork")
+
     # 4. Real captures racing a close.
     path = os.path.join(tmp, "c.h5")
     s = _lib.Session(path, label="c")
