@@ -117,7 +117,8 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
           ULP__GROW(sh->pos, sh->pos_cap, sh->nrows + nr) != 0 ||
           ULP__GROW(sh->req, sh->req_cap, sh->nrows + nr) != 0 ||
           ULP__GROW(sh->inputs, sh->inputs_cap, sh->ninputs + ni) != 0;
-    if (!bad && ni > 0)
+    int zeroed = !bad && ni > 0;
+    if (zeroed)
         memset(sh->inputs + sh->ninputs, 0, ni * sizeof *sh->inputs); /* reclaimed at the end */
     bad =
         bad || ulp__digest_read_rows(v.occ, mt, 1, 0, no, 1, sh->occ + sh->nocc) < 0 ||
@@ -126,6 +127,11 @@ static herr_t one_name(hid_t g, const char *name, const H5L_info_t *info, void *
         ulp__digest_read_rows(v.request, H5T_NATIVE_INT64, 1, 0, nr, 1, sh->req + sh->nrows) < 0 ||
         (ni > 0 && (v.inputs < 0 || ulp__digest_read_rows(v.inputs, sh->vlen, 1, 0, ni, 1,
                                                           sh->inputs + sh->ninputs) < 0));
+    for (size_t k = 0; bad && zeroed && k < ni; k++) /* what a failed read allocated of them */
+        if (sh->inputs[sh->ninputs + k] != NULL) {
+            H5free_memory(sh->inputs[sh->ninputs + k]);
+            sh->inputs[sh->ninputs + k] = NULL;
+        }
     if (!bad) {
         ulp__digest_name e = {.name = NULL,
                               .occurrences_first = sh->nocc,

@@ -109,8 +109,11 @@ const char *ulp__digests_shared_open(hid_t g, ulp__digests_shared *d)
         why = "is too large to read";
     else if (ulp__digest_read_rows(names, mt, 1, 0, (uint64_t)nn, 1, d->names) < 0)
         why = "has a `names` table that cannot be read";
-    if (why == NULL) {
+    /* What HDF5 allocated of the names, read whole or not, is freed at the close: the
+     * others are still NULL (calloc). */
+    if (d->names != NULL)
         d->n = (size_t)nn;
+    if (why == NULL) {
         d->nocc = (uint64_t)nocc;
         d->nrows = (uint64_t)nd;
         d->ninputs = (uint64_t)ni;
