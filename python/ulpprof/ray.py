@@ -42,6 +42,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ._digest_tables import digest_tables
 from ._program import SnapshotError, UlpprofError, run_json, run_text
 
 __all__ = ["diff", "streams"]
@@ -327,32 +328,6 @@ def _ids_names(f: Any) -> List[str]:
     return out
 
 
-def _digest_tables(dg: Any) -> List[Tuple[str, Any]]:
-    """[(name, its tables)] of a packed /digests (FORMAT.md "Digests"): in
-    packed-1 each name's group; in packed-2 (a digest file rewritten at its
-    close) its ranges of the shared datasets, as a dict of arrays that reads
-    as the group does (t["occurrences"][()], "value" in t)."""
-    import h5py
-    import numpy as np
-    lay = _text(dg.attrs.get("layout", ""))
-    if lay == "packed-1":
-        return [(n, g) for n, g in dg.items() if isinstance(g, h5py.Group)]
-    if lay != "packed-2":
-        return []
-    occ, pos, req = dg["occurrences"][()], dg["position"][()], dg["request"][()]
-    out: List[Tuple[str, Any]] = []
-    for e in dg["names"][()]:
-        name = _text(e["name"])
-        o0, no = int(e["occurrences_first"]), int(e["occurrences"])
-        r0, nr = int(e["rows_first"]), int(e["rows"])
-        t = {"occurrences": occ[o0:o0 + no], "position": pos[r0:r0 + nr],
-             "request": req[r0:r0 + nr]}
-        if e["has_value"]:
-            t["value"] = np.asarray(dg["value"][name][()])
-        out.append((name, t))
-    return out
-
-
 def _kept(f: Any) -> List[Tuple[Any, ...]]:
     """The captures a digest-mode file keeps in /digests (FORMAT.md
     "Digests": its tokens and fed token ids), as (seq, name, dtype, role,
@@ -364,7 +339,7 @@ def _kept(f: Any) -> List[Tuple[Any, ...]]:
     dg = f.get("digests")
     if not isinstance(dg, h5py.Group):
         return out
-    for name, g in _digest_tables(dg):
+    for name, g in digest_tables(dg):
         if "value" not in g:
             continue
         table = g["occurrences"][()]

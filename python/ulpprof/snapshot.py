@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Tuple, Union
 
+from ._digest_tables import digest_tables
 from ._program import SnapshotError, run_json
 
 if TYPE_CHECKING:
@@ -229,10 +230,7 @@ def _read_data(path: str, name: str, info: CaptureInfo) -> Tuple[str, Any]:
         if where not in f:
             # Kept in /digests (format/FORMAT.md "Digests": a digest-mode file's
             # tokens and fed ids), rows of the name's `value`.
-            lay = f["digests"].attrs.get("layout", b"")
-            shared = (lay.decode() if isinstance(lay, bytes) else str(lay)) == "packed-2"
-            where = ("/digests/value/%s" if shared else "/digests/%s/value") % name
-            raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
+            where, raw = _kept_rows(f, name, info.occurrence, _BITS.get(info.dtype))
             arr = decode(raw, info.dtype) if info.dtype in _BITS \
                 else raw.astype(_NP_DTYPES[info.dtype], copy=False)
         elif info.dtype in _BITS:
@@ -245,41 +243,30 @@ def _read_data(path: str, name: str, info: CaptureInfo) -> Tuple[str, Any]:
     return where, arr
 
 
-def _kept_rows(f: Any, name: str, occurrence: int, bits: Optional[str]) -> "np.ndarray":
-    """The rows of `value` that /digests/<name> keeps of capture (name, occurrence) (its
-    table's `kept_occurrence`; KeyError when it keeps none such); with `bits` (a numpy
-    dtype), the stored bits as that, not h5py's conversion (bf16, fp8)."""
+def _kept_rows(f: Any, name: str, occurrence: int,
+               bits: Optional[str]) -> Tuple[str, "np.ndarray"]:
+    """(the path of the name's `value`, the rows of it that /digests keeps of capture
+    (name, occurrence)) (its table's `kept_occurrence`; KeyError when it keeps none such);
+    with `bits` (a numpy dtype), the stored bits as that, not h5py's conversion (bf16,
+    fp8)."""
     import h5py
     import numpy as np
 
-    dg = f["digests"]
-    lay = dg.attrs.get("layout", b"")
-    if (lay.decode() if isinstance(lay, bytes) else str(lay)) == "packed-2":
-        # a closed file rewritten at its close: the name's range of the shared table, its
-        # own value (rows relative to the name's, as in packed-1)
-        table, value = None, dg["value"][name]
-        for e in dg["names"][()]:
-            en = e["name"].decode() if isinstance(e["name"], bytes) else str(e["name"])
-            if en == name:
-                o0, no = int(e["occurrences_first"]), int(e["occurrences"])
-                table = dg["occurrences"][o0:o0 + no]
-        if table is None:
-            raise KeyError("no name %r" % name)
-    else:
-        table, value = dg[name]["occurrences"][()], dg[name]["value"]
+    # the name's tables in either packed layout; rows relative to the name's in both
+    t = dict(digest_tables(f["digests"]))[name]
+    table, ds = t["occurrences"][()], t["value"]
     for o in table:
         if o["kept"] and int(o["kept_occurrence"]) == occurrence:
             a, n = int(o["first"]), int(o["rows"])
-            ds = value
             if bits is None:
-                return ds[a:a + n]
+                return ds.name, ds[a:a + n]
             raw = np.empty((n, ds.shape[1]), bits)
             if n > 0:
                 fs = ds.id.get_space()
                 fs.select_hyperslab((a, 0), (n, ds.shape[1]))
                 ms = h5py.h5s.create_simple((n, ds.shape[1]))
                 ds.id.read(ms, fs, raw, mtype=ds.id.get_type())
-            return raw
+            return ds.name, raw
     raise KeyError("no kept occurrence %d" % occurrence)
 
 
