@@ -34,7 +34,7 @@ typedef struct shared {
 } shared;
 
 /* A 1-D dataset of `n` elements of `ftype` from `buf` (memory type `mt`): contiguous, or
- * when `squeeze`, one chunk shuffled, deflated and checksummed, as the writer's. */
+ * when `squeeze`, one chunk with the writer's filters (ulp__digest_squeeze). */
 static int write_1d(hid_t g, const char *name, hid_t ftype, hid_t mt, size_t n, const void *buf,
                     int squeeze)
 {
@@ -44,8 +44,7 @@ static int write_1d(hid_t g, const char *name, hid_t ftype, hid_t mt, size_t n, 
     int vlen = H5Tdetect_class(ftype, H5T_STRING) > 0;
     squeeze = squeeze && n > 0;
     int bad = sp < 0 || pl < 0 ||
-              (squeeze ? H5Pset_chunk(pl, 1, &dim) < 0 || H5Pset_shuffle(pl) < 0 ||
-                             H5Pset_deflate(pl, 1) < 0 || H5Pset_fletcher32(pl) < 0
+              (squeeze ? H5Pset_chunk(pl, 1, &dim) < 0 || ulp__digest_squeeze(pl) < 0
                        : H5Pset_layout(pl, H5D_CONTIGUOUS) < 0) ||
               (!vlen && H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) < 0) ||
               ulp__h5_dcpl_no_attrs(pl) < 0;
@@ -81,9 +80,9 @@ static int copy_value(shared *sh, const char *name, hid_t value, uint64_t rows)
     hid_t pl = bad ? -1 : H5Pcreate(H5P_DATASET_CREATE),
           os = bad ? -1 : H5Screate_simple(2, d, NULL);
     hsize_t chunk[2] = {d[0] > 0 ? d[0] : 1, d[1] > 0 ? d[1] : 1};
-    bad = bad || pl < 0 || os < 0 || H5Pset_chunk(pl, 2, chunk) < 0 || H5Pset_shuffle(pl) < 0 ||
-          H5Pset_deflate(pl, 1) < 0 || H5Pset_fletcher32(pl) < 0 ||
-          H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) < 0 || ulp__h5_dcpl_no_attrs(pl) < 0;
+    bad = bad || pl < 0 || os < 0 || H5Pset_chunk(pl, 2, chunk) < 0 ||
+          ulp__digest_squeeze(pl) < 0 || H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) < 0 ||
+          ulp__h5_dcpl_no_attrs(pl) < 0;
     hid_t ds = bad ? -1 : H5Dcreate2(sh->values, name, t, os, H5P_DEFAULT, pl, H5P_DEFAULT);
     bad = ds < 0 || (bytes > 0 && H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0);
     if (ds >= 0)

@@ -73,3 +73,17 @@ int ulp__digest_occ_has_kept(hid_t t)
            H5Tget_member_index(t, "kept_seq") >= 0 &&
            H5Tget_member_index(t, "kept_occurrence") >= 0;
 }
+
+/*
+ * The filters of a compressed row dataset: shuffle and deflate, then a
+ * Fletcher-32 checksum of each compressed chunk.  Why the checksum: a
+ * chunk a killed writer's flush was rewriting can be torn, and HDF5 1.10
+ * inflates a torn chunk short and copies a whole chunk out of it (past its
+ * own buffer); with the checksum it refuses the chunk instead, and the
+ * reader leaves that name out of the killed file.
+ */
+herr_t ulp__digest_squeeze(hid_t pl)
+{
+    return H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0 && H5Pset_fletcher32(pl) >= 0 ? 0
+                                                                                               : -1;
+}

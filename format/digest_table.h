@@ -47,4 +47,8 @@ hid_t ulp__digest_occ_type(void);
 /* A NUL-terminated UTF-8 string type of `n` bytes, or variable-length when `vlen`. */
 hid_t ulp__digest_str_type(size_t n, int vlen);
 
+/* The compressed tables' filters (shuffle, deflate, Fletcher-32) set on dataset creation
+ * list `pl`: 0, or -1 when HDF5 lacks one. */
+herr_t ulp__digest_squeeze(hid_t pl);
+
 #endif /* ULPPROF_FORMAT_DIGEST_TABLE_H */

@@ -125,20 +125,6 @@ static int open_root(ulp__writer *w)
 }
 
 /*
- * The filters of a compressed row dataset: shuffle and deflate, then a
- * Fletcher-32 checksum of each compressed chunk.  Why the checksum: a
- * chunk a killed writer's flush was rewriting can be torn, and HDF5 1.10
- * inflates a torn chunk short and copies a whole chunk out of it (past its
- * own buffer); with the checksum it refuses the chunk instead, and the
- * reader leaves that name out of the killed file.
- */
-static herr_t squeezed(hid_t pl)
-{
-    return H5Pset_shuffle(pl) >= 0 && H5Pset_deflate(pl, 1) >= 0 && H5Pset_fletcher32(pl) >= 0 ? 0
-                                                                                               : -1;
-}
-
-/*
  * A 1-D chunked dataset of `type` that grows without bound; or, when `fixed`
  * (the name's rows all known: the file is closing), one of `fixed_n`
  * elements: contiguous, without the chunk index (2 KiB a dataset in the
@@ -162,7 +148,7 @@ static hid_t extendable(const ulp__writer *w, hid_t g, const char *name, hid_t t
     if (sp >= 0 && pl >= 0 &&
         (contiguous ? H5Pset_layout(pl, H5D_CONTIGUOUS) : H5Pset_chunk(pl, 1, &chunk)) >= 0 &&
         (vlen || H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER) >= 0) &&
-        ulp__h5_dcpl_no_attrs(pl) >= 0 && (contiguous || !squeeze || squeezed(pl) >= 0))
+        ulp__h5_dcpl_no_attrs(pl) >= 0 && (contiguous || !squeeze || ulp__digest_squeeze(pl) >= 0))
         ds = H5Dcreate2(g, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     if (pl >= 0)
         H5Pclose(pl);
@@ -235,7 +221,7 @@ static hid_t value_create(const ulp__writer *w, const ulp__digest_buf *b, int fi
     hid_t ds = H5I_INVALID_HID;
     if (sp >= 0 && pl >= 0 && H5Tget_size(type) <= sizeof zero && H5Pset_chunk(pl, 2, chunk) >= 0 &&
         H5Pset_fill_value(pl, type, zero) >= 0 && ulp__h5_dcpl_no_attrs(pl) >= 0 &&
-        (!w->squeeze || squeezed(pl) >= 0))
+        (!w->squeeze || ulp__digest_squeeze(pl) >= 0))
         ds = H5Dcreate2(b->g, "value", type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     if (pl >= 0)
         H5Pclose(pl);
